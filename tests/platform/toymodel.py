@@ -1,0 +1,87 @@
+"""A tiny model + datamodule plugged in by dotted path (``toymodel:Toy``), so the platform's tests
+do not depend on any zoo model. Training uses dropout, so it consumes the RNG like real models."""
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
+from zoo.core.module import ZooModule
+
+
+@dataclass
+class ToyDataConfig:
+    n: int = 256  # examples
+    dim: int = 8  # input features
+    batch_size: int = 32  # examples per batch
+    seed: int = 0  # data + shuffle seed
+    root: str = "data"  # unused; kept for the convention
+
+
+class ToyData(ZooDataModule):
+    """Linear regression data y = x @ w + noise."""
+
+    Config = ToyDataConfig
+
+    def setup(self, stage=None):
+        g = torch.Generator().manual_seed(self.cfg.seed)
+        x = torch.randn(self.cfg.n, self.cfg.dim, generator=g)
+        y = x @ torch.linspace(-1, 1, self.cfg.dim) + 0.1 * torch.randn(self.cfg.n, generator=g)
+        self.train_set = TensorDataset(x, y)
+        self.val_set = TensorDataset(x[:64], y[:64])
+
+    def info(self):
+        return {"dim": self.cfg.dim}
+
+    def train_dataloader(self):
+        return shuffled_loader(self.train_set, self.cfg.batch_size, seed=self.cfg.seed)
+
+    def val_dataloader(self):
+        return plain_loader(self.val_set, 64)
+
+    test_dataloader = val_dataloader
+
+
+@dataclass
+class ToyConfig:
+    hidden: int = 16  # hidden units
+    lr: float = 0.01  # SGD learning rate
+    dropout: float = 0.2  # consumes RNG during training
+    explode_at: int = -1  # step at which the loss becomes NaN (tests the guard); -1 never
+
+
+class Toy(ZooModule):
+    """Tiny MLP regressor for platform tests."""
+
+    Config = ToyConfig
+
+    def __init__(self, cfg, data_info=None):
+        super().__init__(cfg, data_info)
+        self.net = nn.Sequential(nn.Linear(self.data_info["dim"], self.cfg.hidden), nn.ReLU(),
+                                 nn.Dropout(self.cfg.dropout), nn.Linear(self.cfg.hidden, 1))
+
+    def loss(self, batch):
+        x, y = batch
+        return ((self.net(x).squeeze(-1) - y) ** 2).mean()
+
+    def training_step(self, batch, batch_idx):
+        loss = self.loss(batch)
+        if self.global_step == self.cfg.explode_at:
+            loss = loss * float("nan")
+        self.log("train/loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val/loss", self.loss(batch))
+
+    def test_step(self, batch, batch_idx):
+        self.log("test/loss", self.loss(batch))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.cfg.lr)
+
+    def predict_cli(self, inputs, options):
+        x = torch.tensor([[float(v) for v in inputs]])
+        print(f"{self.net(x).item():.4f}")

@@ -1,0 +1,115 @@
+"""Never lose a run: atomic checkpoint files, save on SIGTERM/SIGINT, stop on a non-finite loss,
+and RNG state in the checkpoint so a resumed run continues exactly."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Write to a temporary file in the same folder, fsync, then rename over the target: a kill
+    during a save leaves the previous checkpoint intact. Loads with ``weights_only=True``."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        with open(tmp, "wb") as f:
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict:
+        return torch.load(path, map_location=map_location or "cpu", weights_only=True)
+
+
+class NonFiniteLossError(RuntimeError):
+    def __init__(self, step: int, epoch: int, value: float):
+        super().__init__(f"the training loss became {value} at step {step} (epoch {epoch})")
+        self.step, self.epoch = step, epoch
+
+
+class NonFiniteLossGuard(L.Callback):
+    """Raise before ``backward`` when the loss is NaN/inf, so no bad update is applied and no
+    checkpoint of the broken weights is written."""
+
+    def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
+        if not torch.isfinite(loss).all():
+            raise NonFiniteLossError(trainer.global_step, trainer.current_epoch, float(loss.detach().sum()))
+
+
+class SignalCheckpoint(L.Callback):
+    """On SIGTERM or SIGINT: finish the current batch, save ``last.ckpt``, stop cleanly.
+    A second SIGINT interrupts at once."""
+
+    def __init__(self, ckpt_dir: Path):
+        self.ckpt_dir = Path(ckpt_dir)
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.received is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.received = signum
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, self._handler)
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if self.received is None:
+            return
+        path = self.ckpt_dir / "last.ckpt"
+        trainer.save_checkpoint(path)
+        trainer.should_stop = True
+        if trainer.is_global_zero:
+            name = signal.Signals(self.received).name
+            print(f"\n{name} received: saved {path} at step {trainer.global_step}; "
+                  "resume with ckpt_path=last", flush=True)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+
+class RNGState(L.Callback):
+    """Store torch / numpy / python RNG states in the checkpoint and restore them on resume, so
+    the stochastic parts of training (sampled latents, tokens, noise) continue identically."""
+
+    def state_dict(self) -> dict:
+        np_state = np.random.get_state()
+        return {
+            "torch": torch.get_rng_state(),
+            "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]],
+            "python": list(random.getstate()),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        torch.set_rng_state(state["torch"])
+        kind, keys, *rest = state["numpy"]
+        np.random.set_state((kind, keys.numpy().astype(np.uint32), *rest))
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+
+
+class RunInfo(L.Callback):
+    """Puts the run's identity into every checkpoint under ``checkpoint["zoo"]``: which model,
+    the data options and the full resolved config. `zoo.load` / `zoo.evaluate` read it to rebuild
+    the model and its datamodule, and to refuse files that are not zoo checkpoints."""
+
+    def __init__(self, info: dict):
+        self.info = info
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        checkpoint["zoo"] = self.info

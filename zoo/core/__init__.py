@@ -1,0 +1,1 @@
+"""Pieces every model shares: the LightningModule base, data helpers, figure logging."""

@@ -1,0 +1,58 @@
+"""`ZooDataModule`: the LightningDataModule base, and a resumable shuffling sampler.
+
+Contract:
+- ``Config``: dataclass of the data options (the recipe's ``data:`` section minus ``name``);
+  by convention it has ``root`` (default "data"), ``batch_size`` and ``num_workers``.
+- ``__init__(self, cfg: dict)``; read options from ``self.cfg``.
+- ``info() -> dict``: primitive facts the model needs to be built (image shape, vocabulary,
+  ...). Called after ``prepare_data()`` and ``setup("fit")``; stored in checkpoints.
+- Missing or malformed data raises ``zoo.errors.UserError`` naming the path looked at and
+  how to provide the files.
+- Shuffle with ``EpochSampler`` (or ``shuffled_loader``) so a resumed run sees the same batches
+  as an uninterrupted one: the order depends only on (seed, epoch), never on global RNG state.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+
+class ZooDataModule(L.LightningDataModule):
+    Config: type = None  # dataclass of data options; subclasses set it
+
+    def __init__(self, cfg: dict):
+        super().__init__()
+        self.cfg = self.Config(**cfg)
+
+    def info(self) -> dict:
+        return {}
+
+
+class EpochSampler(Sampler[int]):
+    """Random permutation from (seed, epoch). Lightning calls ``set_epoch`` every epoch (and wraps
+    it for DDP), so a run resumed from an epoch-end checkpoint replays the same order."""
+
+    def __init__(self, n: int, seed: int = 0):
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        return iter(torch.randperm(self.n, generator=g).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def shuffled_loader(dataset: Dataset, batch_size: int, seed: int = 0, **kwargs: Any) -> DataLoader:
+    return DataLoader(dataset, batch_size=batch_size, sampler=EpochSampler(len(dataset), seed), **kwargs)
+
+
+def plain_loader(dataset: Dataset, batch_size: int, **kwargs: Any) -> DataLoader:
+    return DataLoader(dataset, batch_size=batch_size, shuffle=False, **kwargs)

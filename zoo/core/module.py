@@ -1,0 +1,107 @@
+"""`ZooModule`: the LightningModule base every zoo model derives from.
+
+Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on):
+
+- ``Config``: a dataclass of the model's options (the recipe's ``model:`` section minus ``name``).
+- ``__init__(self, cfg: dict, data_info: dict)``: ``cfg`` are those options as a plain dict,
+  ``data_info`` is what the datamodule's ``info()`` returned (shapes, vocabulary, ...). Both are
+  primitive, so checkpoints load with ``torch.load(weights_only=True)``. Read options from
+  ``self.cfg`` (a ``Config`` instance).
+- ``monitor`` / ``monitor_mode``: the metric the best checkpoint is chosen by.
+- ``test_step`` logs ``test/<metric>``; ``zoo.evaluate`` prints those.
+- ``predict_cli(inputs, options)``: what ``python -m zoo.predict`` does for this model.
+- Figures: ``self.save_figure(name, fig)`` / ``self.save_image(name, tensor)`` write
+  ``plots/<name>.png`` in the run folder and log the image to W&B / TensorBoard when active.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+from zoo.errors import UserError
+
+
+class ZooModule(L.LightningModule):
+    Config: type = None  # dataclass of model options; subclasses set it
+    monitor: str = "val/loss"  # metric for the best checkpoint
+    monitor_mode: str = "min"  # "min" or "max"
+
+    def __init__(self, cfg: dict, data_info: dict | None = None):
+        super().__init__()
+        self.save_hyperparameters({"cfg": dict(cfg), "data_info": dict(data_info or {})})
+        self.cfg = self.Config(**cfg)
+        self.data_info = dict(data_info or {})
+        self.plots_dir: Path | None = None  # set by zoo.train / zoo.evaluate
+
+    # ---- figures -------------------------------------------------------------------------
+    def _plots_dir(self) -> Path:
+        if self.plots_dir is None:
+            env = os.environ.get("ZOO_RUN_DIR")
+            self.plots_dir = Path(env) / "plots" if env else Path("plots")
+        self.plots_dir.mkdir(parents=True, exist_ok=True)
+        return self.plots_dir
+
+    def save_figure(self, name: str, fig: Any) -> Path | None:
+        """Save a matplotlib figure as plots/<name>.png (rank 0 only) and log it; closes the figure."""
+        import matplotlib.pyplot as plt
+
+        path = None
+        if self._trainer is None or self.trainer.is_global_zero:
+            path = self._plots_dir() / f"{name}.png"
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+            self._log_png(name, path)
+        plt.close(fig)
+        return path
+
+    def save_image(self, name: str, images: torch.Tensor, nrow: int = 8, **grid_kwargs: Any) -> Path | None:
+        """Save a batch of images (N, C, H, W) in [0, 1] as a grid plots/<name>.png and log it."""
+        from torchvision.utils import save_image
+
+        if self._trainer is not None and not self.trainer.is_global_zero:
+            return None
+        path = self._plots_dir() / f"{name}.png"
+        save_image(images.detach().float().cpu(), path, nrow=nrow, **grid_kwargs)
+        self._log_png(name, path)
+        return path
+
+    def _log_png(self, name: str, path: Path) -> None:
+        if self._trainer is None:
+            return
+        step = self.global_step
+        for logger in self.trainer.loggers:
+            kind = type(logger).__name__
+            if kind == "WandbLogger":
+                logger.log_image(key=f"plots/{name}", images=[str(path)], step=step)
+            elif kind == "TensorBoardLogger":
+                import matplotlib.image as mpimg
+
+                img = torch.from_numpy(mpimg.imread(str(path))[..., :3].copy()).permute(2, 0, 1)
+                logger.experiment.add_image(f"plots/{name}", img, global_step=step)
+
+    # ---- command-line inference ------------------------------------------------------------
+    def predict_cli(self, inputs: list[str], options: dict) -> None:
+        raise UserError(f"model '{type(self).__name__}' has no `zoo.predict` behaviour")
+
+
+def check_options(options: dict, defaults: dict, what: str) -> dict:
+    """Merge ``options`` (from key=value on the command line) over ``defaults``; unknown keys are
+    a UserError naming the closest valid key."""
+    from zoo.registry import closest
+
+    out = dict(defaults)
+    for key, value in options.items():
+        if key not in defaults:
+            raise UserError(f"unknown option '{key}' for {what}{closest(key, list(defaults))}. "
+                            f"Valid: {', '.join(sorted(defaults))}")
+        out[key] = value
+    return out
+
+
+def config_fields(config_cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(config_cls)]

@@ -1,0 +1,115 @@
+"""Load finished models: ``zoo.load(name_or_path)``.
+
+- a ``.ckpt`` written by ``python -m zoo.train`` (read with ``torch.load(weights_only=True)``);
+- a pretrained entry shipped in ``zoo/pretrained/``: ``<name>.safetensors`` (the weights) next to
+  ``<name>.json`` (the card: model, hyperparameters, data, recipe, exact command, metrics with
+  their split, sha256, size). The file's sha256 is checked before loading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from zoo.errors import UserError
+from zoo.registry import closest
+
+PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def pretrained_cards() -> dict[str, dict]:
+    cards = {}
+    for path in sorted(PRETRAINED_DIR.glob("*.json")):
+        card = json.loads(path.read_text())
+        cards[card["name"]] = card
+    return cards
+
+
+def read_checkpoint(path: str | Path) -> dict:
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise UserError(f"refusing {path}: it holds objects that are not plain weights "
+                        f"(torch.load weights_only=True said: {str(err).splitlines()[0]})") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as err:
+        raise UserError(f"checkpoint {path} is corrupt or not a PyTorch file ({str(err).splitlines()[0]})") from None
+    if not isinstance(ckpt, dict) or "zoo" not in ckpt or "state_dict" not in ckpt:
+        raise UserError(f"{path} is not a zoo checkpoint (no 'zoo' section): only checkpoints written by "
+                        "`python -m zoo.train` can be loaded")
+    return ckpt
+
+
+def build_model(model_name: str, hparams: dict, state_dict: dict, source: str) -> Any:
+    from zoo.models import import_all
+    from zoo.registry import MODELS
+
+    import_all()
+    cls = MODELS.get(model_name)
+    model = cls(**hparams)
+    try:
+        model.load_state_dict(state_dict, strict=True)
+    except RuntimeError as err:
+        raise UserError(f"{source} does not match model '{model_name}': {str(err).splitlines()[0]}") from None
+    model.eval()
+    return model
+
+
+def load_checkpoint(path: str | Path) -> tuple[Any, dict]:
+    """Model and the run info (model name, data options, recipe, command) from a .ckpt."""
+    ckpt = read_checkpoint(path)
+    info = ckpt["zoo"]
+    return build_model(info["model"], ckpt["hyper_parameters"], ckpt["state_dict"], str(path)), info
+
+
+def load_pretrained(name: str) -> tuple[Any, dict]:
+    from safetensors.torch import load_file
+
+    cards = pretrained_cards()
+    if name not in cards:
+        raise UserError(f"unknown pretrained model '{name}'{closest(name, list(cards))}. "
+                        f"Available: {', '.join(cards) or 'none'} (python -m zoo.pretrained)")
+    card = cards[name]
+    weights = PRETRAINED_DIR / card["weights"]
+    if not weights.is_file():
+        raise UserError(f"weights file of '{name}' is missing: {weights}")
+    actual = sha256(weights)
+    if actual != card["sha256"]:
+        raise UserError(f"refusing {weights}: sha256 {actual} does not match the card's {card['sha256']}")
+    try:
+        state = load_file(str(weights))
+    except Exception as err:
+        raise UserError(f"cannot read {weights}: {err}") from None
+    model = build_model(card["model"], card["hyper_parameters"], state, str(weights))
+    return model, {"model": card["model"], "data": card["data"], "recipe": card["recipe"],
+                   "command": card["command"], "card": card}
+
+
+def load_any(target: str) -> tuple[Any, dict]:
+    path = Path(target)
+    if target.endswith(".ckpt") or (path.is_file() and path.suffix != ".json"):
+        return load_checkpoint(path)
+    if "/" in target or target.endswith((".ckpt", ".safetensors")):
+        raise UserError(f"no such file: {target}")
+    return load_pretrained(target)
+
+
+def load(target: str) -> Any:
+    """A ready-to-use model (eval mode, CPU) from a pretrained name or a checkpoint path."""
+    return load_any(target)[0]

@@ -1,0 +1,1 @@
+"""Released weights: ``<name>.safetensors`` + ``<name>.json`` (the card). See `zoo.hub`."""

@@ -1,0 +1,107 @@
+"""One small registry type for models, datamodules and estimators (timm/torchvision style).
+
+    MODELS = Registry("model")
+
+    @MODELS.register("vae", config=VAEConfig)
+    class VAE(ZooModule): ...
+
+    MODELS.get("vae")            # -> the class
+    MODELS.list("v*")            # -> ["vae"]
+    MODELS.get("mypkg.models:MyModel")   # a user's own class, by dotted path
+
+Third-party entries also plug in through the Python entry point group ``zoo.<kind>s``
+(e.g. ``[project.entry-points."zoo.models"] mymodel = "mypkg.models:MyModel"``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+from zoo.errors import UserError
+
+
+@dataclass
+class Entry:
+    name: str  # registered name, as written in recipes
+    obj: Any  # the class or builder
+    config: type | None = None  # dataclass schema of its options (None: no validation)
+    description: str = ""  # one line shown by list commands
+
+
+def import_dotted(path: str) -> Any:
+    """Import ``package.module:Name`` (or ``package.module.Name``)."""
+    module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise UserError(f"cannot import module '{module_name}' named in '{path}': {err}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise UserError(f"module '{module_name}' has no attribute '{attr}' (from '{path}')") from None
+
+
+def closest(name: str, choices: list[str], n: int = 3) -> str:
+    """Human hint: ' (did you mean: a, b?)' or ''."""
+    hits = difflib.get_close_matches(name, choices, n=n, cutoff=0.5)
+    return f" (did you mean: {', '.join(hits)}?)" if hits else ""
+
+
+class Registry:
+    def __init__(self, kind: str):
+        self.kind = kind  # "model", "datamodule", "estimator"
+        self._entries: dict[str, Entry] = {}
+        self._loaded_plugins = False
+
+    def register(self, name: str, config: type | None = None, description: str = "") -> Callable:
+        def decorator(obj: Any) -> Any:
+            if name in self._entries:
+                raise ValueError(f"{self.kind} '{name}' is already registered ({self._entries[name].obj})")
+            desc = description or (obj.__doc__ or "").strip().split("\n")[0]
+            self._entries[name] = Entry(name, obj, config or getattr(obj, "Config", None), desc)
+            return obj
+
+        return decorator
+
+    def _load_plugins(self) -> None:
+        if self._loaded_plugins:
+            return
+        self._loaded_plugins = True
+        for ep in entry_points(group=f"zoo.{self.kind}s"):
+            if ep.name not in self._entries:
+                obj = ep.load()
+                self._entries[ep.name] = Entry(ep.name, obj, getattr(obj, "Config", None))
+
+    def entry(self, name: str) -> Entry:
+        if name in self._entries:
+            return self._entries[name]
+        if ":" in name:  # a user's own class by dotted path; its schema is its `Config` attribute
+            obj = import_dotted(name)
+            return Entry(name, obj, getattr(obj, "Config", None))
+        self._load_plugins()
+        if name in self._entries:
+            return self._entries[name]
+        names = sorted(self._entries)
+        raise UserError(
+            f"unknown {self.kind} '{name}'{closest(name, names)}. Known: {', '.join(names)}. "
+            f"A {self.kind} of your own can be named by dotted path 'package.module:Name'."
+        )
+
+    def get(self, name: str) -> Any:
+        return self.entry(name).obj
+
+    def list(self, pattern: str = "*") -> list[str]:
+        self._load_plugins()
+        return sorted(n for n in self._entries if fnmatch.fnmatch(n, pattern))
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+
+MODELS = Registry("model")
+DATAMODULES = Registry("datamodule")

@@ -1,0 +1,80 @@
+"""Loggers for a run: CSV (default), TensorBoard, Weights & Biases.
+
+W&B never crashes or hangs a run: without credentials it runs offline (sync later with
+`wandb sync <run_dir>/wandb/offline-run-*`); if an online start fails it falls back to offline
+with a warning."""
+
+from __future__ import annotations
+
+import netrc
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def wandb_logged_in() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        auth = netrc.netrc().authenticators("api.wandb.ai")
+    except (FileNotFoundError, netrc.NetrcParseError, OSError):
+        return False
+    return auth is not None
+
+
+def wandb_mode(requested: str | None) -> str:
+    mode = requested or os.environ.get("WANDB_MODE") or ("online" if wandb_logged_in() else "offline")
+    if mode == "online" and not wandb_logged_in():
+        print("warning: W&B has no credentials (run `wandb login`); logging offline", file=sys.stderr)
+        mode = "offline"
+    return mode
+
+
+def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
+    from lightning.pytorch.loggers import WandbLogger
+
+    from zoo.errors import UserError
+
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise UserError("logger 'wandb' needs the wandb package: pip install wandb") from None
+    opts = cfg["wandb"]
+    mode = wandb_mode(opts["mode"])
+    common = dict(project=opts["project"], entity=opts["entity"], save_dir=str(run_dir), tags=opts["tags"],
+                  name=f"{cfg['recipe']}/{run_dir.name}", config=cfg)
+    # Lightning refuses log_model with offline mode; artifacts only make sense online.
+    logger = WandbLogger(mode=mode, log_model="all" if (mode == "online" and opts["log_model"]) else False,
+                         settings=_settings(), **common)
+    if mode == "online":
+        try:
+            logger.experiment  # start now, so a network failure shows here and not mid-run
+        except Exception as err:  # wandb raises many kinds of errors for a dead network
+            print(f"warning: W&B online start failed ({type(err).__name__}: {err}); logging offline",
+                  file=sys.stderr)
+            logger = WandbLogger(mode="offline", log_model=False, settings=_settings(), **common)
+    return logger
+
+
+def _settings() -> Any:
+    import wandb
+
+    return wandb.Settings(init_timeout=60, silent=True)
+
+
+def make_loggers(cfg: dict, run_dir: Path, resumed: bool = False) -> list:
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    loggers: list = []
+    for name in cfg["logger"]:
+        if name == "csv":  # logs/metrics.csv; a resumed run writes logs/resume-N/metrics.csv beside it
+            version = ""
+            if resumed:
+                version = f"resume-{len(list((run_dir / 'logs').glob('resume-*'))) + 1}"
+            loggers.append(CSVLogger(save_dir=str(run_dir), name="logs", version=version))
+        elif name == "tensorboard":
+            loggers.append(TensorBoardLogger(save_dir=str(run_dir), name="tensorboard", version=""))
+        elif name == "wandb":
+            loggers.append(make_wandb_logger(cfg, run_dir))
+    return loggers

@@ -1,0 +1,214 @@
+"""python -m zoo.train recipe=NAME [key=value ...]
+
+Recipe + overrides -> validated config -> datamodule, model, callbacks, loggers ->
+lightning.Trainer.fit -> test -> runs/<recipe>/<timestamp>/ (config.yaml, checkpoints/,
+metrics.csv, metrics.json, plots/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zoo.errors import UserError
+
+USAGE = """\
+usage: python -m zoo.train recipe=NAME [key=value ...]
+       python -m zoo.train --list          recipes with a one-line description
+       python -m zoo.train --help
+
+  recipe=NAME          a recipe under recipes/ (file stem) or a path to a YAML file
+  key=value            override any recipe key, OmegaConf dotlist syntax:
+                         trainer.max_epochs=3 model.attention=hard data.batch_size=64
+                         'logger=[csv,wandb]' trainer.devices=2 trainer.strategy=ddp
+  print_config=true    print the resolved config and exit
+  ckpt_path=last       resume the latest run of this recipe (or ckpt_path=PATH/TO.ckpt)
+  run_dir=runs         where runs are written: <run_dir>/<recipe>/<timestamp>/
+  seed=0               seeds python, numpy, torch
+
+User mistakes exit with status 2 and one message; Ctrl-C / SIGTERM save last.ckpt first.
+"""
+
+
+@dataclass
+class RunResult:
+    run_dir: Path  # the run folder
+    model: Any  # the trained LightningModule
+    test_metrics: dict = field(default_factory=dict)  # {"test/...": float}
+    interrupted: bool = False  # stopped by SIGTERM/SIGINT (last.ckpt saved)
+
+
+def split_args(argv: list[str]) -> tuple[str, list[str]]:
+    recipe, overrides = None, []
+    for arg in argv:
+        if arg.startswith("recipe="):
+            recipe = arg.split("=", 1)[1]
+        elif arg.startswith("-"):
+            raise UserError(f"unknown flag '{arg}'; see `python -m zoo.train --help`")
+        else:
+            overrides.append(arg)
+    if not recipe:
+        raise UserError("no recipe given: python -m zoo.train recipe=NAME (see --list)")
+    return recipe, overrides
+
+
+def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
+    """The run folder and the checkpoint to resume from (None: a fresh run)."""
+    root = Path(cfg["run_dir"]) / cfg["recipe"]
+    ckpt = cfg["ckpt_path"]
+    if ckpt == "last":
+        found = sorted(root.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+        if not found:
+            raise UserError(f"ckpt_path=last: no earlier run of '{cfg['recipe']}' with checkpoints/last.ckpt "
+                            f"under {root}")
+        return found[-1].parent.parent, str(found[-1])
+    if ckpt:
+        from zoo.hub import read_checkpoint
+
+        info = read_checkpoint(ckpt)["zoo"]
+        if info["model"] != cfg["model"]["name"]:
+            raise UserError(f"checkpoint {ckpt} is a '{info['model']}' model, but the recipe trains "
+                            f"'{cfg['model']['name']}'")
+    if os.environ.get("ZOO_RUN_DIR"):  # set by the launching process for DDP children, or by the user
+        return Path(os.environ["ZOO_RUN_DIR"]), ckpt
+    for var, prefix in (("TORCHELASTIC_RUN_ID", "torchrun"), ("SLURM_JOB_ID", "slurm")):
+        if os.environ.get(var) and int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", 1))) > 1:
+            return root / f"{prefix}-{os.environ[var]}", ckpt
+    run_dir = root / time.strftime("%Y%m%d-%H%M%S")
+    suffix = 1
+    while run_dir.exists():
+        run_dir = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{suffix}"
+        suffix += 1
+    return run_dir, ckpt
+
+
+def build(cfg: dict) -> tuple[Any, Any]:
+    """Datamodule and model from a validated config."""
+    from zoo.registry import DATAMODULES, MODELS
+
+    data_opts = {k: v for k, v in cfg["data"].items() if k != "name"}
+    model_opts = {k: v for k, v in cfg["model"].items() if k != "name"}
+    datamodule = DATAMODULES.get(cfg["data"]["name"])(data_opts)
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    model = MODELS.get(cfg["model"]["name"])(model_opts, datamodule.info())
+    return datamodule, model
+
+
+def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False) -> Any:
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from zoo.callbacks.named import build_callbacks
+    from zoo.callbacks.safety import AtomicCheckpointIO, NonFiniteLossGuard, RNGState, SignalCheckpoint
+    from zoo.tracking import make_loggers
+
+    ck = cfg["checkpoint"]
+    ckpt_dir = run_dir / "checkpoints"
+    callbacks = [
+        ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=ck["monitor"] or model.monitor,
+                        mode=ck["mode"] or model.monitor_mode, save_top_k=ck["save_top_k"], save_last=True,
+                        every_n_epochs=ck["every_n_epochs"], auto_insert_metric_name=False),
+        SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
+        *build_callbacks(cfg["callbacks"]),
+    ]
+    if ck["every_n_train_steps"]:
+        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", every_n_train_steps=ck["every_n_train_steps"],
+                                         save_top_k=1, enable_version_counter=False))
+    try:
+        return L.Trainer(default_root_dir=str(run_dir), logger=make_loggers(cfg, run_dir, resumed), callbacks=callbacks,
+                         plugins=[AtomicCheckpointIO()], **cfg["trainer"])
+    except (ValueError, TypeError) as err:
+        raise UserError(f"invalid trainer settings {cfg['trainer']}: {err}") from None
+    except Exception as err:
+        if type(err).__name__ == "MisconfigurationException":
+            raise UserError(f"invalid trainer settings: {err}") from None
+        raise
+
+
+def train(argv: list[str]) -> RunResult | None:
+    import lightning as L
+
+    from zoo.callbacks.safety import RunInfo
+    from zoo.config import load_config, to_yaml
+
+    recipe, overrides = split_args(argv)
+    cfg = load_config(recipe, overrides)
+    if cfg["print_config"]:
+        print(to_yaml(cfg), end="")
+        return None
+    run_dir, ckpt = resolve_run_dir(cfg)
+    L.seed_everything(cfg["seed"], workers=True, verbose=False)
+    datamodule, model = build(cfg)
+    model.plots_dir = run_dir / "plots"
+    command = "python -m zoo.train " + shlex.join(argv)
+    info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],
+            "command": command, "config": cfg}
+    trainer = make_trainer(cfg, run_dir, model, [RunInfo(info)], resumed=ckpt is not None)
+    if trainer.is_global_zero:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(f"# {command}\n" + to_yaml(cfg))
+    distributed = trainer.world_size > 1
+    if distributed:  # Lightning re-launches this script for the other ranks; they must share the folder
+        os.environ["ZOO_RUN_DIR"] = str(run_dir)
+    try:
+        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt)
+    except Exception as err:
+        err.run_dir = run_dir  # for the message: where the last good checkpoint is
+        raise
+    finally:
+        if distributed and trainer.is_global_zero:
+            os.environ.pop("ZOO_RUN_DIR", None)
+    signal_cb = next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
+    result = RunResult(run_dir, model, interrupted=signal_cb.received is not None)
+    if cfg["test_after_fit"] and not cfg["trainer"].get("fast_dev_run") and not result.interrupted:
+        metrics = trainer.test(model, datamodule=datamodule, verbose=False)
+        result.test_metrics = {k: float(v) for k, v in (metrics[0] if metrics else {}).items()}
+        if trainer.is_global_zero:
+            (run_dir / "metrics.json").write_text(json.dumps(result.test_metrics, indent=2) + "\n")
+    return result
+
+
+def list_recipes() -> str:
+    from zoo.config import all_recipes, recipe_description
+
+    recipes = all_recipes()
+    width = max((len(n) for n in recipes), default=10)
+    return "\n".join(f"{name:<{width}}  {recipe_description(path)}" for name, path in sorted(recipes.items()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0
+    if argv[0] == "--list":
+        print(list_recipes())
+        return 0
+    try:
+        result = train(argv)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:
+        if type(err).__name__ == "NonFiniteLossError":
+            where = getattr(err, "run_dir", "the run folder")
+            print(f"error: {err}. Training stopped; the last good checkpoint is kept in {where}/checkpoints "
+                  "(resume with ckpt_path=last after fixing the cause).", file=sys.stderr)
+            return 1
+        raise
+    if result is not None:
+        print(f"run folder: {result.run_dir}")
+        for key, value in sorted(result.test_metrics.items()):
+            print(f"  {key:<28} {value:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
