@@ -1,6 +1,7 @@
 """A tiny model + datamodule plugged in by dotted path (``toymodel:Toy``), so the platform's tests
 do not depend on any zoo model. Training uses dropout, so it consumes the RNG like real models."""
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -47,9 +48,10 @@ class ToyData(ZooDataModule):
 @dataclass
 class ToyConfig:
     hidden: int = 16  # hidden units
-    lr: float = 0.01  # SGD learning rate
+    lr: float = 0.05  # SGD learning rate
     dropout: float = 0.2  # consumes RNG during training
     explode_at: int = -1  # step at which the loss becomes NaN (tests the guard); -1 never
+    step_delay: float = 0.0  # seconds to sleep per step, so tests can kill a run mid-way
 
 
 class Toy(ZooModule):
@@ -68,6 +70,8 @@ class Toy(ZooModule):
 
     def training_step(self, batch, batch_idx):
         loss = self.loss(batch)
+        if self.cfg.step_delay:
+            time.sleep(self.cfg.step_delay)
         if self.global_step == self.cfg.explode_at:
             loss = loss * float("nan")
         self.log("train/loss", loss)

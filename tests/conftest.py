@@ -1,0 +1,32 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PLATFORM = ROOT / "tests" / "platform"
+sys.path.insert(0, str(PLATFORM))  # the toy model used by the platform tests, by dotted path
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+
+TOY_RECIPE = """\
+description: toy regression for platform tests
+model: {name: "toymodel:Toy"}
+data: {name: "toymodel:ToyData"}
+trainer: {max_epochs: 3, accelerator: cpu, enable_progress_bar: false, enable_model_summary: false,
+          log_every_n_steps: 1, num_sanity_val_steps: 0}
+"""
+
+
+@pytest.fixture
+def toy_recipe(tmp_path: Path) -> Path:
+    path = tmp_path / "toy.yaml"
+    path.write_text(TOY_RECIPE)
+    return path
+
+
+def subprocess_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(PLATFORM), str(ROOT), env.get("PYTHONPATH", "")])
+    return env

@@ -1,0 +1,118 @@
+"""Runs: folder layout, resume, exact resume after SIGKILL, SIGTERM save, NaN guard, DDP."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from conftest import subprocess_env
+
+from zoo.train import main, train
+
+
+def state(ckpt: Path) -> dict:
+    return torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
+
+
+def test_run_folder_layout_and_learning(toy_recipe, tmp_path):
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=6"])
+    run = result.run_dir
+    assert run.parent == tmp_path / "runs" / "toy"
+    for name in ("config.yaml", "checkpoints/last.ckpt", "logs/metrics.csv", "metrics.json"):
+        assert (run / name).is_file(), name
+    assert list((run / "checkpoints").glob("best-*.ckpt"))
+    metrics = json.loads((run / "metrics.json").read_text())
+    rows = (run / "logs" / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    val = [float(r.split(",")[header.index("val/loss")]) for r in rows[1:] if r.split(",")[header.index("val/loss")]]
+    assert val[-1] < 0.5 * val[0], "the toy regression should learn"
+    assert metrics["test/loss"] < val[0]
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["zoo"]["model"] == "toymodel:Toy" and ckpt["zoo"]["recipe"] == "toy"
+
+
+def test_resume_last_continues_same_folder(toy_recipe, tmp_path):
+    first = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=2"])
+    again = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=4", "ckpt_path=last"])
+    assert again.run_dir == first.run_dir
+    ckpt = torch.load(again.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["epoch"] == 3
+    assert (again.run_dir / "logs" / "resume-1" / "metrics.csv").is_file()
+
+
+def _launch(recipe, run_dir, *extra):
+    cmd = [sys.executable, "-m", "zoo.train", f"recipe={recipe}", f"run_dir={run_dir}", *extra]
+    return subprocess.Popen(cmd, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for_epoch(run_root: Path, epoch: int, proc, timeout=120.0) -> Path:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for ckpt in run_root.glob("*/*/checkpoints/last.ckpt"):
+            try:
+                if torch.load(ckpt, weights_only=True)["epoch"] >= epoch:
+                    return ckpt
+            except Exception:  # being replaced right now
+                pass
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    raise AssertionError("no checkpoint appeared")
+
+
+def test_sigkill_then_resume_matches_uninterrupted_run(toy_recipe, tmp_path):
+    """CPU, deterministic: a run killed with SIGKILL and resumed from last.ckpt ends with exactly
+    the same weights as a run that was never interrupted (dropout makes this depend on RNG state)."""
+    common = ["trainer.max_epochs=6", "trainer.deterministic=true", "model.step_delay=0.03", "test_after_fit=false"]
+    train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/straight", *common[:2], "test_after_fit=false"])
+    proc = _launch(toy_recipe, tmp_path / "killed", *common)
+    _wait_for_epoch(tmp_path / "killed", 1, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = torch.load(next((tmp_path / "killed").glob("*/*/checkpoints/last.ckpt")), weights_only=True)
+    assert done["epoch"] < 5, "the run should have been killed before the end"
+    train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/killed", *common[:2], "test_after_fit=false", "ckpt_path=last"])
+    a = state(next((tmp_path / "straight").glob("*/*/checkpoints/last.ckpt")))
+    b = state(next((tmp_path / "killed").glob("*/*/checkpoints/last.ckpt")))
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def test_sigterm_saves_last_and_exits_cleanly(toy_recipe, tmp_path):
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "model.step_delay=0.03")
+    _wait_for_epoch(tmp_path, 0, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert "SIGTERM received: saved" in out and "ckpt_path=last" in out
+    ckpt = torch.load(next(tmp_path.glob("*/*/checkpoints/last.ckpt")), weights_only=True)
+    assert 0 < ckpt["global_step"] < 50 * 8
+    assert not list(tmp_path.glob("*/*/checkpoints/.*tmp*")), "no temporary files left behind"
+
+
+def test_nan_loss_stops_with_message_and_keeps_good_checkpoint(toy_recipe, tmp_path, capsys):
+    code = main([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "model.explode_at=20", "trainer.max_epochs=5"])
+    err = capsys.readouterr().err
+    assert code == 1 and "became nan at step 20" in err
+    ckpt = torch.load(next(tmp_path.glob("*/*/checkpoints/last.ckpt")), weights_only=True)
+    assert ckpt["global_step"] <= 20
+    assert all(torch.isfinite(v).all() for v in ckpt["state_dict"].values())
+
+
+def test_ddp_two_cpu_processes_match_single_process(toy_recipe, tmp_path):
+    """Full-batch gradient descent: 2 processes x 32 examples (gloo all-reduce averages the
+    gradients) must equal 1 process x 64 examples. Tolerance 1e-5."""
+    common = ["data.n=64", "model.dropout=0.0", "trainer.max_epochs=5", "test_after_fit=false"]
+    train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/one", "data.batch_size=64", *common])
+    proc = subprocess.run([sys.executable, "-m", "zoo.train", f"recipe={toy_recipe}", f"run_dir={tmp_path}/two",
+                           "data.batch_size=32", "trainer.devices=2", "trainer.strategy=ddp", *common],
+                          env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = list((tmp_path / "two" / "toy").iterdir())
+    assert len(runs) == 1, "all ranks write one run folder"
+    a = state(next((tmp_path / "one").glob("*/*/checkpoints/last.ckpt")))
+    b = state(runs[0] / "checkpoints" / "last.ckpt")
+    for key in a:
+        assert torch.allclose(a[key], b[key], atol=1e-5), key
