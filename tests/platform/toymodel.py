@@ -89,3 +89,7 @@ class Toy(ZooModule):
     def predict_cli(self, inputs, options):
         x = torch.tensor([[float(v) for v in inputs]])
         print(f"{self.net(x).item():.4f}")
+
+
+class Toy2(Toy):
+    """Another model, to test that a checkpoint of one model is refused by another."""

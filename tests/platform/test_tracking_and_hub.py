@@ -1,0 +1,79 @@
+"""W&B offline, pretrained export/load with sha256 checks, --help/--list, print_config."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import subprocess_env
+
+import zoo
+import zoo.hub
+from zoo.errors import UserError
+from zoo.pretrained.__main__ import export
+from zoo.tracking import wandb_mode
+from zoo.train import main, train
+
+
+def test_wandb_offline_run_writes_local_files(toy_recipe, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "logger=[csv,wandb]", "trainer.max_epochs=1"])
+    offline = list((result.run_dir / "wandb").glob("offline-run-*"))
+    assert offline and any(offline[0].rglob("*.wandb")), "offline W&B run files to `wandb sync` later"
+
+
+def test_wandb_without_credentials_falls_back_to_offline(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    monkeypatch.setenv("NETRC", str(tmp_path / "none"))
+    assert wandb_mode(None) == "offline"
+    assert wandb_mode("online") == "offline" and "no credentials" in capsys.readouterr().err
+    assert wandb_mode("disabled") == "disabled"
+
+
+@pytest.fixture
+def exported(toy_recipe, tmp_path, monkeypatch):
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=2"])
+    monkeypatch.setattr(zoo.hub, "PRETRAINED_DIR", tmp_path)
+    weights = export(str(result.run_dir / "checkpoints" / "last.ckpt"), "toy-test", "a toy", {}, out_dir=tmp_path)
+    return result, weights
+
+
+def test_pretrained_roundtrip_and_card(exported, tmp_path):
+    result, weights = exported
+    card = json.loads(weights.with_suffix(".json").read_text())
+    assert card["model"] == "toymodel:Toy" and card["metrics_split"] == "test"
+    assert card["command"].startswith("python -m zoo.train recipe=")
+    model = zoo.load("toy-test")
+    x = torch.randn(4, 8)
+    assert torch.allclose(model.net(x), result.model.eval().net(x))
+    from zoo.evaluate import evaluate
+
+    assert evaluate("toy-test") == pytest.approx(card["metrics"], rel=1e-6)
+
+
+def test_pretrained_hash_mismatch_and_unknown_name(exported):
+    _, weights = exported
+    with pytest.raises(UserError, match="unknown pretrained model 'toy-tset'.*toy-test"):
+        zoo.load("toy-tset")
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(UserError, match="sha256"):
+        zoo.load("toy-test")
+
+
+def test_help_list_and_print_config(toy_recipe, capsys):
+    assert main(["--help"]) == 0 and "recipe=NAME" in capsys.readouterr().out
+    assert main(["--list"]) == 0
+    assert main([f"recipe={toy_recipe}", "print_config=true", "model.hidden=7"]) == 0
+    out = capsys.readouterr().out
+    assert "hidden: 7" in out and "max_epochs: 3" in out
+
+
+def test_help_is_fast_and_imports_no_torch():
+    code = "import sys, zoo.train; zoo.train.main(['--list']); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True)
+    assert out.stdout.strip().splitlines()[-1] == "False", "--list must not import torch (start-up time)"

@@ -1,0 +1,108 @@
+"""User mistakes: one message, exit status 2, no traceback, nothing half-written."""
+
+import pickle
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import subprocess_env
+
+from zoo import evaluate, predict
+from zoo.train import main
+
+
+@pytest.fixture
+def trained(toy_recipe, tmp_path):
+    assert main([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1"]) == 0
+    return next((tmp_path / "runs").glob("*/*/checkpoints/last.ckpt"))
+
+
+def run_main(argv, capsys):
+    code = main(argv)
+    err = capsys.readouterr().err
+    return code, err
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("model.hiden=3", "unknown key 'hiden'"),  # unknown model key -> closest valid key
+    ("trainer.max_epoch=3", "did you mean: max_epochs"),  # unknown trainer argument
+    ("modle.hidden=3", "unknown key 'modle'"),  # unknown top-level key
+    ("model.lr=fast", "bad value for 'lr'"),  # wrong type
+    ("logger=[csv,wandbb]", "unknown logger 'wandbb'"),  # wrong choice
+    ("trainer.max_epochs", "malformed override"),  # no '='
+    ("model.name=vea", "unknown model 'vea'"),  # unknown model
+    ("callbacks=[{name: grad_varience}]", "did you mean: grad_variance"),  # unknown callback
+    ("ckpt_path=last", "no earlier run"),  # nothing to resume
+    ("trainer.logger=false", "is set by the zoo"),  # reserved trainer key
+])
+def test_bad_overrides(toy_recipe, tmp_path, capsys, override, expected):
+    code, err = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}", override], capsys)
+    assert code == 2 and expected in err and "Traceback" not in err
+    assert str(toy_recipe) in err or "unknown model" in err or "malformed" in err or "callback" in err \
+        or "resume" in err or "no earlier run" in err or "set by the zoo" in err
+    assert not any(tmp_path.glob("toy/*")), "nothing written for a rejected run"
+
+
+def test_unknown_recipe_lists_closest(capsys, tmp_path, monkeypatch):
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "vae_digits.yaml").write_text("description: x\n")
+    monkeypatch.setenv("ZOO_RECIPES", str(tmp_path / "recipes"))
+    code, err = run_main(["recipe=vae_digit"], capsys)
+    assert code == 2 and "unknown recipe 'vae_digit'" in err and "vae_digits" in err
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  name: toymodel:Toy\n  hidden: [1, 2\ndata: {}\n")
+    code, err = run_main([f"recipe={bad}"], capsys)
+    assert code == 2 and "YAML syntax error" in err and str(bad) in err and "line" in err
+
+
+def test_missing_recipe_file(capsys):
+    code, err = run_main(["recipe=/nope/missing.yaml"], capsys)
+    assert code == 2 and "recipe file not found" in err
+
+
+def test_checkpoint_missing_corrupt_foreign_unsafe(tmp_path, capsys):
+    corrupt = tmp_path / "corrupt.ckpt"
+    corrupt.write_bytes(b"\x00garbage" * 100)
+    foreign = tmp_path / "foreign.ckpt"
+    torch.save({"state_dict": {"w": torch.zeros(2)}}, foreign)
+    unsafe = tmp_path / "unsafe.ckpt"
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    with open(unsafe, "wb") as f:
+        pickle.dump({"zoo": Evil()}, f)
+    cases = [(tmp_path / "missing.ckpt", "checkpoint not found"), (corrupt, "corrupt"),
+             (foreign, "not a zoo checkpoint"), (unsafe, "")]
+    for path, expected in cases:
+        assert evaluate.main([str(path)]) == 2
+        err = capsys.readouterr()
+        assert expected in err.err and "Traceback" not in err.err and "pwned" not in err.out
+
+
+def test_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
+    other = tmp_path / "other.yaml"
+    other.write_text(f"model: {{name: 'toymodel:Toy2'}}\ndata: {{name: 'toymodel:ToyData'}}\n")
+    code, err = run_main([f"recipe={other}", f"ckpt_path={trained}"], capsys)
+    assert code == 2 and "Toy2" in err
+
+
+def test_evaluate_and_predict_bad_options(trained, capsys):
+    assert evaluate.main([str(trained), "bogus=1"]) == 2
+    assert "unknown option 'bogus'" in capsys.readouterr().err
+    assert evaluate.main([str(trained), "data.batch_sise=3"]) == 2
+    assert "batch_size" in capsys.readouterr().err
+    assert predict.main(["no-such-model"]) == 2
+    assert "unknown pretrained model" in capsys.readouterr().err
+
+
+def test_exit_status_and_no_traceback_from_the_shell(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=definitely_not_a_recipe"],
+                          env=subprocess_env(), capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: unknown recipe") and "Traceback" not in proc.stderr
