@@ -21,6 +21,14 @@ def test_wandb_offline_run_writes_local_files(toy_recipe, tmp_path, monkeypatch)
     result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "logger=[csv,wandb]", "trainer.max_epochs=1"])
     offline = list((result.run_dir / "wandb").glob("offline-run-*"))
     assert offline and any(offline[0].rglob("*.wandb")), "offline W&B run files to `wandb sync` later"
+    assert (result.run_dir / "plots" / "weights.png").is_file()
+    assert (result.run_dir / "plots" / "weights_image.png").is_file()
+    assert list(offline[0].rglob("media/images/plots/*.png")), "figures logged to W&B"
+
+
+def test_tensorboard_logger(toy_recipe, tmp_path):
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "logger=[tensorboard]", "trainer.max_epochs=1"])
+    assert list((result.run_dir / "tensorboard").glob("events.out.tfevents.*"))
 
 
 def test_wandb_without_credentials_falls_back_to_offline(monkeypatch, tmp_path, capsys):

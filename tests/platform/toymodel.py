@@ -80,6 +80,19 @@ class Toy(ZooModule):
     def validation_step(self, batch, batch_idx):
         self.log("val/loss", self.loss(batch))
 
+    def on_validation_epoch_end(self):
+        if self.trainer.sanity_checking:
+            return
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots()
+        ax.plot(self.net[0].weight.detach().flatten().numpy())
+        self.save_figure("weights", fig)
+        self.save_image("weights_image", self.net[0].weight.detach().abs()[None, None].clamp(0, 1))
+
     def test_step(self, batch, batch_idx):
         self.log("test/loss", self.loss(batch))
 
