@@ -18,9 +18,10 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
 
 from zoo.errors import UserError
 

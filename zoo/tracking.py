@@ -49,7 +49,7 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
                          settings=_settings(), **common)
     if mode == "online":
         try:
-            logger.experiment  # start now, so a network failure shows here and not mid-run
+            _ = logger.experiment  # start now, so a network failure shows here and not mid-run
         except Exception as err:  # wandb raises many kinds of errors for a dead network
             print(f"warning: W&B online start failed ({type(err).__name__}: {err}); logging offline",
                   file=sys.stderr)

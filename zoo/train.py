@@ -119,8 +119,8 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
         *build_callbacks(cfg["callbacks"]),
     ]
     if ck["every_n_train_steps"]:
-        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", every_n_train_steps=ck["every_n_train_steps"],
-                                         save_top_k=1, enable_version_counter=False))
+        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", save_top_k=1, enable_version_counter=False,
+                                         every_n_train_steps=ck["every_n_train_steps"]))
     try:
         return L.Trainer(default_root_dir=str(run_dir), logger=make_loggers(cfg, run_dir, resumed), callbacks=callbacks,
                          plugins=[AtomicCheckpointIO()], **cfg["trainer"])

@@ -87,7 +87,7 @@ def test_checkpoint_missing_corrupt_foreign_unsafe(tmp_path, capsys):
 
 def test_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
     other = tmp_path / "other.yaml"
-    other.write_text(f"model: {{name: 'toymodel:Toy2'}}\ndata: {{name: 'toymodel:ToyData'}}\n")
+    other.write_text("model: {name: 'toymodel:Toy2'}\ndata: {name: 'toymodel:ToyData'}\n")
     code, err = run_main([f"recipe={other}", f"ckpt_path={trained}"], capsys)
     assert code == 2 and "Toy2" in err
 

@@ -14,7 +14,8 @@ Contract:
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import lightning as L
 import torch
