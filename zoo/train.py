@@ -114,12 +114,13 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
     callbacks = [
         ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=ck["monitor"] or model.monitor,
                         mode=ck["mode"] or model.monitor_mode, save_top_k=ck["save_top_k"], save_last=True,
-                        every_n_epochs=ck["every_n_epochs"], auto_insert_metric_name=False),
+                        every_n_epochs=ck["every_n_epochs"], auto_insert_metric_name=False,
+                        enable_version_counter=False),
         SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
         *build_callbacks(cfg["callbacks"]),
     ]
     if ck["every_n_train_steps"]:
-        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", save_top_k=1, enable_version_counter=False,
+        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, save_top_k=0, save_last=True, enable_version_counter=False,
                                          every_n_train_steps=ck["every_n_train_steps"]))
     try:
         return L.Trainer(default_root_dir=str(run_dir), logger=make_loggers(cfg, run_dir, resumed), callbacks=callbacks,
