@@ -100,7 +100,8 @@ def test_own_estimator_by_register_and_by_dotted_path(tmp_path, monkeypatch):
         pass
 
     try:
-        assert "test_scaled" in list_estimators() and get_estimator("test_scaled", scale=3.0).options.scale == 3.0
+        assert "test_scaled" in list_estimators()
+        assert get_estimator("test_scaled", scale=3.0).options.scale == 3.0
     finally:
         ESTIMATORS._entries.pop("test_scaled")
 
@@ -204,3 +205,19 @@ def test_loss_value_is_the_mean_cost():
         s = est.sample(logits, n=2)
         cost = (s.value * torch.tensor([1.0, 2.0, 3.0])).sum(-1)
         assert torch.allclose(est.loss(s, cost), cost.mean())
+
+
+def test_observe_scores_samples_drawn_elsewhere():
+    """SeqGAN / beam-search use: tokens drawn elsewhere, log-probs by teacher forcing, a cost per token."""
+    logits = torch.randn(2, 3, 5, requires_grad=True)  # (batch, T, V)
+    tokens = torch.tensor([[[1, 4, 0], [2, 2, 3]]])  # (n=1, batch, T)
+    cost = torch.tensor([[[1.0, 2.0, 3.0], [0.5, 0.0, -1.0]]])  # (1, batch, T): C = B
+    est = get_estimator("reinforce")
+    s = est.observe(logits, tokens)
+    assert torch.equal(s.index, tokens) and s.value.shape == (1, 2, 3, 5)
+    (g,) = torch.autograd.grad(est.loss(s, cost), logits)
+    lp = torch.log_softmax(logits, -1).gather(-1, tokens[0].unsqueeze(-1)).squeeze(-1)
+    (expected,) = torch.autograd.grad((cost[0] * lp).mean(), logits)
+    assert torch.allclose(g, expected, atol=1e-6)
+    with pytest.raises(UserError, match="observe"):
+        est.observe(logits, tokens[:, :1])

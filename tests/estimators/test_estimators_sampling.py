@@ -85,7 +85,8 @@ def make_model(seed: int = 0, scale: float = 1.0):
         t = prefixes.shape[1] - 1  # tokens after the start token
         table = tables[t]
         for j in range(t):
-            table = table[prefixes[:, 1 + j]] if j == 0 else table[torch.arange(len(prefixes)), prefixes[:, 1 + j]]
+            tok = prefixes[:, 1 + j]
+            table = table[tok] if j == 0 else table[torch.arange(len(prefixes)), tok]
         return table.expand(len(prefixes), V) if t == 0 else table, state
 
     def logp(seq) -> float:
@@ -147,11 +148,12 @@ def test_stochastic_beam_search_with_end_token():
     assert abs(p.sum() - 1) < 1e-5
     res = stochastic_beam_search(step_fn, batch_size=N, k=2, max_len=L, start_token=START, end_token=END)
     index = {s: i for i, s in enumerate(complete)}
-    first = [index[tuple(row[:n])] for row, n in zip(res.sequences[:, 0].tolist(), res.lengths[:, 0].tolist())]
+    seqs, lens = res.sequences.tolist(), res.lengths.tolist()
+    first = [index[tuple(row[0][: n[0]])] for row, n in zip(seqs, lens)]
     assert chi2_p(np.bincount(first, minlength=len(p)), p) > 1e-3
     for row, n in zip(res.sequences[:200].reshape(-1, L).tolist(), res.lengths[:200].reshape(-1).tolist()):
         assert all(tok == END for tok in row[n:])  # padded with the end token after finishing
-    second = [index[tuple(row[:n])] for row, n in zip(res.sequences[:, 1].tolist(), res.lengths[:, 1].tolist())]
+    second = [index[tuple(row[1][: n[1]])] for row, n in zip(seqs, lens)]
     assert all(a != b for a, b in zip(first, second))
 
 

@@ -41,9 +41,10 @@ class ZooModule(L.LightningModule):
 
     # ---- figures -------------------------------------------------------------------------
     def _plots_dir(self) -> Path:
-        if self.plots_dir is None:
+        if self.plots_dir is None:  # outside `zoo.train`: beside Lightning's logs, like lightning_logs/
             env = os.environ.get("ZOO_RUN_DIR")
-            self.plots_dir = Path(env) / "plots" if env else Path("plots")
+            root = env or (self.trainer.default_root_dir if self._trainer is not None else os.getcwd())
+            self.plots_dir = Path(root) / "plots"
         self.plots_dir.mkdir(parents=True, exist_ok=True)
         return self.plots_dir
 

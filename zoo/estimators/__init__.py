@@ -1,0 +1,45 @@
+"""Gradient estimators for stochastic nodes, behind one registry.
+
+    from zoo.estimators import get_estimator
+    est = get_estimator("reinforce", baseline="ema", decay=0.9)   # or {"name": ..., **options}
+    s = est.sample(dist, n=1)       # dist: torch.distributions object or logits (Categorical)
+    loss = est.loss(s, cost)        # cost (n, *C); grad loss estimates grad E[cost]
+
+Registered: reparam, reinforce, rloo, gumbel_softmax, straight_through, expectation, unordered_set.
+Your own: ``@register_estimator("mine", config=MyOptions)`` on an ``Estimator`` subclass, a dotted
+path ``"pkg.mod:MyEstimator"``, or the entry point group ``zoo.estimators``. See docs/estimators.md.
+"""
+
+from zoo.estimators.base import (
+    ESTIMATORS,
+    Estimator,
+    EstimatorOptions,
+    StochasticSample,
+    describe,
+    get_estimator,
+    list_estimators,
+    register_estimator,
+)
+from zoo.estimators.beam import BeamResult, beam_search, stochastic_beam_search
+from zoo.estimators.expectation import Expectation
+from zoo.estimators.gumbel import (
+    gumbel_max_sample,
+    gumbel_softmax_sample,
+    gumbel_topk,
+    gumbel_with_maximum,
+    sample_gumbel,
+    shift_gumbel_maximum,
+    truncated_gumbel,
+)
+from zoo.estimators.reinforce import RLOO, Reinforce, reward_to_go
+from zoo.estimators.relaxed import GumbelSoftmax, StraightThrough
+from zoo.estimators.reparam import Reparam
+from zoo.estimators.unordered_set import UnorderedSet
+
+__all__ = [
+    "ESTIMATORS", "Estimator", "EstimatorOptions", "StochasticSample", "describe", "get_estimator",
+    "list_estimators", "register_estimator", "BeamResult", "beam_search", "stochastic_beam_search",
+    "Expectation", "gumbel_max_sample", "gumbel_softmax_sample", "gumbel_topk", "gumbel_with_maximum",
+    "sample_gumbel", "shift_gumbel_maximum", "truncated_gumbel", "RLOO", "Reinforce", "reward_to_go",
+    "GumbelSoftmax", "StraightThrough", "Reparam", "UnorderedSet",
+]

@@ -1,0 +1,58 @@
+"""python -m zoo.estimators {compare,list}
+
+    python -m zoo.estimators compare [--theta 0] [--draws 10000] [--seed 0] [--out plot.png] [--json]
+    python -m zoo.estimators list
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from zoo.errors import UserError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m zoo.estimators", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    cmp = sub.add_parser("compare", help="bias and variance of estimators on problems with exact gradients")
+    cmp.add_argument("--theta", type=float, default=0.0, help="theta in z ~ N(2 theta + 3, 1) (default 0)")
+    cmp.add_argument("--draws", type=int, default=10000, help="independent estimates per estimator")
+    cmp.add_argument("--seed", type=int, default=0, help="torch random seed")
+    cmp.add_argument("--out", default="estimator_compare.png", help="PNG plot path ('' for none)")
+    cmp.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    sub.add_parser("list", help="registered estimators, biased or not")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "list":
+            from zoo.estimators import describe, list_estimators
+
+            print("\n".join(describe(name) for name in list_estimators()))
+            return 0
+        if args.draws < 2:
+            raise UserError(f"--draws must be >= 2 to estimate a variance, got {args.draws}")
+        import torch
+
+        from zoo.estimators import compare
+
+        torch.set_num_threads(1)
+        result = compare.run(theta=args.theta, draws=args.draws, seed=args.seed)
+        if args.out:
+            compare.plot(result, args.out)
+        if args.json:
+            out = compare.strip_private(result)
+            out["plot"] = args.out or None
+            print(json.dumps(out, indent=1))
+        else:
+            print(compare.format_table(result))
+            if args.out:
+                print(f"plot: {args.out}")
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""The estimator contract, the registry and option validation.
+
+An estimator turns "a model that samples from a distribution and pays a cost" into a scalar
+surrogate loss whose gradient estimates ``grad E[cost]``:
+
+    est = get_estimator("reinforce", baseline="ema")
+    s = est.sample(dist, n=1)      # s.value is what the model consumes
+    loss = est.loss(s, cost)       # cost: (n, *C), C a prefix of the sample batch shape B
+
+Estimators are ``nn.Module``s so that their state (EMA baseline, temperature step, learned
+baseline network) is saved in checkpoints and trained by the model's own optimizer when the
+model holds the estimator as an attribute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.distributions import Categorical, Distribution, OneHotCategorical
+
+from zoo.errors import UserError
+from zoo.registry import Registry, closest
+
+ESTIMATORS = Registry("estimator")
+register_estimator = ESTIMATORS.register  # @register_estimator("name", config=Options)
+
+
+@dataclass
+class StochasticSample:
+    """What ``Estimator.sample`` returns. Leading dim of every tensor is the sample dim n."""
+
+    value: Tensor  # what the model consumes: (n, *B, K) one-hot / relaxed, or (n, *B, *E) rsample
+    log_prob: Tensor  # (n, *B) log-prob of the (hard) sample, with grad to the dist parameters
+    dist: Distribution  # the distribution sampled from (for entropy bonuses)
+    index: Tensor | None = None  # (n, *B) integer category for categoricals, else None
+    weights: Tensor | None = None  # (n, *B) combine weights (None: Monte-Carlo 1/n)
+    extras: dict = field(default_factory=dict)  # estimator-specific (e.g. Gumbel keys)
+
+    @property
+    def n(self) -> int:
+        return self.log_prob.shape[0]
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return self.log_prob.shape[1:]
+
+
+@dataclass
+class EstimatorOptions:
+    """No options."""
+
+
+def as_distribution(dist: Distribution | Tensor) -> Distribution:
+    """A logits tensor means a Categorical over its last dim."""
+    if isinstance(dist, Tensor):
+        return Categorical(logits=dist)
+    if not isinstance(dist, Distribution):
+        kind = type(dist).__name__
+        raise UserError(f"expected a torch.distributions object or a logits tensor, got {kind}")
+    return dist
+
+
+def categorical_logits(dist: Distribution) -> Tensor | None:
+    """Normalised logits (*B, K) of a categorical-type distribution, else None."""
+    if isinstance(dist, (Categorical, OneHotCategorical)):
+        return dist.logits
+    return None
+
+
+def sum_trailing(log_prob: Tensor, ndim: int) -> Tensor:
+    """Sum (n, *B) over the dims of B beyond the first ``ndim - 1`` (the cost's C dims)."""
+    extra = log_prob.dim() - ndim
+    return log_prob.sum(dim=tuple(range(ndim, log_prob.dim()))) if extra > 0 else log_prob
+
+
+def check_cost(s: StochasticSample, cost: Tensor, name: str) -> Tensor:
+    """Cost must be (n, *C) with C a prefix of the sample batch shape B."""
+    if not isinstance(cost, Tensor):
+        raise UserError(f"estimator '{name}': cost must be a tensor, got {type(cost).__name__}")
+    b = tuple(s.batch_shape)
+    c = tuple(cost.shape[1:])
+    if cost.dim() == 0 or cost.shape[0] != s.n or c != b[: len(c)]:
+        raise UserError(
+            f"estimator '{name}': cost has shape {tuple(cost.shape)} but must be (n, *C) = ({s.n}, ...) with "
+            f"C a prefix of the sample batch shape {b} (one cost per sample and per input)"
+        )
+    return cost
+
+
+class Estimator(nn.Module):
+    """Base class. Subclasses set ``Config`` (options dataclass), ``unbiased`` and implement
+    ``sample`` and ``loss``."""
+
+    Config: type = EstimatorOptions
+    unbiased: bool = True  # whether E[grad loss] == grad E[cost]
+    name: str = "estimator"  # registry name, set by get_estimator
+
+    def __init__(self, options: Any = None, **kwargs: Any):
+        super().__init__()
+        if options is None:
+            options = build_options(self.Config, self.name, kwargs)
+        elif kwargs:
+            raise TypeError("pass either an options object or keyword options, not both")
+        self.options = options
+
+    def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
+        raise NotImplementedError
+
+    def loss(self, s: StochasticSample, cost: Tensor, context: Tensor | None = None) -> Tensor:
+        raise NotImplementedError
+
+    def step(self) -> None:
+        """Advance schedules (temperature) by one step; no-op for most estimators."""
+
+    def set_step(self, step: int) -> None:
+        """Set schedules to global step ``step``; models may call it every training step."""
+
+    def _n(self, n: int | None) -> int:
+        n = int(getattr(self.options, "n", 1) if n is None else n)
+        if n < 1:
+            raise UserError(f"estimator '{self.name}': number of samples n must be >= 1, got {n}")
+        return n
+
+    def extra_repr(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self.options).items())
+        return f"name={self.name!r}, {opts}" if opts else f"name={self.name!r}"
+
+
+# ---- options ------------------------------------------------------------------------------------
+_SIMPLE = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
+
+
+def _check_type(value: Any, annotation: str) -> bool:
+    """Loose check of recipe values against simple annotations like 'float' or 'int | None'."""
+    parts = [p.strip() for p in str(annotation).split("|")]
+    if value is None:
+        return "None" in parts
+    for p in parts:
+        kinds = _SIMPLE.get(p)
+        if kinds is None:
+            return True  # an annotation we do not check
+        if isinstance(value, kinds) and not (isinstance(value, bool) and p in ("int", "float")):
+            return True
+    return False
+
+
+def build_options(config_cls: type, name: str, kwargs: Mapping[str, Any]) -> Any:
+    """Validate ``kwargs`` against the dataclass ``config_cls``; mistakes are ``UserError``s."""
+    if not dataclasses.is_dataclass(config_cls):
+        return config_cls(**kwargs)
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    valid = ", ".join(sorted(fields)) or "(none)"
+    for key, value in kwargs.items():
+        if key not in fields:
+            raise UserError(
+                f"unknown option '{key}' for estimator '{name}'{closest(key, sorted(fields))}. "
+                f"Valid options: {valid}"
+            )
+        if not _check_type(value, fields[key].type):
+            raise UserError(
+                f"option '{key}' of estimator '{name}' must be {fields[key].type}, got {value!r}"
+            )
+    try:
+        return config_cls(**kwargs)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"bad options for estimator '{name}': {err}") from None
+
+
+def get_estimator(spec: str | Mapping | Estimator, **options: Any) -> Estimator:
+    """Build an estimator from a name, a ``{"name": ..., **options}`` mapping (a recipe's
+    ``estimator:`` section), or a dotted path ``"pkg.mod:Cls"``; an Estimator is returned as is."""
+    if isinstance(spec, Estimator):
+        if options:
+            raise UserError("get_estimator: options given together with an estimator instance")
+        return spec
+    if isinstance(spec, Mapping):
+        spec = {str(k): v for k, v in spec.items()}
+        if "name" not in spec:
+            raise UserError(f"estimator spec {spec} has no 'name' (e.g. {{name: reinforce, baseline: ema}})")
+        name = spec.pop("name")
+        spec.update(options)
+        options = spec
+    elif isinstance(spec, str):
+        name = spec
+    else:
+        raise UserError(f"estimator must be a name, a mapping with 'name', or an Estimator; got {spec!r}")
+    entry = ESTIMATORS.entry(name)
+    cls = entry.obj
+    config_cls = entry.config or getattr(cls, "Config", None)
+    if config_cls is None:
+        est = cls(**options)
+    else:
+        est = cls(build_options(config_cls, name, options))
+    if isinstance(est, Estimator):
+        est.name = name
+    return est
+
+
+def list_estimators(pattern: str = "*") -> list[str]:
+    return ESTIMATORS.list(pattern)
+
+
+def describe(name: str) -> str:
+    """One line: name, biased/unbiased, description."""
+    entry = ESTIMATORS.entry(name)
+    unbiased = getattr(entry.obj, "unbiased", None)
+    tag = {True: "unbiased", False: "biased", None: "?"}[unbiased]
+    return f"{name:18s} {tag:9s} {entry.description}"

@@ -1,0 +1,117 @@
+"""Control variates for the score-function estimator.
+
+For any b that does not depend on the sample z, E[(f(z) - b) grad log p(z)] = E[f(z) grad log p(z)]
+because E[grad log p(z)] = grad sum_z p(z) = grad 1 = 0. A b close to E[f] removes most of the
+variance. Every baseline here is independent of the sample it is used with, so all stay unbiased:
+- ``none``: b = 0.
+- ``ema``: b <- decay * b + (1 - decay) * mean cost, updated *after* use (Show, Attend and Tell,
+  decay 0.9); only updated in training mode.
+- ``batch_mean``: mean cost of the *other* samples and batch elements at the same position
+  (leave-one-out; the plain mean would include the sample itself and shrink the gradient by 1 - 1/M).
+- ``rloo``: mean cost of the other n - 1 samples of the same input (Kool et al. 2019, "Buy 4
+  REINFORCE samples, get a baseline for free"); needs n >= 2.
+- ``learned``: a small MLP b(context) regressed on the detached cost with MSE (Mnih & Gregor 2014).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from zoo.errors import UserError
+
+BASELINES = ("none", "ema", "batch_mean", "rloo", "learned")
+
+
+class Baseline(nn.Module):
+    """forward(cost (n, *C) detached, context) -> (b broadcastable to (n, *C), detached; aux loss or None)."""
+
+    def forward(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        return torch.zeros((), dtype=cost.dtype, device=cost.device), None
+
+
+class EMABaseline(Baseline):
+    def __init__(self, decay: float):
+        super().__init__()
+        self.decay = decay
+        self.register_buffer("value", torch.zeros(()))  # the running mean cost (saved in checkpoints)
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))  # updates so far
+
+    def forward(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        b = self.value.to(device=cost.device, dtype=cost.dtype).clone()  # the value before this batch
+        if self.training:
+            mean = cost.mean().to(self.value)
+            new = mean if int(self.count) == 0 else self.decay * self.value + (1 - self.decay) * mean
+            self.value.copy_(new)
+            self.count += 1
+        return b, None
+
+
+class BatchMeanBaseline(Baseline):
+    def forward(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        dims = (0, 1) if cost.dim() >= 2 else (0,)  # samples and the first batch dim, per position
+        m = 1
+        for d in dims:
+            m *= cost.shape[d]
+        if m < 2:
+            return torch.zeros((), dtype=cost.dtype, device=cost.device), None
+        total = cost.sum(dim=dims, keepdim=True)
+        return (total - cost) / (m - 1), None  # (n, *C) leave-one-out mean
+
+
+class RLOOBaseline(Baseline):
+    def forward(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        n = cost.shape[0]
+        if n < 2:
+            raise UserError(
+                "baseline 'rloo' needs n >= 2 samples per input (est.sample(dist, n=...)); got n=1"
+            )
+        return (cost.sum(0, keepdim=True) - cost) / (n - 1), None  # (n, *C)
+
+
+class LearnedBaseline(Baseline):
+    """b = MLP(context): context (*C, F) -> (*C). ``context_dim=None`` builds the first layer lazily
+    (nn.LazyLinear: run one batch before wrapping in DDP); ``context_dim=0`` learns a constant."""
+
+    def __init__(self, context_dim: int | None, hidden: int):
+        super().__init__()
+        self.context_dim = context_dim
+        if context_dim == 0:
+            self.const = nn.Parameter(torch.zeros(()))
+        else:
+            first = nn.LazyLinear(hidden) if context_dim is None else nn.Linear(context_dim, hidden)
+            self.net = nn.Sequential(first, nn.ReLU(), nn.Linear(hidden, 1))
+
+    def predict(self, cost: Tensor, context: Tensor | None) -> Tensor:
+        if self.context_dim == 0:
+            return self.const.to(cost.dtype).expand(cost.shape[1:])  # (*C)
+        if context is None:
+            raise UserError(
+                "baseline 'learned' needs features: est.loss(s, cost, context=features) with features "
+                "(*C, F); or set context_dim=0 for a learned constant"
+            )
+        c_shape = tuple(cost.shape[1:])
+        if tuple(context.shape[:-1]) != c_shape:
+            got = tuple(context.shape)
+            raise UserError(f"learned baseline: context must be (*C, F) with C={c_shape}, got {got}")
+        return self.net(context.detach()).squeeze(-1).to(cost.dtype)  # (*C)
+
+    def forward(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        pred = self.predict(cost, context)  # (*C), with grad to the baseline's parameters
+        mse = F.mse_loss(pred.unsqueeze(0).expand_as(cost), cost)
+        return pred.detach().unsqueeze(0), mse
+
+
+def make_baseline(kind: str, decay: float, context_dim: int | None, hidden: int) -> Baseline:
+    if kind == "none":
+        return Baseline()
+    if kind == "ema":
+        return EMABaseline(decay)
+    if kind == "batch_mean":
+        return BatchMeanBaseline()
+    if kind == "rloo":
+        return RLOOBaseline()
+    if kind == "learned":
+        return LearnedBaseline(context_dim, hidden)
+    raise UserError(f"unknown baseline '{kind}'; choose one of {', '.join(BASELINES)}")
