@@ -134,9 +134,6 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
 
 
 def train(argv: list[str]) -> RunResult | None:
-    import lightning as L
-
-    from zoo.callbacks.safety import RunInfo
     from zoo.config import load_config, to_yaml
 
     recipe, overrides = split_args(argv)
@@ -144,6 +141,9 @@ def train(argv: list[str]) -> RunResult | None:
     if cfg["print_config"]:
         print(to_yaml(cfg), end="")
         return None
+    import lightning as L
+
+    from zoo.callbacks.safety import RunInfo
     run_dir, ckpt = resolve_run_dir(cfg)
     L.seed_everything(cfg["seed"], workers=True, verbose=False)
     datamodule, model = build(cfg)
