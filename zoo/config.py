@@ -46,6 +46,7 @@ class RunConfig:
     data: Any = None  # {name: <registered datamodule or pkg.mod:Class>, ...its options}
     trainer: Any = field(default_factory=dict)  # keyword arguments of lightning.Trainer
     seed: int = 0  # seeds python, numpy and torch (and dataloader workers)
+    threads: int = 0  # torch intra-op CPU threads; 0 = torch's default (one per core)
     logger: Any = field(default_factory=lambda: ["csv"])  # any of csv, wandb, tensorboard
     wandb: WandbConfig = field(default_factory=WandbConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

@@ -111,17 +111,16 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
 
     ck = cfg["checkpoint"]
     ckpt_dir = run_dir / "checkpoints"
-    callbacks = [
-        ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=ck["monitor"] or model.monitor,
-                        mode=ck["mode"] or model.monitor_mode, save_top_k=ck["save_top_k"], save_last=True,
-                        every_n_epochs=ck["every_n_epochs"], auto_insert_metric_name=False,
-                        enable_version_counter=False),
-        SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
-        *build_callbacks(cfg["callbacks"]),
-    ]
-    if ck["every_n_train_steps"]:
-        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, save_top_k=0, save_last=True, enable_version_counter=False,
-                                         every_n_train_steps=ck["every_n_train_steps"]))
+    # "best" by the model's metric, and "last" = the latest state (a separate callback: with a
+    # monitor, Lightning 2.6 refreshes save_last only when a new best is saved).
+    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=ck["monitor"] or model.monitor,
+                           mode=ck["mode"] or model.monitor_mode, save_top_k=ck["save_top_k"],
+                           every_n_epochs=ck["every_n_epochs"], auto_insert_metric_name=False)
+    last = ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False,
+                           every_n_epochs=None if ck["every_n_train_steps"] else ck["every_n_epochs"],
+                           every_n_train_steps=ck["every_n_train_steps"], save_on_train_epoch_end=True)
+    callbacks = [best, last, SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
+                 *build_callbacks(cfg["callbacks"])]
     try:
         return L.Trainer(default_root_dir=str(run_dir), logger=make_loggers(cfg, run_dir, resumed), callbacks=callbacks,
                          plugins=[AtomicCheckpointIO()], **cfg["trainer"])
@@ -145,6 +144,10 @@ def train(argv: list[str]) -> RunResult | None:
 
     from zoo.callbacks.safety import RunInfo
     run_dir, ckpt = resolve_run_dir(cfg)
+    if cfg["threads"]:
+        import torch
+
+        torch.set_num_threads(cfg["threads"])
     L.seed_everything(cfg["seed"], workers=True, verbose=False)
     datamodule, model = build(cfg)
     model.plots_dir = run_dir / "plots"

@@ -34,6 +34,14 @@ def test_run_folder_layout_and_learning(toy_recipe, tmp_path):
     assert ckpt["zoo"]["model"] == "toymodel:Toy" and ckpt["zoo"]["recipe"] == "toy"
 
 
+def test_last_ckpt_is_the_latest_state_even_without_a_new_best(toy_recipe, tmp_path):
+    # mode=max on a falling loss: the "best" stays at epoch 0, last.ckpt must still move on
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=4", "checkpoint.mode=max"])
+    last = torch.load(result.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["epoch"] == 3 and last["global_step"] == 4 * 8
+    assert [p.name for p in (result.run_dir / "checkpoints").glob("best-*")] == ["best-0-8.ckpt"]
+
+
 def test_resume_last_continues_same_folder(toy_recipe, tmp_path):
     first = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=2"])
     again = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=4", "ckpt_path=last"])

@@ -1,0 +1,284 @@
+"""What the Gaussian and the discrete VAE share: decoder likelihoods, the ELBO and its
+importance-weighted tightening, logging, pictures and the `zoo.predict` behaviour.
+
+For one image x the loss is the negative ELBO (seed 001, "Auto-Encoder (VAE)"):
+
+    L(x) = -E_{z ~ q(z|x)}[log p(x|z)] + KL(q(z|x) || p(z))   >=   -log p(x)
+           `------ reconstruction -----'   `-- closed form --'
+
+The reconstruction expectation is estimated by the registry estimator named in the recipe
+(``reparam`` for Gaussians; ``gumbel_softmax``/``reinforce``/``rloo``/... for categoricals); the KL
+is computed exactly. The importance-weighted bound (Burda et al. 2016)
+
+    log p(x) >= log (1/k) sum_i p(x|z_i) p(z_i) / q(z_i|x),   z_i ~ q(z|x)
+
+is >= the ELBO and tends to log p(x) as k grows; ``test/iwae_nll`` is its negation with
+k = ``iwae_samples``. All numbers are nats per image.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.distributions import Distribution, Normal
+
+from zoo.core.module import ZooModule, check_options
+from zoo.errors import UserError
+from zoo.estimators import get_estimator
+from zoo.models.vae import plots
+from zoo.models.vae.nets import build_nets
+
+LIKELIHOODS = ("bernoulli", "gaussian")
+
+
+@dataclass
+class CommonConfig:
+    arch: str = "mlp"  # encoder/decoder family: mlp | conv
+    hidden: int = 256  # width of the hidden layers
+    channels: int = 32  # conv arch: channels of the first convolution (then 2x)
+    likelihood: str = "bernoulli"  # decoder p(x|z): bernoulli (binarised data) | gaussian (grey values)
+    decoder_std: float = 0.1  # gaussian decoder: fixed pixel std; 0 = learned per pixel (floor 0.01)
+    n_samples: int = 0  # latent samples per image per step; 0 = the estimator's own default
+    beta: float = 1.0  # weight of the KL term (beta-VAE); val/test losses always use 1
+    kl_warmup_steps: int = 0  # linearly raise the KL weight from 0 to beta over this many steps
+    lr: float = 1e-3  # Adam learning rate
+    iwae_samples: int = 100  # k for the importance-weighted log p(x) estimate on the test split
+    val_iwae_samples: int = 0  # k for val/iwae_nll every validation (0: skip)
+    eval_seed: int = 0  # seed of the latent draws in validation/test (metrics are reproducible)
+    plot_every_n_epochs: int = 10  # write sample / reconstruction / traversal grids this often
+
+
+class LatentVAE(ZooModule):
+    """Base class; subclasses define the latent space (posterior, prior, KL, sampling)."""
+
+    monitor, monitor_mode = "val/loss", "min"
+
+    def __init__(self, cfg: dict, data_info: dict | None = None):
+        super().__init__(cfg, data_info)
+        c = self.cfg
+        if not self.data_info.get("image_shape"):
+            raise UserError("the VAE needs data_info['image_shape'] from an image datamodule (digits, mnist)")
+        self.image_shape = [int(s) for s in self.data_info["image_shape"]]  # [C, H, W]
+        if c.likelihood not in LIKELIHOODS:
+            raise UserError(f"model.likelihood must be one of {', '.join(LIKELIHOODS)}, got '{c.likelihood}'")
+        if c.likelihood == "bernoulli" and self.data_info.get("binarize") == "none":
+            raise UserError("model.likelihood=bernoulli needs binary pixels: set data.binarize=static or "
+                            "dynamic, or use model.likelihood=gaussian for grey values")
+        self.encoder, self.decoder = build_nets(c.arch, self.image_shape, c.hidden, c.channels,
+                                                self.encoder_out_dim(), self.latent_numel())
+        if c.likelihood == "gaussian" and c.decoder_std <= 0:
+            self.raw_std = nn.Parameter(torch.zeros(self.image_shape))  # std = 0.01 + softplus(raw)
+        spec = dict(c.estimator) if not isinstance(c.estimator, str) else c.estimator
+        if isinstance(spec, dict) and spec.get("baseline") == "learned" and spec.get("context_dim") is None:
+            # the learned baseline reads the image (see losses()): size it now rather than lazily (DDP-safe)
+            spec["context_dim"] = math.prod(self.image_shape)
+        self.estimator = get_estimator(spec)
+        self._val_images: Tensor | None = None
+
+    # ---- the latent space: subclasses -------------------------------------------------------
+    def encoder_out_dim(self) -> int: ...
+    def latent_numel(self) -> int: ...
+    def posterior(self, x: Tensor) -> Distribution: ...  # q(z|x), batch shape (B,)
+    def kl(self, q: Distribution) -> Tensor: ...  # KL(q || p) per image (B,)
+    def draw(self, q: Distribution, k: int) -> Tensor: ...  # k exact samples (k, B, *latent)
+    def log_ratio(self, q: Distribution, z: Tensor) -> Tensor: ...  # log p(z) - log q(z|x): (k, B)
+    def code(self, q: Distribution) -> Tensor: ...  # a point code (B, *latent): mean / mode
+    def prior_draw(self, n: int, g: torch.Generator) -> Tensor: ...  # (n, *latent)
+    def traversal(self, x: Tensor) -> tuple[Tensor, int]: ...  # images (R * C, ...), C per row
+
+    # ---- decoder and likelihood -------------------------------------------------------------
+    def decode(self, z: Tensor) -> Tensor:
+        """z (*S, *latent) -> decoder outputs (*S, C, H, W) (Bernoulli logits or Gaussian means)."""
+        lead = z.shape[: z.dim() - self.latent_ndim]
+        out = self.decoder(z.reshape(-1, self.latent_numel()))
+        return out.view(*lead, *self.image_shape)
+
+    def pixel_std(self) -> Tensor:
+        if self.cfg.decoder_std > 0:
+            return torch.tensor(self.cfg.decoder_std, device=self.device)
+        return 0.01 + F.softplus(self.raw_std)
+
+    def log_lik(self, x: Tensor, out: Tensor) -> Tensor:
+        """log p(x|z) summed over pixels: x (B, C, H, W), out (S, B, C, H, W) -> (S, B)."""
+        x = x.expand_as(out)
+        if self.cfg.likelihood == "bernoulli":
+            ll = -F.binary_cross_entropy_with_logits(out, x, reduction="none")
+        else:
+            ll = Normal(out, self.pixel_std()).log_prob(x)
+        return ll.flatten(-3).sum(-1)
+
+    def mean_image(self, out: Tensor) -> Tensor:
+        """Decoder outputs -> E[x|z] in [0, 1] (what pictures show)."""
+        return torch.sigmoid(out) if self.cfg.likelihood == "bernoulli" else out.clamp(0, 1)
+
+    # ---- objectives ---------------------------------------------------------------------------
+    def kl_weight(self) -> float:
+        w = self.cfg.kl_warmup_steps
+        return self.cfg.beta * (min(1.0, self.global_step / w) if w > 0 else 1.0)
+
+    def losses(self, x: Tensor, kl_weight: float = 1.0) -> tuple[Tensor, Tensor, Tensor]:
+        """One stochastic training estimate: (surrogate loss, reconstruction (n, B), KL (B,)).
+
+        The surrogate's gradient is the chosen estimator's estimate of grad of the (beta-weighted)
+        negative ELBO; its reconstruction uses the estimator's sample (relaxed for gumbel_softmax)."""
+        q = self.posterior(x)
+        s = self.estimator.sample(q, n=self.cfg.n_samples or None)  # value (n, B, *latent)
+        rec = -self.log_lik(x, self.decode(s.value))  # (n, B)
+        kl = self.kl(q)  # (B,)
+        loss = self.estimator.loss(s, rec, context=x.flatten(1)) + kl_weight * kl.mean()
+        return loss, rec, kl
+
+    def estimator_loss(self, batch: Any) -> Tensor:
+        """A fresh stochastic estimate of the training loss (for GradientVarianceCallback)."""
+        return self.losses(batch[0], self.kl_weight())[0]
+
+    def estimator_parameters(self):
+        """The encoder's parameters: the ones whose gradient the estimator is responsible for."""
+        return list(self.encoder.parameters())
+
+    def iwae_nll(self, x: Tensor, q: Distribution, k: int, chunk: int = 50) -> Tensor:
+        """-log (1/k) sum_i p(x, z_i) / q(z_i|x), z_i ~ q: (B,). Exact draws, never relaxed ones."""
+        log_w = []
+        for start in range(0, k, chunk):
+            z = self.draw(q, min(chunk, k - start))  # (m, B, *latent)
+            log_w.append(self.log_lik(x, self.decode(z)) + self.log_ratio(q, z))  # (m, B)
+        return -(torch.logsumexp(torch.cat(log_w), 0) - math.log(k))
+
+    def eval_terms(self, x: Tensor) -> tuple[Tensor, Tensor, Distribution]:
+        """Exact-sample ELBO terms: (reconstruction (B,), KL (B,), q)."""
+        q = self.posterior(x)
+        rec = -self.log_lik(x, self.decode(self.draw(q, 1)))[0]
+        return rec, self.kl(q), q
+
+    # ---- Lightning ----------------------------------------------------------------------------
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=self.cfg.lr)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x = batch[0]
+        self.estimator.set_step(self.global_step)
+        w = self.kl_weight()
+        loss, rec, kl = self.losses(x, w)
+        B = x.shape[0]
+        self.log("train/loss", rec.mean().detach() + kl.mean().detach(), batch_size=B, prog_bar=True)
+        self.log("train/objective", loss.detach(), batch_size=B)
+        self.log_dict({"train/rec": rec.mean().detach(), "train/kl": kl.mean().detach(),
+                       "train/kl_weight": w}, batch_size=B)
+        for key, value in getattr(self.estimator, "stats", {}).items():
+            self.log(f"train/estimator_{key}", value, batch_size=B)
+        return loss
+
+    def _seeded(self, batch_idx: int, offset: int):
+        """Fork the RNG so evaluation draws depend only on (eval_seed, batch): reproducible metrics
+        that leave the training RNG untouched."""
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        ctx = torch.random.fork_rng(devices=devices)
+        ctx.__enter__()
+        torch.manual_seed(self.cfg.eval_seed * 1_000_003 + offset + batch_idx)
+        return ctx
+
+    def _eval_step(self, batch: Any, batch_idx: int, split: str) -> None:
+        x = batch[0]
+        ctx = self._seeded(batch_idx, 0 if split == "val" else 500_000)
+        try:
+            rec, kl, q = self.eval_terms(x)
+            B = x.shape[0]
+            metrics = {f"{split}/loss": (rec + kl).mean(), f"{split}/rec": rec.mean(),
+                       f"{split}/kl": kl.mean()}
+            self.log_dict(metrics, batch_size=B, prog_bar=(split == "val"), sync_dist=True)
+            k = self.cfg.iwae_samples if split == "test" else self.cfg.val_iwae_samples
+            if k > 0:
+                self.log(f"{split}/iwae_nll", self.iwae_nll(x, q, k).mean(), batch_size=B, sync_dist=True)
+            self.eval_extra(split, x, q)
+        finally:
+            ctx.__exit__(None, None, None)
+        if batch_idx == 0:
+            self._val_images = x[:32].detach()
+
+    def eval_extra(self, split: str, x: Tensor, q: Distribution) -> None:
+        """Subclass hook for more per-batch evaluation statistics."""
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self._eval_step(batch, batch_idx, "val")
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self._eval_step(batch, batch_idx, "test")
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking:
+            return
+        last = self.trainer.max_epochs is not None and self.current_epoch + 1 >= self.trainer.max_epochs
+        if (self.current_epoch + 1) % max(1, self.cfg.plot_every_n_epochs) == 0 or last:
+            self.save_pictures()
+
+    def on_test_epoch_end(self) -> None:
+        self.save_pictures()
+
+    # ---- pictures -------------------------------------------------------------------------------
+    @torch.no_grad()
+    def sample_images(self, n: int, seed: int = 0, mean: bool = True) -> Tensor:
+        """n images from the model: z ~ p(z), x ~ p(x|z) (or E[x|z] with ``mean``): (n, C, H, W)."""
+        g = torch.Generator().manual_seed(seed)
+        out = self.decode(self.prior_draw(n, g).to(self.device))
+        img = self.mean_image(out)
+        if not mean:
+            img = torch.bernoulli(img.cpu(), generator=g) if self.cfg.likelihood == "bernoulli" else img
+        return img.cpu()
+
+    @torch.no_grad()
+    def reconstruct(self, x: Tensor) -> Tensor:
+        """E[x|z] at the posterior's point code (mean / mode): (B, C, H, W)."""
+        return self.mean_image(self.decode(self.code(self.posterior(x)))).cpu()
+
+    @torch.no_grad()
+    def save_pictures(self) -> None:
+        was_training = self.training
+        self.eval()
+        self.save_image("samples", plots.upscale(self.sample_images(64)), nrow=8, padding=1, pad_value=0.5)
+        if self._val_images is not None:
+            x = self._val_images
+            self.save_image("reconstructions", plots.upscale(plots.pairs(x.cpu(), self.reconstruct(x))),
+                            nrow=8, padding=1, pad_value=0.5)
+            images, ncol = self.traversal(x[:1])
+            self.save_image("traversal", plots.upscale(images.cpu()), nrow=ncol, padding=1, pad_value=0.5)
+        self.train(was_training)
+
+    # ---- python -m zoo.predict --------------------------------------------------------------------
+    def predict_cli(self, inputs: list[str], options: dict) -> None:
+        """No inputs: write a grid of ``n`` samples to ``out`` (samples.png). Image files (PNG/JPEG,
+        any size): write each one's reconstruction as <name>_recon.png beside it, print its
+        negative ELBO, and a grid of inputs/reconstructions to ``out`` when given."""
+        defaults = {"n": 64, "out": "", "seed": 0, "nrow": 8, "mean": True, "invert": "auto"}
+        o = check_options(options, defaults, "VAE predict")
+        n, seed, nrow = int(o["n"]), int(o["seed"]), int(o["nrow"])
+        mean = str(o["mean"]).lower() in ("1", "true", "yes")
+        self.eval()
+        from torchvision.utils import save_image
+
+        if not inputs:
+            out = Path(o["out"] or "samples.png")
+            images = plots.upscale(self.sample_images(n, seed, mean))
+            save_image(images, out, nrow=nrow, padding=1, pad_value=0.5)
+            print(f"wrote {n} samples to {out}")
+            return
+        invert = str(o["invert"])
+        x = torch.stack([plots.load_image(p, self.image_shape, self.data_info, invert) for p in inputs])
+        x = x.to(self.device)
+        recon = self.reconstruct(x)
+        with torch.no_grad():
+            torch.manual_seed(seed)
+            rec, kl, _ = self.eval_terms(x)
+        for path, r, loss in zip(inputs, recon, (rec + kl).tolist()):
+            target = Path(path).with_name(Path(path).stem + "_recon.png")
+            save_image(plots.upscale(r[None], 64), target)
+            print(f"{path}: negative ELBO {loss:.2f} nats -> {target}")
+        if o["out"]:
+            grid = plots.upscale(plots.pairs(x.cpu(), recon, nrow))
+            save_image(grid, o["out"], nrow=nrow, padding=1, pad_value=0.5)
+            print(f"wrote inputs (odd rows) and reconstructions (even rows) to {o['out']}")

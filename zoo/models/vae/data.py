@@ -1,0 +1,262 @@
+"""Binarised image data for the VAEs: scikit-learn's digits (embedded) and MNIST (local IDX files).
+
+Both yield batches ``(x, y)`` with ``x`` of shape (B, 1, H, W) in [0, 1] and ``y`` the digit label.
+Binarisation (``binarize``):
+- ``static``: threshold the intensities once (``x > threshold``);
+- ``dynamic``: a fresh Bernoulli(intensity) draw every time a training image is read (the usual
+  protocol for IWAE-style likelihood numbers; it also fights over-fitting on the 1,257 digits).
+  The draw depends only on (seed, epoch, index), so resumed runs see the same pixels. Validation
+  and test images are binarised once with a fixed seed, so their metrics are comparable;
+- ``none``: grey values in [0, 1] (for the Gaussian decoder).
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from zoo.core.data import EpochSampler, ZooDataModule, plain_loader
+from zoo.errors import UserError
+from zoo.registry import DATAMODULES
+
+BINARIZE = ("static", "dynamic", "none")
+
+
+# ---- the datasets ---------------------------------------------------------------------------
+def binarize_images(x: torch.Tensor, mode: str, threshold: float, seed: int) -> torch.Tensor:
+    """Binarise a fixed set of images once: threshold (static), one seeded draw (dynamic), or not."""
+    if mode == "static":
+        return (x > threshold).float()
+    if mode == "dynamic":
+        return torch.bernoulli(x, generator=torch.Generator().manual_seed(seed))
+    return x
+
+
+class ImageSet(Dataset):
+    """Images (N, 1, H, W) in [0, 1] with labels. With ``dynamic=True`` every read is a fresh
+    Bernoulli draw keyed by (seed, epoch, index); the epoch travels with the index from
+    ``EpochTaggedSampler`` (so it also reaches DataLoader worker processes)."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, dynamic: bool = False, seed: int = 0):
+        self.images, self.labels, self.dynamic, self.seed = images, labels, dynamic, seed
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, key):
+        i, epoch = key if isinstance(key, tuple) else (key, 0)
+        x = self.images[i]
+        if self.dynamic:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 7_919 + int(i) + 1)
+            x = torch.bernoulli(x, generator=g)
+        return x, self.labels[i]
+
+
+class EpochTaggedSampler(EpochSampler):
+    """``EpochSampler`` that yields ``(index, epoch)`` so the dataset can key its random draws."""
+
+    def __iter__(self):
+        return ((i, self.epoch) for i in super().__iter__())
+
+
+# ---- IDX files (MNIST's format) ---------------------------------------------------------------
+_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """Read an IDX file (plain or gzipped, detected from its first bytes).
+
+    Format: 2 zero bytes, a type code (0x08 = uint8, ...), the number of dimensions d, then d
+    big-endian int32 sizes, then the data in C order."""
+    path = Path(path)
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        raise UserError(f"{path} is not an IDX file (bad magic number {raw[:4].hex()}); "
+                        "expected MNIST's train-images-idx3-ubyte / t10k-labels-idx1-ubyte format")
+    dtype, ndim = np.dtype(_IDX_DTYPES[raw[2]]), raw[3]
+    shape = tuple(int(s) for s in np.frombuffer(raw, ">i4", count=ndim, offset=4))
+    offset = 4 + 4 * ndim
+    if len(raw) - offset != int(np.prod(shape)) * dtype.itemsize:
+        raise UserError(f"{path}: IDX header says shape {shape} but the file holds {len(raw) - offset} "
+                        "data bytes (truncated or corrupt download?)")
+    return np.frombuffer(raw, dtype, offset=offset).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+MNIST_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+
+
+def mnist_dirs(root: str | Path) -> list[Path]:
+    """Folders searched for the four IDX files, in order: ``<root>/mnist``, torchvision's
+    ``<root>/mnist/MNIST/raw`` and ``<root>/MNIST/raw``."""
+    root = Path(root)
+    return [root / "mnist", root / "mnist" / "MNIST" / "raw", root / "MNIST" / "raw"]
+
+
+def find_mnist(root: str | Path) -> dict[str, Path]:
+    for folder in mnist_dirs(root):
+        found = {}
+        for key, name in MNIST_FILES.items():
+            for candidate in (folder / name, folder / f"{name}.gz"):
+                if candidate.is_file():
+                    found[key] = candidate
+                    break
+        if len(found) == len(MNIST_FILES):
+            return found
+    looked = ", ".join(str(d) for d in mnist_dirs(root))
+    raise UserError(
+        f"MNIST not found: looked for {', '.join(MNIST_FILES.values())} (plain or .gz) in {looked}. "
+        "Get the four IDX files (e.g. from https://ossci-datasets.s3.amazonaws.com/mnist/ or with "
+        "torchvision.datasets.MNIST(root, download=True)) and put them in one of those folders, "
+        "or point data.root at the folder holding mnist/."
+    )
+
+
+# ---- the datamodules ------------------------------------------------------------------------
+class _BinaryImageData(ZooDataModule):
+    """Shared loaders for (train, val, test) image tensors in [0, 1]."""
+
+    name = "images"
+
+    def _load(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Return (train+val images, their labels, test images, test labels)."""
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        if getattr(self, "train_set", None) is not None:
+            return
+        c = self.cfg
+        if c.binarize not in BINARIZE:
+            raise UserError(f"data.binarize must be one of {', '.join(BINARIZE)}, got '{c.binarize}'")
+        x, y, x_test, y_test = self._load()
+        n_val = c.val_size
+        if not 0 < n_val < len(x):
+            raise UserError(f"data.val_size={n_val} must be between 1 and {len(x) - 1} for {self.name}")
+        perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(c.seed))
+        tr, va = perm[n_val:], perm[:n_val]
+        fixed = {"mode": c.binarize, "threshold": c.threshold}
+        self.train_set = (
+            ImageSet(x[tr], y[tr], dynamic=True, seed=c.seed) if c.binarize == "dynamic"
+            else ImageSet(binarize_images(x[tr], **fixed, seed=c.seed), y[tr])
+        )
+        self.val_set = ImageSet(binarize_images(x[va], **fixed, seed=c.seed + 1), y[va])
+        self.test_set = ImageSet(binarize_images(x_test, **fixed, seed=c.seed + 2), y_test)
+
+    def info(self) -> dict:
+        self.setup()
+        shape = list(self.train_set.images.shape[1:])
+        return {"dataset": self.name, "image_shape": shape, "binarize": self.cfg.binarize,
+                "threshold": float(self.cfg.threshold), "n_train": len(self.train_set)}
+
+    def train_dataloader(self):
+        from torch.utils.data import DataLoader
+
+        sampler = EpochTaggedSampler(len(self.train_set), self.cfg.seed)
+        return DataLoader(self.train_set, batch_size=self.cfg.batch_size, sampler=sampler,
+                          num_workers=self.cfg.num_workers, drop_last=True)
+
+    def val_dataloader(self):
+        return plain_loader(self.val_set, self.cfg.eval_batch_size, num_workers=self.cfg.num_workers)
+
+    def test_dataloader(self):
+        return plain_loader(self.test_set, self.cfg.eval_batch_size, num_workers=self.cfg.num_workers)
+
+
+@dataclass
+class DigitsConfig:
+    root: str = "data"  # unused (the images ship inside scikit-learn); kept for a uniform interface
+    batch_size: int = 64  # training images per batch
+    eval_batch_size: int = 270  # images per validation / test batch
+    num_workers: int = 0  # DataLoader worker processes
+    binarize: str = "static"  # static (threshold) | dynamic (fresh Bernoulli draws) | none (grey)
+    threshold: float = 0.5  # intensity threshold for static binarisation (intensities are /16)
+    val_size: int = 270  # validation images, carved from the 1,527 non-test images
+    test_size: int = 270  # test images, held out first
+    seed: int = 0  # split, shuffling and binarisation seed
+
+
+@DATAMODULES.register("digits")
+class DigitsData(_BinaryImageData):
+    """scikit-learn's 1,797 real 8x8 handwritten digits (embedded; 1257/270/270 split), binarised."""
+
+    Config = DigitsConfig
+    name = "digits"
+
+    def _load(self):
+        from sklearn.datasets import load_digits
+
+        d = load_digits()
+        x = torch.tensor(d.images / 16.0, dtype=torch.float32).unsqueeze(1)  # (1797, 1, 8, 8)
+        y = torch.tensor(d.target, dtype=torch.long)
+        n_test = self.cfg.test_size
+        if not 0 < n_test < len(x) - 1:
+            raise UserError(f"data.test_size={n_test} must be between 1 and {len(x) - 2}")
+        perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(self.cfg.seed + 12_345))
+        rest, test = perm[n_test:], perm[:n_test]
+        return x[rest], y[rest], x[test], y[test]
+
+
+@dataclass
+class MnistConfig:
+    root: str = "data"  # looks in <root>/mnist, <root>/mnist/MNIST/raw, <root>/MNIST/raw
+    batch_size: int = 100  # training images per batch
+    eval_batch_size: int = 500  # images per validation / test batch
+    num_workers: int = 0  # DataLoader worker processes
+    binarize: str = "dynamic"  # static (threshold) | dynamic (fresh Bernoulli draws) | none (grey)
+    threshold: float = 0.5  # intensity threshold for static binarisation (intensities are /255)
+    val_size: int = 10000  # validation images carved from the 60,000 training images
+    seed: int = 0  # split, shuffling and binarisation seed
+
+
+@DATAMODULES.register("mnist")
+class MnistData(_BinaryImageData):
+    """MNIST from local IDX files (plain or .gz; torchvision's MNIST/raw layout too), binarised."""
+
+    Config = MnistConfig
+    name = "mnist"
+
+    def prepare_data(self) -> None:
+        find_mnist(self.cfg.root)  # fail early, with the paths looked at
+
+    def _load(self):
+        files = find_mnist(self.cfg.root)
+        arrays = {k: read_idx(p) for k, p in files.items()}
+        for split in ("train", "test"):
+            imgs, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
+            if imgs.ndim != 3 or labels.ndim != 1 or len(imgs) != len(labels):
+                raise UserError(f"MNIST {split} files disagree: images {imgs.shape} vs labels {labels.shape} "
+                                f"({files[f'{split}_images']}, {files[f'{split}_labels']})")
+
+        def images(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(a.astype(np.float32) / 255.0).unsqueeze(1)  # (N, 1, 28, 28)
+
+        return (images(arrays["train_images"]), torch.from_numpy(arrays["train_labels"].astype(np.int64)),
+                images(arrays["test_images"]), torch.from_numpy(arrays["test_labels"].astype(np.int64)))
+
+
+def write_idx(path: str | Path, array: np.ndarray) -> Path:
+    """Write ``array`` (uint8, int8, >i2, >i4, >f4 or >f8) as an IDX file, gzipped when the name
+    ends in .gz: the inverse of ``read_idx`` (for converting other data, and for tests)."""
+    path = Path(path)
+    array = np.asarray(array)
+    codes = {np.dtype(v).newbyteorder("="): k for k, v in _IDX_DTYPES.items()}
+    code = codes.get(array.dtype.newbyteorder("="))
+    if code is None:
+        raise UserError(f"write_idx: unsupported dtype {array.dtype}")
+    header = bytes([0, 0, code, array.ndim]) + np.asarray(array.shape, ">i4").tobytes()
+    body = array.astype(np.dtype(_IDX_DTYPES[code]), copy=False).tobytes()
+    raw = header + body
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(raw) if path.suffix == ".gz" else raw)
+    return path

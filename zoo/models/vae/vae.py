@@ -1,0 +1,102 @@
+"""Gaussian VAE (Kingma & Welling 2014; seed 001 "Auto-Encoder (VAE)", seed 003 section 4.1).
+
+    q(z|x) = N(mu(x), diag sigma^2(x)),   p(z) = N(0, I),   p(x|z) = Bernoulli / Gaussian(decoder(z))
+
+z is drawn by the registry's ``reparam`` estimator (z = mu + sigma * eps through ``rsample``), so the
+reconstruction gradient is pathwise. The KL term has the closed form of seed 001's
+"KL between two Gaussian distributions" with mu_2 = 0, Sigma_2 = I:
+
+    KL = 1/2 sum_d (sigma_d^2 + mu_d^2 - 1 - log sigma_d^2),
+
+computed by ``torch.distributions.kl_divergence`` (tests check it against that formula and
+against Monte Carlo).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.distributions import Distribution, Independent, Normal, kl_divergence
+
+from zoo.models.vae.common import CommonConfig, LatentVAE
+from zoo.registry import MODELS
+
+
+@dataclass
+class VAEConfig(CommonConfig):
+    latent_dim: int = 8  # size of z
+    estimator: Any = "reparam"  # estimator for z: a name or {name: ..., options}; reparam is the standard
+    traversal_dims: int = 8  # latent traversal: how many dimensions (those with the largest KL) to vary
+    traversal_range: float = 3.0  # latent traversal: z_d goes from -range to +range (prior std units)
+    active_threshold: float = 0.01  # a unit is "active" if Var_x(E[z_d|x]) exceeds this (Burda et al.)
+
+
+@MODELS.register("vae")
+class VAE(LatentVAE):
+    """Gaussian VAE: re-parameterised N(mu, sigma^2) latent, closed-form KL, Bernoulli/Gaussian decoder."""
+
+    Config = VAEConfig
+    latent_ndim = 1
+
+    def encoder_out_dim(self) -> int:
+        return 2 * self.cfg.latent_dim  # (mu, log sigma^2)
+
+    def latent_numel(self) -> int:
+        return self.cfg.latent_dim
+
+    def posterior(self, x: Tensor) -> Distribution:
+        mu, logvar = self.encoder(x).chunk(2, dim=-1)  # (B, D) each
+        std = torch.exp(0.5 * logvar.clamp(-15.0, 10.0))
+        return Independent(Normal(mu, std), 1)  # batch (B,), event (D,)
+
+    def prior(self) -> Distribution:
+        zero = torch.zeros(self.cfg.latent_dim, device=self.device)
+        return Independent(Normal(zero, torch.ones_like(zero)), 1)
+
+    def kl(self, q: Distribution) -> Tensor:
+        return kl_divergence(q, self.prior())  # (B,), closed form
+
+    def draw(self, q: Distribution, k: int) -> Tensor:
+        return q.sample((k,))  # (k, B, D)
+
+    def log_ratio(self, q: Distribution, z: Tensor) -> Tensor:
+        return self.prior().log_prob(z) - q.log_prob(z)  # (k, B)
+
+    def code(self, q: Distribution) -> Tensor:
+        return q.mean  # (B, D)
+
+    def prior_draw(self, n: int, g: torch.Generator) -> Tensor:
+        return torch.randn(n, self.cfg.latent_dim, generator=g)
+
+    # ---- diagnostics ------------------------------------------------------------------------------
+    def on_test_epoch_start(self) -> None:
+        self._test_means: list[Tensor] = []
+
+    def eval_extra(self, split: str, x: Tensor, q: Distribution) -> None:
+        if split == "test" and hasattr(self, "_test_means"):
+            self._test_means.append(q.mean.detach())
+
+    def on_test_epoch_end(self) -> None:
+        means = getattr(self, "_test_means", [])
+        means = torch.cat(means) if means else torch.zeros(0, self.cfg.latent_dim, device=self.device)
+        if len(means) > 1:
+            # Burda et al. 2016: units whose posterior mean varies across inputs carry information
+            active = (means.var(0) > self.cfg.active_threshold).sum().float()
+            self.log("test/active_units", active, sync_dist=True)
+        super().on_test_epoch_end()
+
+    def traversal(self, x: Tensor) -> tuple[Tensor, int]:
+        """Rows: the ``traversal_dims`` dimensions with the largest KL for input x[0]; columns:
+        z_d from -range to +range, every other dimension at the posterior mean of x[0]."""
+        q = self.posterior(x[:1])
+        mu, std = q.base_dist.loc[0], q.base_dist.scale[0]  # (D,)
+        kl_d = 0.5 * (std**2 + mu**2 - 1 - 2 * std.log())  # per-dimension closed-form KL
+        dims = kl_d.argsort(descending=True)[: self.cfg.traversal_dims]
+        values = torch.linspace(-self.cfg.traversal_range, self.cfg.traversal_range, 9, device=self.device)
+        z = mu.repeat(len(dims), len(values), 1)  # (R, C, D)
+        for r, d in enumerate(dims.tolist()):
+            z[r, :, d] = values
+        return self.mean_image(self.decode(z)).flatten(0, 1), len(values)  # (R * C, C, H, W)
