@@ -81,7 +81,8 @@ def main() -> None:
         zoo_runs.append(zoo_steps_per_second(args.recipe, args.steps, seed=r))
     zoo_sps, plain_sps = statistics.median(zoo_runs), statistics.median(plain_runs)
     overhead = plain_sps / zoo_sps - 1.0
-    result = {"recipe": args.recipe, "steps": args.steps, "repeats": args.repeats, "torch_threads": torch.get_num_threads(),
+    result = {"recipe": args.recipe, "steps": args.steps, "repeats": args.repeats,
+              "torch_threads": torch.get_num_threads(),
               "zoo_steps_per_s": zoo_sps, "plain_steps_per_s": plain_sps, "zoo_runs": zoo_runs,
               "plain_runs": plain_runs, "overhead_fraction": overhead}
     print(f"{'loop':<12} {'steps/s (median)':>18}   runs")
