@@ -1,7 +1,7 @@
 """Overhead of the zoo: the same VAE, the same batches, through `zoo.train` (Lightning loop,
 checkpoint/signal/NaN/RNG callbacks, CSV logging) vs a plain PyTorch loop. Steps/s side by side.
 
-    python benchmarks/overhead.py [--recipe vae_digits] [--steps 600] [--repeats 3]
+    python benchmarks/overhead.py [--recipe vae_digits] [--steps 600] [--repeats 3] [--threads 1]
 
 Prints a table and writes benchmarks/results/overhead.json.
 """
@@ -37,7 +37,8 @@ class StepTimer(L.Callback):
 
 def zoo_steps_per_second(recipe: str, steps: int, seed: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        train([f"recipe={recipe}", f"run_dir={tmp}", f"trainer.max_steps={steps}", "trainer.max_epochs=-1",
+        train([f"recipe={recipe}", f"run_dir={tmp}", f"threads={torch.get_num_threads()}",
+               f"trainer.max_steps={steps}", "trainer.max_epochs=-1",
                "trainer.limit_val_batches=0", "trainer.num_sanity_val_steps=0", "trainer.enable_progress_bar=false",
                "trainer.enable_model_summary=false", "test_after_fit=false", f"seed={seed}",
                "callbacks=[{name: '__main__:StepTimer'}]"])
@@ -71,10 +72,11 @@ def main() -> None:
     parser.add_argument("--recipe", default="vae_digits")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for both loops")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "overhead.json"))
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(args.threads)
     zoo_runs, plain_runs = [], []
     for r in range(args.repeats):  # interleaved, so machine load hits both alike
         plain_runs.append(plain_steps_per_second(args.recipe, args.steps, seed=r))
