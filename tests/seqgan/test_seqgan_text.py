@@ -1,0 +1,146 @@
+"""Text data (a tiny file in the real format: one sentence per line), BLEU / self-BLEU, and
+`python -m zoo.predict` printing generated sequences."""
+
+import pytest
+import torch
+from torchmetrics.functional.text import bleu_score
+
+from zoo.errors import UserError
+from zoo.models.seqgan.metrics import bleu, bleu_orders, self_bleu
+from zoo.models.seqgan.text import TextData, decode, grammar_sentences
+
+LINES = [
+    "The cat sat on the mat .",
+    "A dog ran in the park .",
+    "the cat ran .",
+    "",
+    "a   bird sang in the tree .",
+    "The dog sat on the log .",
+    "zebra !",
+] * 6
+
+
+def write_corpus(tmp_path, lines=LINES):
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_text_datamodule_on_a_tiny_file(tmp_path):
+    path = write_corpus(tmp_path)
+    dm = TextData(
+        {
+            "path": str(path),
+            "max_len": 6,
+            "batch_size": 4,
+            "min_frequency": 2,
+            "val_fraction": 0.2,
+            "test_fraction": 0.2,
+        }
+    )
+    dm.setup("fit")
+    info = dm.info()
+    vocab = info["vocab"]
+    assert vocab[:4] == ["[PAD]", "[UNK]", "[BOS]", "[EOS]"] and info["start_token"] == 2
+    assert "The" not in vocab and "the" in vocab  # lower-cased
+    n = len(dm.train_set) + len(dm.val_set) + len(dm.test_set)
+    assert n == 36 and len(dm.val_set) == len(dm.test_set) == 7  # blank lines dropped, 20% / 20%
+    ids = dm.encode(["the cat sat on the mat ."])[0].tolist()  # 7 words, max_len 6: 5 words + [EOS]
+    assert ids[-1] == 3 and ids[:5] == [vocab.index(w) for w in "the cat sat on the".split()]
+    short = dm.encode(["the qwerty ."])[0].tolist()  # unseen word -> [UNK], then [EOS], [PAD]...
+    assert short == [vocab.index("the"), 1, vocab.index("."), 3, 0, 0]
+    assert decode(torch.tensor([short]), vocab, (3, 0)) == [["the", "[UNK]", "."]]
+    batch = next(iter(dm.train_dataloader()))
+    assert batch.shape == (4, 6) and batch.dtype == torch.long
+
+
+def test_text_errors(tmp_path):
+    with pytest.raises(UserError, match="not found"):
+        TextData({"path": str(tmp_path / "missing.txt")}).setup("fit")
+    with pytest.raises(UserError, match="too few"):
+        TextData({"path": str(write_corpus(tmp_path, LINES[:5])), "batch_size": 64}).setup("fit")
+    with pytest.raises(ValueError):
+        TextData({"max_len": 1})
+
+
+def test_grammar_corpus_is_seeded():
+    a, b = grammar_sentences(50, 0), grammar_sentences(50, 0)
+    assert a == b and a != grammar_sentences(50, 1)
+    assert all(s.endswith(" .") for s in a)
+
+
+def test_bleu_and_self_bleu():
+    sents = grammar_sentences(60, 3)
+    refs, samples = sents[:40], sents[40:]
+    # our BLEU-2/4 read from one metric equal torchmetrics' own BLEU-2/4
+    got = bleu_orders(samples, [refs] * len(samples), (2, 4))
+    assert got[2] == pytest.approx(bleu_score(samples, [refs] * 20, n_gram=2).item(), abs=1e-6)
+    assert got[4] == pytest.approx(bleu_score(samples, [refs] * 20, n_gram=4).item(), abs=1e-6)
+    assert bleu(refs, refs)[4] == pytest.approx(1.0)  # every sample is among the references
+    assert bleu(["zebra zebra zebra zebra"], refs)[2] == 0.0
+    assert self_bleu(["the cat runs ."] * 5)[4] == pytest.approx(1.0)  # mode collapse: 1
+    assert 0 < self_bleu(samples)[2] < 1
+
+
+def test_text_training_and_predict(tmp_path, capsys):
+    from zoo.predict import main as predict_main
+    from zoo.train import train
+
+    path = write_corpus(tmp_path, grammar_sentences(300, 0))
+    result = train(
+        [
+            "recipe=seqgan_text",
+            f"run_dir={tmp_path}/runs",
+            f"data.path={path}",
+            "data.max_len=12",
+            "data.batch_size=32",
+            "model.mle_epochs=2",
+            "model.d_pretrain_rounds=1",
+            "model.adv_iterations=1",
+            "model.rollouts=2",
+            "model.adv_batch_size=8",
+            "model.dis_filter_sizes=[1,2,3]",
+            "model.dis_num_filters=[8,8,8]",
+            "model.test_bleu_samples=20",
+            "model.bleu_samples=10",
+            "model.bleu_refs=20",
+            "trainer.enable_progress_bar=false",
+        ]
+    )
+    metrics = result.test_metrics
+    for key in (
+        "test/bleu2",
+        "test/bleu3",
+        "test/bleu4",
+        "test/self_bleu4",
+        "test/nll",
+        "test/d_acc",
+        "test/bleu4_mle",
+    ):
+        assert key in metrics
+    assert 0 < metrics["test/bleu2"] <= 1
+    assert (result.run_dir / "plots" / "test_samples.txt").is_file()
+    ckpt = result.run_dir / "checkpoints" / "last.ckpt"
+    capsys.readouterr()
+    assert predict_main([str(ckpt), "n=4", "seed=1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 4 and all(isinstance(line, str) for line in lines)
+    assert predict_main([str(ckpt), "method=sbs", "k=3"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3 and len(set(lines)) == 3  # k distinct sequences, each with its log-prob
+    logps = [float(line.split()[0]) for line in lines]
+    assert all(lp <= 0 for lp in logps)
+    assert predict_main([str(ckpt), "method=beam"]) == 2  # a user error, not a traceback
+    assert "method must be" in capsys.readouterr().err
+
+
+def test_oracle_model_predict_prints_token_ids(capsys):
+    from seqgan_testlib import tiny_data, tiny_model
+
+    model = tiny_model(tiny_data())
+    model.predict_cli([], {"n": 5})
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 5 and all(len(line.split()) == 8 for line in lines)
+    assert all(0 <= int(tok) < 30 for line in lines for tok in line.split())
+    with pytest.raises(UserError, match="unknown option"):
+        model.predict_cli([], {"m": 5})

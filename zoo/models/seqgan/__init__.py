@@ -1,0 +1,8 @@
+"""SeqGAN (Yu et al. 2017): sequence GAN trained by policy gradient with Monte Carlo rollouts.
+
+nets.py (LSTM LM, CNN discriminator), oracle.py (synthetic oracle, NLL-oracle), rollout.py
+(batched rollouts and rewards), schedule.py (phases -> epochs), module.py (the LightningModule),
+evaluation.py (metrics, predict), data.py / text.py (datamodules), metrics.py (BLEU), plots.py.
+"""
+
+from zoo.models.seqgan import data, module, text  # noqa: F401  (registers seqgan, seqgan_oracle, seqgan_text)

@@ -1,0 +1,154 @@
+"""Data for SeqGAN's synthetic experiment: sequences sampled from the oracle LSTM.
+
+The oracle comes from ``oracle_params`` (a ``.npz`` in the paper's format, e.g. the published
+oracle) or, by default, is drawn from N(0, 1) with ``seed``. Training, validation and test
+sequences are ancestral samples of it with their own seeds (cached under ``root``).
+Batches are LongTensors (B, T).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
+from zoo.errors import UserError
+from zoo.models.seqgan.oracle import lm_from_params, load_oracle_npz, random_oracle_params
+from zoo.registry import DATAMODULES
+
+
+def _load_cache(path: Path) -> list | None:
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+        return [data["train"], data["val"], data["test"]]
+    except Exception:  # absent, unreadable or from another version: sample again
+        return None
+
+
+def _save_cache(path: Path, splits: list) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        torch.save(dict(zip(("train", "val", "test"), splits)), tmp)
+        os.replace(tmp, path)
+    except OSError:  # a read-only root only costs the sampling time next run
+        pass
+
+
+class Sequences(Dataset):
+    """A (N, T) LongTensor of token sequences; items are (T,) rows."""
+
+    def __init__(self, seqs: torch.Tensor):
+        self.seqs = seqs
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.seqs[i]
+
+
+@dataclass
+class OracleDataConfig:
+    root: str = "data"  # where the sampled sequences are cached (root/seqgan_oracle/)
+    batch_size: int = 64  # sequences per batch (the paper: 64)
+    num_workers: int = 0  # DataLoader workers
+    seed: int = 0  # seeds the oracle (when not loaded), the samples and the shuffling
+    oracle_params: Optional[str] = None  # .npz with the oracle's parameters (keys: see oracle.py)
+    vocab_size: int = 5000  # oracle vocabulary (ignored when oracle_params is given)
+    emb_dim: int = 32  # oracle embedding size (ignored when oracle_params is given)
+    hidden_dim: int = 32  # oracle LSTM size (ignored when oracle_params is given)
+    seq_len: int = 20  # tokens per sequence
+    num_train: int = 10000  # training sequences (the paper: 10,000)
+    num_val: int = 1000  # held-out sequences for validation (G's NLL on real data, D accuracy)
+    num_test: int = 1000  # held-out sequences for testing
+
+    def __post_init__(self):
+        for name in (
+            "batch_size",
+            "vocab_size",
+            "emb_dim",
+            "hidden_dim",
+            "seq_len",
+            "num_train",
+            "num_val",
+            "num_test",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_train < self.batch_size:
+            raise ValueError(f"num_train ({self.num_train}) must be >= batch_size ({self.batch_size})")
+
+
+@DATAMODULES.register("seqgan_oracle")
+class OracleData(ZooDataModule):
+    """Sequences sampled from SeqGAN's random LSTM oracle (seeded, or loaded from a .npz)."""
+
+    Config = OracleDataConfig
+
+    def __init__(self, cfg: dict):
+        super().__init__(cfg)
+        self.oracle = None
+        self.train_set = self.val_set = self.test_set = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.oracle is not None:
+            return
+        c = self.cfg
+        if c.oracle_params:
+            params = load_oracle_npz(c.oracle_params)
+        else:
+            params = random_oracle_params(c.seed, c.vocab_size, c.emb_dim, c.hidden_dim)
+        self.oracle = lm_from_params(params).eval().requires_grad_(False)
+        cache = self._cache_path(params)
+        splits = _load_cache(cache)
+        if splits is None:
+            splits = []
+            for offset, n in ((1, c.num_train), (2, c.num_val), (3, c.num_test)):
+                g = torch.Generator().manual_seed(c.seed * 1000 + offset)
+                splits.append(self.oracle.sample(n, c.seq_len, generator=g))
+            _save_cache(cache, splits)
+        self.train_set, self.val_set, self.test_set = (Sequences(x) for x in splits)
+
+    def _cache_path(self, params: dict) -> Path:
+        """Sampling 12,000 sequences from a vocab-5,000 oracle takes seconds; the samples are cached
+        under ``root``, keyed by a hash of the oracle's parameters and the sampling settings."""
+        c = self.cfg
+        h = hashlib.sha256(repr((c.seed, c.seq_len, c.num_train, c.num_val, c.num_test)).encode())
+        for key in sorted(params):
+            h.update(key.encode() + np.ascontiguousarray(params[key], dtype=np.float32).tobytes())
+        return Path(c.root) / "seqgan_oracle" / f"samples-{h.hexdigest()[:20]}.pt"
+
+    def info(self) -> dict:
+        if self.oracle is None:
+            raise UserError("seqgan_oracle: call setup() before info()")
+        o = self.oracle
+        return {
+            "vocab_size": o.vocab_size,
+            "seq_len": self.cfg.seq_len,
+            "start_token": 0,
+            "num_train": self.cfg.num_train,
+            "oracle": {"vocab_size": o.vocab_size, "emb_dim": o.emb_dim, "hidden_dim": o.hidden_dim},
+        }
+
+    def train_dataloader(self):
+        return shuffled_loader(
+            self.train_set,
+            self.cfg.batch_size,
+            seed=self.cfg.seed,
+            drop_last=True,
+            num_workers=self.cfg.num_workers,
+        )
+
+    def val_dataloader(self):
+        return plain_loader(self.val_set, self.cfg.batch_size, num_workers=self.cfg.num_workers)
+
+    def test_dataloader(self):
+        return plain_loader(self.test_set, self.cfg.batch_size, num_workers=self.cfg.num_workers)

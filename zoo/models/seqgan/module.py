@@ -1,0 +1,309 @@
+"""SeqGAN (Yu, Zhang, Wang & Yu, AAAI 2017) as a LightningModule with manual optimisation.
+
+G (LSTM) is pre-trained by maximum likelihood, D (CNN) is pre-trained on real vs fresh generated
+sequences, then they alternate: G takes a policy-gradient step whose per-token reward is the
+rollout estimate Q(Y_{1:t-1}, y_t) (``rollout.py``), D trains on fresh negatives. The phase of
+every Lightning epoch comes from ``schedule.py``. G's gradient goes through the estimator
+registry: ``est.loss(sample, cost)`` with cost = -Q of shape (1, B, T), one cost per sampled token
+(Q is already the return from t on, so no reward-to-go sum is needed).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch.distributions import Categorical
+
+from zoo.core.module import ZooModule
+from zoo.errors import UserError
+from zoo.estimators import Reinforce, StochasticSample, get_estimator
+from zoo.models.seqgan import evaluation
+from zoo.models.seqgan.nets import LSTMLM, Discriminator
+from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
+from zoo.models.seqgan.schedule import Schedule
+from zoo.registry import MODELS
+
+PAPER_FILTERS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]
+PAPER_COUNTS = [100, 200, 200, 200, 200, 100, 100, 100, 100, 100, 160, 160]
+
+
+@dataclass
+class SeqGANConfig:
+    gen_emb_dim: int = 32  # G embedding size (the paper: 32)
+    gen_hidden_dim: int = 32  # G LSTM size (the paper: 32)
+    gen_init_std: float = 0.1  # G parameters ~ N(0, std^2) (the reference code: 0.1)
+    gen_lr: float = 0.01  # Adam learning rate of MLE pre-training
+    adv_lr: float = 0.01  # Adam learning rate of the policy-gradient steps (own optimizer state)
+    grad_clip: float = 5.0  # clip G's gradient norm (both phases)
+    dis_emb_dim: int = 64  # D embedding size
+    dis_filter_sizes: list = field(default_factory=lambda: list(PAPER_FILTERS))  # D convolution widths
+    dis_num_filters: list = field(default_factory=lambda: list(PAPER_COUNTS))  # D filters per width
+    dis_dropout: float = 0.25  # D dropout before the output layer (keep 0.75)
+    dis_lr: float = 1e-4  # D Adam learning rate
+    dis_l2: float = 0.2  # L2 penalty (sum of squares / 2) on D's output layer, as in the reference code
+    mle_epochs: int = 120  # MLE pre-training epochs of G
+    d_pretrain_rounds: int = 50  # D pre-training rounds, each on fresh negatives
+    d_pretrain_epochs: int = 3  # D epochs per pre-training round
+    adv_iterations: int = 200  # adversarial iterations
+    adv_g_steps: int = 1  # G policy-gradient steps per iteration
+    adv_d_rounds: int = 5  # D rounds (fresh negatives) per iteration
+    adv_d_epochs: int = 3  # D epochs per round
+    num_negatives: Optional[int] = None  # negatives per D round (None: as many as training sequences)
+    adv_batch_size: int = 64  # sequences sampled per G step
+    rollouts: int = 16  # Monte Carlo rollouts N per prefix
+    rollout_keep: float = 0.8  # rollout net update: beta <- keep * beta + (1 - keep) * theta
+    batched_rollouts: bool = True  # all prefixes x rollouts in one generation (False: per-step loop)
+    d_chunk: int = 4096  # sequences per D call when scoring rollouts (bounds memory)
+    estimator: Any = field(default_factory=lambda: {"name": "reinforce", "baseline": "none"})  # G's gradient
+    eval_samples: int = 10000  # generator samples for val/nll_oracle (the paper: 10,000)
+    test_samples: int = 10000  # generator samples for test/nll_oracle
+    bleu_samples: int = 100  # samples for val BLEU (text data)
+    test_bleu_samples: int = 200  # samples for test BLEU and self-BLEU (text data)
+    bleu_refs: int = 300  # held-out references per BLEU sample (cost grows as samples x refs)
+    eval_seed: int = 1234  # seed of the evaluation samples (same G, same number)
+
+    def __post_init__(self):
+        if not 0.0 <= self.rollout_keep <= 1.0:
+            raise ValueError(f"rollout_keep must be in [0, 1], got {self.rollout_keep}")
+        if self.rollouts < 1 or self.adv_batch_size < 1 or self.adv_g_steps < 0:
+            raise ValueError("rollouts and adv_batch_size must be >= 1, adv_g_steps >= 0")
+
+
+@MODELS.register("seqgan")
+class SeqGAN(ZooModule):
+    """SeqGAN: an LSTM generator trained by policy gradient (MC rollouts) against a CNN discriminator."""
+
+    Config = SeqGANConfig
+    monitor, monitor_mode = "val/nll_oracle", "min"
+
+    def __init__(self, cfg: dict, data_info: dict | None = None):
+        super().__init__(cfg, data_info)
+        self.automatic_optimization = False
+        c, d = self.cfg, self.data_info
+        missing = [k for k in ("vocab_size", "seq_len", "start_token") if k not in d]
+        if missing:
+            raise UserError(
+                f"seqgan needs a sequence datamodule (seqgan_oracle, seqgan_text); data info lacks {missing}"
+            )
+        V, self.seq_len = int(d["vocab_size"]), int(d["seq_len"])
+        try:
+            self.schedule = Schedule(
+                c.mle_epochs,
+                c.d_pretrain_rounds,
+                c.d_pretrain_epochs,
+                c.adv_iterations,
+                c.adv_d_rounds,
+                c.adv_d_epochs,
+            )
+        except ValueError as err:
+            raise UserError(f"seqgan schedule: {err}") from None
+        self.gen = LSTMLM(V, c.gen_emb_dim, c.gen_hidden_dim, int(d["start_token"]))
+        self.gen.init_normal(c.gen_init_std)
+        # beta, the delayed copy of G that completes the rollouts (set to G when adversarial training starts)
+        self.rollout = copy.deepcopy(self.gen).requires_grad_(False)
+        # G as it was when adversarial training started (the MLE-pre-trained G), for the test report
+        self.gen_mle = copy.deepcopy(self.gen).requires_grad_(False)
+        self.dis = Discriminator(
+            V, self.seq_len, c.dis_emb_dim, tuple(c.dis_filter_sizes), tuple(c.dis_num_filters), c.dis_dropout
+        )
+        spec = dict(c.estimator) if isinstance(c.estimator, dict) else {"name": c.estimator}
+        if spec.get("baseline") == "learned" and "context_dim" not in spec:
+            spec["context_dim"] = c.gen_hidden_dim  # the baseline sees G's hidden state h_t: b(Y_{1:t-1})
+        self.estimator = get_estimator(spec)
+        if not isinstance(self.estimator, Reinforce):
+            raise UserError(
+                f"seqgan trains G by policy gradient: the estimator must be 'reinforce' (any baseline) "
+                f"or 'rloo', not '{self.estimator.name}' (D scores sampled tokens, there is no pathwise "
+                "gradient to relax)"
+            )
+        self.oracle = None
+        if d.get("oracle"):
+            o = d["oracle"]
+            self.oracle = LSTMLM(o["vocab_size"], o["emb_dim"], o["hidden_dim"], 0).requires_grad_(False)
+        self.text = "vocab" in d
+        if not self.oracle:
+            self.monitor, self.monitor_mode = ("val/bleu3", "max") if self.text else ("val/nll", "min")
+        # flags and the seed of G steps / negatives live in buffers, so they survive checkpoints
+        self.register_buffer("oracle_ready", torch.zeros((), dtype=torch.long))  # 1 once the oracle is set
+        self.register_buffer("rollout_ready", torch.zeros((), dtype=torch.long))  # 1 once beta was set to G
+        self.register_buffer("rng_seed", torch.randint(0, 2**31 - 1, ()))
+        self.history: list = []  # [(epoch, phase, val metric)] recorded when G changed
+        self._negatives, self._neg_key = None, None
+        self.g_version, self._eval_cache = 0, {}
+
+    # ---- optimisers and set-up ------------------------------------------------------------
+    def configure_optimizers(self):
+        c = self.cfg
+        adv_params = list(self.gen.parameters()) + list(self.estimator.parameters())
+        return [
+            torch.optim.Adam(self.gen.parameters(), lr=c.gen_lr),
+            torch.optim.Adam(adv_params, lr=c.adv_lr),
+            torch.optim.Adam(self.dis.parameters(), lr=c.dis_lr),
+        ]
+
+    def setup(self, stage: str) -> None:
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if self.oracle is not None and not int(self.oracle_ready) and getattr(dm, "oracle", None) is not None:
+            self.oracle.load_state_dict(dm.oracle.state_dict())
+            self.oracle_ready.fill_(1)
+
+    def on_fit_start(self) -> None:
+        max_epochs = self.trainer.max_epochs
+        if max_epochs is not None and 0 <= max_epochs < self.schedule.total and self.trainer.is_global_zero:
+            print(
+                f"seqgan: trainer.max_epochs={max_epochs} stops before the end of the schedule "
+                f"({self.schedule.total} epochs); set trainer.max_epochs=-1 to run it all"
+            )
+        if self.trainer.is_global_zero:
+            print(f"seqgan schedule: {self.schedule.describe()}")
+
+    def _seed(self, *parts: int) -> torch.Generator:
+        s = int(self.rng_seed)
+        for p in parts:
+            s = (s * 1_000_003 + int(p) + 1) % (2**62)
+        return torch.Generator().manual_seed(s)
+
+    # ---- training ---------------------------------------------------------------------------
+    def training_step(self, batch: torch.Tensor, batch_idx: int) -> None:
+        phase = self.schedule.phase(self.current_epoch)
+        if phase.kind == "mle":
+            self._mle_step(batch)
+        if phase.g_step and batch_idx == 0:
+            self.start_adversarial()
+            for k in range(self.cfg.adv_g_steps):
+                self._adversarial_step(phase.index, k)
+            update_rollout_net(self.rollout, self.gen, self.cfg.rollout_keep)
+        if phase.train_d:
+            self._d_step(batch, batch_idx, phase.round_start)
+
+    def on_train_epoch_end(self) -> None:
+        if self.current_epoch + 1 >= self.schedule.total:
+            self.trainer.should_stop = True
+
+    def _g_update(self, opt: Any, loss: torch.Tensor) -> None:
+        opt.zero_grad()
+        self.manual_backward(loss)
+        self.clip_gradients(opt, gradient_clip_val=self.cfg.grad_clip, gradient_clip_algorithm="norm")
+        opt.step()
+        self.g_version += 1
+
+    def _mle_step(self, batch: torch.Tensor) -> None:
+        loss = -self.gen.log_prob(batch).mean()  # per-token NLL of the real sequences
+        self._g_update(self.optimizers()[0], loss)
+        self.log("train/g_mle_nll", loss, prog_bar=True)
+
+    def pg_loss(self, seqs: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """Estimator surrogate for the sampled sequences (B, T) and their rewards Q (B, T)."""
+        h, _ = self.gen.lstm(self.gen.embed(self.gen.inputs(seqs)))  # (B, T, H)
+        dist = Categorical(logits=self.gen.head(h).unsqueeze(0))  # batch shape (1, B, T)
+        index = seqs.unsqueeze(0)  # (1, B, T)
+        value = F.one_hot(index, self.gen.vocab_size).to(dist.logits.dtype)  # (1, B, T, V)
+        s = StochasticSample(value=value, log_prob=dist.log_prob(index), dist=dist, index=index)
+        return self.estimator.loss(s, -q.unsqueeze(0), context=h.detach())  # cost = -Q per token
+
+    def start_adversarial(self) -> None:
+        """At the first G step: beta <- theta, and keep G's pre-trained weights for the test report."""
+        if not int(self.rollout_ready):
+            self.rollout.load_state_dict(self.gen.state_dict())
+            self.gen_mle.load_state_dict(self.gen.state_dict())
+            self.rollout_ready.fill_(1)
+
+    def sample_and_reward(self, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Y ~ G (adv_batch_size, T) and Q (same shape) from rollouts of the delayed copy beta
+        (of G itself while adversarial training has not started)."""
+        seqs = self.gen.sample(self.cfg.adv_batch_size, self.seq_len, generator=generator)
+        q = rollout_rewards(
+            self.rollout if int(self.rollout_ready) else self.gen,
+            self.dis,
+            seqs,
+            self.cfg.rollouts,
+            batched=self.cfg.batched_rollouts,
+            generator=generator,
+            chunk=self.cfg.d_chunk,
+        )
+        return seqs, q
+
+    def _adversarial_step(self, iteration: int, k: int) -> None:
+        self.start_adversarial()
+        seqs, q = self.sample_and_reward(self._seed(1, iteration, k))
+        loss = self.pg_loss(seqs, q)
+        self._g_update(self.optimizers()[1], loss)
+        self.log_dict(
+            {"train/g_pg_loss": loss, "train/reward": q.mean(), "train/d_on_samples": q[:, -1].mean()}
+        )
+
+    def estimator_loss(self, batch: Any) -> torch.Tensor:
+        """A fresh stochastic estimate of G's adversarial loss (for GradientVarianceCallback)."""
+        seqs, q = self.sample_and_reward(torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, ()))))
+        return self.pg_loss(seqs, q)
+
+    def estimator_parameters(self) -> list:
+        return list(self.gen.parameters())
+
+    def negatives(self, round_start: int) -> torch.Tensor:
+        """The D round's pool of fresh G samples, drawn once per round from a seed that depends only on
+        the round, so a run resumed mid-round draws the same pool (G has not changed since)."""
+        if self._neg_key != round_start:
+            n = self.cfg.num_negatives or int(self.data_info.get("num_train", 10000))
+            g = self._seed(2, round_start)
+            self._negatives = torch.cat(
+                [self.gen.sample(min(1000, n - i), self.seq_len, generator=g) for i in range(0, n, 1000)]
+            )
+            self._neg_key = round_start
+        return self._negatives
+
+    def _d_step(self, batch: torch.Tensor, batch_idx: int, round_start: int) -> None:
+        pool = self.negatives(round_start)
+        B = batch.shape[0]
+        order = torch.randperm(len(pool), generator=self._seed(3, self.current_epoch))
+        fake = pool[order[(batch_idx * B + torch.arange(B)) % len(pool)]]  # each negative once per epoch
+        x = torch.cat([batch, fake])  # (2B, T)
+        y = torch.cat([torch.ones(B), torch.zeros(B)]).to(x.device)
+        logits = self.dis(x)  # (2B,)
+        out = self.dis.out
+        loss = F.binary_cross_entropy_with_logits(logits, y)
+        loss = loss + self.cfg.dis_l2 * 0.5 * (out.weight.pow(2).sum() + out.bias.pow(2).sum())
+        opt = self.optimizers()[2]
+        opt.zero_grad()
+        self.manual_backward(loss)
+        opt.step()
+        self.log_dict({"train/d_loss": loss, "train/d_acc": ((logits > 0).float() == y).float().mean()})
+
+    # ---- evaluation (see evaluation.py) ------------------------------------------------------
+    def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
+        evaluation.eval_step(self, batch, batch_idx, "val")
+
+    def on_validation_epoch_start(self) -> None:
+        self._refs = []
+
+    def on_validation_epoch_end(self) -> None:
+        if not self.trainer.sanity_checking:
+            evaluation.val_epoch_end(self)
+
+    def test_step(self, batch: torch.Tensor, batch_idx: int) -> None:
+        evaluation.eval_step(self, batch, batch_idx, "test")
+
+    def on_test_epoch_start(self) -> None:
+        self._refs = []
+
+    def on_test_epoch_end(self) -> None:
+        evaluation.test_epoch_end(self)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """The learning curve and the last G evaluation travel with the checkpoint (plain lists)."""
+        checkpoint["seqgan_history"] = [list(h) for h in self.history]
+        cached = self._eval_cache.get(self.g_version)
+        checkpoint["seqgan_eval"] = [self.g_version] + ([cached] if cached is not None else [])
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.history = [tuple(h) for h in checkpoint.get("seqgan_history", [])]
+        saved = checkpoint.get("seqgan_eval", [0])
+        self.g_version = int(saved[0])
+        self._eval_cache = {self.g_version: saved[1]} if len(saved) > 1 else {}
+
+    def predict_cli(self, inputs: list[str], options: dict) -> None:
+        evaluation.predict_cli(self, inputs, options)
