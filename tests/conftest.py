@@ -3,12 +3,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORM = ROOT / "tests" / "platform"
 sys.path.insert(0, str(PLATFORM))  # the toy model used by the platform tests, by dotted path
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
+# The tests train small models: one intra-op thread each is faster than two fighting over 2 cores
+# (the DDP test runs two processes), and results do not depend on the machine's core count.
+torch.set_num_threads(1)
 
 TOY_RECIPE = """\
 description: toy regression for platform tests
@@ -29,4 +33,5 @@ def toy_recipe(tmp_path: Path) -> Path:
 def subprocess_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(PLATFORM), str(ROOT), env.get("PYTHONPATH", "")])
+    env["OMP_NUM_THREADS"] = "1"
     return env
