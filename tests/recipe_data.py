@@ -19,3 +19,32 @@ def tiny_mnist(tmp_path: Path) -> list[str]:
 
 
 REAL_DATA = {"vae_mnist": tiny_mnist, "dvae_mnist": tiny_mnist}
+
+
+def tiny_karpathy(dataset: str):
+    def write(tmp_path: Path) -> list[str]:
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).parent / "captioning"))
+        from tiny_karpathy import karpathy_overrides
+
+        return karpathy_overrides(tmp_path, dataset)
+
+    return write
+
+
+def tiny_text8(tmp_path: Path) -> list[str]:
+    """One long line of space-separated words, like text8 (200 word types, 30k tokens)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(200)] + ["king", "queen", "man", "woman", "france", "paris"]
+    probs = 1.0 / np.arange(1, len(words) + 1)
+    tokens = rng.choice(words, size=30_000, p=probs / probs.sum())
+    path = tmp_path / "text8"
+    path.write_text(" ".join(tokens))
+    return [f"data.files={path}", "data.chunk_tokens=5000"]
+
+
+REAL_DATA.update({"sat_flickr8k": tiny_karpathy("flickr8k"), "sat_coco": tiny_karpathy("coco"),
+                  "skipgram_text8": tiny_text8})

@@ -1,0 +1,131 @@
+"""Streaming reader (bounded memory), vocabulary + encoded cache, chunking."""
+
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+import torch
+
+from zoo.errors import UserError
+from zoo.models.skipgram.corpus import CorpusChunks, build_corpus, load_corpus, read_sentences, resolve_files
+
+TEXT = "the cat sat on the mat\n\nthe dog  sat\tdown\nélan vital the end\nlast line no newline"
+
+
+def whole_file_sentences(text: str, max_len: int) -> list[list[str]]:
+    out = []
+    for line in text.split("\n"):
+        words = line.split()
+        out.extend(words[i:i + max_len] for i in range(0, len(words), max_len))
+    return out
+
+
+@pytest.mark.parametrize("read_chars", [1, 3, 7, 64, 1 << 20])
+@pytest.mark.parametrize("max_len", [2, 4, 10000])
+def test_chunked_reader_equals_whole_file_read(tmp_path, read_chars, max_len):
+    path = tmp_path / "c.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    got = list(read_sentences([path], max_sentence_length=max_len, read_chars=read_chars))
+    assert got == whole_file_sentences(TEXT, max_len)
+
+
+def test_reader_lowercases_and_spans_files(tmp_path):
+    (tmp_path / "a.txt").write_text("Hello World")
+    (tmp_path / "b.txt").write_text("Again\n")
+    got = list(read_sentences([tmp_path / "a.txt", tmp_path / "b.txt"], read_chars=4, lowercase=True))
+    assert got == [["hello", "world"], ["again"]]  # a file end ends a sentence
+
+
+def test_reader_strips_punctuation_across_block_boundaries(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("Fire, crews (south-west)... fought it.\nA new blaze!")
+    expected = [["fire", "crews", "south", "west", "fought", "it"], ["a", "new", "blaze"]]
+    for read_chars in (1, 5, 1000):
+        got = list(read_sentences([path], read_chars=read_chars, lowercase=True, strip_punctuation=True))
+        assert got == expected
+
+
+def test_reader_memory_is_bounded_on_one_long_line(tmp_path):
+    """text8 is a single 100 MB line: the reader must not hold the line."""
+    path = tmp_path / "one_line.txt"
+    rng = np.random.default_rng(0)
+    words = np.array(["alpha", "beta", "gamma", "delta", "epsilon"])[rng.integers(0, 5, 800_000)]
+    path.write_text(" ".join(words))  # ~4.8 MB, no newline
+    tracemalloc.start()
+    n = sum(len(s) for s in read_sentences([path], max_sentence_length=1000, read_chars=1 << 16))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert n == 800_000
+    assert peak < 1_500_000, f"peak {peak} bytes for a {path.stat().st_size} byte line"
+
+
+def test_vocabulary_counts_and_encoded_ids(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("b a c a\nb a rare\n\nc b a\n")
+    folder = build_corpus([path], tmp_path / "cache", min_count=2, read_chars=5)
+    words, counts, meta = load_corpus(folder)
+    assert words == ["a", "b", "c"]  # count-descending (a 4, b 3, c 2); 'rare' is below min_count
+    assert counts.tolist() == [4, 3, 2]
+    ids = np.fromfile(folder / "ids.bin", dtype=np.int32)
+    assert ids.tolist() == [1, 0, 2, 0, -1, 1, 0, -1, 2, 1, 0, -1]  # OOV dropped, -1 ends a sentence
+    assert meta["train_words"] == 9 and meta["sentences"] == 3
+    assert json.loads((folder / "tokenizer.json").read_text())["model"]["type"] == "WordLevel"
+    assert build_corpus([path], tmp_path / "cache", min_count=2) == folder  # cached
+    assert build_corpus([path], tmp_path / "cache", min_count=1) != folder  # options are in the key
+
+
+def test_vocabulary_ties_are_alphabetical_and_max_vocab(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("z y x z y x w\n")
+    words, _, _ = load_corpus(build_corpus([path], tmp_path / "cache", min_count=1, max_vocab=3))
+    assert words == ["x", "y", "z"]
+
+
+def test_chunks_end_at_sentences_and_cover_the_corpus(tmp_path):
+    path = tmp_path / "c.txt"
+    rng = np.random.default_rng(0)
+    lines = [" ".join(f"w{i}" for i in rng.integers(0, 30, rng.integers(1, 40))) for _ in range(300)]
+    path.write_text("\n".join(lines))
+    folder = build_corpus([path], tmp_path / "cache", min_count=1)
+    words, counts, meta = load_corpus(folder)
+    ds = CorpusChunks(folder / "ids.bin", meta["n_ids"], counts, chunk_tokens=500, window=5, sample=0, seed=0)
+    chunks = list(ds)
+    assert len(chunks) == len(ds) > 5
+    ids = np.fromfile(folder / "ids.bin", dtype=np.int32)
+    assert all(ids[b - 1] == -1 for b in ds.bounds[1:])  # every chunk ends a sentence
+    assert torch.equal(torch.cat([c["tokens"] for c in chunks]), torch.from_numpy(ids[ids >= 0]).long())
+    assert sum(c["raw_words"] for c in chunks) == meta["train_words"]
+    # sentence numbers restart per chunk and follow the -1 markers
+    first = chunks[0]
+    n_sent = int((ids[:ds.bounds[1]] == -1).sum())
+    assert first["sentence"].max() == n_sent - 1 and first["window"].min() >= 1 and first["window"].max() <= 5
+
+
+def test_chunks_are_deterministic_per_seed_and_epoch(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("the a the b the c the d the e\n" * 200)
+    folder = build_corpus([path], tmp_path / "cache", min_count=1)
+    _, counts, meta = load_corpus(folder)
+
+    def run(seed, epoch):
+        ds = CorpusChunks(folder / "ids.bin", meta["n_ids"], counts, 1000, window=5, sample=0.05, seed=seed)
+        ds.epoch = epoch
+        return torch.cat([c["tokens"] for c in ds]), torch.cat([c["window"] for c in ds])
+
+    a, b = run(0, 0), run(0, 0)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(run(0, 1)[1][:100], a[1][:100]) or not torch.equal(run(0, 1)[0], a[0])
+    assert len(run(1, 0)[0]) != len(a[0]) or not torch.equal(run(1, 0)[0], a[0])
+
+
+def test_missing_corpus_is_a_user_error_with_the_howto(tmp_path):
+    with pytest.raises(UserError, match="text8.zip"):
+        resolve_files(str(tmp_path / "text8"))
+    with pytest.raises(UserError, match="not found"):
+        resolve_files([str(tmp_path / "nothing*.txt")])
+
+
+def test_gensim_shorthand_resolves_to_its_test_data():
+    (path,) = resolve_files("gensim:wordsim353.tsv")
+    assert path.name == "wordsim353.tsv" and path.exists()

@@ -1,0 +1,121 @@
+"""The three objectives: formulas on hand cases, hand-written updates == autograd, the step cap."""
+
+import math
+
+import pytest
+import torch
+
+from zoo.models.skipgram.nets import SkipGram
+
+
+def sig(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+def hand_net(objective: str) -> SkipGram:
+    counts = torch.tensor([50, 30, 20])  # q ~ count^0.75
+    net = SkipGram(counts, dim=2, objective=objective, negative=2)
+    net.centre.data = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]])
+    net.context.data = torch.tensor([[0.2, 0.4], [1.0, -1.0], [0.3, 0.0]])
+    return net
+
+
+def test_nce_loss_on_a_hand_case():
+    net = hand_net("nce")
+    q = torch.tensor([50.0, 30, 20]) ** 0.75
+    q = (q / q.sum()).tolist()
+    k = 2
+    # one pair: conditioning word 0 predicts word 1; noise words 2 and 0
+    cond, valid, out = torch.tensor([[0]]), torch.tensor([[True]]), torch.tensor([[1, 2, 0]])
+    s = {1: 1.0, 2: 0.3, 0: 0.2}  # u_w . v_0
+    expected = -(math.log(sig(s[1] - math.log(k * q[1])))
+                 + math.log(1 - sig(s[2] - math.log(k * q[2])))
+                 + math.log(1 - sig(s[0] - math.log(k * q[0]))))
+    assert float(net.loss(net.centre, net.context, cond, valid, out)) == pytest.approx(expected, rel=1e-6)
+    # negative sampling is the same without the log k q(w) terms
+    ns = hand_net("negative_sampling")
+    expected_ns = -(math.log(sig(1.0)) + math.log(1 - sig(0.3)) + math.log(1 - sig(0.2)))
+    assert float(ns.loss(ns.centre, ns.context, cond, valid, out)) == pytest.approx(expected_ns, rel=1e-6)
+    # a noise word equal to the predicted word is skipped (word2vec's `if (target == word) continue`)
+    same = torch.tensor([[1, 1, 0]])
+    expected_skip = -(math.log(sig(1.0)) + math.log(1 - sig(0.2)))
+    assert float(ns.loss(ns.centre, ns.context, cond, valid, same)) == pytest.approx(expected_skip, rel=1e-6)
+
+
+def test_full_softmax_loss_on_a_hand_case():
+    net = hand_net("full_softmax")
+    cond, valid, out = torch.tensor([[0]]), torch.tensor([[True]]), torch.tensor([[1]])
+    scores = [0.2, 1.0, 0.3]
+    expected = -(scores[1] - math.log(sum(math.exp(x) for x in scores)))
+    assert float(net.loss(net.centre, net.context, cond, valid, out)) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("objective", ["nce", "negative_sampling", "full_softmax"])
+@pytest.mark.parametrize("share", [True, False])
+def test_hand_written_sgd_equals_autograd(objective, share):
+    """One simultaneous step == -lr * the autograd gradient of the summed loss, duplicates included."""
+    torch.manual_seed(0)
+    V, D, B, S = 12, 6, 9, 4
+    net = SkipGram(torch.randint(1, 100, (V,)), dim=D, objective=objective, negative=3, step_cap=False)
+    net.centre.data.normal_()
+    net.context.data.normal_(0, 0.5)
+    cond = torch.randint(0, V, (B, S))  # small vocabulary: many repeated rows
+    valid = torch.rand(B, S) < 0.8
+    target = torch.randint(0, V, (B,))
+    g = torch.Generator().manual_seed(5)
+    before_v, before_u = net.centre.detach().clone(), net.context.detach().clone()
+    lr = 0.05
+    net.sgd_windows(cond, valid, target, lr, generator=g, share_negatives=share)
+    # replay the same noise draw for the reference
+    g = torch.Generator().manual_seed(5)
+    if objective == "full_softmax":
+        ref_cond, ref_valid, out = cond, valid, target[:, None]
+    elif share:
+        out = torch.cat([target[:, None], net.sampler.sample((B, 3), g)], 1)
+        ref_cond, ref_valid = cond, valid
+    else:
+        tgt = target[:, None].expand_as(cond)[valid]
+        out = torch.cat([tgt[:, None], net.sampler.sample((len(tgt), 3), g)], 1)
+        ref_cond, ref_valid = cond[valid][:, None], torch.ones(len(tgt), 1, dtype=torch.bool)
+    v, u = before_v.clone().requires_grad_(), before_u.clone().requires_grad_()
+    net.loss(v, u, ref_cond, ref_valid, out).backward()
+    assert torch.allclose(net.centre, before_v - lr * v.grad, atol=1e-5)
+    assert torch.allclose(net.context, before_u - lr * u.grad, atol=1e-5)
+
+
+def test_step_cap_is_plain_sgd_when_rows_are_lightly_loaded():
+    torch.manual_seed(1)
+    counts = torch.randint(1, 100, (500,))
+    nets = [SkipGram(counts, dim=8, step_cap=cap) for cap in (False, True)]
+    nets[0].context.data = torch.randn(500, 8) * 0.1
+    nets[1].load_state_dict(nets[0].state_dict())
+    cond, target = torch.randint(0, 500, (20, 4)), torch.randint(0, 500, (20,))
+    valid = torch.ones(20, 4, dtype=torch.bool)
+    for net in nets:
+        net.sgd_windows(cond, valid, target, 0.025, torch.Generator().manual_seed(0))
+    assert torch.allclose(nets[0].centre, nets[1].centre, atol=1e-7)
+    assert torch.allclose(nets[0].context, nets[1].context, atol=1e-7)
+    assert not torch.equal(nets[0].centre, torch.zeros_like(nets[0].centre))
+
+
+def test_step_cap_keeps_a_huge_coherent_minibatch_stable():
+    """4,000 windows over a 10-word vocabulary in one simultaneous step: plain SGD at word2vec's
+    lr overshoots and the loss explodes; the capped step lowers it."""
+    torch.manual_seed(0)
+    B, S = 4000, 6
+    cond, target = torch.randint(0, 10, (B, S)), torch.randint(0, 10, (B,))
+    valid = torch.ones(B, S, dtype=torch.bool)
+    losses = {}
+    for cap in (False, True):
+        net = SkipGram(torch.full((10,), 100), dim=20, objective="negative_sampling", step_cap=cap)
+        net.centre.data = torch.randn(10, 20)
+        net.context.data = torch.randn(10, 20)
+        g = torch.Generator().manual_seed(0)
+        out = torch.cat([target[:, None], net.sampler.sample((B, 5), g)], 1)
+        before = float(net.loss(net.centre, net.context, cond, valid, out))
+        for _ in range(3):
+            net.sgd_windows(cond, valid, target, 0.025, torch.Generator().manual_seed(1))
+            net.refresh_norms()
+        losses[cap] = float(net.loss(net.centre, net.context, cond, valid, out)) / before
+    assert losses[True] < 0.9, losses
+    assert not losses[False] < 1.0, losses

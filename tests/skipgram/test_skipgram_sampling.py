@@ -1,0 +1,102 @@
+"""Noise sampler, subsampling formula, dynamic window pairs, and the bucketed trainer's pair set."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from zoo.models.skipgram.corpus import CorpusChunks
+from zoo.models.skipgram.loop import train_chunk
+from zoo.models.skipgram.nets import SkipGram
+from zoo.models.skipgram.sampling import (
+    AliasSampler,
+    keep_probability,
+    noise_distribution,
+    skipgram_pairs,
+    window_contexts,
+)
+
+
+def test_noise_sampler_matches_unigram_to_the_three_quarters():
+    counts = torch.tensor([5000, 1200, 800, 300, 100, 40, 10, 5])
+    q = noise_distribution(counts, 0.75)
+    assert torch.allclose(q, counts.double() ** 0.75 / (counts.double() ** 0.75).sum())
+    g = torch.Generator().manual_seed(0)
+    draws = AliasSampler(q).sample((200_000,), g)
+    observed = torch.bincount(draws, minlength=len(counts)).numpy()
+    # seed 0, 200k draws: the chi-square test must not reject q at the 0.1% level ...
+    assert chisquare(observed, q.numpy() * len(draws)).pvalue > 1e-3
+    # ... and must reject the plain unigram distribution (power 1) by a mile
+    unigram = counts.double() / counts.sum()
+    assert chisquare(observed, unigram.numpy() * len(draws)).pvalue < 1e-12
+
+
+def test_alias_sampler_handles_zero_and_single_mass():
+    g = torch.Generator().manual_seed(1)
+    draws = AliasSampler(torch.tensor([0.0, 1.0, 0.0])).sample((1000,), g)
+    assert (draws == 1).all()
+
+
+def test_keep_probability_is_word2vecs_formula():
+    counts = torch.tensor([600, 300, 90, 10])  # total 1000
+    t = 1e-2  # threshold * total = 10
+    keep = keep_probability(counts, t)
+    f = counts.double() / 1000
+    expected = ((f / t).sqrt() + 1) * t / f
+    assert torch.allclose(keep.double(), expected.clamp(max=1), atol=1e-6)
+    # by hand, f = 0.6: (sqrt(0.6 / 0.01) + 1) * 0.01 / 0.6
+    assert keep[0] == pytest.approx((60 ** 0.5 + 1) / 60, rel=1e-5)
+    assert keep[3] == 1.0  # words rarer than the threshold are always kept
+    assert (keep_probability(counts, 0) == 1).all()
+
+
+def test_subsampling_keeps_words_at_that_rate(tmp_path):
+    counts = np.array([8000, 1000, 1000])
+    rng = np.random.default_rng(0)
+    ids = rng.choice(3, size=10_000, p=counts / counts.sum()).astype(np.int32)
+    ids[::50] = -1
+    ids.tofile(tmp_path / "ids.bin")
+    chunks = CorpusChunks(tmp_path / "ids.bin", len(ids), counts, 4000, window=5, sample=1e-2, seed=3)
+    kept = torch.cat([c["tokens"] for c in chunks])
+    raw = torch.bincount(torch.from_numpy(ids[ids >= 0]).long(), minlength=3).double()
+    rate = torch.bincount(kept, minlength=3).double() / raw
+    expected = keep_probability(torch.from_numpy(counts), 1e-2).double()
+    # binomial standard error of the most subsampled word is ~0.004 here; allow 4 of them
+    assert torch.allclose(rate, expected, atol=0.02), (rate, expected)
+
+
+def test_dynamic_window_pairs_on_a_tiny_sentence():
+    tokens = torch.tensor([10, 11, 12, 13, 14, 15])
+    sentence = torch.tensor([0, 0, 0, 0, 1, 1])  # the last two words are another sentence
+    reduced = torch.tensor([1, 2, 1, 3, 1, 2])
+    centre, context = skipgram_pairs(tokens, sentence, reduced)
+    got = sorted(zip(centre.tolist(), context.tolist()))
+    expected = sorted([(10, 11),                       # b=1: right neighbour only (sentence start)
+                       (11, 10), (11, 12), (11, 13),   # b=2: two left would leave the sentence
+                       (12, 11), (12, 13),             # b=1
+                       (13, 10), (13, 11), (13, 12),   # b=3: never crosses into sentence 1
+                       (14, 15),                       # sentence 1
+                       (15, 14)])
+    assert got == expected
+
+
+def test_window_contexts_marks_out_of_range_and_other_sentence():
+    sentence = torch.tensor([0, 0, 1, 1, 1])
+    pos, valid = window_contexts(torch.tensor([0, 3]), 2, sentence)
+    assert pos.tolist() == [[0, 0, 1, 2], [1, 2, 4, 4]]
+    assert valid.tolist() == [[False, False, True, False], [False, True, True, False]]
+
+
+def test_trainer_visits_exactly_the_window_pairs():
+    g = torch.Generator().manual_seed(0)
+    n = 3000
+    tokens = torch.randint(0, 50, (n,), generator=g)
+    sentence = torch.cumsum(torch.rand(n, generator=g) < 0.05, 0)
+    window = torch.randint(1, 6, (n,), generator=g)
+    net = SkipGram(torch.full((50,), 10), dim=8, objective="negative_sampling")
+    stats = train_chunk(net, tokens, sentence, window, 5, 0.01, 0.001, batch_centres=700, seed=0)
+    centre, _ = skipgram_pairs(tokens, sentence, window)
+    assert stats["pairs"] == len(centre)
+    # reduced windows drawn by the data pipeline are uniform on 1..window
+    counts = np.bincount(window.numpy(), minlength=6)[1:]
+    assert chisquare(counts).pvalue > 1e-3

@@ -1,0 +1,117 @@
+"""Training on the planted corpus: quality rises, objectives agree, NCE self-normalises,
+runs are reproducible; the zoo.train / zoo.evaluate / zoo.predict paths work end to end."""
+
+import pytest
+import torch
+from gensim.models import KeyedVectors
+
+from zoo.errors import UserError
+from zoo.models.skipgram.data import SyntheticCorpusData
+from zoo.models.skipgram.evaluation import similarity_score
+from zoo.models.skipgram.loop import train_chunk
+from zoo.models.skipgram.nets import SkipGram
+from zoo.train import train
+
+PLANTED = "{groups: 20, forms: 3, function_words: 10, tokens: 150000}"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    dm = SyntheticCorpusData({"root": str(root), "chunk_tokens": 50000,
+                              "planted": {"groups": 20, "forms": 3, "function_words": 10, "tokens": 150000}})
+    dm.setup("fit")
+    return dm
+
+
+def fit(dm, objective: str, epochs: int = 3, seed: int = 0, dim: int = 32) -> SkipGram:
+    info = dm.info()
+    torch.manual_seed(seed)
+    net = SkipGram(info["counts"], dim, objective, negative=5)
+    done, total = 0, info["train_words"] * epochs
+    for epoch in range(epochs):
+        dm.set_epoch(epoch)
+        for k, item in enumerate(dm.train_set):
+            lr0 = 0.025 * max(1e-4, 1 - done / total)
+            done += item["raw_words"]
+            lr1 = 0.025 * max(1e-4, 1 - done / total)
+            train_chunk(net, item["tokens"], item["sentence"], item["window"], 5, lr0, lr1, 2048,
+                        seed=seed * 1000 + epoch * 100 + k)
+    return net
+
+
+def spearman(dm, net) -> float:
+    index = {w: i for i, w in enumerate(dm.words)}
+    return similarity_score(net.centre, index, dm.eval_sets["val"][0]["pairs"])["spearman"]
+
+
+def test_objectives_agree_and_nce_self_normalises(corpus):
+    nets = {obj: fit(corpus, obj) for obj in ("negative_sampling", "nce", "full_softmax")}
+    scores = {obj: spearman(corpus, net) for obj, net in nets.items()}
+    # an untrained model scores ~0; all three objectives find the planted groups (seed 0)
+    assert abs(spearman(corpus, SkipGram(corpus.info()["counts"], 32))) < 0.3
+    assert min(scores.values()) > 0.8, scores
+    assert max(scores.values()) - min(scores.values()) < 0.1, scores
+    # NCE's scores estimate log p(w|c) without a normaliser, so log Z(c) ~ 0; negative
+    # sampling has no such property (its optimum is shifted by log k q(w))
+    log_z = {obj: torch.logsumexp(net.centre @ net.context.T, 1)[:30].mean().item()
+             for obj, net in nets.items()}
+    assert abs(log_z["nce"]) < 0.5, log_z
+    assert log_z["negative_sampling"] > 1.5, log_z
+
+
+def test_training_is_reproducible_given_the_seed(corpus):
+    a, b = fit(corpus, "negative_sampling", epochs=1), fit(corpus, "negative_sampling", epochs=1)
+    assert torch.equal(a.centre, b.centre) and torch.equal(a.context, b.context)
+    c = fit(corpus, "negative_sampling", epochs=1, seed=1)
+    assert not torch.equal(a.centre, c.centre)
+
+
+def test_train_evaluate_predict_end_to_end(tmp_path, capsys):
+    from zoo.evaluate import evaluate
+    from zoo.predict import main as predict
+
+    result = train(["recipe=skipgram_synthetic", f"run_dir={tmp_path}/runs", f"data.root={tmp_path}/data",
+                    f"data.planted={PLANTED}", "data.chunk_tokens=50000", "trainer.max_epochs=2",
+                    "model.dim=32",
+                    "trainer.enable_progress_bar=false", "model.neighbours=[g01a]"])
+    metrics = result.test_metrics
+    assert metrics["test/spearman"] > 0.8, metrics
+    assert metrics["test/planted_analogies_acc"] > 0.5, metrics
+    assert metrics.get("test/planted_oov") == 0.0, metrics
+    assert (result.run_dir / "plots" / "embedding_pca.png").exists()
+    ckpt = str(result.run_dir / "checkpoints" / "last.ckpt")
+    again = evaluate(ckpt, {"data.root": f"{tmp_path}/data"})
+    assert again["test/spearman"] == pytest.approx(metrics["test/spearman"])
+
+    capsys.readouterr()
+    assert predict([ckpt, "g01a", "nonword", "topn=3", "analogy=g01a,g01b,g02a",
+                    f"export={tmp_path}/v.bin"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("g01a: ") and "not in the vocabulary: nonword" in out
+    assert "g01a : g01b = g02a : g02b" in out  # the planted analogy is the top answer
+    kv = KeyedVectors.load_word2vec_format(f"{tmp_path}/v.bin", binary=True)
+    assert kv.most_similar("g01a", topn=1)[0][0].startswith("g01")  # a word of the same group
+    assert predict([ckpt, "analogy=a,b"]) == 2
+
+
+def test_user_errors(tmp_path):
+    with pytest.raises(UserError, match="objective"):
+        train(["recipe=skipgram_synthetic", f"run_dir={tmp_path}", "model.objective=hierarchical"])
+    with pytest.raises(UserError, match="planted"):
+        train(["recipe=skipgram_synthetic", f"run_dir={tmp_path}", "data.planted={colours: 3}"])
+    with pytest.raises(UserError, match="text8"):
+        train(["recipe=skipgram_text8", f"run_dir={tmp_path}", f"data.files={tmp_path}/text8"])
+
+
+def test_estimator_loss_feeds_the_gradient_variance_probe(corpus):
+    from zoo.callbacks.grad_variance import GradientVarianceCallback
+    from zoo.models.skipgram.module import SkipGramModule
+
+    stats = {}
+    for objective in ("negative_sampling", "full_softmax"):
+        model = SkipGramModule({"dim": 16, "objective": objective}, corpus.info())
+        batch = next(iter(corpus.train_set))
+        stats[objective] = GradientVarianceCallback(repeats=4).measure(model, batch)
+    assert stats["negative_sampling"]["grad_var"] > 0  # the noise words make it a random estimate
+    assert stats["full_softmax"]["grad_var"] < 1e-12 * max(1.0, stats["negative_sampling"]["grad_var"])

@@ -1,0 +1,228 @@
+"""Captioning datamodules: generated shapes scenes (embedded default) and Karpathy-split JSON.
+
+Batches are dicts (see `vocab.collate_captions`):
+    image (B, 3, H, W), caption (B, T) ids <start>..<end><pad>, length (B,), refs list[list[str]],
+    index (B,); shapes evaluation batches add obj_masks (B, K, H, W) and obj_words (B, K, 2)
+    = (colour id, shape id) of each object, -1 for absent objects.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
+from zoo.errors import UserError
+from zoo.registry import DATAMODULES
+
+from . import shapes as S
+from .vocab import CaptionSet, Vocab, build_vocab, collate_captions
+
+
+class _CaptionData(ZooDataModule):
+    """Loaders and `info()` shared by both datamodules; subclasses fill self.sets and self.vocab."""
+
+    def __init__(self, cfg: dict):
+        super().__init__(cfg)
+        self.sets: dict[str, CaptionSet] = {}
+        self.vocab: Vocab | None = None
+
+    def _loader(self, split: str, train: bool = False):
+        if split not in self.sets:
+            self.setup()
+        kw = {"num_workers": self.cfg.num_workers, "collate_fn": collate_captions,
+              "persistent_workers": self.cfg.num_workers > 0}
+        if train:
+            return shuffled_loader(self.sets[split], self.cfg.batch_size, seed=self.cfg.seed, **kw)
+        return plain_loader(self.sets[split], self.cfg.batch_size, **kw)
+
+    def train_dataloader(self):
+        return self._loader("train", train=True)
+
+    def val_dataloader(self):
+        return self._loader("val")
+
+    def test_dataloader(self):
+        return self._loader("test")
+
+    def predict_dataloader(self):
+        return self._loader("test")
+
+    def most_frequent_caption(self) -> str:
+        """The most frequent training caption (the trivial baseline's output for every image)."""
+        self.setup()
+        counts: dict[str, int] = {}
+        for refs in self.sets["train"].refs:
+            for r in refs:
+                counts[r] = counts.get(r, 0) + 1
+        return min(counts, key=lambda r: (-counts[r], r))
+
+
+@dataclass
+class ShapesConfig:
+    root: str = "data"  # unused: the scenes are generated in memory
+    n_train: int = 3000  # training scenes (3 references each -> 3x as many training pairs)
+    n_val: int = 300  # validation scenes
+    n_test: int = 500  # test scenes
+    image_size: int = 64  # canvas side in pixels
+    max_objects: int = 3  # 1..max_objects shapes per scene
+    seed: int = 0  # generator seed (scenes, splits) and shuffling seed
+    batch_size: int = 64  # examples per batch
+    num_workers: int = 0  # DataLoader workers
+    max_len: int = 20  # longest caption in words (longer ones are cut)
+
+
+@DATAMODULES.register("shapes")
+class ShapesData(_CaptionData):
+    """Generated shapes scenes with 3 reference captions and object masks (embedded, offline)."""
+
+    Config = ShapesConfig
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.sets:
+            return
+        c = self.cfg
+        if c.image_size < 24 or c.max_objects < 1:
+            raise UserError(f"shapes: image_size must be >= 24 and max_objects >= 1 (got {c.image_size}, "
+                            f"{c.max_objects})")
+        splits = {name: S.generate_split(n, c.seed, name, c.image_size, c.max_objects)
+                  for name, n in (("train", c.n_train), ("val", c.n_val), ("test", c.n_test))}
+        self.vocab = Vocab(build_vocab((r for refs in splits["train"].refs for r in refs), 1))
+        for name, sp in splits.items():
+            ids = [self.vocab.encode_batch(refs, c.max_len) for refs in sp.refs]
+            extra = None if name == "train" else self._objects_fn(sp)
+            self.sets[name] = CaptionSet(self._image_fn(sp.images), sp.refs, ids, pairs=name == "train",
+                                         extra=extra)
+
+    @staticmethod
+    def _image_fn(images: np.ndarray):
+        return lambda i: torch.from_numpy(images[i]).float().div_(255.0)
+
+    def _objects_fn(self, sp: S.ShapesSplit):
+        K, size, ix = self.cfg.max_objects, self.cfg.image_size, self.vocab.index
+
+        def extra(i: int) -> dict:
+            words = torch.full((K, 2), -1, dtype=torch.long)
+            for k, o in enumerate(sp.scenes[i]):
+                words[k, 0], words[k, 1] = ix.get(o.colour, -1), ix.get(o.shape, -1)
+            return {"obj_masks": torch.from_numpy(S.scene_masks(sp.scenes[i], size, K)), "obj_words": words}
+
+        return extra
+
+    def info(self) -> dict:
+        self.setup()
+        return {"dataset": "shapes", "vocab": self.vocab.tokens, "image_size": self.cfg.image_size,
+                "max_len": self.cfg.max_len, "normalize": "unit",
+                "baseline_caption": self.most_frequent_caption()}
+
+
+@dataclass
+class KarpathyConfig:
+    root: str = "data"  # data folder
+    dataset: str = "flickr8k"  # flickr8k | flickr30k | coco: picks the default file names below
+    json: str = ""  # Karpathy split file; default <root>/<dataset>/dataset_<dataset>.json
+    image_dir: str = ""  # image folder; default <root>/<dataset>/images (COCO: holds train2014/, val2014/)
+    image_size: int = 224  # images are resized (shorter side) and centre-cropped to this
+    min_freq: int = 5  # words seen fewer times in training captions become <unk>
+    max_len: int = 30  # longest caption in words (longer ones are cut)
+    restval_as_train: bool = True  # COCO's 'restval' images join the training split (Karpathy)
+    batch_size: int = 32  # examples per batch
+    num_workers: int = 2  # DataLoader workers (JPEG decoding)
+    seed: int = 0  # shuffling seed
+    limit_images: int = 0  # >0: use only the first N images of each split (quick experiments)
+
+
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def image_transform(size: int, normalize: str):
+    """PIL image -> (3, size, size) float tensor: shorter side resized, centre crop, then ImageNet
+    normalisation ('imagenet') or plain [0, 1] ('unit', the shapes scenes)."""
+    from torchvision.transforms import v2 as T
+
+    steps = [T.Resize(size, antialias=True), T.CenterCrop(size), T.ToImage(),
+             T.ToDtype(torch.float32, scale=True)]
+    if normalize == "imagenet":
+        steps.append(T.Normalize(IMAGENET_MEAN, IMAGENET_STD))
+    return T.Compose(steps)
+
+
+def load_image(path: Path | str, transform) -> torch.Tensor:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            return transform(im.convert("RGB"))
+    except FileNotFoundError:
+        raise UserError(f"image not found: {path}") from None
+    except UnidentifiedImageError:
+        raise UserError(f"{path} is not an image file PIL can read") from None
+
+
+@DATAMODULES.register("karpathy")
+class KarpathyData(_CaptionData):
+    """Flickr8k / Flickr30k / COCO from a Karpathy-split JSON and an image folder (local files)."""
+
+    Config = KarpathyConfig
+
+    def paths(self) -> tuple[Path, Path]:
+        c = self.cfg
+        base = Path(c.root) / c.dataset
+        return (Path(c.json) if c.json else base / f"dataset_{c.dataset}.json",
+                Path(c.image_dir) if c.image_dir else base / "images")
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.sets:
+            return
+        c = self.cfg
+        json_path, image_dir = self.paths()
+        if not json_path.is_file():
+            raise UserError(
+                f"Karpathy split file not found at {json_path}. Download dataset_{c.dataset}.json "
+                f"(Karpathy's 'caption_datasets.zip') and put it there, or set data.json=PATH")
+        if not image_dir.is_dir():
+            raise UserError(f"image folder not found at {image_dir}: put the {c.dataset} images there "
+                            f"(COCO: train2014/ and val2014/ inside it) or set data.image_dir=PATH")
+        try:
+            images = json.loads(json_path.read_text())["images"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise UserError(f"{json_path} is not a Karpathy split file (expected {{'images': [...]}}): "
+                            f"{err}") from None
+        by_split: dict[str, list[dict]] = {"train": [], "val": [], "test": []}
+        for im in images:
+            split = "train" if (im.get("split") == "restval" and c.restval_as_train) else im.get("split")
+            if split in by_split:
+                by_split[split].append(im)
+        for name, ims in by_split.items():
+            if c.limit_images > 0:
+                by_split[name] = ims[: c.limit_images]
+            if not by_split[name]:
+                raise UserError(f"{json_path} has no images in split '{name}'")
+        refs = {name: [[" ".join(s["tokens"]) for s in im["sentences"]] for im in ims]
+                for name, ims in by_split.items()}
+        for name, rs in refs.items():
+            if any(len(r) == 0 for r in rs):
+                raise UserError(f"{json_path}: an image of split '{name}' has no sentences")
+        self.vocab = Vocab(build_vocab((r for rs in refs["train"] for r in rs), c.min_freq))
+        for name, ims in by_split.items():
+            files = [image_dir / im.get("filepath", "") / im["filename"] for im in ims]
+            missing = [str(f) for f in files if not f.is_file()]
+            if missing:
+                raise UserError(f"{len(missing)} image file(s) of split '{name}' listed in {json_path} are "
+                                f"missing, e.g. {missing[0]}")
+            ids = [self.vocab.encode_batch(rs, c.max_len) for rs in refs[name]]
+            self.sets[name] = CaptionSet(self._image_fn(files), refs[name], ids, pairs=name == "train")
+
+    def _image_fn(self, files: list[Path]):
+        tf = image_transform(self.cfg.image_size, "imagenet")
+        return lambda i: load_image(files[i], tf)
+
+    def info(self) -> dict:
+        self.setup()
+        return {"dataset": self.cfg.dataset, "vocab": self.vocab.tokens, "image_size": self.cfg.image_size,
+                "max_len": self.cfg.max_len, "normalize": "imagenet",
+                "baseline_caption": self.most_frequent_caption()}

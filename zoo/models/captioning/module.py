@@ -1,0 +1,341 @@
+"""Show, Attend and Tell (Xu et al. 2015) as a LightningModule: soft and hard (sampled) attention.
+
+Where things are:
+- the soft loss and the **hard-attention loss** (seed 000's lower bound L_s and its Monte Carlo
+  gradient, through the estimator registry): `soft_loss`, `hard_attention_loss` below;
+- the networks: `nets.py`; decoding and the localisation metric: `decode.py`; figures: `plots.py`;
+  the command-line behaviour (`python -m zoo.predict`): `predict.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.distributions import Categorical
+from torchmetrics import MeanMetric
+from torchmetrics.text import BLEUScore
+
+from zoo.core.module import ZooModule
+from zoo.errors import UserError
+from zoo.estimators import StochasticSample, get_estimator, reward_to_go
+from zoo.registry import MODELS
+
+from . import decode as D
+from .nets import AttentionDecoder, build_encoder, doubly_stochastic
+from .vocab import Vocab
+
+PAPER_ESTIMATOR = {"name": "reinforce", "baseline": "ema", "decay": 0.9, "entropy_weight": 0.002}
+HARD_ESTIMATORS = ("reinforce", "rloo", "gumbel_softmax", "straight_through")  # or a dotted path
+
+
+@dataclass
+class SATConfig:
+    attention: str = field(default="soft", metadata={"choices": ["soft", "hard"]})  # soft | hard (sampled)
+    estimator: Any = None  # hard only: name or {name: ..., options}; None = reinforce + EMA 0.9 + entropy
+    expected_context_prob: float = 0.0  # hard: per word, use the expected context with this probability
+    expected_context_hold: int = 0  # steps at expected_context_prob before it starts to fall
+    expected_context_anneal: int = 0  # >0: then it falls linearly to 0 over this many steps: a
+    # continuation from soft to hard attention (samples start where a trained soft attention looks)
+    score_cost: str = field(default="sum", metadata={"choices": ["sum", "mean", "reward_to_go", "word"]})
+    # hard: the cost the score term weighs log p(s|a) with. sum: -log p(y|s,a) per caption (seed 000's
+    # L_s); mean: the same / caption length; reward_to_go: each s_t weighed by the words from t on
+    # (unbiased, less variance); word: by its own word only (biased; the reference code's default)
+    hard_decode: str = field(default="argmax", metadata={"choices": ["argmax", "expected"]})  # hard at test
+    encoder: str = "cnn"  # cnn (shapes) | vgg16 | vgg19 | resnet50 | resnet101 | resnet152
+    feat_dim: int = 128  # cnn: D of the annotation vectors (torchvision encoders: 512 / 2048)
+    cnn_width: int = 32  # cnn: channels of the first stage (then 2x, 4x)
+    cnn_stages: int = 3  # cnn: stride-2 stages; a 64-px canvas gives 8x8 (3) or 4x4 (4) locations
+    grid: int = 14  # torchvision encoders: output grid (14 x 14 for 224-px images)
+    pretrained_encoder: bool = True  # torchvision: ImageNet weights from the torch hub cache
+    freeze_encoder: bool = False  # keep the encoder fixed (eval mode, no gradient)
+    embed_dim: int = 128  # word embedding size m
+    hidden_dim: int = 256  # LSTM size n
+    att_dim: int = 128  # hidden size of the attention MLP f_att
+    dropout: float = 0.5  # dropout on h_t and on the deep output layer
+    gate: bool = True  # gating scalar beta = sigmoid(W h) on the context
+    init_state: str = field(default="mean", metadata={"choices": ["mean", "learned"]})  # h_0, c_0: MLP of
+    # the mean annotation vector (paper) or learned constants (every word must then come through attention)
+    deep_output: bool = True  # p(y) from E y_{t-1} + L_h h_t + L_z z_t (else from h_t only)
+    alpha_c: float = 1.0  # lambda of the doubly stochastic regulariser
+    optimizer: str = field(default="adam", metadata={"choices": ["adam", "rmsprop"]})  # paper: both
+    lr: float = 1e-3  # learning rate (decoder; encoder too when trained from scratch)
+    encoder_lr: float = 0.0  # >0: separate learning rate for a pretrained encoder being fine-tuned
+    weight_decay: float = 0.0  # L2 penalty
+    beam_size: int = 1  # captions for val/test metrics: 1 = greedy, k = beam search
+    length_norm: float = 0.0  # beam ranking by log p / length^length_norm (0: plain log p)
+    max_decode_len: int = 0  # longest generated caption (0: the data's max_len + 1)
+    n_figure: int = 4  # images in the attention overlay figures
+
+    def __post_init__(self):
+        if not 0.0 <= self.expected_context_prob <= 1.0:
+            raise ValueError(f"expected_context_prob must be in [0, 1], got {self.expected_context_prob}")
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+        if self.cnn_stages < 3:
+            raise ValueError(f"cnn_stages must be >= 3, got {self.cnn_stages}")
+
+
+def token_nll(logits: Tensor, target: Tensor, valid: Tensor) -> Tensor:
+    """-log p(y_t) per token (N, T), zero at padding."""
+    return F.cross_entropy(logits.transpose(1, 2), target, reduction="none") * valid
+
+
+@MODELS.register("sat")
+class ShowAttendTell(ZooModule):
+    """Show, Attend and Tell captioner: CNN grid features, LSTM with soft or hard (sampled) attention."""
+
+    Config = SATConfig
+    monitor, monitor_mode = "val/bleu4", "max"
+
+    def __init__(self, cfg: dict, data_info: dict | None = None):
+        super().__init__(cfg, data_info)
+        c, info = self.cfg, self.data_info
+        if "vocab" not in info:
+            raise UserError("model 'sat' needs a captioning datamodule (shapes or karpathy) that provides "
+                            "a vocabulary")
+        self.vocab = Vocab(info["vocab"])
+        self.encoder = build_encoder(c.encoder, c.feat_dim, c.cnn_width, c.pretrained_encoder, c.grid,
+                                     c.cnn_stages)
+        if c.freeze_encoder:
+            self.encoder.requires_grad_(False)
+        self.decoder = AttentionDecoder(len(self.vocab), self.encoder.feat_dim, c.embed_dim, c.hidden_dim,
+                                        c.att_dim, c.dropout, c.gate, c.deep_output, c.init_state)
+        self.estimator = self._build_estimator() if c.attention == "hard" else None
+        self.decode_mode = "soft" if c.attention == "soft" else c.hard_decode
+        self.max_len = c.max_decode_len or int(info.get("max_len", 20)) + 1
+        self.baseline_caption = info.get("baseline_caption")
+        self.metrics = torch.nn.ModuleDict({s: self._metrics() for s in ("val", "test")})
+        self._figure: dict | None = None
+
+    def _build_estimator(self):
+        spec = self.cfg.estimator if self.cfg.estimator is not None else dict(PAPER_ESTIMATOR)
+        name = spec if isinstance(spec, str) else dict(spec).get("name", "")
+        if name in ("expectation", "reparam"):
+            raise UserError(f"estimator '{name}' does not fit hard attention (a sequence of categorical "
+                            f"locations): choose one of {', '.join(HARD_ESTIMATORS)}, or "
+                            "model.attention=soft for the exact expected context")
+        return get_estimator(spec)
+
+    @staticmethod
+    def _metrics() -> torch.nn.ModuleDict:
+        m = {f"bleu{n}": BLEUScore(n_gram=n) for n in range(1, 5)}
+        m["bleu4_baseline"] = BLEUScore(n_gram=4)
+        for key in ("loss", "att_localisation", "att_chance", "att_entropy", "att_moves"):
+            m[key] = MeanMetric()
+        return torch.nn.ModuleDict(m)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self.cfg.freeze_encoder:
+            self.encoder.eval()  # frozen BatchNorm statistics too
+        return self
+
+    # ---- forward pieces ------------------------------------------------------------------
+    def encode(self, images: Tensor) -> tuple[Tensor, tuple[int, int]]:
+        """images (B, 3, H, W) -> annotation vectors (B, L, D) and the grid (h, w)."""
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.cfg.freeze_encoder):
+            f = self.encoder(images)  # (B, D, h, w)
+        return f.flatten(2).transpose(1, 2), (f.shape[2], f.shape[3])
+
+    @staticmethod
+    def _split(caption: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        inp, tgt = caption[:, :-1], caption[:, 1:]  # (B, T): fed tokens, predicted tokens
+        return inp, tgt, tgt != 0
+
+    def soft_loss(self, feats: Tensor, caption: Tensor) -> Tensor:
+        """Deterministic soft attention: context = sum_i alpha_ti a_i, plain backprop. Per-token
+        (NLL + lambda * doubly stochastic term)."""
+        inp, tgt, valid = self._split(caption)
+        logits, e, alpha = self.decoder.unroll(feats, inp, lambda t, e: torch.softmax(e, -1))
+        nll = token_nll(logits, tgt, valid).sum(-1)  # (B,)
+        reg = doubly_stochastic(alpha, valid)  # (B,)
+        return (nll.sum() + self.cfg.alpha_c * reg.sum()) / valid.sum()
+
+    def hard_attention_loss(self, feats: Tensor, caption: Tensor) -> Tensor:
+        """Hard attention, trained on the lower bound L_s = sum_s p(s|a) log p(y|s,a) (seed 000).
+
+        s_t ~ Multinoulli(alpha_t) at every word, context = a_{s_t}. With cost f(s) = -log p(y|s,a)
+        (per caption, summed over words) the estimator's surrogate has gradient
+            d f/dW + (f - b) d log p(s|a)/dW  (- entropy bonus),   log p(s|a) = sum_t log alpha_{t,s_t},
+        i.e. minus seed 000's Monte Carlo gradient with a baseline b (reinforce: EMA b <- 0.9 b + 0.1 f;
+        rloo: the other samples' mean). gumbel_softmax / straight_through instead feed relaxed
+        weights (context = w @ a) and backpropagate through them (biased). With
+        `expected_context_prob` p, a word uses the expected context with probability p (the
+        original code's trick) and then contributes no score term.
+        """
+        est = self.estimator
+        n = int(getattr(est.options, "n", 1))
+        B = feats.shape[0]
+        inp, tgt, valid = (x.repeat(n, 1) for x in self._split(caption))  # (N, T), N = n * B
+        feats = feats.repeat(n, 1, 1)  # (N, L, D): n samples per caption
+        p = self.expected_context_prob()
+        use_mean = torch.rand(inp.shape, device=inp.device) < p if p > 0 else None  # (N, T)
+        samples: list[StochasticSample] = []
+
+        def choose(t: int, e: Tensor) -> Tensor:
+            s = est.sample(e, n=1)  # value (1, N, L)
+            samples.append(s)
+            w = s.value[0]
+            return w if use_mean is None else torch.where(use_mean[:, t, None], torch.softmax(e, -1), w)
+
+        logits, e, _ = self.decoder.unroll(feats, inp, choose)  # e: (N, T, L)
+        T, L = e.shape[1], e.shape[2]
+        nll = token_nll(logits, tgt, valid)  # (N, T) = -log p(y_t | y_<t, s_<=t, a)
+        lengths = valid.sum(-1).float()  # (N,)
+        scored = valid if use_mean is None else valid & ~use_mean  # words whose sample was used
+        log_prob = torch.stack([s.log_prob[0] for s in samples], 1) * scored  # (N, T)
+        dist_logits = torch.where(valid.unsqueeze(-1), e, e.detach())  # entropy bonus on real words only
+        joint = StochasticSample(value=torch.stack([s.value[0] for s in samples], 1).view(n, B, T, L),
+                                 log_prob=log_prob.view(n, B, T),
+                                 dist=Categorical(logits=dist_logits.view(n, B, T, L)),
+                                 index=torch.stack([s.index[0] for s in samples], 1).view(n, B, T))
+        sc = self.cfg.score_cost
+        if sc in ("sum", "mean"):  # one cost per caption: C = (B,), the T word log-probs are summed
+            cost = nll.sum(-1) / (lengths if sc == "mean" else 1.0)
+            surrogate = est.loss(joint, cost.view(n, B))  # mean over (n, B)
+            surrogate = surrogate if sc == "mean" else surrogate / lengths.mean()  # per word
+        else:  # one cost per word: C = (B, T); the estimator averages over (n, B, T) positions
+            cost = nll
+            if sc == "reward_to_go":  # value: the words' cost from t on; pathwise gradient: nll's own
+                cost = reward_to_go(nll.detach(), dim=-1) + nll - nll.detach()
+            surrogate = est.loss(joint, cost.view(n, B, T)) * T / lengths.mean()  # per word
+        reg = doubly_stochastic(torch.softmax(e, -1), valid)  # (N,)
+        reg = (reg / lengths).mean() if sc == "mean" else reg.mean() / lengths.mean()
+        loss = surrogate + self.cfg.alpha_c * reg
+        value = nll.sum() / lengths.sum() + self.cfg.alpha_c * reg  # what is logged: NLL per word + reg
+        return loss + (value - loss).detach()
+
+    def expected_context_prob(self) -> float:
+        """Probability that a word uses the expected context instead of a sample (training only)."""
+        c = self.cfg
+        if not self.training:
+            return 0.0
+        if c.expected_context_anneal <= 0:
+            return c.expected_context_prob
+        done = (self.global_step - c.expected_context_hold) / c.expected_context_anneal
+        return c.expected_context_prob * min(1.0, max(0.0, 1.0 - done))
+
+    def caption_loss(self, batch: dict) -> Tensor:
+        feats, _ = self.encode(batch["image"])
+        if self.cfg.attention == "soft":
+            return self.soft_loss(feats, batch["caption"])
+        return self.hard_attention_loss(feats, batch["caption"])
+
+    # ---- training ------------------------------------------------------------------------------
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        if self.estimator is not None:
+            self.estimator.set_step(self.global_step)  # temperature schedules
+        loss = self.caption_loss(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["refs"]))
+        if self.cfg.expected_context_prob > 0:
+            self.log("train/expected_context_prob", self.expected_context_prob(), batch_size=1)
+        if self.estimator is not None and getattr(self.estimator, "stats", None):
+            for k, v in self.estimator.stats.items():
+                self.log(f"train/{k}", v, batch_size=len(batch["refs"]))
+        return loss
+
+    def estimator_loss(self, batch: dict) -> Tensor:
+        """A fresh stochastic estimate of the training loss (for the gradient-variance probe)."""
+        return self.caption_loss(batch)
+
+    def estimator_parameters(self):
+        """f_att's parameters: in hard mode their gradient is the estimator's score term."""
+        return self.decoder.attention_params()
+
+    def configure_optimizers(self):
+        c = self.cfg
+        enc = [p for p in self.encoder.parameters() if p.requires_grad]
+        rest = [p for n, p in self.named_parameters() if p.requires_grad and not n.startswith("encoder.")]
+        groups = [{"params": rest}]
+        if enc:
+            groups.append({"params": enc, "lr": c.encoder_lr or c.lr})
+        cls = torch.optim.Adam if c.optimizer == "adam" else torch.optim.RMSprop
+        return cls(groups, lr=c.lr, weight_decay=c.weight_decay)
+
+    # ---- generation and evaluation ---------------------------------------------------------
+    def generate(self, images: Tensor, k: int | None = None, stochastic: bool = False,
+                 max_len: int | None = None, generator: torch.Generator | None = None):
+        """Captions for images: (BeamResult with sequences (B, k, T), features, grid)."""
+        feats, grid = self.encode(images)
+        v = self.vocab
+        res = D.generate(self.decoder, feats, self.decode_mode, v.start, v.end, v.pad,
+                         max_len or self.max_len, k or self.cfg.beam_size, self.cfg.length_norm, stochastic,
+                         generator)
+        return res, feats, grid
+
+    def _eval_step(self, batch: dict, stage: str) -> None:
+        m, B = self.metrics[stage], len(batch["refs"])
+        res, feats, grid = self.generate(batch["image"])  # never teacher-forced
+        inp, tgt, valid = self._split(batch["caption"])
+        logits, _, _ = self.decoder.unroll(feats, inp, lambda t, e: D.decode_weights(e, self.decode_mode))
+        m["loss"].update(token_nll(logits, tgt, valid).sum() / valid.sum(), valid.sum())
+        seqs = res.sequences[:, 0]  # (B, T) the best caption
+        preds = [self.vocab.decode(s) for s in seqs.tolist()]
+        for n in range(1, 5):
+            m[f"bleu{n}"].update(preds, batch["refs"])
+        if self.baseline_caption is not None:
+            m["bleu4_baseline"].update([self.baseline_caption] * B, batch["refs"])
+        alpha, used = D.attention_of(self.decoder, feats, seqs, self.decode_mode, self.vocab.start)
+        words = D.caption_mask(seqs, self.vocab.end)
+        ent, moved = D.attention_stats(alpha, used, words)
+        if ent.numel():
+            m["att_entropy"].update(ent)
+        if moved.numel():
+            m["att_moves"].update(moved)
+        if "obj_masks" in batch:
+            hits, chance = D.localisation(used, seqs, words, batch["obj_words"], batch["obj_masks"], grid)
+            if hits.numel():
+                m["att_localisation"].update(hits)
+                m["att_chance"].update(chance)
+        if self._figure is None:
+            k = min(self.cfg.n_figure, B)
+            self._figure = {"images": batch["image"][:k], "preds": preds[:k], "weights": used[:k],
+                            "grid": grid}
+
+    def _eval_epoch_end(self, stage: str) -> None:
+        m = self.metrics[stage]
+        keys = ["bleu4", "loss", "att_localisation"] if stage == "val" else list(m)
+        for key in keys:
+            metric = m[key]
+            if key == "bleu4_baseline" and self.baseline_caption is None:
+                continue
+            if isinstance(metric, MeanMetric) and int(metric.weight) == 0 and key != "loss":
+                continue  # nothing counted (e.g. no object words on real images)
+            value = metric.compute()
+            value = value * 100 if key.startswith("bleu") else value  # BLEU on the 0-100 scale
+            self.log(f"{stage}/{key}", value, prog_bar=key == "bleu4")
+        for metric in m.values():
+            metric.reset()
+        fig = self._figure
+        self._figure = None
+        if fig is not None and not (self._trainer is not None and self.trainer.sanity_checking):
+            self.save_attention_figure(f"attention_{stage}", fig["images"], fig["preds"], fig["weights"],
+                                       fig["grid"])
+
+    def save_attention_figure(self, name: str, images: Tensor, preds: list[str], weights: Tensor,
+                              grid: tuple[int, int]) -> None:
+        from .plots import attention_figure, displayable
+
+        imgs = displayable(images, self.data_info.get("normalize", "unit"))
+        self.save_figure(name, attention_figure(imgs, [p.split() for p in preds], weights, grid))
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step(batch, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self._eval_epoch_end("val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._eval_step(batch, "test")
+
+    def on_test_epoch_end(self) -> None:
+        self._eval_epoch_end("test")
+
+    def predict_cli(self, inputs: list[str], options: dict) -> None:
+        from .predict import predict_cli
+
+        predict_cli(self, inputs, options)

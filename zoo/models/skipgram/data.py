@@ -1,0 +1,179 @@
+"""Datamodules: any text files (text8, a glob, a list) or the generated planted corpus.
+
+Training batches are chunks of the encoded corpus (see ``corpus.CorpusChunks``); validation and
+test "batches" are whole evaluation sets (word pairs with scores, analogy questions) given as
+words, so a model looks them up in its own vocabulary and ``zoo.evaluate`` of a finished model
+needs only the evaluation files, not the corpus.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from torch.utils.data import DataLoader
+
+from zoo.core.data import ZooDataModule
+from zoo.errors import UserError
+from zoo.models.skipgram import corpus as C
+from zoo.models.skipgram.evaluation import read_analogies, read_similarity
+from zoo.models.skipgram.synthetic import PlantedCorpus, generate
+from zoo.registry import DATAMODULES
+
+
+def _set_name(path: Path, split: str) -> str:
+    """Metric name of an evaluation file: its stem, without a _val/_test suffix."""
+    name = path.stem.replace("-", "_")
+    return name[: -len(split) - 1] if name.endswith(f"_{split}") else name
+
+
+@dataclass
+class CorpusOptions:
+    root: str = "data"  # data folder; the encoded-corpus cache goes to <root>/skipgram_cache
+    min_count: int = 5  # words seen fewer times are dropped (word2vec's min_count)
+    max_vocab: Optional[int] = None  # keep at most this many most frequent words (None: all)
+    sample: float = 1e-3  # subsampling threshold t of frequent words (0: off)
+    window: int = 5  # maximum half-width; each centre draws b ~ U{1..window}
+    chunk_tokens: int = 1_000_000  # words per training step (a chunk; ends at a sentence end)
+    max_sentence_length: int = 10000  # longer lines are cut (gensim's limit)
+    read_chars: int = 1 << 20  # characters read from disk at a time (bounded memory)
+    lowercase: bool = False  # lower-case the corpus before counting
+    strip_punctuation: bool = False  # replace punctuation by spaces ("fire," -> "fire")
+    eval_lowercase: bool = True  # lower-case evaluation words (questions-words.txt is capitalised)
+    val_analogies: list = field(default_factory=list)  # analogy files evaluated every epoch (slow)
+    num_workers: int = 0  # DataLoader workers for the chunk reader
+    seed: int = 0  # subsampling / window seed (with the epoch and chunk number)
+
+
+@dataclass
+class TextCorpusConfig(CorpusOptions):
+    files: Any = "data/text8"  # a path, a glob, a list of them, or gensim:NAME (gensim's test data)
+    val_similarity: list = field(default_factory=lambda: ["gensim:wordsim353.tsv"])  # first = val/spearman
+    test_similarity: list = field(default_factory=lambda: ["gensim:wordsim353.tsv", "gensim:simlex999.txt"])
+    test_analogies: list = field(default_factory=lambda: ["gensim:questions-words.txt"])  # word2vec's file
+
+
+@DATAMODULES.register("skipgram_text")
+class TextCorpusData(ZooDataModule):
+    """Text files streamed from disk (text8 by default); wordsim353 / simlex999 / analogies."""
+
+    Config = TextCorpusConfig
+
+    def __init__(self, cfg: dict):
+        super().__init__(cfg)
+        self.folder: Path | None = None
+        self.train_set: C.CorpusChunks | None = None
+        self.eval_sets: dict[str, list[dict]] = {}
+
+    # the two things a subclass changes
+    def corpus_files(self) -> list[Path]:
+        return C.resolve_files(self.cfg.files, "corpus")
+
+    def eval_files(self) -> dict[str, tuple[list, list]]:
+        """{stage: (similarity files, analogy files)}; the first val similarity file is the monitor."""
+        return {"val": (list(self.cfg.val_similarity), list(self.cfg.val_analogies)),
+                "test": (list(self.cfg.test_similarity), list(self.cfg.test_analogies))}
+
+    def prepare_data(self) -> None:
+        self.corpus_files()  # fail early, with the how-to, when the corpus is missing
+
+    def setup(self, stage: str | None = None) -> None:
+        stage = getattr(stage, "value", stage)  # Lightning passes a TrainerFn (a str enum)
+        if stage in (None, "fit") and self.train_set is None:
+            cfg = self.cfg
+            self.folder = C.build_corpus(self.corpus_files(), Path(cfg.root) / "skipgram_cache",
+                                         cfg.min_count, cfg.max_vocab, cfg.max_sentence_length,
+                                         cfg.read_chars, cfg.lowercase, cfg.strip_punctuation)
+            self.words, counts, self.meta = C.load_corpus(self.folder)
+            self.counts = counts.tolist()
+            if cfg.window < 1 or not 0 <= cfg.sample < 1:
+                raise UserError("data.window must be >= 1 and 0 <= data.sample < 1 "
+                                f"(got {cfg.window}, {cfg.sample})")
+            self.train_set = C.CorpusChunks(self.folder / "ids.bin", self.meta["n_ids"], counts,
+                                            cfg.chunk_tokens, cfg.window, cfg.sample, cfg.seed)
+        files = self.eval_files()
+        for split in (["val"] if stage == "fit" else ["val", "test"] if stage is None else [stage]):
+            if split in files and split not in self.eval_sets:
+                self.eval_sets[split] = self._load_eval(split, *files[split])
+
+    def _load_eval(self, split: str, similarity: list, analogies: list) -> list[dict]:
+        if split == "val" and not similarity:
+            raise UserError("data.val_similarity is empty: give at least one word-similarity file "
+                            "(WordSim353 / SimLex-999 format); its Spearman is the validation metric")
+        sets = []
+        for i, path in enumerate(C.resolve_files(similarity, "similarity file") if similarity else []):
+            sets.append({"kind": "similarity", "name": _set_name(path, split), "primary": i == 0,
+                         "pairs": read_similarity(path), "lowercase": self.cfg.eval_lowercase})
+        for path in C.resolve_files(analogies, "analogy file") if analogies else []:
+            sets.append({"kind": "analogy", "name": _set_name(path, split), "primary": False,
+                         "sections": read_analogies(path), "lowercase": self.cfg.eval_lowercase})
+        return sets
+
+    def info(self) -> dict:
+        if self.train_set is None:
+            raise RuntimeError("call setup('fit') before info()")
+        return {"vocab": self.words, "counts": self.counts, "window": self.cfg.window,
+                "train_words": int(self.meta["train_words"]), "lowercase": self.cfg.lowercase}
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.train_set is not None:
+            self.train_set.epoch = epoch
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=None, num_workers=self.cfg.num_workers)
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        if split not in self.eval_sets:
+            self.setup(split)
+        return DataLoader(self.eval_sets[split], batch_size=None, collate_fn=lambda x: x)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")
+
+
+@dataclass
+class SyntheticCorpusConfig(CorpusOptions):
+    planted: dict = field(default_factory=dict)  # generator settings, see synthetic.PlantedCorpus
+    test_analogies: bool = True  # evaluate the planted analogies at test time
+
+
+@DATAMODULES.register("skipgram_synthetic")
+class SyntheticCorpusData(TextCorpusData):
+    """Generated corpus with planted word groups; ground-truth similarity and analogy files."""
+
+    Config = SyntheticCorpusConfig
+
+    def __init__(self, cfg: dict):
+        super().__init__(cfg)
+        try:
+            self.spec = PlantedCorpus(**{"seed": self.cfg.seed, **dict(self.cfg.planted)})
+        except TypeError as err:
+            valid = ", ".join(asdict(PlantedCorpus()))
+            raise UserError(f"data.planted: {err}; valid keys: {valid}") from None
+        self.generated: Path | None = None
+
+    def _generated(self) -> Path:
+        if self.generated is None:
+            try:
+                self.generated = generate(self.spec, self.cfg.root)
+            except ValueError as err:
+                raise UserError(f"data.planted: {err}") from None
+        return self.generated
+
+    def corpus_files(self) -> list[Path]:
+        return [self._generated() / "corpus.txt"]
+
+    def eval_files(self) -> dict[str, tuple[list, list]]:
+        folder = self._generated()
+        return {"val": ([str(folder / "planted_val.tsv")], list(self.cfg.val_analogies)),
+                "test": ([str(folder / "planted_test.tsv")],
+                         [str(folder / "planted_analogies.txt")] if self.cfg.test_analogies else [])}
+
+    def info(self) -> dict:
+        groups = json.loads((self._generated() / "groups.json").read_text())
+        return {**super().info(), "word_groups": [groups.get(w, -1) for w in self.words]}

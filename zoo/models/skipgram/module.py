@@ -1,0 +1,240 @@
+"""The skip-gram LightningModule: one training step = one corpus chunk of vectorised updates."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+
+from zoo.core.module import ZooModule, check_options
+from zoo.errors import UserError
+from zoo.models.skipgram.evaluation import analogy_score, nearest, similarity_score
+from zoo.models.skipgram.export import save_word2vec
+from zoo.models.skipgram.loop import train_chunk
+from zoo.models.skipgram.nets import OBJECTIVES, SkipGram
+from zoo.registry import MODELS
+
+
+@dataclass
+class SkipGramConfig:
+    dim: int = 100  # embedding size D
+    objective: str = "negative_sampling"  # nce | negative_sampling | full_softmax (exact, small vocabularies)
+    negative: int = 5  # k noise words per positive pair
+    noise_power: float = 0.75  # noise q(w) ~ count(w)^noise_power
+    share_negatives: bool = True  # k noise words per window (Ji et al. 2016) instead of per pair (word2vec.c)
+    lr: float = 0.025  # initial SGD learning rate (word2vec's skip-gram default)
+    min_lr_ratio: float = 1e-4  # lr falls linearly to lr * min_lr_ratio over all epochs (word2vec)
+    batch_centres: int = 5120  # window centres per minibatch (bucketed by half-width: ~1k per update)
+    threads: int = 1  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
+    step_cap: Optional[bool] = None  # cap a row's minibatch step at its Newton step (nets.SkipGram.cap);
+    # None = auto: on when the vocabulary is smaller than batch_centres / 4 (then every word gets
+    # hundreds of coherent terms per minibatch); off otherwise, where it only costs time
+    neighbours: list = field(default_factory=list)  # probe words whose neighbours are printed at validation
+    topn: int = 8  # neighbours shown per probe word
+    analogy_restrict: int = 30000  # analogies are answered among this many most frequent words (word2vec)
+
+
+@MODELS.register("skipgram")
+class SkipGramModule(ZooModule):
+    """Skip-gram word embeddings trained with NCE, negative sampling or a full softmax."""
+
+    Config = SkipGramConfig
+    monitor, monitor_mode = "val/spearman", "max"
+
+    def __init__(self, cfg: dict, data_info: dict | None = None):
+        super().__init__(cfg, data_info)
+        c = self.cfg
+        if c.objective not in OBJECTIVES:
+            raise UserError(f"model.objective must be one of {', '.join(OBJECTIVES)}, got '{c.objective}'")
+        if c.dim < 1 or c.negative < 1 or c.batch_centres < 1 or c.threads < 1 or c.lr <= 0:
+            raise UserError("model.dim, model.negative, model.batch_centres, model.threads must be >= 1 and "
+                            "model.lr > 0")
+        if "vocab" not in self.data_info:
+            raise UserError("the skipgram model needs a corpus datamodule "
+                            "(skipgram_text or skipgram_synthetic)")
+        self.words: list[str] = list(self.data_info["vocab"])
+        vocab = len(self.data_info["counts"])
+        small = 4 * vocab < c.batch_centres  # every row is hot: hundreds of terms per minibatch
+        step_cap = c.step_cap if c.step_cap is not None else small
+        # Hogwild is safe while concurrent updates rarely touch the same rows (Recht et al. 2011); on
+        # a tiny vocabulary every minibatch rewrites every row, and a thread that was descheduled
+        # applies a step computed on rows another thread has already moved: run one thread there
+        self.threads = 1 if small else c.threads
+        if small and c.threads > 1:
+            rank_zero_info(f"skipgram: vocabulary of {vocab} words < batch_centres / 4: training with "
+                           f"1 thread instead of {c.threads} (Hogwild needs sparse updates)")
+        self.net = SkipGram(self.data_info["counts"], c.dim, c.objective, c.negative, c.noise_power, step_cap)
+        self.register_buffer("words_done", torch.zeros((), dtype=torch.float64))  # raw words trained on
+        self.automatic_optimization = False  # updates are hand-written sparse SGD (see nets.py)
+        self._index: dict[str, int] | None = None
+        self._seed = torch.initial_seed()
+
+    @property
+    def index(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = {w: i for i, w in enumerate(self.words)}
+        return self._index
+
+    @property
+    def vectors(self) -> torch.Tensor:
+        """(V, D) the word vectors (the ``centre`` table, as word2vec exports syn0)."""
+        return self.net.centre.detach()
+
+    def configure_optimizers(self):
+        # A placeholder so Lightning counts steps (global_step) and checkpoints an optimizer; the
+        # tables have no .grad, so its step() changes nothing. The real update is in training_step.
+        return torch.optim.SGD([self.net.centre, self.net.context], lr=self.cfg.lr)
+
+    # ---- training ---------------------------------------------------------------------------
+    def lr_at(self, words_done: float) -> float:
+        """word2vec's schedule: lr0 * max(min_ratio, 1 - progress), progress over all epochs."""
+        epochs = self.trainer.max_epochs if self._trainer is not None and self.trainer.max_epochs else 1
+        total = max(1, self.data_info["train_words"] * max(1, epochs))
+        return self.cfg.lr * max(self.cfg.min_lr_ratio, 1.0 - words_done / total)
+
+    def on_train_epoch_start(self) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if hasattr(datamodule, "set_epoch"):
+            datamodule.set_epoch(self.current_epoch)
+
+    def training_step(self, batch: dict, batch_idx: int) -> None:
+        start = time.perf_counter()
+        raw = int(batch["raw_words"])
+        done = float(self.words_done)
+        lr0, lr1 = self.lr_at(done), self.lr_at(done + raw)
+        world = self.trainer.world_size if self._trainer is not None else 1
+        rank = self.global_rank if world > 1 else 0
+        seed = ((self._seed % (1 << 40)) * 1_000_003 + self.global_step) * 64 + rank  # negatives' seed
+        stats = train_chunk(self.net, batch["tokens"], batch["sentence"], batch["window"],
+                            int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,
+                            self.threads, self.cfg.share_negatives)
+        if not math.isfinite(stats["loss"]):
+            from zoo.callbacks.safety import NonFiniteLossError
+
+            raise NonFiniteLossError(self.global_step, self.current_epoch, stats["loss"])
+        self.words_done += raw * world
+        self.optimizers().step()  # no-op (see configure_optimizers); advances global_step
+        seconds = time.perf_counter() - start
+        self.log("train/loss", stats["loss"], prog_bar=True, batch_size=1)
+        self.log("train/lr", lr1, batch_size=1)
+        self.log("train/words_per_s", len(batch["tokens"]) / seconds, prog_bar=True, batch_size=1)
+
+    def estimator_loss(self, batch: dict, centres: int = 512) -> torch.Tensor:
+        """A fresh Monte Carlo estimate (new noise words) of the mean loss per pair on the first
+        ``centres`` windows of a chunk, differentiable wrt both tables: what
+        ``GradientVarianceCallback`` needs to measure the variance of the NCE / negative-sampling
+        gradient (zero for ``full_softmax``, which has no noise)."""
+        from zoo.models.skipgram.sampling import offsets
+
+        tokens, sentence, reduced = batch["tokens"], batch["sentence"], batch["window"]
+        window = int(self.data_info["window"])
+        pos = torch.arange(min(centres, len(tokens)))
+        ctx = pos[:, None] + offsets(window)[None, :]  # (B, 2W)
+        clamped = ctx.clamp(0, len(tokens) - 1)
+        valid = ((ctx >= 0) & (ctx < len(tokens)) & (sentence[clamped] == sentence[pos][:, None])
+                 & (offsets(window).abs()[None, :] <= reduced[pos][:, None]))
+        noise = self.net.sampler.sample((len(pos), self.cfg.negative)).to(tokens.device)
+        out = torch.cat([tokens[pos][:, None], noise], 1)  # (B, 1 + k)
+        loss = self.net.loss(self.net.centre, self.net.context, tokens[clamped], valid, out)
+        return loss / valid.sum().clamp(min=1)
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        if self._trainer is not None and self.trainer.world_size > 1:  # DDP: average the replicas
+            for table in (self.net.centre, self.net.context):
+                torch.distributed.all_reduce(table.data)
+                table.data /= self.trainer.world_size
+
+    # ---- evaluation -------------------------------------------------------------------------
+    def evaluate_set(self, batch: dict, stage: str) -> dict[str, float]:
+        name, log = batch["name"], {}
+        if batch["kind"] == "similarity":
+            r = similarity_score(self.vectors, self.index, batch["pairs"], batch["lowercase"])
+            log = {f"{stage}/{name}_spearman": r["spearman"], f"{stage}/{name}_oov": r["oov"]}
+            if batch.get("primary"):
+                log[f"{stage}/spearman"] = r["spearman"]
+        else:
+            r = analogy_score(self.vectors, self.index, batch["sections"], self.cfg.analogy_restrict,
+                              batch["lowercase"])
+            keys = r if stage == "test" else {k: r[k] for k in ("all", "oov") if k in r}
+            log = {f"{stage}/{name}_{'acc' if k == 'all' else k}": v for k, v in keys.items()}
+        for key, value in log.items():
+            self.log(key, value, batch_size=1)
+        return log
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self.evaluate_set(batch, "val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self.evaluate_set(batch, "test")
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking:
+            return
+        if self.cfg.neighbours and self.trainer.is_global_zero:
+            self.print(self.neighbour_table(self.cfg.neighbours, self.cfg.topn))
+        self._plot()
+
+    def on_test_epoch_end(self) -> None:
+        self._plot()
+
+    def _plot(self) -> None:
+        from zoo.models.skipgram.plots import embedding_map
+
+        if self._trainer is not None and not self.trainer.is_global_zero:
+            return
+        figure = embedding_map(self.vectors, self.words, self.data_info.get("word_groups"))
+        self.save_figure("embedding_pca", figure)
+
+    # ---- inference ---------------------------------------------------------------------------
+    def word_id(self, word: str) -> int:
+        for w in (word, word.lower()):
+            if w in self.index:
+                return self.index[w]
+        raise UserError(f"'{word}' is not in the vocabulary ({len(self.words)} words, min_count applied)")
+
+    def neighbour_table(self, words: list[str], topn: int = 10) -> str:
+        known = [w for w in words if w in self.index or w.lower() in self.index]
+        if not known:
+            return "no probe word is in the vocabulary"
+        ids = torch.tensor([self.word_id(w) for w in known])
+        sims, idx = nearest(self.vectors, self.vectors[ids], topn, exclude=ids[:, None])
+        lines = []
+        for w, srow, irow in zip(known, sims.tolist(), idx.tolist()):
+            lines.append(f"{w}: " + ", ".join(f"{self.words[j]} {s:.2f}" for s, j in zip(srow, irow)))
+        return "\n".join(lines)
+
+    def analogy(self, a: str, b: str, c: str, topn: int = 5) -> list[tuple[str, float]]:
+        """Words closest to b - a + c (a : b = c : ?), a/b/c excluded."""
+        ids = torch.tensor([[self.word_id(a), self.word_id(b), self.word_id(c)]])
+        v = torch.nn.functional.normalize(self.vectors.float(), dim=1)
+        sims, idx = nearest(self.vectors, v[ids[:, 1]] - v[ids[:, 0]] + v[ids[:, 2]], topn, exclude=ids)
+        return [(self.words[j], s) for s, j in zip(sims[0].tolist(), idx[0].tolist())]
+
+    def export(self, path: str, binary: bool | None = None):
+        """Write the word vectors in word2vec text (.txt/.vec) or binary (.bin) format."""
+        return save_word2vec(path, self.words, self.vectors, binary)
+
+    def predict_cli(self, inputs: list[str], options: dict) -> None:
+        """``python -m zoo.predict TARGET king queen [topn=10] [analogy=man,king,woman]
+        [export=vectors.bin]``: nearest neighbours, a - b + c, or the vectors in word2vec format."""
+        opts = check_options(options, {"topn": 10, "analogy": "", "export": "", "binary": None}, "skipgram")
+        if not inputs and not opts["analogy"] and not opts["export"]:
+            raise UserError("give words to look up, analogy=a,b,c (a : b = c : ?) or export=vectors.bin")
+        if inputs:
+            print(self.neighbour_table(inputs, int(opts["topn"])))
+            missing = [w for w in inputs if w not in self.index and w.lower() not in self.index]
+            if missing:
+                print(f"not in the vocabulary: {', '.join(missing)}")
+        if opts["analogy"]:
+            parts = str(opts["analogy"]).split(",")
+            if len(parts) != 3:
+                raise UserError(f"analogy=a,b,c takes three words (a : b = c : ?), got '{opts['analogy']}'")
+            answers = self.analogy(*parts, topn=int(opts["topn"]))
+            print(f"{parts[0]} : {parts[1]} = {parts[2]} : " + ", ".join(f"{w} {s:.2f}" for w, s in answers))
+        if opts["export"]:
+            path = self.export(str(opts["export"]), opts["binary"])
+            print(f"wrote {len(self.words)} vectors of size {self.cfg.dim} to {path}")

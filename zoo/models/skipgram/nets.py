@@ -1,0 +1,174 @@
+"""Skip-gram with NCE / negative sampling / full softmax: two embedding tables and their
+hand-written sparse SGD updates (plain torch, no Lightning).
+
+Notation (seed 001): a pair is (c, w): c the conditioning word, w the predicted word, score
+s(w, c) = u_w . v_c with v = ``centre`` (the exported word vectors, word2vec's syn0) and
+u = ``context`` (output vectors, syn1neg). Objectives for one pair and k noise words w'~q:
+- ``nce``:               -log sig(s(w,c) - log k q(w)) - sum_w' log(1 - sig(s(w',c) - log k q(w')))
+- ``negative_sampling``: the same without the log k q terms (word2vec);
+- ``full_softmax``:      -log softmax_w(s(., c)), exact and O(V) per pair.
+
+How pairs are visited (word2vec.c's loop order): for a window centre at position i, every
+word j of its reduced window is a conditioning word and the word at i is predicted, so one
+window is a small (S contexts) x (1 + k outputs) block: v (B, S, D) against u (B, 1+k, D). With
+``share_negatives`` the k noise words are drawn once per window and used by all its S pairs
+(Ji et al. 2016, "Parallelizing Word2Vec in Shared and Distributed Memory"; also BlazingText):
+every pair still gets k negatives, with 1/S of the sampling and gathering. Without it every pair
+draws its own k (exactly word2vec.c) and the block is (1) x (1 + k).
+
+Updates are written by hand (the gradient of the logistic loss wrt a score is sig(s) - y):
+gather rows with ``F.embedding``, two ``bmm``s, scatter with ``index_add_``. Autograd and a
+sparse optimizer would build the same (B, S, 1+k) graph plus sparse-gradient coalescing that
+costs more than the arithmetic. ``loss`` is the same objective with autograd, which the tests
+use to check the hand-written gradients.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from zoo.models.skipgram.sampling import AliasSampler, noise_distribution
+
+OBJECTIVES = ("nce", "negative_sampling", "full_softmax")
+
+
+class SkipGram(nn.Module):
+    def __init__(self, counts: list[int] | torch.Tensor, dim: int = 100, objective: str = "negative_sampling",
+                 negative: int = 5, noise_power: float = 0.75, step_cap: bool = True):
+        super().__init__()
+        self.step_cap = step_cap
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        counts = torch.as_tensor(counts, dtype=torch.float64)
+        vocab = len(counts)
+        self.objective, self.negative = objective, negative
+        # word2vec's initialisation: v ~ U(-0.5/D, 0.5/D), u = 0
+        # (requires_grad only so that DDP accepts the module; updates never go through autograd)
+        self.centre = nn.Parameter(torch.empty(vocab, dim).uniform_(-0.5 / dim, 0.5 / dim))
+        self.context = nn.Parameter(torch.zeros(vocab, dim))
+        q = noise_distribution(counts, noise_power)
+        self.register_buffer("log_kq", (max(negative, 1) * q).log().float(), persistent=False)  # (V,)
+        self.sampler = AliasSampler(q)
+        self.sq_norms: tuple[torch.Tensor, torch.Tensor] | None = None  # (|v_w|^2, |u_w|^2), see cap()
+        self.concurrency = 1  # minibatches applied at once (Hogwild threads), see cap()
+
+    # ---- the objective with autograd (reference and diagnostics) ------------------------------
+    def logits(self, v: torch.Tensor, u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """v: (B, S, D) conditioning vectors, u: (B, K1, D) output vectors of ids ``out`` (B, K1)
+        -> scores (B, S, K1), with NCE's -log k q(w) correction."""
+        s = torch.bmm(v, u.transpose(1, 2))
+        if self.objective == "nce":
+            s = s - self.log_kq[out][:, None, :]
+        return s
+
+    def loss(self, centre: torch.Tensor, context: torch.Tensor, cond: torch.Tensor, valid: torch.Tensor,
+             out: torch.Tensor) -> torch.Tensor:
+        """Summed loss of windows. cond (B, S) conditioning ids, valid (B, S), out (B, K1): the
+        predicted word then k noise words (a noise word equal to the predicted one is skipped, as
+        in word2vec). ``centre``/``context`` are the tables (pass leaf copies to differentiate)."""
+        if self.objective == "full_softmax":
+            scores = F.embedding(cond, centre) @ context.T  # (B, S, V)
+            targets = out[:, :1].expand_as(cond).flatten()
+            nll = F.cross_entropy(scores.flatten(0, 1), targets, reduction="none")
+            return (nll * valid.flatten()).sum()
+        s = self.logits(F.embedding(cond, centre), F.embedding(out, context), out)  # (B, S, K1)
+        w = self._weights(valid, out)
+        ll = torch.cat([F.logsigmoid(s[..., :1]), F.logsigmoid(-s[..., 1:])], -1)
+        return -(ll * w).sum()
+
+    @staticmethod
+    def _weights(valid: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """(B, S, K1) pair mask x skip-noise-equal-to-target mask."""
+        keep = torch.ones_like(out, dtype=torch.bool)
+        keep[:, 1:] = out[:, 1:] != out[:, :1]
+        return (valid[:, :, None] & keep[:, None, :]).float()
+
+    # ---- hand-written sparse SGD ---------------------------------------------------------------
+    @torch.no_grad()
+    def sgd_windows(self, cond: torch.Tensor, valid: torch.Tensor, target: torch.Tensor, lr: float,
+                    generator: torch.Generator | None = None, share_negatives: bool = True,
+                    with_loss: bool = False) -> tuple[float, int]:
+        """One simultaneous SGD step on windows. cond (B, S) conditioning ids, valid (B, S),
+        target (B,) the predicted words. Returns (summed loss or 0, number of pairs)."""
+        if self.objective == "full_softmax":
+            return self.sgd_softmax(cond[valid], target[:, None].expand_as(cond)[valid], lr, with_loss)
+        k = self.negative
+        if not share_negatives:  # one row per pair: word2vec.c exactly
+            target = target[:, None].expand_as(cond)[valid]
+            cond, valid = cond[valid][:, None], valid.new_ones(int(valid.sum()), 1)
+        noise = self.sampler.sample((len(target), k), generator).to(target.device)
+        out = torch.cat([target[:, None], noise], 1)  # (B, K1)
+        v = F.embedding(cond, self.centre)  # (B, S, D)
+        u = F.embedding(out, self.context)  # (B, K1, D)
+        s = self.logits(v, u, out)  # (B, S, K1)
+        w = self._weights(valid, out)
+        loss = 0.0
+        if with_loss:
+            ll = torch.cat([F.logsigmoid(s[..., :1]), F.logsigmoid(-s[..., 1:])], -1)
+            loss = float(-(ll * w).sum())
+        sig = torch.sigmoid(s)
+        g = sig.neg()  # y - sig(s) = -dloss/ds
+        g[..., 0] += 1.0
+        g.mul_(w)
+        if self.step_cap:
+            if self.sq_norms is None:
+                self.refresh_norms()
+            centre_sq, context_sq = self.sq_norms
+            curvature = sig.mul_(1 - sig).mul_(w)  # sig'(s) (B, S, K1)
+            g_v = g * self.cap(cond, lr, (curvature * context_sq[out][:, None, :]).sum(2)).unsqueeze(-1)
+            g_u = g * self.cap(out, lr, (curvature * centre_sq[cond][..., None]).sum(1)).unsqueeze(1)
+        else:
+            g_v = g_u = g.mul_(lr)
+        grad_v = torch.bmm(g_v, u)  # (B, S, D)
+        grad_u = torch.bmm(g_u.transpose(1, 2), v)  # (B, K1, D)
+        self.centre.index_add_(0, cond.flatten(), grad_v.flatten(0, 1))
+        self.context.index_add_(0, out.flatten(), grad_u.flatten(0, 1))
+        return loss, int(valid.sum())
+
+    def refresh_norms(self) -> None:
+        """Cache |v_w|^2 and |u_w|^2 for ``cap`` (the trainer refreshes them every few minibatches:
+        gathering them per row is cheaper than recomputing norms of every gathered row)."""
+        self.sq_norms = (self.centre.detach().pow(2).sum(1), self.context.detach().pow(2).sum(1))
+
+    def cap(self, ids: torch.Tensor, lr: float, curvature: torch.Tensor) -> torch.Tensor:
+        """Per-contribution step size lr / max(1, lr * h_row): h_row sums, over the minibatch, the
+        diagonal curvature bound sig'(s) |x|^2 of every term touching that row (|x|^2 from
+        ``sq_norms``, refreshed every few minibatches). Sequential SGD
+        (word2vec) never overshoots because each update sees the previous one; a simultaneous
+        minibatch update piling n coherent terms on one row (a frequent word, a tiny vocabulary)
+        would, once lr * h > 1. There the step becomes the Newton step; elsewhere it is plain SGD.
+        ids, curvature: same shape -> step sizes of that shape."""
+        h = torch.zeros(self.centre.shape[0], dtype=curvature.dtype, device=curvature.device)
+        h.index_add_(0, ids.flatten(), curvature.flatten())
+        # Hogwild threads pile their minibatches on the same rows at the same time: count them all
+        return (h.mul_(lr * self.concurrency).clamp_(min=1.0).reciprocal_().mul_(lr))[ids]
+
+    @torch.no_grad()
+    def sgd_softmax(self, cond: torch.Tensor, target: torch.Tensor, lr: float, with_loss: bool = False,
+                    max_elements: int = 1 << 22) -> tuple[float, int]:
+        """Exact softmax SGD on pairs cond (P,) -> target (P,): every output vector moves."""
+        vocab = self.context.shape[0]
+        step = max(1, max_elements // vocab)
+        loss = 0.0
+        for start in range(0, len(cond), step):
+            c, t = cond[start:start + step], target[start:start + step]
+            v = self.centre[c]  # (P, D)
+            scores = v @ self.context.T  # (P, V)
+            if with_loss:
+                loss += float(F.cross_entropy(scores, t, reduction="sum"))
+            p = torch.softmax(scores, 1)
+            g = p.neg()
+            g[torch.arange(len(t)), t] += 1.0  # (P, V) = -dloss/dscores
+            if self.step_cap:
+                curvature = p.mul_(1 - p)  # diagonal of the softmax Hessian, (P, V)
+                step_v = self.cap(c, lr, curvature @ self.context.pow(2).sum(1))  # (P,)
+                h_u = curvature.T @ v.pow(2).sum(1)  # (V,)
+                step_u = h_u.mul_(lr).clamp_(min=1.0).reciprocal_().mul_(lr)  # (V,)
+            else:
+                step_v, step_u = torch.full_like(c, lr, dtype=v.dtype), torch.full_like(self.log_kq, lr)
+            grad_v = (g @ self.context) * step_v[:, None]  # (P, D)
+            self.context.add_((g.T @ v) * step_u[:, None])
+            self.centre.index_add_(0, c, grad_v)
+        return loss, len(cond)
