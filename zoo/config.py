@@ -173,7 +173,15 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     path = find_recipe(recipe)
     where = f"recipe {path}"
     raw = load_yaml(path)
-    merged = OmegaConf.merge(raw, parse_overrides(overrides or []))
+    parsed = parse_overrides(overrides or [])
+    merged = OmegaConf.merge(raw, parsed)
+    # `model.estimator={name: rloo, n: 4}` replaces the recipe's estimator instead of merging into
+    # it: a mapping with a `name` picks a new thing, whose options must not mix with the old one's.
+    for item in overrides or []:
+        key = item.split("=", 1)[0]
+        value = OmegaConf.select(parsed, key)
+        if OmegaConf.is_dict(value) and "name" in value:
+            OmegaConf.update(merged, key, value, merge=False)
     try:
         raw = OmegaConf.to_container(merged, resolve=True)
     except Exception as err:

@@ -106,3 +106,12 @@ def test_exit_status_and_no_traceback_from_the_shell(tmp_path):
                           env=subprocess_env(), capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: unknown recipe") and "Traceback" not in proc.stderr
+
+
+def test_mapping_override_with_a_name_replaces_instead_of_merging():
+    from zoo.config import load_config
+
+    cfg = load_config("dvae_digits", ["model.estimator={name: rloo, n: 4}"])
+    assert cfg["model"]["estimator"] == {"name": "rloo", "n": 4}
+    cfg = load_config("dvae_digits", ["model.estimator.tau=0.7"])  # a dotted key still merges
+    assert cfg["model"]["estimator"]["tau"] == 0.7 and cfg["model"]["estimator"]["name"] == "gumbel_softmax"

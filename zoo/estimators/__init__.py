@@ -7,7 +7,8 @@
 
 Registered: reparam, reinforce, rloo, gumbel_softmax, straight_through, expectation, unordered_set.
 Your own: ``@register_estimator("mine", config=MyOptions)`` on an ``Estimator`` subclass, a dotted
-path ``"pkg.mod:MyEstimator"``, or the entry point group ``zoo.estimators``. See the README section "Gradient estimators".
+path ``"pkg.mod:MyEstimator"``, or the entry point group ``zoo.estimators``.
+See the README section "Gradient estimators".
 """
 
 from zoo.estimators.base import (
