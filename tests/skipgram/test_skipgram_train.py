@@ -115,3 +115,19 @@ def test_estimator_loss_feeds_the_gradient_variance_probe(corpus):
         stats[objective] = GradientVarianceCallback(repeats=4).measure(model, batch)
     assert stats["negative_sampling"]["grad_var"] > 0  # the noise words make it a random estimate
     assert stats["full_softmax"]["grad_var"] < 1e-12 * max(1.0, stats["negative_sampling"]["grad_var"])
+
+
+def test_text_corpus_run_and_evaluate_without_the_corpus(tmp_path):
+    """A text8-format file trains; a finished model is then evaluated from the similarity and
+    analogy files alone (a pretrained text8 model must not need text8)."""
+    from zoo.evaluate import evaluate
+
+    (tmp_path / "text8").write_text(" ".join(["king queen man woman france paris tiger cat"] * 2000))
+    result = train(["recipe=skipgram_text8", f"run_dir={tmp_path}/runs", f"data.files={tmp_path}/text8",
+                    f"data.root={tmp_path}/data", "trainer.max_epochs=1", "trainer.enable_progress_bar=false",
+                    "model.dim=16", "data.chunk_tokens=5000"])
+    assert 0 < result.test_metrics["test/wordsim353_oov"] < 1  # tiger/cat and king/queen are scored
+    (tmp_path / "text8").unlink()
+    metrics = evaluate(str(result.run_dir / "checkpoints" / "last.ckpt"))
+    assert metrics["test/spearman"] == pytest.approx(result.test_metrics["test/spearman"], nan_ok=True)
+    assert "test/questions_words_acc" in metrics and "test/simlex999_spearman" in metrics
