@@ -117,8 +117,9 @@ def find_mnist(root: str | Path) -> dict[str, Path]:
     looked = ", ".join(str(d) for d in mnist_dirs(root))
     raise UserError(
         f"MNIST not found: looked for {', '.join(MNIST_FILES.values())} (plain or .gz) in {looked}. "
-        "Get the four IDX files (e.g. from https://ossci-datasets.s3.amazonaws.com/mnist/ or with "
-        "torchvision.datasets.MNIST(root, download=True)) and put them in one of those folders, "
+        "Get the four IDX files on a machine with internet (download them from "
+        "https://ossci-datasets.s3.amazonaws.com/mnist/, or let torchvision.datasets.MNIST fetch them) "
+        "and put them in one of those folders, "
         "or point data.root at the folder holding mnist/."
     )
 
