@@ -23,7 +23,11 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 
 class ZooDataModule(L.LightningDataModule):
+    """Default loaders: a subclass whose ``setup`` fills ``train_set`` / ``val_set`` / ``test_set``
+    and whose Config has ``batch_size``, ``seed`` and ``num_workers`` needs no loader methods."""
+
     Config: type = None  # dataclass of data options; subclasses set it
+    drop_last_train: bool = False  # drop the last partial training batch
 
     def __init__(self, cfg: dict):
         super().__init__()
@@ -31,6 +35,16 @@ class ZooDataModule(L.LightningDataModule):
 
     def info(self) -> dict:
         return {}
+
+    def train_dataloader(self) -> DataLoader:
+        return shuffled_loader(self.train_set, self.cfg.batch_size, seed=self.cfg.seed,
+                               drop_last=self.drop_last_train, num_workers=self.cfg.num_workers)
+
+    def val_dataloader(self) -> DataLoader:
+        return plain_loader(self.val_set, self.cfg.batch_size, num_workers=self.cfg.num_workers)
+
+    def test_dataloader(self) -> DataLoader:
+        return plain_loader(self.test_set, self.cfg.batch_size, num_workers=self.cfg.num_workers)
 
 
 class EpochSampler(Sampler[int]):

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
+from zoo.core.data import ZooDataModule
 from zoo.errors import UserError
 from zoo.models.seqgan.oracle import lm_from_params, load_oracle_npz, random_oracle_params
 from zoo.registry import DATAMODULES
@@ -91,6 +91,8 @@ class OracleDataConfig:
 class OracleData(ZooDataModule):
     """Sequences sampled from SeqGAN's random LSTM oracle (seeded, or loaded from a .npz)."""
 
+    drop_last_train = True  # every training batch has batch_size sequences
+
     Config = OracleDataConfig
 
     def __init__(self, cfg: dict):
@@ -137,18 +139,3 @@ class OracleData(ZooDataModule):
             "num_train": self.cfg.num_train,
             "oracle": {"vocab_size": o.vocab_size, "emb_dim": o.emb_dim, "hidden_dim": o.hidden_dim},
         }
-
-    def train_dataloader(self):
-        return shuffled_loader(
-            self.train_set,
-            self.cfg.batch_size,
-            seed=self.cfg.seed,
-            drop_last=True,
-            num_workers=self.cfg.num_workers,
-        )
-
-    def val_dataloader(self):
-        return plain_loader(self.val_set, self.cfg.batch_size, num_workers=self.cfg.num_workers)
-
-    def test_dataloader(self):
-        return plain_loader(self.test_set, self.cfg.batch_size, num_workers=self.cfg.num_workers)

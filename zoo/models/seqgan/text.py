@@ -20,7 +20,7 @@ from typing import Optional
 
 import torch
 
-from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
+from zoo.core.data import ZooDataModule
 from zoo.errors import UserError
 from zoo.models.seqgan.data import Sequences
 from zoo.registry import DATAMODULES
@@ -105,6 +105,8 @@ def read_lines(path: Path, lowercase: bool) -> list[str]:
 class TextData(ZooDataModule):
     """Sentences from a text file (one per line) or the embedded grammar corpus, WordLevel vocabulary."""
 
+    drop_last_train = True  # every training batch has batch_size sequences
+
     Config = TextDataConfig
 
     def __init__(self, cfg: dict):
@@ -172,20 +174,6 @@ class TextData(ZooDataModule):
             "eos_token": vocab["[EOS]"],
         }
 
-    def train_dataloader(self):
-        return shuffled_loader(
-            self.train_set,
-            self.cfg.batch_size,
-            seed=self.cfg.seed,
-            drop_last=True,
-            num_workers=self.cfg.num_workers,
-        )
-
-    def val_dataloader(self):
-        return plain_loader(self.val_set, self.cfg.batch_size, num_workers=self.cfg.num_workers)
-
-    def test_dataloader(self):
-        return plain_loader(self.test_set, self.cfg.batch_size, num_workers=self.cfg.num_workers)
 
 
 def decode(seqs: torch.Tensor, vocab: list[str], stop: tuple[int, ...]) -> list[list[str]]:
