@@ -28,10 +28,3 @@ def toy_recipe(tmp_path: Path) -> Path:
     path = tmp_path / "toy.yaml"
     path.write_text(TOY_RECIPE)
     return path
-
-
-def subprocess_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PLATFORM), str(ROOT), env.get("PYTHONPATH", "")])
-    env["OMP_NUM_THREADS"] = "1"
-    return env

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import torch
-from conftest import subprocess_env
+from platform_testlib import subprocess_env
 
 from zoo.train import main, train
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 import torch
-from conftest import subprocess_env
+from platform_testlib import subprocess_env
 
 from zoo import evaluate, predict
 from zoo.train import main
