@@ -230,12 +230,12 @@ class ShowAttendTell(ZooModule):
         if self.estimator is not None:
             self.estimator.set_step(self.global_step)  # temperature schedules
         loss = self.caption_loss(batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["refs"]))
+        metrics = {"train/loss": loss}
         if self.cfg.expected_context_prob > 0:
-            self.log("train/expected_context_prob", self.expected_context_prob(), batch_size=1)
-        if self.estimator is not None and getattr(self.estimator, "stats", None):
-            for k, v in self.estimator.stats.items():
-                self.log(f"train/{k}", v, batch_size=len(batch["refs"]))
+            metrics["train/expected_context_prob"] = self.expected_context_prob()
+        if self.estimator is not None:
+            metrics.update({f"train/{k}": v for k, v in getattr(self.estimator, "stats", {}).items()})
+        self.log_train(metrics, batch_size=len(batch["refs"]), prog_bar=("train/loss",))
         return loss
 
     def estimator_loss(self, batch: dict) -> Tensor:

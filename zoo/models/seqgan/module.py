@@ -194,7 +194,7 @@ class SeqGAN(ZooModule):
     def _mle_step(self, batch: torch.Tensor) -> None:
         loss = -self.gen.log_prob(batch).mean()  # per-token NLL of the real sequences
         self._g_update(self.optimizers()[0], loss)
-        self.log("train/g_mle_nll", loss, prog_bar=True)
+        self.log_train({"train/g_mle_nll": loss}, prog_bar=("train/g_mle_nll",))
 
     def pg_loss(self, seqs: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         """Estimator surrogate for the sampled sequences (B, T) and their rewards Q (B, T)."""
@@ -232,9 +232,7 @@ class SeqGAN(ZooModule):
         seqs, q = self.sample_and_reward(self._seed(1, iteration, k))
         loss = self.pg_loss(seqs, q)
         self._g_update(self.optimizers()[1], loss)
-        self.log_dict(
-            {"train/g_pg_loss": loss, "train/reward": q.mean(), "train/d_on_samples": q[:, -1].mean()}
-        )
+        self.log_train({"train/g_pg_loss": loss, "train/reward": q.mean(), "train/d_on_samples": q[:, -1].mean()})
 
     def estimator_loss(self, batch: Any) -> torch.Tensor:
         """A fresh stochastic estimate of G's adversarial loss (for GradientVarianceCallback)."""
@@ -271,7 +269,7 @@ class SeqGAN(ZooModule):
         opt.zero_grad()
         self.manual_backward(loss)
         opt.step()
-        self.log_dict({"train/d_loss": loss, "train/d_acc": ((logits > 0).float() == y).float().mean()})
+        self.log_train({"train/d_loss": loss, "train/d_acc": ((logits > 0).float() == y).float().mean()})
 
     # ---- evaluation (see evaluation.py) ------------------------------------------------------
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:

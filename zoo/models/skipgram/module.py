@@ -119,9 +119,8 @@ class SkipGramModule(ZooModule):
         self.words_done += raw * world
         self.optimizers().step()  # no-op (see configure_optimizers); advances global_step
         seconds = time.perf_counter() - start
-        self.log("train/loss", stats["loss"], prog_bar=True, batch_size=1)
-        self.log("train/lr", lr1, batch_size=1)
-        self.log("train/words_per_s", len(batch["tokens"]) / seconds, prog_bar=True, batch_size=1)
+        metrics = {"train/loss": stats["loss"], "train/lr": lr1, "train/words_per_s": len(batch["tokens"]) / seconds}
+        self.log_train(metrics, batch_size=1, prog_bar=("train/loss", "train/words_per_s"))
 
     def estimator_loss(self, batch: dict, centres: int = 512) -> torch.Tensor:
         """A fresh Monte Carlo estimate (new noise words) of the mean loss per pair on the first
