@@ -4,6 +4,7 @@ Same corpus file, same hyperparameters (sg=1, dim 100, window 5, negative 5, min
 sample 1e-3, lr 0.025 -> 0.0001, same epochs), 2 threads each (gensim workers=2; ours 2 Hogwild
 threads of single-threaded torch ops). Corpora:
 - ``lee``: gensim's real English ``lee_background.cor`` (simple_preprocess'ed), repeated to >= 1M tokens;
+- ``wiki``: the 106 Wikipedia articles of gensim's shortened enwiki dump (453k tokens), repeated x3;
 - ``synthetic``: the zoo's planted-groups corpus (1M tokens), with its ground-truth similarity.
 
 Speed = effective words per second of training (words left after min_count and subsampling,
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 HYPER = {"dim": 100, "window": 5, "negative": 5, "min_count": 5, "sample": 1e-3, "lr": 0.025, "min_lr": 1e-4}
@@ -48,6 +50,23 @@ def lee_corpus(folder: Path, min_tokens: int = 1_000_000) -> Path:
     if not path.exists():
         src = Path(gensim.__file__).parent / "test" / "test_data" / "lee_background.cor"
         docs = [" ".join(simple_preprocess(line)) for line in src.read_text(encoding="utf-8").splitlines()]
+        n = sum(len(d.split()) for d in docs)
+        path.write_text("\n".join(docs * -(-min_tokens // n)) + "\n")
+    return path
+
+
+def wiki_corpus(folder: Path, min_tokens: int = 1_000_000) -> Path:
+    """The text of the 106 Wikipedia articles in gensim's shortened enwiki dump (453k tokens,
+    extracted by gensim's WikiCorpus: lowercased, markup and punctuation removed), repeated to
+    >= min_tokens. Real, varied English with a larger vocabulary than the Lee corpus."""
+    import gensim
+    from gensim.corpora.wikicorpus import WikiCorpus
+
+    path = folder / "enwiki_shortened_1m.txt"
+    if not path.exists():
+        dump = (Path(gensim.__file__).parent / "test" / "test_data"
+                / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
+        docs = [" ".join(tokens) for tokens in WikiCorpus(str(dump), dictionary={}, processes=1).get_texts()]
         n = sum(len(d.split()) for d in docs)
         path.write_text("\n".join(docs * -(-min_tokens // n)) + "\n")
     return path
@@ -146,7 +165,7 @@ def run_gensim(corpus: Path, epochs: int, seed: int) -> tuple[dict, torch.Tensor
     return stats, torch.from_numpy(model.wv.vectors.copy()), list(model.wv.index_to_key)
 
 
-def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path
+def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, model_options: dict
             ) -> tuple[dict, torch.Tensor, list[str]]:
     import lightning as L
 
@@ -173,7 +192,8 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path
     data.setup("fit")
     vocab_s = time.perf_counter() - start
     model = SkipGramModule({"dim": HYPER["dim"], "negative": HYPER["negative"], "lr": HYPER["lr"],
-                            "min_lr_ratio": HYPER["min_lr"] / HYPER["lr"], "threads": threads}, data.info())
+                            "min_lr_ratio": HYPER["min_lr"] / HYPER["lr"], "threads": threads, **model_options},
+                           data.info())
     clock = Clock()
     trainer = L.Trainer(max_epochs=epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
@@ -185,7 +205,8 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path
              "words_per_s": round(clock.words / clock.seconds), "cpu_s": round(clock.cpu, 3),
              "words_per_cpu_s": round(clock.words / clock.cpu), "vocab_s": round(vocab_s, 3),
              "load_before": load, "load_after": load_average(), "threads": threads,
-             "threads_used": model.threads}
+             "threads_used": model.threads,
+             "intra_op_threads": model.intra_op_threads}
     stats["context_vectors"] = model.net.context.detach().clone()
     return stats, model.vectors.clone(), list(model.words)
 
@@ -194,8 +215,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--corpora", default="lee,synthetic")
+    parser.add_argument("--corpora", default="lee,wiki,synthetic")
     parser.add_argument("--threads", default="2,1", help="zoo thread counts; the first is compared")
+    parser.add_argument("--zoo", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="extra options of the zoo's model, e.g. batch_centres=2048 step_cap=true")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_vs_gensim.json"))
     args = parser.parse_args()
@@ -209,10 +232,14 @@ def main() -> None:
     corpora = {}
     if "lee" in args.corpora:
         corpora["lee"] = (lee_corpus(work), [ws353, simlex], [questions])
+    if "wiki" in args.corpora:
+        corpora["wiki"] = (wiki_corpus(work), [ws353, simlex], [questions])
     if "synthetic" in args.corpora:
         corpora["synthetic"] = synthetic_corpus(work)
     threads = [int(t) for t in args.threads.split(",")]
+    model_options = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.zoo)}
     report = {"hyperparameters": {**HYPER, "epochs": args.epochs, "sg": 1, "gensim_workers": 2},
+              "zoo_options": model_options,
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
                           "gensim": gensim.__version__}, "corpora": {}}
     for name, (path, similarity, analogies) in corpora.items():
@@ -225,7 +252,7 @@ def main() -> None:
                     stats, vectors, words = run_gensim(path, args.epochs, seed=rep)
                 else:
                     stats, vectors, words = run_zoo(path, args.epochs, rep, int(key[len("zoo_threads"):]),
-                                                    work / "cache")
+                                                    work / "cache", model_options)
                 stats["quality"] = score(vectors, words, similarity, analogies)
                 loss = objective_loss(probe, vectors, stats.pop("context_vectors"), words)
                 stats["quality"]["probe"] = {"ns_loss": loss}

@@ -52,8 +52,10 @@ def test_full_softmax_loss_on_a_hand_case():
 
 @pytest.mark.parametrize("objective", ["nce", "negative_sampling", "full_softmax"])
 @pytest.mark.parametrize("share", [True, False])
-def test_hand_written_sgd_equals_autograd(objective, share):
-    """One simultaneous step == -lr * the autograd gradient of the summed loss, duplicates included."""
+@pytest.mark.parametrize("dense", [True, False])
+def test_hand_written_sgd_equals_autograd(objective, share, dense):
+    """One simultaneous step == -lr * the autograd gradient of the summed loss, duplicates included,
+    by the sparse (gather/bmm/scatter) and the dense (V x V) paths."""
     torch.manual_seed(0)
     V, D, B, S = 12, 6, 9, 4
     net = SkipGram(torch.randint(1, 100, (V,)), dim=D, objective=objective, negative=3, step_cap=False)
@@ -65,7 +67,7 @@ def test_hand_written_sgd_equals_autograd(objective, share):
     g = torch.Generator().manual_seed(5)
     before_v, before_u = net.centre.detach().clone(), net.context.detach().clone()
     lr = 0.05
-    net.sgd_windows(cond, valid, target, lr, generator=g, share_negatives=share)
+    net.sgd_windows(cond, valid, target, lr, generator=g, share_negatives=share, dense=dense)
     # replay the same noise draw for the reference
     g = torch.Generator().manual_seed(5)
     if objective == "full_softmax":
@@ -96,6 +98,27 @@ def test_step_cap_is_plain_sgd_when_rows_are_lightly_loaded():
     assert torch.allclose(nets[0].centre, nets[1].centre, atol=1e-7)
     assert torch.allclose(nets[0].context, nets[1].context, atol=1e-7)
     assert not torch.equal(nets[0].centre, torch.zeros_like(nets[0].centre))
+
+
+@pytest.mark.parametrize("objective", ["nce", "negative_sampling"])
+def test_dense_and_sparse_steps_agree_with_the_step_cap(objective):
+    """The dense path's capped step equals the sparse path's (seed 0, tolerance 1e-5): the cap's
+    per-row curvature sums are the same sums, taken over a (V, V) matrix."""
+    torch.manual_seed(0)
+    V, B, S = 30, 500, 6
+    cond, target = torch.randint(0, V, (B, S)), torch.randint(0, V, (B,))
+    valid = torch.rand(B, S) < 0.9
+    counts = torch.randint(1, 100, (V,))
+    nets = [SkipGram(counts, dim=16, objective=objective, step_cap=True) for _ in range(2)]
+    nets[0].context.data.normal_(0, 0.5)
+    nets[1].load_state_dict(nets[0].state_dict())
+    before = nets[0].centre.detach().clone()
+    for net, dense in zip(nets, (True, False)):
+        net.concurrency = 2
+        net.sgd_windows(cond, valid, target, 0.025, torch.Generator().manual_seed(3), dense=dense)
+    assert (nets[0].centre - before).abs().max() > 1e-3  # the step did something
+    assert torch.allclose(nets[0].centre, nets[1].centre, atol=1e-5)
+    assert torch.allclose(nets[0].context, nets[1].context, atol=1e-5)
 
 
 def test_step_cap_keeps_a_huge_coherent_minibatch_stable():

@@ -10,7 +10,8 @@ overhead is paid once per chunk, not once per minibatch.
 ``threads > 1`` runs the minibatches Hogwild-style (as word2vec.c and gensim do with worker
 threads): T Python threads, each with single-threaded torch ops (which release the GIL),
 update the shared tables without locks. Faster on several cores; not bit-for-bit reproducible
-(neither is gensim with workers > 1). ``threads=1`` is deterministic given the seed.
+(neither is gensim with workers > 1). ``threads=1`` is deterministic given the seed. On a tiny
+vocabulary, where Hogwild is unsafe, ``intra_op_threads`` parallelises the (dense) ops instead.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from zoo.models.skipgram.sampling import window_contexts
 
 def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, window: torch.Tensor,
                 max_window: int, lr_start: float, lr_end: float, batch_centres: int = 4096, seed: int = 0,
-                threads: int = 1, share_negatives: bool = True) -> dict[str, float]:
+                threads: int = 1, share_negatives: bool = True, intra_op_threads: int = 1) -> dict[str, float]:
     """SGD over every (context -> centre) pair of a chunk.
 
     tokens, sentence, window: (N,) subsampled word ids, sentence numbers, reduced half-widths.
@@ -65,8 +66,11 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
 
     net.concurrency = min(threads, n_batches)
     previous = torch.get_num_threads()
-    torch.set_num_threads(1)  # parallelism comes from the Python threads: the ops are too small for
-    try:  # intra-op threads, whose barriers stall badly when the cores are shared with other work
+    # parallelism comes from the Python threads: their ops are too small for intra-op threads, whose
+    # barriers stall badly when the cores are shared. Without Hogwild (a tiny vocabulary, where the
+    # dense V x V path does a few larger GEMMs) intra-op threads are the way to use the cores.
+    torch.set_num_threads(intra_op_threads if threads <= 1 else 1)
+    try:
         if threads <= 1 or n_batches == 1:
             results = [run(0)]
         else:

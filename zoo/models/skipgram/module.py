@@ -32,7 +32,8 @@ class SkipGramConfig:
     threads: int = 1  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
     step_cap: Optional[bool] = None  # cap a row's minibatch step at its Newton step (nets.SkipGram.cap);
     # None = auto: on when the vocabulary is smaller than batch_centres / 4 (then every word gets
-    # hundreds of coherent terms per minibatch); off otherwise, where it only costs time
+    # hundreds of coherent terms per minibatch) or with Hogwild threads (whose stale, overlapping
+    # minibatches made a 20k-word Wikipedia run diverge without it); off otherwise (~25 % faster)
     neighbours: list = field(default_factory=list)  # probe words whose neighbours are printed at validation
     topn: int = 8  # neighbours shown per probe word
     analogy_restrict: int = 30000  # analogies are answered among this many most frequent words (word2vec)
@@ -59,14 +60,15 @@ class SkipGramModule(ZooModule):
         self.words: list[str] = list(self.data_info["vocab"])
         vocab = len(self.data_info["counts"])
         small = 4 * vocab < c.batch_centres  # every row is hot: hundreds of terms per minibatch
-        step_cap = c.step_cap if c.step_cap is not None else small
         # Hogwild is safe while concurrent updates rarely touch the same rows (Recht et al. 2011); on
         # a tiny vocabulary every minibatch rewrites every row, and a thread that was descheduled
-        # applies a step computed on rows another thread has already moved: run one thread there
-        self.threads = 1 if small else c.threads
+        # applies a step computed on rows another thread has already moved: one thread there, whose
+        # torch ops use the cores instead (intra-op threads)
+        self.threads, self.intra_op_threads = (1, c.threads) if small else (c.threads, 1)
+        step_cap = c.step_cap if c.step_cap is not None else (small or self.threads > 1)
         if small and c.threads > 1:
-            rank_zero_info(f"skipgram: vocabulary of {vocab} words < batch_centres / 4: training with "
-                           f"1 thread instead of {c.threads} (Hogwild needs sparse updates)")
+            rank_zero_info(f"skipgram: vocabulary of {vocab} words < batch_centres / 4: {c.threads} intra-op "
+                           f"threads instead of {c.threads} Hogwild threads (Hogwild needs sparse updates)")
         self.net = SkipGram(self.data_info["counts"], c.dim, c.objective, c.negative, c.noise_power, step_cap)
         self.register_buffer("words_done", torch.zeros((), dtype=torch.float64))  # raw words trained on
         self.automatic_optimization = False  # updates are hand-written sparse SGD (see nets.py)
@@ -111,7 +113,7 @@ class SkipGramModule(ZooModule):
         seed = ((self._seed % (1 << 40)) * 1_000_003 + self.global_step) * 64 + rank  # negatives' seed
         stats = train_chunk(self.net, batch["tokens"], batch["sentence"], batch["window"],
                             int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,
-                            self.threads, self.cfg.share_negatives)
+                            self.threads, self.cfg.share_negatives, self.intra_op_threads)
         if not math.isfinite(stats["loss"]):
             from zoo.callbacks.safety import NonFiniteLossError
 
