@@ -42,6 +42,7 @@ class RunResult:
     model: Any  # the trained LightningModule
     test_metrics: dict = field(default_factory=dict)  # {"test/...": float}
     interrupted: bool = False  # stopped by SIGTERM/SIGINT (last.ckpt saved)
+    rank_zero: bool = True  # False in the other processes of a multi-process run (they print nothing)
 
 
 def split_args(argv: list[str]) -> tuple[str, list[str]]:
@@ -121,9 +122,12 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
                            every_n_train_steps=ck["every_n_train_steps"], save_on_train_epoch_end=True)
     callbacks = [best, last, SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
                  *build_callbacks(cfg["callbacks"])]
+    trainer_opts = dict(cfg["trainer"])
+    if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
+        trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
     try:
         return L.Trainer(default_root_dir=str(run_dir), logger=make_loggers(cfg, run_dir, resumed), callbacks=callbacks,
-                         plugins=[AtomicCheckpointIO()], **cfg["trainer"])
+                         plugins=[AtomicCheckpointIO()], **trainer_opts)
     except (ValueError, TypeError) as err:
         raise UserError(f"invalid trainer settings {cfg['trainer']}: {err}") from None
     except Exception as err:
@@ -170,7 +174,7 @@ def train(argv: list[str]) -> RunResult | None:
         if distributed and trainer.is_global_zero:
             os.environ.pop("ZOO_RUN_DIR", None)
     signal_cb = next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
-    result = RunResult(run_dir, model, interrupted=signal_cb.received is not None)
+    result = RunResult(run_dir, model, interrupted=signal_cb.received is not None, rank_zero=trainer.is_global_zero)
     if cfg["test_after_fit"] and not cfg["trainer"].get("fast_dev_run") and not result.interrupted:
         metrics = trainer.test(model, datamodule=datamodule, verbose=False)
         result.test_metrics = {k: float(v) for k, v in (metrics[0] if metrics else {}).items()}
@@ -207,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                   "(resume with ckpt_path=last after fixing the cause).", file=sys.stderr)
             return 1
         raise
-    if result is not None:
+    if result is not None and result.rank_zero:
         print(f"run folder: {result.run_dir}")
         for key, value in sorted(result.test_metrics.items()):
             print(f"  {key:<28} {value:.4f}")

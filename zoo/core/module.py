@@ -8,6 +8,7 @@ Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on
   primitive, so checkpoints load with ``torch.load(weights_only=True)``. Read options from
   ``self.cfg`` (a ``Config`` instance).
 - ``monitor`` / ``monitor_mode``: the metric the best checkpoint is chosen by.
+- ``ddp_find_unused_parameters``: set True when a step trains only part of the model (GANs).
 - ``test_step`` logs ``test/<metric>``; ``zoo.evaluate`` prints those.
 - ``training_step`` logs its per-step diagnostics with ``self.log_train({...})``, which calls
   ``self.log`` only on the steps the loggers write.
@@ -33,6 +34,8 @@ class ZooModule(L.LightningModule):
     Config: type = None  # dataclass of model options; subclasses set it
     monitor: str = "val/loss"  # metric for the best checkpoint
     monitor_mode: str = "min"  # "min" or "max"
+    ddp_find_unused_parameters: bool = False  # True if a training step leaves some parameters without
+    # gradients (a GAN's G step leaves D's): `trainer.strategy=ddp` then runs DDP with that detection
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__()

@@ -34,7 +34,7 @@ def eval_step(model: Any, batch: torch.Tensor, batch_idx: int, split: str) -> No
     fake = model.gen.sample(B, model.seq_len, generator=g)
     logits = model.dis(torch.cat([batch, fake]))
     acc = torch.cat([logits[:B] > 0, logits[B:] <= 0]).float().mean()
-    model.log_dict({f"{split}/nll": nll, f"{split}/d_acc": acc}, batch_size=B)
+    model.log_dict({f"{split}/nll": nll, f"{split}/d_acc": acc}, batch_size=B, sync_dist=True)
     if model.text:
         model._refs.extend(sentences(model, batch))
 
@@ -108,7 +108,7 @@ def test_epoch_end(model: Any) -> None:
             metrics.update({f"test/self_bleu{k}_mle": v for k, v in self_bleu(before).items()})
         if model._trainer is None or model.trainer.is_global_zero:
             (model._plots_dir() / "test_samples.txt").write_text("\n".join(samples) + "\n")
-    model.log_dict(metrics)
+    model.log_dict(metrics, sync_dist=True)
     if model.history:
         model.save_figure(
             "nll_oracle" if model.oracle is not None else "val_bleu3",

@@ -79,6 +79,7 @@ class SeqGAN(ZooModule):
 
     Config = SeqGANConfig
     monitor, monitor_mode = "val/nll_oracle", "min"
+    ddp_find_unused_parameters = True  # G steps leave D without gradients and D steps leave G
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
@@ -167,6 +168,12 @@ class SeqGAN(ZooModule):
             s = (s * 1_000_003 + int(p) + 1) % (2**62)
         return torch.Generator().manual_seed(s)
 
+    def _world(self) -> tuple[int, int]:
+        """(world size, rank): under DDP each rank samples its own sequences and negatives."""
+        if self._trainer is None:
+            return 1, 0
+        return self.trainer.world_size, self.global_rank
+
     # ---- training ---------------------------------------------------------------------------
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         phase = self.schedule.phase(self.current_epoch)
@@ -229,7 +236,8 @@ class SeqGAN(ZooModule):
 
     def _adversarial_step(self, iteration: int, k: int) -> None:
         self.start_adversarial()
-        seqs, q = self.sample_and_reward(self._seed(1, iteration, k))
+        world, rank = self._world()
+        seqs, q = self.sample_and_reward(self._seed(1, iteration, k, *([rank] if world > 1 else [])))
         loss = self.pg_loss(seqs, q)
         self._g_update(self.optimizers()[1], loss)
         self.log_train({"train/g_pg_loss": loss, "train/reward": q.mean(), "train/d_on_samples": q[:, -1].mean()})
@@ -258,6 +266,8 @@ class SeqGAN(ZooModule):
         pool = self.negatives(round_start)
         B = batch.shape[0]
         order = torch.randperm(len(pool), generator=self._seed(3, self.current_epoch))
+        world, rank = self._world()
+        batch_idx = batch_idx * world + rank  # ranks take disjoint negatives
         fake = pool[order[(batch_idx * B + torch.arange(B)) % len(pool)]]  # each negative once per epoch
         x = torch.cat([batch, fake])  # (2B, T)
         y = torch.cat([torch.ones(B), torch.zeros(B)]).to(x.device)
