@@ -100,6 +100,15 @@ def test_chunks_end_at_sentences_and_cover_the_corpus(tmp_path):
     first = chunks[0]
     n_sent = int((ids[:ds.bounds[1]] == -1).sum())
     assert first["sentence"].max() == n_sent - 1 and first["window"].min() >= 1 and first["window"].max() <= 5
+    # under DDP every rank gets the same number of chunks (they synchronise after each), all covered
+    n = len(ds.bounds) - 1
+    for world in (2, 3, 4):
+        orders = []
+        for rank in range(world):
+            ds._shard = lambda rank=rank, world=world: (rank, world)
+            orders.append(ds.chunk_order())
+        assert len({len(o) for o in orders}) == 1 and len(orders[0]) == -(-n // world), (world, orders)
+        assert set().union(*orders) == set(range(n))
 
 
 def test_chunks_are_deterministic_per_seed_and_epoch(tmp_path):

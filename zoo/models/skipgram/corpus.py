@@ -215,7 +215,9 @@ class CorpusChunks(IterableDataset):
     Each item: ``tokens`` (N,) kept word ids, ``sentence`` (N,) sentence number, ``window`` (N,)
     reduced half-width b ~ U{1..window}, ``raw_words`` the in-vocabulary words before subsampling
     (what word2vec's learning-rate schedule counts). Under DDP each rank takes every
-    world_size-th chunk."""
+    world_size-th chunk, and all ranks take the same number (ceil(chunks / world_size), the last
+    ones wrapping round to the first chunks, as DistributedSampler pads): the model synchronises
+    after every chunk, so an extra chunk on one rank would leave the others waiting forever."""
 
     def __init__(self, ids_path: Path, n_ids: int, counts: np.ndarray, chunk_tokens: int, window: int,
                  sample: float, seed: int = 0):
@@ -229,14 +231,18 @@ class CorpusChunks(IterableDataset):
             return torch.distributed.get_rank(), torch.distributed.get_world_size()
         return 0, 1
 
-    def __len__(self) -> int:
+    def chunk_order(self) -> list[int]:
+        """Indices of the chunks this rank trains on, in order."""
         rank, world = self._shard()
-        return len(range(rank, len(self.bounds) - 1, world))
+        n = len(self.bounds) - 1
+        return [k % n for k in range(rank, -(-n // world) * world, world)]
+
+    def __len__(self) -> int:
+        return len(self.chunk_order())
 
     def __iter__(self) -> Iterator[dict]:
         ids = np.memmap(self.ids_path, dtype=np.int32, mode="r", shape=(self.n_ids,))
-        rank, world = self._shard()
-        for k in range(rank, len(self.bounds) - 1, world):
+        for k in self.chunk_order():
             block = torch.from_numpy(np.array(ids[self.bounds[k]:self.bounds[k + 1]], dtype=np.int64))
             g = torch.Generator().manual_seed((self.seed * 1_000_003 + self.epoch) * 1_000_003 + k)
             previous = torch.get_num_threads()

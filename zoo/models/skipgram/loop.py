@@ -27,7 +27,8 @@ from zoo.models.skipgram.sampling import window_contexts
 
 def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, window: torch.Tensor,
                 max_window: int, lr_start: float, lr_end: float, batch_centres: int = 4096, seed: int = 0,
-                threads: int = 1, share_negatives: bool = True, intra_op_threads: int = 1) -> dict[str, float]:
+                threads: int = 1, share_negatives: bool = True, intra_op_threads: int = 1,
+                replicas: int = 1) -> dict[str, float]:
     """SGD over every (context -> centre) pair of a chunk.
 
     tokens, sentence, window: (N,) subsampled word ids, sentence numbers, reduced half-widths.
@@ -64,7 +65,7 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
                     loss, loss_pairs = loss + l, loss_pairs + p
         return loss, loss_pairs, pairs
 
-    net.concurrency = min(threads, n_batches)
+    net.concurrency = min(threads, n_batches) * replicas  # DDP ranks' updates are summed too
     previous = torch.get_num_threads()
     # parallelism comes from the Python threads: their ops are too small for intra-op threads, whose
     # barriers stall badly when the cores are shared. Without Hogwild (a tiny vocabulary, where the

@@ -59,7 +59,8 @@ class SkipGramModule(ZooModule):
                             "(skipgram_text or skipgram_synthetic)")
         self.words: list[str] = list(self.data_info["vocab"])
         vocab = len(self.data_info["counts"])
-        small = 4 * vocab < c.batch_centres  # every row is hot: hundreds of terms per minibatch
+        small = self.small_vocabulary = 4 * vocab < c.batch_centres  # every row is hot: hundreds of terms
+        # per minibatch
         # Hogwild is safe while concurrent updates rarely touch the same rows (Recht et al. 2011); on
         # a tiny vocabulary every minibatch rewrites every row, and a thread that was descheduled
         # applies a step computed on rows another thread has already moved: one thread there, whose
@@ -74,6 +75,7 @@ class SkipGramModule(ZooModule):
         self.automatic_optimization = False  # updates are hand-written sparse SGD (see nets.py)
         self._index: dict[str, int] | None = None
         self._seed = torch.initial_seed()
+        self._anchors: list[torch.Tensor] | None = None  # DDP: tables after the last synchronisation
 
     @property
     def index(self) -> dict[str, int]:
@@ -98,6 +100,10 @@ class SkipGramModule(ZooModule):
         total = max(1, self.data_info["train_words"] * max(1, epochs))
         return self.cfg.lr * max(self.cfg.min_lr_ratio, 1.0 - words_done / total)
 
+    def on_train_batch_start(self, batch, batch_idx) -> None:
+        if self._trainer is not None and self.trainer.world_size > 1 and self._anchors is None:
+            self._initial_tables = [t.detach().clone() for t in (self.net.centre, self.net.context)]
+
     def on_train_epoch_start(self) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
         if hasattr(datamodule, "set_epoch"):
@@ -113,7 +119,8 @@ class SkipGramModule(ZooModule):
         seed = ((self._seed % (1 << 40)) * 1_000_003 + self.global_step) * 64 + rank  # negatives' seed
         stats = train_chunk(self.net, batch["tokens"], batch["sentence"], batch["window"],
                             int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,
-                            self.threads, self.cfg.share_negatives, self.intra_op_threads)
+                            self.threads, self.cfg.share_negatives, self.intra_op_threads,
+                            1 if self.small_vocabulary else world)  # ranks whose updates are summed
         if not math.isfinite(stats["loss"]):
             from zoo.callbacks.safety import NonFiniteLossError
 
@@ -143,11 +150,26 @@ class SkipGramModule(ZooModule):
         loss = self.net.loss(self.net.centre, self.net.context, tokens[clamped], valid, out)
         return loss / valid.sum().clamp(min=1)
 
+    def on_train_start(self) -> None:
+        if self.trainer.world_size > 1 and self.cfg.step_cap is None:
+            self.net.step_cap = True  # the ranks' summed updates pile up on frequent rows, like Hogwild's
+
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
-        if self._trainer is not None and self.trainer.world_size > 1:  # DDP: average the replicas
-            for table in (self.net.centre, self.net.context):
-                torch.distributed.all_reduce(table.data)
-                table.data /= self.trainer.world_size
+        """DDP: every rank trained its own chunk from the same tables; add up their changes (not
+        their mean, which would divide each word's learning rate by the world size): the updates
+        are sparse, so this is Hogwild across processes, synchronised once per chunk. On a tiny
+        vocabulary, where every chunk moves every row (and Hogwild threads are off), average."""
+        if self._trainer is None or self.trainer.world_size == 1:
+            return
+        tables = (self.net.centre, self.net.context)
+        if self._anchors is None:  # the tables every rank started this chunk from
+            self._anchors = [a for a in self._initial_tables]
+        for table, anchor in zip(tables, self._anchors):
+            delta = table.data - anchor
+            torch.distributed.all_reduce(delta)  # sum over ranks
+            if self.small_vocabulary:
+                delta /= self.trainer.world_size
+            table.data.copy_(anchor.add_(delta))  # the anchor becomes the synchronised table
 
     # ---- evaluation -------------------------------------------------------------------------
     def evaluate_set(self, batch: dict, stage: str) -> dict[str, float]:
