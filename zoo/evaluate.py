@@ -71,6 +71,9 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     with tempfile.TemporaryDirectory() as tmp:
         model.plots_dir = plots_dir or Path(tmp)
         try:
+            from zoo.tracking import quiet_lightning
+
+            quiet_lightning()
             trainer = L.Trainer(**trainer_opts)
         except (TypeError, ValueError) as err:
             raise UserError(f"invalid trainer option: {err}") from None

@@ -108,8 +108,9 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
 
     from zoo.callbacks.named import build_callbacks
     from zoo.callbacks.safety import AtomicCheckpointIO, NonFiniteLossGuard, RNGState, SignalCheckpoint
-    from zoo.tracking import make_loggers
+    from zoo.tracking import make_loggers, quiet_lightning
 
+    quiet_lightning()
     ck = cfg["checkpoint"]
     ckpt_dir = run_dir / "checkpoints"
     # "best" by the model's metric, and "last" = the latest state (a separate callback: with a
