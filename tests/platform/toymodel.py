@@ -74,8 +74,12 @@ class Toy(ZooModule):
             time.sleep(self.cfg.step_delay)
         if self.global_step == self.cfg.explode_at:
             loss = loss * float("nan")
-        self.log("train/loss", loss)
+        self.log_train({"train/loss": loss})
         return loss
+
+    def log(self, name, *args, **kwargs):
+        self.train_log_calls = getattr(self, "train_log_calls", 0) + name.startswith("train/")
+        super().log(name, *args, **kwargs)
 
     def validation_step(self, batch, batch_idx):
         self.log("val/loss", self.loss(batch))
