@@ -113,6 +113,25 @@ def test_sigterm_saves_last_and_exits_cleanly(toy_recipe, tmp_path):
     assert not list(tmp_path.glob("*/*/checkpoints/.*tmp*")), "no temporary files left behind"
 
 
+def test_sigterm_to_the_launching_process_stops_every_ddp_rank(toy_recipe, tmp_path):
+    """Under DDP a signal may reach one rank only (here the launching process, rank 0): the ranks
+    agree on stopping every step, so all save together instead of rank 0 waiting alone in the
+    checkpoint's barrier."""
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "model.step_delay=0.03", "trainer.devices=2",
+                   "trainer.strategy=ddp")
+    _wait_for_epoch(tmp_path, 0, proc)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the DDP run hung after SIGTERM") from None
+    assert proc.returncode == 0, out
+    assert "SIGTERM received: saved" in out
+    ckpt = torch.load(next(tmp_path.glob("*/*/checkpoints/last.ckpt")), weights_only=True)
+    assert 0 < ckpt["global_step"] < 50 * 4
+
+
 def test_nan_loss_stops_with_message_and_keeps_good_checkpoint(toy_recipe, tmp_path, capsys):
     code = main([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "model.explode_at=20", "trainer.max_epochs=5"])
     err = capsys.readouterr().err

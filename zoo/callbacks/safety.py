@@ -67,13 +67,17 @@ class SignalCheckpoint(L.Callback):
             self._previous[sig] = signal.signal(sig, self._handler)
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        if self.received is None:
+        stop = self.received is not None
+        if trainer.world_size > 1:  # a signal may reach one rank only: stop all if any got one, or
+            # that rank would wait alone in the checkpoint's barrier (one small all-reduce a step)
+            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        if not stop:
             return
         path = self.ckpt_dir / "last.ckpt"
         trainer.save_checkpoint(path)
         trainer.should_stop = True
         if trainer.is_global_zero:
-            name = signal.Signals(self.received).name
+            name = signal.Signals(self.received).name if self.received else "a stop signal (on another rank)"
             print(f"\n{name} received: saved {path} at step {trainer.global_step}; "
                   "resume with ckpt_path=last", flush=True)
 
