@@ -100,10 +100,6 @@ class SkipGramModule(ZooModule):
         total = max(1, self.data_info["train_words"] * max(1, epochs))
         return self.cfg.lr * max(self.cfg.min_lr_ratio, 1.0 - words_done / total)
 
-    def on_train_batch_start(self, batch, batch_idx) -> None:
-        if self._trainer is not None and self.trainer.world_size > 1 and self._anchors is None:
-            self._initial_tables = [t.detach().clone() for t in (self.net.centre, self.net.context)]
-
     def on_train_epoch_start(self) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
         if hasattr(datamodule, "set_epoch"):
@@ -151,20 +147,20 @@ class SkipGramModule(ZooModule):
         return loss / valid.sum().clamp(min=1)
 
     def on_train_start(self) -> None:
-        if self.trainer.world_size > 1 and self.cfg.step_cap is None:
-            self.net.step_cap = True  # the ranks' summed updates pile up on frequent rows, like Hogwild's
+        if self.trainer.world_size > 1:
+            # the tables every rank starts from (DDP has broadcast rank 0's; a resume has loaded them)
+            self._anchors = [t.detach().clone() for t in (self.net.centre, self.net.context)]
+            if self.cfg.step_cap is None:
+                self.net.step_cap = True  # the ranks' summed updates pile up on frequent rows, like Hogwild's
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         """DDP: every rank trained its own chunk from the same tables; add up their changes (not
         their mean, which would divide each word's learning rate by the world size): the updates
         are sparse, so this is Hogwild across processes, synchronised once per chunk. On a tiny
         vocabulary, where every chunk moves every row (and Hogwild threads are off), average."""
-        if self._trainer is None or self.trainer.world_size == 1:
+        if self._anchors is None:  # one process
             return
-        tables = (self.net.centre, self.net.context)
-        if self._anchors is None:  # the tables every rank started this chunk from
-            self._anchors = [a for a in self._initial_tables]
-        for table, anchor in zip(tables, self._anchors):
+        for table, anchor in zip((self.net.centre, self.net.context), self._anchors):
             delta = table.data - anchor
             torch.distributed.all_reduce(delta)  # sum over ranks
             if self.small_vocabulary:
