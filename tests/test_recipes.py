@@ -37,3 +37,26 @@ def test_recipe_smoke(name, tmp_path: Path):
     result = train([f"recipe={name}", f"run_dir={tmp_path}/runs", "trainer.fast_dev_run=true",
                     "trainer.enable_progress_bar=false", *overrides])
     assert result is not None and result.run_dir.is_dir()
+
+
+# Models whose training step may leave parameters without gradients (sampled attention with a
+# baseline, a learned baseline): two gloo processes, two batches. SeqGAN, skip-gram and the toy
+# model have their own DDP tests.
+DDP_RECIPES = ["sat_shapes_hard", "dvae_digits_reinforce"]
+
+
+@pytest.mark.parametrize("name", DDP_RECIPES)
+def test_recipe_runs_under_cpu_ddp(name, tmp_path: Path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, "-m", "zoo.train", f"recipe={name}", f"run_dir={tmp_path}",
+                           "trainer.devices=2", "trainer.strategy=ddp", "trainer.max_epochs=1",
+                           "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+                           "trainer.limit_test_batches=1", "trainer.enable_progress_bar=false"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("run folder:") == 1
+    assert len(list((tmp_path / name).iterdir())) == 1

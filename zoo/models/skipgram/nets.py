@@ -150,13 +150,12 @@ class SkipGram(nn.Module):
         sig = torch.sigmoid(s)
         g = sig.neg()
         g[..., 0] += 1.0
-        G = torch.zeros(V * V, dtype=g.dtype).index_add_(0, pair, g.mul_(w).flatten()).view(V, V)
+        G = g.new_zeros(V * V).index_add_(0, pair, g.mul_(w).flatten()).view(V, V)  # (c, w): summed y - sig(s)
         if self.step_cap:  # per-row steps of ``cap`` from the summed curvature sig'(s) |x|^2
             if self.sq_norms is None:
                 self.refresh_norms()
             centre_sq, context_sq = self.sq_norms
-            H = torch.zeros(V * V, dtype=g.dtype).index_add_(0, pair, sig.mul_(1 - sig).mul_(w).flatten())
-            H = H.view(V, V)  # (c, w): summed curvature of the terms of that pair
+            H = g.new_zeros(V * V).index_add_(0, pair, sig.mul_(1 - sig).mul_(w).flatten()).view(V, V)  # curvature
             step_v = (H @ context_sq).mul_(lr * self.concurrency).clamp_(min=1.0).reciprocal_().mul_(lr)
             step_u = (H.T @ centre_sq).mul_(lr * self.concurrency).clamp_(min=1.0).reciprocal_().mul_(lr)
             step_v, step_u = step_v[:, None], step_u[:, None]  # (V, 1)
@@ -201,7 +200,7 @@ class SkipGram(nn.Module):
                 loss += float(F.cross_entropy(scores, t, reduction="sum"))
             p = torch.softmax(scores, 1)
             g = p.neg()
-            g[torch.arange(len(t)), t] += 1.0  # (P, V) = -dloss/dscores
+            g[torch.arange(len(t), device=t.device), t] += 1.0  # (P, V) = -dloss/dscores
             if self.step_cap:
                 curvature = p.mul_(1 - p)  # diagonal of the softmax Hessian, (P, V)
                 step_v = self.cap(c, lr, curvature @ self.context.pow(2).sum(1))  # (P,)
