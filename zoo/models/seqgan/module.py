@@ -267,8 +267,8 @@ class SeqGAN(ZooModule):
         B = batch.shape[0]
         order = torch.randperm(len(pool), generator=self._seed(3, self.current_epoch))
         world, rank = self._world()
-        batch_idx = batch_idx * world + rank  # ranks take disjoint negatives
-        fake = pool[order[(batch_idx * B + torch.arange(B)) % len(pool)]]  # each negative once per epoch
+        slot = batch_idx * world + rank  # ranks take disjoint negatives
+        fake = pool[order[(slot * B + torch.arange(B)) % len(pool)]]  # each negative once per epoch
         x = torch.cat([batch, fake])  # (2B, T)
         y = torch.cat([torch.ones(B), torch.zeros(B)]).to(x.device)
         logits = self.dis(x)  # (2B,)

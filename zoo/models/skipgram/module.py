@@ -33,7 +33,7 @@ class SkipGramConfig:
     step_cap: Optional[bool] = None  # cap a row's minibatch step at its Newton step (nets.SkipGram.cap);
     # None = auto: on when the vocabulary is smaller than batch_centres / 4 (then every word gets
     # hundreds of coherent terms per minibatch) or with Hogwild threads (whose stale, overlapping
-    # minibatches made a 20k-word Wikipedia run diverge without it); off otherwise (~25 % faster)
+    # minibatches made an 18k-word Wikipedia run diverge without it); off otherwise (~25 % faster)
     neighbours: list = field(default_factory=list)  # probe words whose neighbours are printed at validation
     topn: int = 8  # neighbours shown per probe word
     analogy_restrict: int = 30000  # analogies are answered among this many most frequent words (word2vec)
