@@ -105,21 +105,9 @@ class SkipGram(nn.Module):
             return self._sgd_dense(cond, valid, out, lr, with_loss)
         v = F.embedding(cond, self.centre)  # (B, S, D)
         u = F.embedding(out, self.context)  # (B, K1, D)
-        s = self.logits(v, u, out)  # (B, S, K1)
-        w = self._weights(valid, out)
-        loss = 0.0
-        if with_loss:
-            ll = torch.cat([F.logsigmoid(s[..., :1]), F.logsigmoid(-s[..., 1:])], -1)
-            loss = float(-(ll * w).sum())
-        sig = torch.sigmoid(s)
-        g = sig.neg()  # y - sig(s) = -dloss/ds
-        g[..., 0] += 1.0
-        g.mul_(w)
+        g, curvature, loss = self._coefficients(self.logits(v, u, out), valid, out, with_loss)  # (B, S, K1)
         if self.step_cap:
-            if self.sq_norms is None:
-                self.refresh_norms()
             centre_sq, context_sq = self.sq_norms
-            curvature = sig.mul_(1 - sig).mul_(w)  # sig'(s) (B, S, K1)
             g_v = g * self.cap(cond, lr, (curvature * context_sq[out][:, None, :]).sum(2)).unsqueeze(-1)
             g_u = g * self.cap(out, lr, (curvature * centre_sq[cond][..., None]).sum(1)).unsqueeze(1)
         else:
@@ -142,6 +130,24 @@ class SkipGram(nn.Module):
         s = (self.centre @ self.context.T).flatten()[pair].view(*cond.shape, out.shape[1])  # (B, S, K1)
         if self.objective == "nce":
             s = s - self.log_kq[out][:, None, :]
+        g, curvature, loss = self._coefficients(s, valid, out, with_loss)
+        G = g.new_zeros(V * V).index_add_(0, pair, g.flatten()).view(V, V)  # (c, w): summed y - sig(s)
+        if self.step_cap:  # per-row steps of ``cap`` from the summed curvature sig'(s) |x|^2
+            centre_sq, context_sq = self.sq_norms
+            H = g.new_zeros(V * V).index_add_(0, pair, curvature.flatten()).view(V, V)
+            step_v, step_u = self._step_size(H @ context_sq, lr)[:, None], self._step_size(H.T @ centre_sq, lr)[:, None]
+        else:
+            step_v = step_u = lr
+        grad_v = (G @ self.context).mul_(step_v)  # (V, D)
+        grad_u = (G.T @ self.centre).mul_(step_u)  # (V, D), from the tables before either update
+        self.centre.add_(grad_v)
+        self.context.add_(grad_u)
+        return loss, int(valid.sum())
+
+    def _coefficients(self, s: torch.Tensor, valid: torch.Tensor, out: torch.Tensor, with_loss: bool
+                      ) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+        """From scores s (B, S, K1): the masked y - sig(s) = -dloss/ds, the masked curvature
+        sig'(s) when the step cap needs it (else None), and the summed loss when asked (else 0)."""
         w = self._weights(valid, out)
         loss = 0.0
         if with_loss:
@@ -150,22 +156,18 @@ class SkipGram(nn.Module):
         sig = torch.sigmoid(s)
         g = sig.neg()
         g[..., 0] += 1.0
-        G = g.new_zeros(V * V).index_add_(0, pair, g.mul_(w).flatten()).view(V, V)  # (c, w): summed y - sig(s)
-        if self.step_cap:  # per-row steps of ``cap`` from the summed curvature sig'(s) |x|^2
+        g.mul_(w)
+        curvature = None
+        if self.step_cap:
             if self.sq_norms is None:
                 self.refresh_norms()
-            centre_sq, context_sq = self.sq_norms
-            H = g.new_zeros(V * V).index_add_(0, pair, sig.mul_(1 - sig).mul_(w).flatten()).view(V, V)  # curvature
-            step_v = (H @ context_sq).mul_(lr * self.concurrency).clamp_(min=1.0).reciprocal_().mul_(lr)
-            step_u = (H.T @ centre_sq).mul_(lr * self.concurrency).clamp_(min=1.0).reciprocal_().mul_(lr)
-            step_v, step_u = step_v[:, None], step_u[:, None]  # (V, 1)
-        else:
-            step_v = step_u = lr
-        grad_v = (G @ self.context).mul_(step_v)  # (V, D)
-        grad_u = (G.T @ self.centre).mul_(step_u)  # (V, D), from the tables before either update
-        self.centre.add_(grad_v)
-        self.context.add_(grad_u)
-        return loss, int(valid.sum())
+            curvature = sig.mul_(1 - sig).mul_(w)
+        return g, curvature, loss
+
+    def _step_size(self, h: torch.Tensor, lr: float) -> torch.Tensor:
+        """lr / max(1, lr h) per row (in place on h); Hogwild threads and DDP ranks that pile their
+        minibatches on the same rows at the same time count as that many times the curvature."""
+        return h.mul_(lr * self.concurrency).clamp_(min=1.0).reciprocal_().mul_(lr)
 
     def refresh_norms(self) -> None:
         """Cache |v_w|^2 and |u_w|^2 for ``cap`` (the trainer refreshes them every few minibatches:
@@ -180,10 +182,8 @@ class SkipGram(nn.Module):
         minibatch update piling n coherent terms on one row (a frequent word, a tiny vocabulary)
         would, once lr * h > 1. There the step becomes the Newton step; elsewhere it is plain SGD.
         ids, curvature: same shape -> step sizes of that shape."""
-        h = torch.zeros(self.centre.shape[0], dtype=curvature.dtype, device=curvature.device)
-        h.index_add_(0, ids.flatten(), curvature.flatten())
-        # Hogwild threads pile their minibatches on the same rows at the same time: count them all
-        return (h.mul_(lr * self.concurrency).clamp_(min=1.0).reciprocal_().mul_(lr))[ids]
+        h = curvature.new_zeros(self.centre.shape[0]).index_add_(0, ids.flatten(), curvature.flatten())
+        return self._step_size(h, lr)[ids]
 
     @torch.no_grad()
     def sgd_softmax(self, cond: torch.Tensor, target: torch.Tensor, lr: float, with_loss: bool = False,
