@@ -6,28 +6,28 @@ with a warning."""
 
 from __future__ import annotations
 
+import logging
 import netrc
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
+
+
+class _DropCloudTip(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tip: For seamless cloud logging" not in record.getMessage()
 
 
 def quiet_lightning() -> None:
     """Drop two messages Lightning prints on every run that a zoo user cannot act on: the
     advertisement for its cloud logger, and torch's deprecation of ``LeafSpec`` raised from
     Lightning's own code. Everything else Lightning says is kept."""
-    import logging
-    import warnings
-
-    class DropTip(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            return "Tip: For seamless cloud logging" not in record.getMessage()
-
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logger = logging.getLogger(name)
-        if not any(isinstance(f, logging.Filter) and type(f).__name__ == "DropTip" for f in logger.filters):
-            logger.addFilter(DropTip())
+        if not any(isinstance(f, _DropCloudTip) for f in logger.filters):
+            logger.addFilter(_DropCloudTip())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
 
 

@@ -56,6 +56,12 @@ class ZooModule(L.LightningModule):
         for name, value in metrics.items():
             self.log(name, value, batch_size=batch_size, prog_bar=name in prog_bar)
 
+    def world(self) -> tuple[int, int]:
+        """(world size, rank) of the current run; (1, 0) outside a Trainer or in one process."""
+        if self._trainer is None or self.trainer.world_size == 1:
+            return 1, 0
+        return self.trainer.world_size, self.global_rank
+
     def should_log_step(self) -> bool:
         """True on the training steps whose logged values reach the loggers."""
         trainer = self._trainer

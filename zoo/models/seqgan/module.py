@@ -168,12 +168,6 @@ class SeqGAN(ZooModule):
             s = (s * 1_000_003 + int(p) + 1) % (2**62)
         return torch.Generator().manual_seed(s)
 
-    def _world(self) -> tuple[int, int]:
-        """(world size, rank): under DDP each rank samples its own sequences and negatives."""
-        if self._trainer is None:
-            return 1, 0
-        return self.trainer.world_size, self.global_rank
-
     # ---- training ---------------------------------------------------------------------------
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         phase = self.schedule.phase(self.current_epoch)
@@ -236,7 +230,7 @@ class SeqGAN(ZooModule):
 
     def _adversarial_step(self, iteration: int, k: int) -> None:
         self.start_adversarial()
-        world, rank = self._world()
+        world, rank = self.world()
         seqs, q = self.sample_and_reward(self._seed(1, iteration, k, *([rank] if world > 1 else [])))
         loss = self.pg_loss(seqs, q)
         self._g_update(self.optimizers()[1], loss)
@@ -266,7 +260,7 @@ class SeqGAN(ZooModule):
         pool = self.negatives(round_start)
         B = batch.shape[0]
         order = torch.randperm(len(pool), generator=self._seed(3, self.current_epoch))
-        world, rank = self._world()
+        world, rank = self.world()
         slot = batch_idx * world + rank  # ranks take disjoint negatives
         fake = pool[order[(slot * B + torch.arange(B)) % len(pool)]]  # each negative once per epoch
         x = torch.cat([batch, fake])  # (2B, T)

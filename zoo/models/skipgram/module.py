@@ -110,8 +110,7 @@ class SkipGramModule(ZooModule):
         raw = int(batch["raw_words"])
         done = float(self.words_done)
         lr0, lr1 = self.lr_at(done), self.lr_at(done + raw)
-        world = self.trainer.world_size if self._trainer is not None else 1
-        rank = self.global_rank if world > 1 else 0
+        world, rank = self.world()
         seed = ((self._seed % (1 << 40)) * 1_000_003 + self.global_step) * 64 + rank  # negatives' seed
         stats = train_chunk(self.net, batch["tokens"], batch["sentence"], batch["window"],
                             int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,

@@ -166,12 +166,11 @@ class LatentVAE(ZooModule):
         w = self.kl_weight()
         loss, rec, kl = self.losses(x, w)
         B = x.shape[0]
-        if self.should_log_step():
-            rec, kl = rec.mean().detach(), kl.mean().detach()
-            metrics = {"train/loss": rec + kl, "train/objective": loss.detach(), "train/rec": rec,
-                       "train/kl": kl, "train/kl_weight": w}
-            metrics.update({f"train/estimator_{k}": v for k, v in getattr(self.estimator, "stats", {}).items()})
-            self.log_train(metrics, batch_size=B, prog_bar=("train/loss",))
+        rec, kl = rec.mean().detach(), kl.mean().detach()
+        metrics = {"train/loss": rec + kl, "train/objective": loss.detach(), "train/rec": rec,
+                   "train/kl": kl, "train/kl_weight": w}
+        metrics.update({f"train/estimator_{k}": v for k, v in getattr(self.estimator, "stats", {}).items()})
+        self.log_train(metrics, batch_size=B, prog_bar=("train/loss",))
         return loss
 
     def _seeded(self, batch_idx: int, offset: int):
