@@ -1,0 +1,173 @@
+"""MAML as a LightningModule: one Lightning batch = one meta-batch of tasks (Finn et al. 2017).
+
+The meta-loss (``meta.py``) is the mean query loss after ``inner_steps`` inner gradient steps;
+Lightning's automatic optimisation calls ``backward`` on it (through the inner steps unless
+``first_order``) and steps Adam on theta (and on the per-parameter inner learning rates with
+``meta_sgd``). Validation and test adapt on fixed held-out tasks and report the query loss (and
+accuracy for classification) after 0, 1, ..., ``eval_inner_steps`` steps, with 95 % intervals.
+
+``inner_steps: 0`` is the paper's "pretrained on all tasks" baseline: theta is trained on the tasks'
+data directly (no adaptation in training); evaluation fine-tunes it with the same inner steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from zoo.core.module import ZooModule
+from zoo.errors import UserError
+from zoo.models.maml import meta
+from zoo.models.maml.nets import MLP, ConvNet
+from zoo.registry import MODELS
+
+
+@dataclass
+class MAMLConfig:
+    hidden: int = 40  # MLP (regression) hidden width (the paper: 40)
+    layers: int = 2  # MLP hidden layers (the paper: 2)
+    filters: int = 64  # conv net filters per layer (classification; the paper: 64)
+    inner_lr: float = 0.01  # alpha: inner-loop step size (sinusoid 0.01, Omniglot 0.4)
+    inner_steps: int = 1  # inner gradient steps in meta-training (0: the pretrained-on-all-tasks baseline)
+    eval_inner_steps: int = 10  # validation / test: losses after 0, 1, ..., this many steps
+    eval_inner_lr: float = 0.0  # step size for evaluation fine-tuning (0: inner_lr, or the learned ones)
+    first_order: bool = False  # FOMAML: no gradient through the inner gradients
+    meta_sgd: bool = False  # Meta-SGD: learn a per-parameter inner step size, initialised at inner_lr
+    lr: float = 1e-3  # beta: Adam learning rate of the meta-update
+    path: str = "auto"  # meta-gradient implementation: auto | batched | vmap_grad | loop (meta.py)
+    plot_every_n_epochs: int = 5  # adaptation plots during validation (0: only at test)
+
+    def __post_init__(self):
+        if self.inner_steps < 0 or self.eval_inner_steps < 0:
+            raise UserError(f"model.inner_steps={self.inner_steps} and model.eval_inner_steps="
+                            f"{self.eval_inner_steps} must be >= 0 (0 = no adaptation)")
+        if self.path not in meta.PATHS:
+            raise UserError(f"model.path must be one of {', '.join(meta.PATHS)}, got '{self.path}'")
+        if self.inner_lr < 0 or self.eval_inner_lr < 0:
+            raise UserError("model.inner_lr and model.eval_inner_lr must be >= 0")
+
+
+def accuracy(logits: Tensor, y: Tensor) -> Tensor:
+    return (logits.argmax(-1) == y).float().mean()
+
+
+@MODELS.register("maml")
+class MAML(ZooModule):
+    """Model-agnostic meta-learning: batched (vmap) second-/first-order meta-gradients, Meta-SGD option."""
+
+    Config = MAMLConfig
+    monitor, monitor_mode = "val/loss", "min"
+
+    def __init__(self, cfg: dict, data_info: dict | None = None):
+        super().__init__(cfg, data_info)
+        c, info = self.cfg, self.data_info
+        self.task = info.get("task", "regression")
+        if self.task == "regression":
+            self.net = MLP(info.get("in_dim", 1), info.get("out_dim", 1), c.hidden, c.layers)
+            self.loss_fn, self.metric = F.mse_loss, None
+        elif self.task == "classification":
+            self.net = ConvNet(info["n_way"], info.get("image_shape", [1, 28, 28])[0], c.filters)
+            self.loss_fn, self.metric = F.cross_entropy, accuracy
+        else:
+            raise UserError(f"maml: unknown task type '{self.task}' from the datamodule")
+        # Meta-SGD: one learned step size per parameter entry ('.' is not allowed in module names)
+        self.inner_lrs = nn.ParameterDict({
+            name.replace(".", "__"): nn.Parameter(torch.full_like(p, c.inner_lr))
+            for name, p in self.net.named_parameters()} if c.meta_sgd else {})
+
+    # ---- the pieces meta.py needs ------------------------------------------------------------
+    def params(self) -> dict[str, Tensor]:
+        return dict(self.net.named_parameters())
+
+    def alpha(self, evaluation: bool = False) -> float | dict[str, Tensor]:
+        if evaluation and self.cfg.eval_inner_lr > 0:
+            return self.cfg.eval_inner_lr
+        if self.cfg.meta_sgd:
+            return {name: self.inner_lrs[name.replace(".", "__")] for name in self.params()}
+        return self.cfg.inner_lr
+
+    def path(self) -> str:
+        return meta.resolve_path(self.cfg.path, self.task == "classification", self.device)
+
+    def meta_loss(self, batch: tuple[Tensor, ...], path: str | None = None) -> Tensor:
+        fn = meta.META_LOSSES[path or self.path()]
+        return fn(self.net, self.params(), self.alpha(), tuple(batch), self.loss_fn, self.cfg.inner_steps,
+                  self.cfg.first_order)
+
+    def curve(self, batch: tuple[Tensor, ...], steps: int | None = None) -> tuple[Tensor, Tensor | None]:
+        """(T, steps + 1) query losses (and accuracies) after 0..steps fine-tuning steps."""
+        steps = self.cfg.eval_inner_steps if steps is None else steps
+        return meta.adaptation_curve(self.net, self.params(), self.alpha(evaluation=True), tuple(batch),
+                                     self.loss_fn, steps, self.metric)
+
+    # ---- Lightning -----------------------------------------------------------------------------
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=self.cfg.lr)
+
+    def training_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> Tensor:
+        loss = self.meta_loss(batch)
+        self.log_train({"train/meta_loss": loss.detach()}, batch_size=len(batch[0]), prog_bar=("train/meta_loss",))
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self._curves: list[tuple[Tensor, Tensor | None]] = []
+
+    on_test_epoch_start = on_validation_epoch_start
+
+    def validation_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> None:
+        self._curves.append(self.curve(batch))
+
+    test_step = validation_step
+
+    def gathered(self) -> tuple[Tensor, Tensor | None]:
+        losses = torch.cat([c[0] for c in self._curves])  # (tasks, steps + 1)
+        metrics = torch.cat([c[1] for c in self._curves]) if self.metric is not None else None
+        if self.world()[0] > 1:
+            losses = self.all_gather(losses).flatten(0, 1)
+            metrics = self.all_gather(metrics).flatten(0, 1) if metrics is not None else None
+        return losses, metrics
+
+    def log_curve(self, split: str) -> tuple[Tensor, Tensor | None]:
+        losses, metrics = self.gathered()
+        n = len(losses)
+        out = {}
+        for name, values in (("loss", losses), ("acc", metrics)):
+            if values is None:
+                continue
+            mean, ci = values.mean(0), 1.96 * values.std(0) / max(n, 2) ** 0.5  # (steps + 1,) each
+            for j in range(len(mean)):
+                out[f"{split}/{name}_{j}"] = mean[j]
+                if split == "test":
+                    out[f"{split}/{name}_{j}_ci95"] = ci[j]
+        out[f"{split}/loss"] = losses[:, -1].mean()  # after eval_inner_steps fine-tuning steps
+        if metrics is not None:
+            out[f"{split}/acc"] = metrics[:, -1].mean()
+        self.log_dict(out)
+        return losses, metrics
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking:
+            return
+        losses, metrics = self.log_curve("val")
+        every = self.cfg.plot_every_n_epochs
+        if every and (self.current_epoch + 1) % every == 0:
+            self.plots(losses, metrics)
+
+    def on_test_epoch_end(self) -> None:
+        losses, metrics = self.log_curve("test")
+        self.plots(losses, metrics)
+
+    def plots(self, losses: Tensor, metrics: Tensor | None) -> None:
+        from zoo.models.maml import plots
+
+        self.save_figure("steps_curve", plots.steps_curve(losses, metrics))
+        if self.task == "regression":
+            self.save_figure("adaptation", plots.sinusoid_adaptation(self))
+
+    def predict_cli(self, inputs: list[str], options: dict) -> None:
+        from zoo.models.maml.predict import predict_cli
+
+        predict_cli(self, inputs, options)

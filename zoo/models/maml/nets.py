@@ -1,0 +1,50 @@
+"""The paper's networks as plain nn.Modules (Finn, Abbeel & Levine 2017, sections 5.1-5.3).
+
+MAML adapts their parameters functionally (``torch.func.functional_call`` with a dict of adapted
+tensors), so the modules themselves hold only the meta-parameters theta.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+
+class MLP(nn.Module):
+    """``in -> hidden x layers (ReLU) -> out``: the sinusoid regressor (1 -> 40 -> 40 -> 1) and the
+    navigation policy's mean (2 -> 100 -> 100 -> 2)."""
+
+    def __init__(self, in_dim: int = 1, out_dim: int = 1, hidden: int = 40, layers: int = 2):
+        super().__init__()
+        dims = [in_dim] + [hidden] * layers
+        blocks: list[nn.Module] = []
+        for a, b in zip(dims[:-1], dims[1:]):
+            blocks += [nn.Linear(a, b), nn.ReLU()]
+        self.body = nn.Sequential(*blocks, nn.Linear(dims[-1], out_dim))
+
+    def forward(self, x: Tensor) -> Tensor:  # (..., in) -> (..., out)
+        return self.body(x)
+
+
+class ConvNet(nn.Module):
+    """The paper's few-shot classifier: 4 x [3x3 conv (64 filters), batch norm, ReLU], then a linear
+    layer to the N classes. Omniglot version: stride-2 convolutions instead of max pooling
+    (28 -> 14 -> 7 -> 4 -> 2) and the features averaged over space, as in the paper's code.
+
+    Batch norm uses the statistics of the batch it sees, always: ``track_running_stats=False``, so
+    there are no running statistics shared across tasks (each task is normalised by its own
+    support or query batch, in training and at test time, as in the paper), and under ``vmap``
+    every task of the meta-batch gets its own statistics."""
+
+    def __init__(self, n_way: int = 5, in_channels: int = 1, filters: int = 64, blocks: int = 4):
+        super().__init__()
+        layers: list[nn.Module] = []
+        c = in_channels
+        for _ in range(blocks):
+            layers += [nn.Conv2d(c, filters, 3, stride=2, padding=1),
+                       nn.BatchNorm2d(filters, track_running_stats=False), nn.ReLU()]
+            c = filters
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Linear(filters, n_way)
+
+    def forward(self, x: Tensor) -> Tensor:  # (B, C, H, W) -> (B, N) logits
+        return self.head(self.features(x).mean((-2, -1)))  # (B, F) after the spatial mean

@@ -1,0 +1,94 @@
+"""Figures: the paper's Figure 2 (a sinusoid fitted after 0, 1 and 10 steps from K points) and the
+query loss / accuracy against the number of fine-tuning steps, with 95 % intervals."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from zoo.models.maml import meta
+
+
+def steps_curve(losses: Tensor, metrics: Tensor | None = None, label: str = "MAML"):
+    """losses (tasks, steps + 1) [and metrics (tasks, steps + 1)] -> mean +- 95 % CI vs steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("query loss", losses)] + ([("query accuracy", metrics)] if metrics is not None else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
+    for ax, (name, values) in zip(axes[0], panels):
+        values = values.detach().float().cpu()
+        mean, ci = values.mean(0), 1.96 * values.std(0) / max(len(values), 2) ** 0.5
+        steps = torch.arange(len(mean))
+        ax.plot(steps, mean, marker="o", label=label)
+        ax.fill_between(steps, mean - ci, mean + ci, alpha=0.25)
+        ax.set_xlabel("gradient steps at test time")
+        ax.set_ylabel(f"{name} ({len(values)} tasks)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def adapted_predictions(model, xs: Tensor, ys: Tensor, grid: Tensor, steps: list[int]) -> dict[int, Tensor]:
+    """Predictions of ``model`` on ``grid`` (G, 1) after each number of steps in ``steps``, fine-tuned
+    on one task's support points xs, ys (K, 1)."""
+    from torch.func import functional_call
+
+    params = {k: v.detach() for k, v in model.params().items()}
+    alpha = model.alpha(evaluation=True)
+    alpha = {k: v.detach() for k, v in alpha.items()} if isinstance(alpha, dict) else alpha
+    out, done = {}, 0
+    with torch.inference_mode(False), torch.enable_grad():
+        xs, ys, grid = xs.clone(), ys.clone(), grid.clone()
+        for s in sorted(steps):
+            params = meta.adapt(model.net, params, alpha, xs, ys, model.loss_fn, s - done, first_order=True)
+            params = {k: v.detach() for k, v in params.items()}
+            done = s
+            out[s] = functional_call(model.net, params, (grid,)).detach()
+    return out
+
+
+def sinusoid_adaptation(model, seed: int = 3, steps: tuple[int, ...] = (0, 1, 10), shots: int | None = None,
+                        task: tuple[float, float] | None = None, points: tuple[Tensor, Tensor] | None = None):
+    """Figure 2 of the paper: the true sine, the K support points, and the fit after 0, 1, 10 steps.
+    ``points`` (xs, ys) given by the user replace the sampled task (then no true curve)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from zoo.models.maml.data import sample_sinusoids
+
+    info = model.data_info
+    device = model.device
+    lo, hi = info.get("x_range", [-5.0, 5.0])
+    grid = torch.linspace(lo, hi, 200, device=device).unsqueeze(-1)  # (G, 1)
+    amp = phase = None
+    if points is None:
+        g = torch.Generator().manual_seed(seed)
+        x, y, a, p = sample_sinusoids(1, shots or info.get("shots", 10), g, info.get("amplitude", (0.1, 5.0)),
+                                      info.get("phase", (0.0, 3.1416)), (lo, hi))
+        amp, phase = (float(a[0]), float(p[0])) if task is None else task
+        xs = x[0].to(device)
+        ys = (amp * torch.sin(xs - phase)).to(device)
+    else:
+        xs, ys = points
+    preds = adapted_predictions(model, xs, ys, grid, list(steps))
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    gx = grid.squeeze(-1).cpu()
+    if amp is not None:
+        ax.plot(gx, amp * torch.sin(gx - phase), "r", lw=2, label="ground truth")
+    styles = [":", "--", "-", "-."]
+    for i, (s, pred) in enumerate(sorted(preds.items())):
+        ax.plot(gx, pred.squeeze(-1).cpu(), styles[i % 4], color="g", alpha=0.5 + 0.5 * i / max(len(preds) - 1, 1),
+                label="pre-update" if s == 0 else f"{s} grad step{'s' if s > 1 else ''}")
+    ax.plot(xs.squeeze(-1).cpu(), ys.squeeze(-1).cpu(), "^", color="purple", ms=8, label=f"{len(xs)} points used")
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.legend(fontsize=8, loc="best")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
