@@ -90,7 +90,7 @@ class MAML(ZooModule):
         return self.cfg.inner_lr
 
     def path(self) -> str:
-        return meta.resolve_path(self.cfg.path, self.task == "classification", self.device)
+        return meta.resolve_path(self.cfg.path, self.task == "classification", self.device, self.cfg.first_order)
 
     def meta_loss(self, batch: tuple[Tensor, ...], path: str | None = None) -> Tensor:
         fn = meta.META_LOSSES[path or self.path()]
