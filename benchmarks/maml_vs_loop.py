@@ -1,0 +1,140 @@
+"""One MAML meta-iteration (second-order meta-gradient, 1 inner step): the zoo's batched path vs the
+per-task loop (plain autograd), the textbook ``vmap(grad(...))`` and ``higher`` (if installed:
+``pip install -e .[bench]``). Every path's meta-gradient is checked against the loop's before timing.
+
+Settings (issue 12): the sinusoid net (1-40-40-1) at meta-batch 25, K = 10 support + 10 query points;
+the Omniglot conv net (4 x 64 filters, batch-statistics batch norm), 5-way 1-shot, 15 queries per
+class, meta-batch 32, 28x28 images.
+
+    python benchmarks/maml_vs_loop.py                    # CPU, 1 thread
+    python benchmarks/maml_vs_loop.py --device cuda      # GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from zoo.models.maml import meta  # noqa: E402
+from zoo.models.maml.nets import MLP, ConvNet  # noqa: E402
+
+
+def setting(name: str, device: str):
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    if name == "sinusoid":
+        T, K = 25, 10
+        x = torch.rand(T, 2 * K, 1, generator=g) * 10 - 5
+        y = (torch.rand(T, 1, 1, generator=g) * 4.9 + 0.1) * torch.sin(x - torch.rand(T, 1, 1, generator=g) * 3.14)
+        batch = (x[:, :K], y[:, :K], x[:, K:], y[:, K:])
+        return MLP().to(device), tuple(t.to(device) for t in batch), F.mse_loss, 0.01
+    T, N, Q = 32, 5, 15
+    xs, xq = torch.rand(T, N, 1, 28, 28, generator=g), torch.rand(T, N * Q, 1, 28, 28, generator=g)
+    ys, yq = torch.arange(N).expand(T, -1), torch.arange(N).repeat(Q).expand(T, -1)
+    return ConvNet(N).to(device), tuple(t.to(device) for t in (xs, ys, xq, yq)), F.cross_entropy, 0.4
+
+
+def zoo_path(path: str):
+    def run(net, batch, loss_fn, alpha):
+        params = dict(net.named_parameters())
+        loss = meta.META_LOSSES[path](net, params, alpha, batch, loss_fn, 1, False)
+        return torch.autograd.grad(loss, list(params.values()))
+    return run
+
+
+def higher_path(net, batch, loss_fn, alpha):
+    import higher
+
+    xs, ys, xq, yq = batch
+    params = list(net.parameters())
+    total = [torch.zeros_like(p) for p in params]
+    inner = torch.optim.SGD(net.parameters(), lr=alpha)
+    for i in range(len(xs)):
+        with higher.innerloop_ctx(net, inner, copy_initial_weights=False) as (fnet, diffopt):
+            diffopt.step(loss_fn(fnet(xs[i]), ys[i]))
+            q = loss_fn(fnet(xq[i]), yq[i]) / len(xs)
+            for acc, g in zip(total, torch.autograd.grad(q, params)):
+                acc += g
+    return tuple(total)
+
+
+def timed(fn, args, reps: int, device: str) -> list[float]:
+    out = []
+    for _ in range(reps):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn(*args)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--settings", nargs="+", default=["sinusoid", "omniglot"])
+    p.add_argument("--reps", type=int, default=0, help="timed repetitions (0: 50 sinusoid, 5 conv on CPU)")
+    p.add_argument("--out", default="")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    try:
+        import higher  # noqa: F401
+
+        have_higher = True
+    except ImportError:
+        have_higher = False
+    record = {"command": "python " + " ".join(sys.argv), "device": args.device, "threads": args.threads,
+              "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
+              "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
+              "note": "medians of wall-clock times; on the CPU the 2 cores were shared with other jobs",
+              "settings": {}}
+    for name in args.settings:
+        net, batch, loss_fn, alpha = setting(name, args.device)
+        conv = name == "omniglot"
+        paths = {"batched": zoo_path("batched"), "loop": zoo_path("loop")}
+        if not conv:
+            paths["vmap_grad"] = zoo_path("vmap_grad")
+        if have_higher:
+            paths["higher"] = higher_path
+        reps = args.reps or (5 if conv and not args.device.startswith("cuda") else 50)
+        ref = paths["loop"](net, batch, loss_fn, alpha)
+        scale = max(float(r.abs().max()) for r in ref)
+        res = {"tasks": len(batch[0]), "reps": reps, "paths": {}}
+        for pname, fn in paths.items():
+            got = fn(net, batch, loss_fn, alpha)  # also the warm-up
+            err = max(float((a - b).abs().max()) for a, b in zip(got, ref))
+            ok = err <= 1e-4 * max(scale, 1.0)
+            times = timed(fn, (net, batch, loss_fn, alpha), reps, args.device)
+            res["paths"][pname] = {"median_s": statistics.median(times), "min_s": min(times),
+                                   "max_abs_grad_diff_vs_loop": err, "gradient_matches": ok}
+            print(f"{name:9s} {pname:10s} median {statistics.median(times) * 1e3:9.2f} ms   "
+                  f"|grad - loop| {err:.1e} {'ok' if ok else 'MISMATCH'}", flush=True)
+        loop_t = res["paths"]["loop"]["median_s"]
+        res["loop_over_batched"] = round(loop_t / res["paths"]["batched"]["median_s"], 2)
+        res["auto_path_chooses"] = meta.resolve_path("auto", conv, torch.device(args.device))
+        print(f"{name}: loop / batched = {res['loop_over_batched']}x; the model's auto path: "
+              f"{res['auto_path_chooses']}", flush=True)
+        record["settings"][name] = res
+        assert all(v["gradient_matches"] for v in res["paths"].values()), "meta-gradients differ"
+    out = Path(args.out or ROOT / f"benchmarks/results/maml_vs_loop_{args.device.split(':')[0]}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
