@@ -48,3 +48,15 @@ def tiny_text8(tmp_path: Path) -> list[str]:
 
 REAL_DATA.update({"sat_flickr8k": tiny_karpathy("flickr8k"), "sat_coco": tiny_karpathy("coco"),
                   "skipgram_text8": tiny_text8})
+
+
+def tiny_omniglot(tmp_path: Path) -> list[str]:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent / "maml"))
+    from tiny_omniglot import omniglot_overrides
+
+    return omniglot_overrides(tmp_path)
+
+
+REAL_DATA.update({"maml_omniglot_5w1s": tiny_omniglot, "maml_omniglot_20w1s": tiny_omniglot})

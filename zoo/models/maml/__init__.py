@@ -1,4 +1,4 @@
 """MAML (Finn, Abbeel & Levine 2017): batched functional meta-learning (`maml`) with the `sinusoid`
 (embedded) and `omniglot` (local files) task datamodules."""
 
-from zoo.models.maml import data, module  # noqa: F401  (register models and datamodules)
+from zoo.models.maml import data, module, omniglot  # noqa: F401  (register models and datamodules)

@@ -79,6 +79,8 @@ class FixedTasks(Dataset):
         return math.ceil(len(self.tensors[0]) / self.per_batch)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, ...]:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
         s = slice(i * self.per_batch, (i + 1) * self.per_batch)
         return tuple(t[s] for t in self.tensors)
 

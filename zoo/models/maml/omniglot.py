@@ -1,0 +1,210 @@
+"""Omniglot N-way K-shot episodes from local files (Lake et al. 2015; MAML paper section 5.2).
+
+Expected layout (the official release, unzipped; torchvision's ``omniglot-py`` folder works too):
+
+    <root>/omniglot/images_background/<alphabet>/<character>/*.png    (964 characters)
+    <root>/omniglot/images_evaluation/<alphabet>/<character>/*.png    (659 characters)
+
+As in the paper's setup (Santoro et al. 2016): all 1,623 characters are pooled, shuffled with a
+fixed seed, 1,200 are the training characters and the other 423 the test characters; images are
+resized to 28x28 with strokes = 1; each character rotated by 0/90/180/270 degrees is a class of its
+own (4,800 training classes). Validation tasks come from the held-out characters too, with a
+different seed from the test tasks. The decoded images are cached as ``omniglot_<size>.pt`` in
+the Omniglot folder (plain tensors, loaded with ``weights_only=True``).
+
+A batch is a meta-batch ``(xs, ys, xq, yq)``: xs (T, N*K, 1, 28, 28), ys (T, N*K) labels 0..N-1,
+xq (T, N*Q, 1, 28, 28), yq (T, N*Q).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from zoo.core.data import EpochSampler, ZooDataModule
+from zoo.errors import UserError
+from zoo.registry import DATAMODULES
+
+SPLITS = ("images_background", "images_evaluation")
+LAYOUT = ("<root>/omniglot/images_background/<alphabet>/<character>/*.png and "
+          "<root>/omniglot/images_evaluation/<alphabet>/<character>/*.png")
+
+
+@dataclass
+class OmniglotConfig:
+    root: str = "data"  # looks in <root>/omniglot, <root>/omniglot-py, <root>
+    n_way: int = 5  # N: classes per task
+    shots: int = 1  # K: support images per class
+    query: int = 15  # query images per class
+    meta_batch: int = 32  # T: tasks per meta-iteration (the paper: 32 for 5-way, 16 for 20-way)
+    steps_per_epoch: int = 1000  # meta-iterations per Lightning epoch
+    train_characters: int = 1200  # characters for meta-training; the rest are held out
+    rotations: bool = True  # 90/180/270-degree rotations as extra classes
+    image_size: int = 28  # images are resized to image_size x image_size
+    val_tasks: int = 100  # fixed validation tasks (from the held-out characters)
+    test_tasks: int = 600  # fixed test tasks (the paper: 600)
+    eval_batch_tasks: int = 50  # tasks per validation / test batch
+    split_seed: int = 1  # shuffles the 1,623 characters before the train / held-out split
+    seed: int = 0  # training-task seed
+    eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) tasks
+    num_workers: int = 0  # DataLoader worker processes
+
+
+def find_omniglot(root: str | Path) -> Path:
+    root = Path(root)
+    candidates = [root / "omniglot", root / "omniglot-py", root]
+    for folder in candidates:
+        if all((folder / s).is_dir() for s in SPLITS):
+            return folder
+    for folder in candidates:
+        if folder.is_dir() and any(folder.iterdir()) and folder != root:
+            raise UserError(f"{folder} is not in Omniglot's layout: expected the folders {' and '.join(SPLITS)} "
+                            f"inside it, i.e. {LAYOUT}. Unzip images_background.zip and images_evaluation.zip "
+                            "from https://github.com/brendenlake/omniglot there.")
+    raise UserError(f"Omniglot not found under {root} (looked in {', '.join(str(c) for c in candidates)}): expected "
+                    f"{LAYOUT}. Download images_background.zip and images_evaluation.zip from "
+                    "https://github.com/brendenlake/omniglot (python/ folder), unzip them into "
+                    f"{root / 'omniglot'}, or point data.root at the folder that holds omniglot/.")
+
+
+def character_folders(folder: Path) -> list[Path]:
+    chars = sorted(c for s in SPLITS for a in sorted((folder / s).iterdir()) if a.is_dir()
+                   for c in a.iterdir() if c.is_dir())
+    if not chars:
+        raise UserError(f"{folder}: no character folders found; expected {LAYOUT}")
+    return chars
+
+
+def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
+    """(characters, drawings, size, size) uint8 images (strokes = 255), cached in the folder."""
+    cache = folder / f"omniglot_{size}.pt"
+    chars = character_folders(folder)
+    names = [str(c.relative_to(folder)) for c in chars]
+    if cache.is_file():
+        saved = torch.load(cache, weights_only=True)
+        if saved.get("names") == names:
+            return saved["images"], names
+    from PIL import Image
+
+    per_char = []
+    for c in chars:
+        files = sorted(c.glob("*.png"))
+        if not files:
+            raise UserError(f"{c} holds no .png drawings; expected {LAYOUT}")
+        imgs = []
+        for f in files:
+            with Image.open(f) as im:
+                im = im.convert("L").resize((size, size), Image.Resampling.LANCZOS)
+                imgs.append(255 - torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(size, size))
+        per_char.append(torch.stack(imgs))
+    n = min(len(p) for p in per_char)
+    images = torch.stack([p[:n] for p in per_char])  # (C, n, S, S), strokes bright
+    try:
+        torch.save({"images": images, "names": names}, cache)
+    except OSError:
+        pass  # a read-only data folder: decode again next time
+    return images, names
+
+
+class Episodes(Dataset):
+    """Item (i, epoch) -> meta-batch i of that epoch, drawn from a generator keyed by (seed, epoch, i).
+    With ``fixed=True`` the items are fixed tasks keyed by i only."""
+
+    def __init__(self, images: torch.Tensor, cfg: OmniglotConfig, seed: int, n_batches: int, tasks_per_batch: int,
+                 n_tasks: int | None = None):
+        self.images, self.cfg, self.seed = images, cfg, seed
+        self.n_batches, self.tasks_per_batch, self.n_tasks = n_batches, tasks_per_batch, n_tasks
+        self.rotations = 4 if cfg.rotations else 1
+        self.n_classes = len(images) * self.rotations
+
+    def __len__(self) -> int:
+        return self.n_batches
+
+    def __getitem__(self, key) -> tuple[torch.Tensor, ...]:
+        i, epoch = key if isinstance(key, tuple) else (key, 0)
+        if not 0 <= int(i) < self.n_batches:
+            raise IndexError(i)
+        c = self.cfg
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 100_019 + int(i))
+        T = self.tasks_per_batch
+        if self.n_tasks is not None:  # fixed evaluation tasks: the last batch may be short
+            T = min(T, self.n_tasks - int(i) * self.tasks_per_batch)
+        drawings = self.images.shape[1]
+        classes = torch.stack([torch.randperm(self.n_classes, generator=g)[:c.n_way] for _ in range(T)])  # (T, N)
+        picks = torch.stack([torch.randperm(drawings, generator=g)[:c.shots + c.query]
+                             for _ in range(T * c.n_way)]).view(T, c.n_way, -1)  # (T, N, K + Q)
+        char, rot = classes // self.rotations, classes % self.rotations
+        x = self.images[char[..., None], picks].float() / 255.0  # (T, N, K + Q, S, S)
+        for r in range(1, self.rotations):
+            mask = rot == r
+            x[mask] = torch.rot90(x[mask], r, dims=(-2, -1))
+        x = x.unsqueeze(3)  # (T, N, K + Q, 1, S, S)
+        labels = torch.arange(c.n_way).view(1, -1, 1)
+        xs = x[:, :, :c.shots].flatten(1, 2)  # (T, N*K, 1, S, S), class-major
+        xq = x[:, :, c.shots:].flatten(1, 2)  # (T, N*Q, 1, S, S)
+        ys = labels.expand(T, -1, c.shots).flatten(1)  # (T, N*K)
+        yq = labels.expand(T, -1, c.query).flatten(1)  # (T, N*Q)
+        return xs, ys, xq, yq
+
+
+class _EpochKeys(EpochSampler):
+    def __iter__(self):
+        return ((i, self.epoch) for i in range(self.n))
+
+
+@DATAMODULES.register("omniglot")
+class OmniglotData(ZooDataModule):
+    """Omniglot N-way K-shot episodes from local PNGs (1,200 training characters, rotations as classes)."""
+
+    Config = OmniglotConfig
+
+    def prepare_data(self) -> None:
+        find_omniglot(self.cfg.root)  # fail early, naming the paths and the layout
+
+    def setup(self, stage: str | None = None) -> None:
+        if getattr(self, "train_set", None) is not None:
+            return
+        c = self.cfg
+        for name in ("n_way", "shots", "query", "meta_batch", "steps_per_epoch", "val_tasks", "test_tasks",
+                     "eval_batch_tasks", "image_size"):
+            if getattr(c, name) < 1:
+                raise UserError(f"data.{name}={getattr(c, name)} must be at least 1")
+        folder = find_omniglot(c.root)
+        images, _ = load_images(folder, c.image_size)
+        drawings = images.shape[1]
+        if c.shots + c.query > drawings:
+            raise UserError(f"data.shots + data.query = {c.shots} + {c.query} images per class, but the Omniglot "
+                            f"characters in {folder} have {drawings} drawings each: lower data.query or data.shots")
+        perm = torch.randperm(len(images), generator=torch.Generator().manual_seed(c.split_seed))
+        if not 0 < c.train_characters < len(images):
+            raise UserError(f"data.train_characters={c.train_characters} must be between 1 and {len(images) - 1} "
+                            f"({len(images)} characters found in {folder})")
+        train, held = images[perm[:c.train_characters]], images[perm[c.train_characters:]]
+        rot = 4 if c.rotations else 1
+        for name, part in (("training", train), ("held-out", held)):
+            if c.n_way > len(part) * rot:
+                raise UserError(f"data.n_way={c.n_way} is more than the {len(part) * rot} {name} classes "
+                                f"({len(part)} characters x {rot} rotations) in {folder}: lower data.n_way")
+        self.train_set = Episodes(train, c, c.seed, c.steps_per_epoch, c.meta_batch)
+        nb = c.eval_batch_tasks
+        self.val_set = Episodes(held, c, c.eval_seed, math.ceil(c.val_tasks / nb), nb, c.val_tasks)
+        self.test_set = Episodes(held, c, c.eval_seed + 1, math.ceil(c.test_tasks / nb), nb, c.test_tasks)
+
+    def info(self) -> dict:
+        c = self.cfg
+        return {"task": "classification", "n_way": c.n_way, "shots": c.shots,
+                "image_shape": [1, c.image_size, c.image_size]}
+
+    def train_dataloader(self) -> DataLoader:
+        sampler = _EpochKeys(len(self.train_set), self.cfg.seed)
+        return DataLoader(self.train_set, batch_size=None, sampler=sampler, num_workers=self.cfg.num_workers)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=None, shuffle=False, num_workers=self.cfg.num_workers)
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self.test_set, batch_size=None, shuffle=False, num_workers=self.cfg.num_workers)

@@ -1,0 +1,52 @@
+"""``python -m zoo.predict maml-sinusoid [x,y ...] [steps=10] [seed=0] [out=PNG]``: fine-tune the
+meta-learned initialisation on the points given (or on K points of a random sinusoid task) and
+write the paper's Figure 2 for them: the fit after 0, 1 and ``steps`` gradient steps."""
+
+from __future__ import annotations
+
+import torch
+
+from zoo.core.module import check_options
+from zoo.errors import UserError
+
+DEFAULTS = {"steps": 10, "seed": 0, "out": "maml_adaptation.png", "shots": 0}
+
+
+def parse_points(inputs: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    xs, ys = [], []
+    for item in inputs:
+        try:
+            x, y = (float(v) for v in item.split(","))
+        except ValueError:
+            raise UserError(f"cannot read point '{item}': give points as x,y (e.g. 1.5,-0.3)") from None
+        xs.append(x)
+        ys.append(y)
+    return torch.tensor(xs).unsqueeze(-1), torch.tensor(ys).unsqueeze(-1)  # (K, 1) each
+
+
+def predict_cli(model, inputs: list[str], options: dict) -> None:
+    from zoo.models.maml import plots
+
+    if model.task != "regression":
+        raise UserError("zoo.predict adapts regression MAML models (sinusoid); for classification use "
+                        "python -m zoo.evaluate")
+    opts = check_options(options, DEFAULTS, "maml predict")
+    steps, seed, shots = int(opts["steps"]), int(opts["seed"]), int(opts["shots"])
+    if steps < 0:
+        raise UserError(f"steps={steps} must be >= 0")
+    shown = sorted({0, min(1, steps), steps})
+    with torch.inference_mode(False):
+        if inputs:
+            xs, ys = parse_points(inputs)
+            points = (xs.to(model.device), ys.to(model.device))
+            fig = plots.sinusoid_adaptation(model, steps=tuple(shown), points=points)
+            grid = torch.linspace(-5, 5, 11, device=model.device).unsqueeze(-1)
+            preds = plots.adapted_predictions(model, *points, grid, [steps])[steps].squeeze(-1)
+            print(f"fine-tuned on {len(xs)} points for {steps} steps; predictions:")
+            for x, y in zip(grid.squeeze(-1).tolist(), preds.tolist()):
+                print(f"  x={x:+.1f}  y={y:+.3f}")
+        else:
+            fig = plots.sinusoid_adaptation(model, seed=seed, steps=tuple(shown), shots=shots or None)
+            print(f"random task (seed={seed}); the picture shows its true sine, the K points and the fits")
+    fig.savefig(opts["out"], dpi=110, bbox_inches="tight")
+    print(f"wrote {opts['out']}")
