@@ -56,7 +56,7 @@ def train(model, data, iterations: int, device: str) -> tuple[float, list[float]
         loss.backward()
         opt.step()
         if i % 1000 == 0:
-            trace.append(round(float(loss), 4))
+            trace.append(round(float(loss.detach()), 4))
     return time.perf_counter() - start, trace
 
 
@@ -87,12 +87,14 @@ def summary(runs: list[dict]) -> dict:
     for r in runs:
         for ev in r["eval"]:
             key = f"{r['method']}_{r['shots']}shot_lr{ev['inner_lr']}"
-            table.setdefault(key, []).append([ev["mse"][s] for s in REPORT_STEPS] + [ev["ci95"][s] for s in REPORT_STEPS])
+            row = [ev["mse"][s] for s in REPORT_STEPS] + [ev["ci95"][s] for s in REPORT_STEPS]
+            table.setdefault(key, []).append(row)
     out = {}
     for key, rows in table.items():
         t = torch.tensor(rows)
+        spread = t[:, :3].std(0) if len(rows) > 1 else torch.zeros(3)
         out[key] = {"seeds": len(rows), "mse_1_5_10": [round(float(v), 3) for v in t[:, :3].mean(0)],
-                    "seed_std_1_5_10": [round(float(v), 3) for v in (t[:, :3].std(0) if len(rows) > 1 else torch.zeros(3))],
+                    "seed_std_1_5_10": [round(float(v), 3) for v in spread],
                     "mean_ci95_1_5_10": [round(float(v), 3) for v in t[:, 3:].mean(0)]}
     return out
 
