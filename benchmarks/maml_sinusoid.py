@@ -109,8 +109,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/maml_sinusoid.json"))
     p.add_argument("--plots", default=str(ROOT / "docs/img"), help="folder for the Figure-2 style plots")
+    p.add_argument("--plot-from", default="", help="only draw MSE vs steps (MAML vs pretrained) from this JSON")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    if args.plot_from:
+        plot_mse_vs_steps(json.loads(Path(args.plot_from).read_text()), Path(args.plots))
+        return
 
     per_iter = measure(args.device)
     total = sum(per_iter[m] for m in args.methods) * args.iterations * len(args.seeds) * len(args.shots)
@@ -154,6 +158,35 @@ def save_plots(model, data, method: str, shots: int, folder: Path, ev: dict) -> 
     fig = plots.sinusoid_adaptation(model, seed=3, shots=shots)
     fig.axes[0].set_title(f"{method}, K={shots}")
     fig.savefig(folder / f"maml_sinusoid_{method}_{shots}shot.png", dpi=100, bbox_inches="tight")
+
+
+def plot_mse_vs_steps(record: dict, folder: Path) -> None:
+    """Mean over seeds of the test MSE after 0..10 steps, MAML vs pretrained, one panel per K."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shots = sorted({r["shots"] for r in record["runs"]})
+    fig, axes = plt.subplots(1, len(shots), figsize=(5 * len(shots), 3.6), squeeze=False)
+    for ax, k in zip(axes[0], shots):
+        for method in ("maml", "pretrained"):
+            for lr in (0.01, 0.02):
+                curves = [ev["mse"] for r in record["runs"] if r["shots"] == k and r["method"] == method
+                          for ev in r["eval"] if ev["inner_lr"] == lr]
+                if not curves:
+                    continue
+                mean = torch.tensor(curves).mean(0)
+                ax.plot(range(len(mean)), mean, marker="o" if method == "maml" else ".",
+                        label=f"{method}, step {lr} ({len(curves)} seeds)")
+        ax.set_title(f"K={k}: 600 test tasks")
+        ax.set_xlabel("gradient steps at test time")
+        ax.set_ylabel("mean squared error")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    folder.mkdir(parents=True, exist_ok=True)
+    fig.savefig(folder / "maml_sinusoid_mse_vs_steps.png", dpi=100, bbox_inches="tight")
 
 
 if __name__ == "__main__":

@@ -69,9 +69,14 @@ def sinusoid_adaptation(model, seed: int = 3, steps: tuple[int, ...] = (0, 1, 10
     amp = phase = None
     if points is None:
         g = torch.Generator().manual_seed(seed)
-        x, y, a, p = sample_sinusoids(1, shots or info.get("shots", 10), g, info.get("amplitude", (0.1, 5.0)),
-                                      info.get("phase", (0.0, 3.1416)), (lo, hi))
-        amp, phase = (float(a[0]), float(p[0])) if task is None else task
+        amp = 0.0
+        while amp < 1.5 and task is None:  # a task whose sine is visible (draws are deterministic in seed)
+            x, y, a, p = sample_sinusoids(1, shots or info.get("shots", 10), g, info.get("amplitude", (0.1, 5.0)),
+                                          info.get("phase", (0.0, 3.1416)), (lo, hi))
+            amp, phase = float(a[0]), float(p[0])
+        if task is not None:
+            x, _, _, _ = sample_sinusoids(1, shots or info.get("shots", 10), g, x_range=(lo, hi))
+            amp, phase = task
         xs = x[0].to(device)
         ys = (amp * torch.sin(xs - phase)).to(device)
     else:
