@@ -1,0 +1,57 @@
+"""2-D navigation: the environment, the policy-gradient meta-gradient, and that MAML-RL adapts."""
+
+import torch
+
+from zoo.models.maml.nav2d import Nav2dMAML
+from zoo.models.maml.nav2d_env import GaussianPolicy, Nav2dData, rollout
+
+SMALL = {"hidden": 32, "trajectories": 8, "horizon": 20, "eval_steps": 1, "lr": 1e-2}
+
+
+def test_rollout_clips_actions_and_pays_the_squared_distance():
+    torch.manual_seed(0)
+    policy = GaussianPolicy(init_std=1.0)
+    params = {k: v.expand(3, *v.shape) for k, v in policy.named_parameters()}
+    goals = torch.tensor([[0.5, 0.5], [-0.2, 0.1], [0.0, -0.4]])
+    states, actions, rewards = rollout(policy, params, goals, n=4, horizon=6)
+    assert states.shape == (3, 4, 6, 2) and rewards.shape == (3, 4, 6)
+    assert torch.equal(states[:, :, 0], torch.zeros(3, 4, 2))  # every episode starts at the origin
+    moves = states[:, :, 1:] - states[:, :, :-1]
+    assert torch.allclose(moves, actions[:, :, :-1].clamp(-0.1, 0.1), atol=1e-6)
+    assert actions.abs().max() > 0.1  # sampled actions do exceed the clip (std 1)
+    last = states[:, :, -1] + actions[:, :, -1].clamp(-0.1, 0.1)
+    assert torch.allclose(rewards[:, :, -1], -((last - goals[:, None]) ** 2).sum(-1), atol=1e-6)
+
+
+def test_second_order_policy_meta_gradient_differs_from_first_order():
+    data = Nav2dData({"meta_batch": 4})
+    data.setup()
+    grads = {}
+    for fo in (False, True):
+        torch.manual_seed(0)
+        model = Nav2dMAML({**SMALL, "first_order": fo}, data.info())
+        torch.manual_seed(1)  # same trajectories for both
+        model.training_step(data.train_set[(0, 0)], 0).backward()
+        grads[fo] = torch.cat([p.grad.flatten() for p in model.policy.parameters()])
+    assert grads[True].abs().max() > 0
+    assert (grads[False] - grads[True]).abs().max() > 1e-3 * grads[False].abs().max()
+
+
+def test_maml_rl_learns_to_adapt_to_the_goal():
+    """Seed 0, 40 meta-iterations of a small setting (H=20, 8 trajectories, 32 hidden): the return
+    after one adaptation step on 20 held-out goals beats the untrained policy's by a wide margin
+    (observed roughly -5 vs -60)."""
+    torch.manual_seed(0)
+    data = Nav2dData({"meta_batch": 8, "test_tasks": 20})
+    data.setup()
+    model = Nav2dMAML(SMALL, data.info())
+    goals = data.test_set[0]
+    before = model.returns_curve(goals).mean(0)
+    opt = torch.optim.Adam(model.parameters(), lr=model.cfg.lr)
+    for i in range(40):
+        loss = model.training_step(data.train_set[(i % 50, i // 50)], i)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    after = model.returns_curve(goals).mean(0)
+    assert after[1] > before[1] + 0.5 * before[1].abs(), (before, after)
