@@ -1,0 +1,27 @@
+"""The released maml-sinusoid: its card is reproduced by zoo.evaluate, zoo.predict adapts to points."""
+
+import json
+
+from zoo.evaluate import evaluate
+from zoo.hub import PRETRAINED_DIR
+from zoo.predict import main as predict
+
+
+def test_evaluate_reproduces_the_card():
+    card = json.loads((PRETRAINED_DIR / "maml-sinusoid.json").read_text())
+    got = evaluate("maml-sinusoid")
+    for key in ("test/loss_0", "test/loss_1", "test/loss_10"):
+        assert abs(got[key] - card["metrics"][key]) < 1e-4, key
+    assert card["metrics"]["test/loss_1"] < 0.5 < card["metrics"]["test/loss_0"]  # one step adapts
+
+
+def test_predict_adapts_to_given_points_and_to_a_random_task(tmp_path, capsys):
+    out = tmp_path / "fit.png"
+    assert predict(["maml-sinusoid", "-4,1.5", "-2,-2", "0,-1", "1,1.8", "3,0.5", "steps=5", f"out={out}"]) == 0
+    text = capsys.readouterr().out
+    assert out.stat().st_size > 10_000 and "x=+0.0" in text
+    assert predict(["maml-sinusoid", "seed=4", f"out={tmp_path / 'rand.png'}"]) == 0
+    assert (tmp_path / "rand.png").is_file()
+    assert predict(["maml-sinusoid", "1,x", f"out={tmp_path / 'bad.png'}"]) == 2
+    assert predict(["maml-sinusoid", "steps=-1", f"out={tmp_path / 'bad.png'}"]) == 2
+    assert not (tmp_path / "bad.png").exists()
