@@ -151,7 +151,7 @@ class Nav2dMAML(ZooModule):
                 out[f"test/return_{j}_ci95"] = v
             rand = self.returns_curve(goals, self.random_init_params())
             out.update({f"test/random_init_return_{j}": v for j, v in enumerate(rand.mean(0))})
-        self.log_dict(out, batch_size=len(goals))
+        self.log_dict(out, batch_size=len(goals), sync_dist=True)
 
     def validation_step(self, goals: Tensor, batch_idx: int) -> None:
         self._evaluate(goals, "val")
