@@ -4,12 +4,18 @@
 
 Every run is `zoo.train` + `zoo.evaluate` of its last checkpoint in its own process with one torch
 thread, all in parallel (meant for a machine with many cores and a GPU; variants name their
-accelerator). Writes $OUT/sat_sweep.json with every run, failures included (rc, stderr tail).
-import json, os, subprocess, sys, time
+accelerator). Writes $OUT/sat_seeds.json with every run, failures included (rc, stderr tail).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-OUT = Path(os.environ.get("OUT", "/tmp/out"))
+OUT = Path(os.environ.get("OUT", "benchmarks/results"))
 CHILD = r"""
 import json, sys, time
 import torch
@@ -52,11 +58,12 @@ def run(job):
             row.update(json.loads(line[6:]))
     if p.returncode:
         row["error"] = p.stderr[-2000:]
-    print(json.dumps({k: row.get(k) for k in ("variant", "seed", "rc", "wall_s", "test/bleu4", "test/att_localisation")}), flush=True)
+    shown = ("variant", "seed", "rc", "wall_s", "test/bleu4", "test/att_localisation")
+    print(json.dumps({k: row.get(k) for k in shown}), flush=True)
     return row
 
 
 with ThreadPoolExecutor(len(jobs)) as ex:
     rows = list(ex.map(run, jobs))
 OUT.mkdir(parents=True, exist_ok=True)
-(OUT / "sat_sweep.json").write_text(json.dumps(rows, indent=1))
+(OUT / "sat_seeds.json").write_text(json.dumps(rows, indent=1))
