@@ -30,7 +30,12 @@ print("BENCH", json.dumps({"fit_s": fit, **m}))
 """
 HARD_LONG = ["trainer.max_epochs=12", "model.expected_context_hold=1200", "model.expected_context_anneal=600"]
 RLOO = ["model.score_cost=sum", "model.estimator={name: rloo, n: 4, entropy_weight: 0.002}"]
+COS = ["model.lr_schedule=cosine"]
 VARIANTS = {
+    "soft_cos_gpu": ("sat_shapes_soft", "gpu", COS),
+    "soft_long_cos_gpu": ("sat_shapes_soft", "gpu", COS + ["trainer.max_epochs=12"]),
+    "hard_long_cos_gpu": ("sat_shapes_hard", "gpu", COS + HARD_LONG),
+    "hard_long_rloo4_cos_gpu": ("sat_shapes_hard", "gpu", COS + HARD_LONG + RLOO),
     "hard_gpu": ("sat_shapes_hard", "gpu", []),
     "hard_cpu": ("sat_shapes_hard", "cpu", []),
     "hard_rloo4_gpu": ("sat_shapes_hard", "gpu", RLOO),
