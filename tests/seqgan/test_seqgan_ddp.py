@@ -3,12 +3,12 @@ unused-parameter detection (set by the model, not the user), G's gradients are a
 every phase runs, writing one run folder and printing once."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
+from platform_testlib import subprocess_env  # tests/platform, on sys.path via conftest
 
 from zoo.train import train
 
@@ -19,7 +19,7 @@ SMALL = ["recipe=seqgan_oracle_small", "data.vocab_size=50", "data.num_val=32", 
 
 
 def run_two_processes(*overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = subprocess_env()  # extends PYTHONPATH, never replaces it
     proc = subprocess.run([sys.executable, "-m", "zoo.train", *SMALL, "trainer.devices=2", "trainer.strategy=ddp",
                            *overrides], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
