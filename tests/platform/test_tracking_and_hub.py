@@ -66,6 +66,8 @@ def test_pretrained_roundtrip_and_card(exported, tmp_path):
     card = json.loads(weights.with_suffix(".json").read_text())
     assert card["model"] == "toymodel:Toy" and card["metrics_split"] == "test"
     assert card["command"].startswith("python -m zoo.train recipe=")
+    assert "run_dir" not in card["command"]  # the training machine's folder is left out
+    assert card["checkpoint"] == {"file": "last.ckpt", "epoch": 1, "step": card["trained_steps"]}  # epochs from 0
     model = zoo.load("toy-test")
     x = torch.randn(4, 8)
     assert torch.allclose(model.net(x), result.model.eval().net(x))
