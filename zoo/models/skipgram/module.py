@@ -112,10 +112,13 @@ class SkipGramModule(ZooModule):
         lr0, lr1 = self.lr_at(done), self.lr_at(done + raw)
         world, rank = self.world()
         seed = ((self._seed % (1 << 40)) * 1_000_003 + self.global_step) * 64 + rank  # negatives' seed
-        stats = train_chunk(self.net, batch["tokens"], batch["sentence"], batch["window"],
-                            int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,
-                            self.threads, self.cfg.share_negatives, self.intra_op_threads,
-                            1 if self.small_vocabulary else world)  # ranks whose updates are summed
+        # the hand-written updates add into the float32 tables: no autocast (trainer.precision=bf16-mixed
+        # runs the rest of the loop as usual, these updates in float32)
+        with torch.autocast(self.device.type, enabled=False):
+            stats = train_chunk(self.net, batch["tokens"], batch["sentence"], batch["window"],
+                                int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,
+                                self.threads, self.cfg.share_negatives, self.intra_op_threads,
+                                1 if self.small_vocabulary else world)  # ranks whose updates are summed
         if not math.isfinite(stats["loss"]):
             from zoo.callbacks.safety import NonFiniteLossError
 
