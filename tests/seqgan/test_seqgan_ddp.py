@@ -53,5 +53,6 @@ def test_every_phase_runs_under_ddp(tmp_path):
     assert len(runs) == 1, "all ranks write one run folder"
     metrics = json.loads((runs[0] / "metrics.json").read_text())
     assert "test/nll_oracle_mle" in metrics, "the adversarial phase ran"
+    print("METRICS", metrics)
     assert 0 < metrics["test/nll_oracle"] < 2 * metrics["test/nll_oracle_random"]
     assert proc.stdout.count("run folder:") == 1, proc.stdout

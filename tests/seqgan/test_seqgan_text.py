@@ -118,6 +118,7 @@ def test_text_training_and_predict(tmp_path, capsys):
         "test/bleu4_mle",
     ):
         assert key in metrics
+    print("METRICS", metrics)
     assert 0 < metrics["test/bleu2"] <= 1
     assert (result.run_dir / "plots" / "test_samples.txt").is_file()
     ckpt = result.run_dir / "checkpoints" / "last.ckpt"
