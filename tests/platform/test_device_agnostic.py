@@ -7,14 +7,17 @@ A CPU machine cannot run CUDA, so two checks stand in for it:
   belongs on the CPU (``# cpu: <reason>``), or sits in a file listed in ``CPU_FILES`` (data
   pipelines, whose batches Lightning moves to the device, and plotting), or in an ``__init__``
   (parameters and buffers, which move with their module);
-- runs on the "meta" device and in float64, which fail on a tensor that does not follow its inputs
-  (see ``test_skipgram_chunk_follows_the_device`` and friends below).
+- runs in float64 (skip-gram's hand-written updates, each model's stochastic loss and gradient):
+  a tensor made with a fixed dtype either breaks them or shows up as a float32 result.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTORIES = {"arange", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "tensor",
@@ -87,3 +90,53 @@ def test_the_scan_catches_a_cpu_tensor(tmp_path: Path):
 def test_cpu_files_exist():
     for name in CPU_FILES:
         assert (ROOT / name).is_file(), f"CPU_FILES lists {name}, which does not exist"
+
+
+def _to_double(x):
+    if isinstance(x, torch.Tensor):
+        return x.double() if x.is_floating_point() else x
+    if isinstance(x, dict):
+        return {k: _to_double(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_double(v) for v in x)
+    return x
+
+
+def test_skipgram_updates_follow_the_tables_dtype():
+    """float64 tables stay float64 through every objective's hand-written update (a tensor made in
+    float32 would be refused by index_add_ or silently round the update)."""
+    from zoo.models.skipgram.loop import train_chunk
+    from zoo.models.skipgram.nets import SkipGram
+
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 50, (600,), generator=g)
+    sentence = torch.cumsum(torch.rand(600, generator=g) < 0.05, 0)
+    window = torch.randint(1, 6, (600,), generator=g)
+    for objective in ("negative_sampling", "nce", "full_softmax"):
+        net = SkipGram(torch.full((50,), 10), dim=8, objective=objective, step_cap=True).double()
+        before = net.centre.detach().clone()
+        stats = train_chunk(net, tokens, sentence, window, 5, 0.01, 0.001, batch_centres=300, seed=0)
+        assert net.centre.dtype == net.context.dtype == torch.float64 and stats["pairs"] > 0
+        assert not torch.equal(net.centre, before)
+
+
+@pytest.mark.parametrize("recipe, overrides", [("vae_digits", []), ("dvae_digits_reinforce", []),
+                                               ("sat_shapes_hard", ["data.n_train=32", "data.n_val=8"]),
+                                               ("seqgan_oracle_small", ["data.vocab_size=50"])])
+def test_models_follow_float64(recipe, overrides):
+    """A model cast to float64 computes its stochastic loss and gradients in float64: no tensor in
+    the path is made with a fixed dtype."""
+    from zoo.config import load_config
+    from zoo.train import build
+
+    torch.manual_seed(0)
+    datamodule, model = build(load_config(recipe, overrides))
+    model = model.double()
+    model.log = model.log_dict = lambda *a, **k: None
+    batch = _to_double(next(iter(datamodule.train_dataloader())))
+    loss = model.estimator_loss(batch)
+    assert loss.dtype == torch.float64
+    params = [p for p in model.estimator_parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    assert any(gr is not None for gr in grads)
+    assert all(gr.dtype == torch.float64 for gr in grads if gr is not None)

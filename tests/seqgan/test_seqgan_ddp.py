@@ -53,6 +53,8 @@ def test_every_phase_runs_under_ddp(tmp_path):
     assert len(runs) == 1, "all ranks write one run folder"
     metrics = json.loads((runs[0] / "metrics.json").read_text())
     assert "test/nll_oracle_mle" in metrics, "the adversarial phase ran"
-    print("METRICS", metrics)
-    assert 0 < metrics["test/nll_oracle"] < 2 * metrics["test/nll_oracle_random"]
+    # G's samples score above the oracle's own (the floor) and near an untrained G's (a tiny run:
+    # 6.19 vs 6.10, floor 2.16, seed 0); a G broken by the all-reduce would be far off
+    assert metrics["test/nll_oracle_floor"] + 1 < metrics["test/nll_oracle"] < metrics["test/nll_oracle_random"] + 0.5
+    assert metrics["test/nll_oracle"] != metrics["test/nll_oracle_mle"], "the adversarial steps changed G"
     assert proc.stdout.count("run folder:") == 1, proc.stdout
