@@ -140,3 +140,26 @@ def test_models_follow_float64(recipe, overrides):
     grads = torch.autograd.grad(loss, params, allow_unused=True)
     assert any(gr is not None for gr in grads)
     assert all(gr.dtype == torch.float64 for gr in grads if gr is not None)
+
+
+def test_every_benchmark_takes_device_and_records_it():
+    """benchmarks/*.py: a --device option (benchmarks/devices.py) and the device in the JSON."""
+    scripts = [p for p in sorted((ROOT / "benchmarks").glob("*.py")) if p.name != "devices.py"]
+    assert len(scripts) >= 6
+    for path in scripts:
+        source = path.read_text()
+        assert "resolve_device(" in source, f"{path.name}: no --device (use benchmarks/devices.py)"
+        assert '"device": str(' in source or '"device": args.device' in source, f"{path.name}: device not in the JSON"
+
+
+def test_device_option_refuses_an_absent_gpu():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from devices import accelerator, resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu") and accelerator(torch.device("cpu")) == ("cpu", 1)
+    assert accelerator(torch.device("cuda:1")) == ("gpu", [1])
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="CUDA is not available"):
+            resolve_device("cuda")
