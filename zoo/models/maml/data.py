@@ -33,7 +33,7 @@ class SinusoidConfig:
     steps_per_epoch: int = 1000  # meta-iterations per Lightning epoch
     val_tasks: int = 100  # fixed validation tasks
     test_tasks: int = 600  # fixed test tasks (the paper's table: 600)
-    eval_batch_tasks: int = 200  # tasks per validation / test batch
+    eval_batch_tasks: int = 600  # tasks per validation / test batch (600: the test split is one batch)
     amplitude: tuple[float, float] = (0.1, 5.0)  # A ~ U[lo, hi]
     phase: tuple[float, float] = (0.0, math.pi)  # phi ~ U[lo, hi]
     x_range: tuple[float, float] = (-5.0, 5.0)  # x ~ U[lo, hi]
