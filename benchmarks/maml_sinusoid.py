@@ -28,6 +28,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from devices import add_device_option, resolve_device  # noqa: E402  (benchmarks/devices.py)
 
 PAPER_5SHOT = {"maml": [0.67, 0.38, 0.35], "pretrained": [2.41, 2.23, 2.19]}
 REPORT_STEPS = (1, 5, 10)
@@ -91,8 +94,8 @@ def summary(runs: list[dict]) -> dict:
             table.setdefault(key, []).append(row)
     out = {}
     for key, rows in table.items():
-        t = torch.tensor(rows)
-        spread = t[:, :3].std(0) if len(rows) > 1 else torch.zeros(3)
+        t = torch.tensor(rows)  # cpu: summary statistics
+        spread = t[:, :3].std(0) if len(rows) > 1 else torch.zeros(3)  # cpu: summary statistics
         out[key] = {"seeds": len(rows), "mse_1_5_10": [round(float(v), 3) for v in t[:, :3].mean(0)],
                     "seed_std_1_5_10": [round(float(v), 3) for v in spread],
                     "mean_ci95_1_5_10": [round(float(v), 3) for v in t[:, 3:].mean(0)]}
@@ -105,12 +108,13 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--shots", type=int, nargs="+", default=[5, 10])
     p.add_argument("--methods", nargs="+", default=["maml", "pretrained"])
-    p.add_argument("--device", default="cpu")
+    add_device_option(p)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/maml_sinusoid.json"))
     p.add_argument("--plots", default=str(ROOT / "docs/img"), help="folder for the Figure-2 style plots")
     p.add_argument("--plot-from", default="", help="only draw MSE vs steps (MAML vs pretrained) from this JSON")
     args = p.parse_args()
+    args.device = str(resolve_device(args.device))
     torch.set_num_threads(args.threads)
     if args.plot_from:
         plot_mse_vs_steps(json.loads(Path(args.plot_from).read_text()), Path(args.plots))
@@ -176,7 +180,7 @@ def plot_mse_vs_steps(record: dict, folder: Path) -> None:
                           for ev in r["eval"] if ev["inner_lr"] == lr]
                 if not curves:
                     continue
-                mean = torch.tensor(curves).mean(0)
+                mean = torch.tensor(curves).mean(0)  # cpu: for matplotlib
                 ax.plot(range(len(mean)), mean, marker="o" if method == "maml" else ".",
                         label=f"{method}, step {lr} ({len(curves)} seeds)")
         ax.set_title(f"K={k}: 600 test tasks")

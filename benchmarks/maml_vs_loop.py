@@ -25,24 +25,32 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from devices import add_device_option, resolve_device  # noqa: E402  (benchmarks/devices.py)
 
 from zoo.models.maml import meta  # noqa: E402
 from zoo.models.maml.nets import MLP, ConvNet  # noqa: E402
 
 
 def setting(name: str, device: str):
-    g = torch.Generator().manual_seed(0)
+    """The net, a fixed meta-batch (drawn on the CPU from a seeded generator, then moved), the loss, alpha."""
+    g = torch.Generator().manual_seed(0)  # cpu: seeded draws, moved to --device below
     torch.manual_seed(0)
+
+    def rand(*shape):
+        return torch.rand(*shape, generator=g).to(device)  # cpu: seeded draw, moved to --device
+
     if name == "sinusoid":
         T, K = 25, 10
-        x = torch.rand(T, 2 * K, 1, generator=g) * 10 - 5
-        y = (torch.rand(T, 1, 1, generator=g) * 4.9 + 0.1) * torch.sin(x - torch.rand(T, 1, 1, generator=g) * 3.14)
-        batch = (x[:, :K], y[:, :K], x[:, K:], y[:, K:])
-        return MLP().to(device), tuple(t.to(device) for t in batch), F.mse_loss, 0.01
+        x = rand(T, 2 * K, 1) * 10 - 5
+        y = (rand(T, 1, 1) * 4.9 + 0.1) * torch.sin(x - rand(T, 1, 1) * 3.14)
+        return MLP().to(device), (x[:, :K], y[:, :K], x[:, K:], y[:, K:]), F.mse_loss, 0.01
     T, N, Q = 32, 5, 15
-    xs, xq = torch.rand(T, N, 1, 28, 28, generator=g), torch.rand(T, N * Q, 1, 28, 28, generator=g)
-    ys, yq = torch.arange(N).expand(T, -1), torch.arange(N).repeat(Q).expand(T, -1)
-    return ConvNet(N).to(device), tuple(t.to(device) for t in (xs, ys, xq, yq)), F.cross_entropy, 0.4
+    xs, xq = rand(T, N, 1, 28, 28), rand(T, N * Q, 1, 28, 28)
+    ys = torch.arange(N, device=device).expand(T, -1)
+    yq = torch.arange(N, device=device).repeat(Q).expand(T, -1)
+    return ConvNet(N).to(device), (xs, ys, xq, yq), F.cross_entropy, 0.4
 
 
 def zoo_path(path: str):
@@ -84,12 +92,13 @@ def timed(fn, args, reps: int, device: str) -> list[float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cpu")
+    add_device_option(p)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--settings", nargs="+", default=["sinusoid", "omniglot"])
     p.add_argument("--reps", type=int, default=0, help="timed repetitions (0: 50 sinusoid, 5 conv on CPU)")
     p.add_argument("--out", default="")
     args = p.parse_args()
+    args.device = str(resolve_device(args.device))
     torch.set_num_threads(args.threads)
     try:
         import higher  # noqa: F401

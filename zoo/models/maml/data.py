@@ -45,9 +45,9 @@ class SinusoidConfig:
 def sample_sinusoids(n: int, points: int, g: torch.Generator, amplitude=(0.1, 5.0), phase=(0.0, math.pi),
                      x_range=(-5.0, 5.0)) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """n tasks with ``points`` points each: x (n, points, 1), y (n, points, 1), amplitude (n,), phase (n,)."""
-    amp = torch.empty(n).uniform_(*amplitude, generator=g)
-    ph = torch.empty(n).uniform_(*phase, generator=g)
-    x = torch.empty(n, points, 1).uniform_(*x_range, generator=g)
+    amp = torch.empty(n).uniform_(*amplitude, generator=g)  # cpu: task data, moved by Lightning
+    ph = torch.empty(n).uniform_(*phase, generator=g)  # cpu: task data
+    x = torch.empty(n, points, 1).uniform_(*x_range, generator=g)  # cpu: task data
     y = amp[:, None, None] * torch.sin(x - ph[:, None, None])
     return x, y, amp, ph
 
@@ -64,7 +64,7 @@ class SinusoidMetaBatches(Dataset):
     def __getitem__(self, key) -> tuple[torch.Tensor, ...]:
         i, epoch = key if isinstance(key, tuple) else (key, 0)
         c = self.cfg
-        g = torch.Generator().manual_seed(c.seed * 1_000_003 + epoch * 100_019 + int(i))
+        g = torch.Generator().manual_seed(c.seed * 1_000_003 + epoch * 100_019 + int(i))  # cpu: datamodule
         x, y, _, _ = sample_sinusoids(c.meta_batch, c.shots + c.query, g, c.amplitude, c.phase, c.x_range)
         return x[:, :c.shots], y[:, :c.shots], x[:, c.shots:], y[:, c.shots:]  # (T, K, 1) x2, (T, Q, 1) x2
 
@@ -117,8 +117,8 @@ class SinusoidData(ZooDataModule):
 
     def fixed_tasks(self, n: int, seed: int) -> tuple[torch.Tensor, ...]:
         c = self.cfg
-        x, y, _, _ = sample_sinusoids(n, c.shots + c.eval_query, torch.Generator().manual_seed(seed), c.amplitude,
-                                      c.phase, c.x_range)
+        g = torch.Generator().manual_seed(seed)  # cpu: datamodule (fixed evaluation tasks)
+        x, y, _, _ = sample_sinusoids(n, c.shots + c.eval_query, g, c.amplitude, c.phase, c.x_range)
         return x[:, :c.shots], y[:, :c.shots], x[:, c.shots:], y[:, c.shots:]
 
     def info(self) -> dict:

@@ -90,9 +90,9 @@ class Goals(Dataset):
         i, epoch = key if isinstance(key, tuple) else (key, 0)
         if not 0 <= int(i) < self.n_items:
             raise IndexError(i)
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 100_019 + int(i))
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 100_019 + int(i))  # cpu: datamodule
         r = self.cfg.goal_range
-        return torch.empty(self.per_item, 2).uniform_(-r, r, generator=g)  # (T, 2)
+        return torch.empty(self.per_item, 2).uniform_(-r, r, generator=g)  # cpu: goals (T, 2), moved by Lightning
 
 
 class _EpochKeys(EpochSampler):

@@ -129,13 +129,13 @@ class Episodes(Dataset):
         if not 0 <= int(i) < self.n_batches:
             raise IndexError(i)
         c = self.cfg
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 100_019 + int(i))
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 100_019 + int(i))  # cpu: datamodule
         T = self.tasks_per_batch
         if self.n_tasks is not None:  # fixed evaluation tasks: the last batch may be short
             T = min(T, self.n_tasks - int(i) * self.tasks_per_batch)
         drawings = self.images.shape[1]
-        classes = torch.stack([torch.randperm(self.n_classes, generator=g)[:c.n_way] for _ in range(T)])  # (T, N)
-        picks = torch.stack([torch.randperm(drawings, generator=g)[:c.shots + c.query]
+        classes = torch.stack([torch.randperm(self.n_classes, generator=g)[:c.n_way] for _ in range(T)])  # cpu: (T, N)
+        picks = torch.stack([torch.randperm(drawings, generator=g)[:c.shots + c.query]  # cpu: datamodule
                              for _ in range(T * c.n_way)]).view(T, c.n_way, -1)  # (T, N, K + Q)
         char, rot = classes // self.rotations, classes % self.rotations
         x = self.images[char[..., None], picks].float() / 255.0  # (T, N, K + Q, S, S)
@@ -143,7 +143,7 @@ class Episodes(Dataset):
             mask = rot == r
             x[mask] = torch.rot90(x[mask], r, dims=(-2, -1))
         x = x.unsqueeze(3)  # (T, N, K + Q, 1, S, S)
-        labels = torch.arange(c.n_way).view(1, -1, 1)
+        labels = torch.arange(c.n_way).view(1, -1, 1)  # cpu: datamodule, moved by Lightning
         xs = x[:, :, :c.shots].flatten(1, 2)  # (T, N*K, 1, S, S), class-major
         xq = x[:, :, c.shots:].flatten(1, 2)  # (T, N*Q, 1, S, S)
         ys = labels.expand(T, -1, c.shots).flatten(1)  # (T, N*K)
@@ -179,7 +179,8 @@ class OmniglotData(ZooDataModule):
         if c.shots + c.query > drawings:
             raise UserError(f"data.shots + data.query = {c.shots} + {c.query} images per class, but the Omniglot "
                             f"characters in {folder} have {drawings} drawings each: lower data.query or data.shots")
-        perm = torch.randperm(len(images), generator=torch.Generator().manual_seed(c.split_seed))
+        g = torch.Generator().manual_seed(c.split_seed)  # cpu: datamodule (character split)
+        perm = torch.randperm(len(images), generator=g)  # cpu: datamodule
         if not 0 < c.train_characters < len(images):
             raise UserError(f"data.train_characters={c.train_characters} must be between 1 and {len(images) - 1} "
                             f"({len(images)} characters found in {folder})")

@@ -21,7 +21,7 @@ def steps_curve(losses: Tensor, metrics: Tensor | None = None, label: str = "MAM
     for ax, (name, values) in zip(axes[0], panels):
         values = values.detach().float().cpu()
         mean, ci = values.mean(0), 1.96 * values.std(0) / max(len(values), 2) ** 0.5
-        steps = torch.arange(len(mean))
+        steps = torch.arange(len(mean))  # cpu: for matplotlib
         ax.plot(steps, mean, marker="o", label=label)
         ax.fill_between(steps, mean - ci, mean + ci, alpha=0.25)
         ax.set_xlabel("gradient steps at test time")
@@ -68,7 +68,7 @@ def sinusoid_adaptation(model, seed: int = 3, steps: tuple[int, ...] = (0, 1, 10
     grid = torch.linspace(lo, hi, 200, device=device).unsqueeze(-1)  # (G, 1)
     amp = phase = None
     if points is None:
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(seed)  # cpu: one task, moved to the model's device below
         amp = 0.0
         while amp < 1.5 and task is None:  # a task whose sine is visible (draws are deterministic in seed)
             x, y, a, p = sample_sinusoids(1, shots or info.get("shots", 10), g, info.get("amplitude", (0.1, 5.0)),

@@ -21,7 +21,9 @@ def parse_points(inputs: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
             raise UserError(f"cannot read point '{item}': give points as x,y (e.g. 1.5,-0.3)") from None
         xs.append(x)
         ys.append(y)
-    return torch.tensor(xs).unsqueeze(-1), torch.tensor(ys).unsqueeze(-1)  # (K, 1) each
+    x = torch.tensor(xs).unsqueeze(-1)  # cpu: (K, 1), moved to the model's device by the caller
+    y = torch.tensor(ys).unsqueeze(-1)  # cpu: (K, 1)
+    return x, y
 
 
 def predict_cli(model, inputs: list[str], options: dict) -> None:
