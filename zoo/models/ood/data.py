@@ -33,11 +33,29 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError
 from zoo.registry import DATAMODULES
+
+
+class ImageTensorSet(Dataset):
+    """(x, y) pairs from tensors; uint8 images (kept as uint8 to save memory) become float / 255."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor):
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i):
+        x = self.x[i]
+        return (x.float() / 255.0 if x.dtype == torch.uint8 else x), self.y[i]
+
+
+def as_float(x: torch.Tensor) -> torch.Tensor:
+    return x.float() / 255.0 if x.dtype == torch.uint8 else x
 
 
 class OODDataModule(ZooDataModule):
@@ -55,26 +73,28 @@ class OODDataModule(ZooDataModule):
         p = self.parts
         if list(p["val_ood"]) != list(p["test_ood"]):
             raise AssertionError("validation and test OOD sets must have the same names")
-        self.train_set = TensorDataset(*p["train"])
-        self.val_set = TensorDataset(*p["val"])
-        self.test_set = TensorDataset(*p["test"])
+        if not p["test_ood"]:
+            raise UserError("no OOD sets: give at least one in data.ood")
+        self.train_set = ImageTensorSet(*p["train"])
+        self.val_set = ImageTensorSet(*p["val"])
+        self.test_set = ImageTensorSet(*p["test"])
 
     def info(self) -> dict:
         self.setup()
-        x = self.parts["train"][0]
+        x = as_float(self.parts["train"][0][:10_000])  # statistics from (up to) 10,000 training inputs
         dims = [0] + list(range(2, x.dim())) if x.dim() > 2 else [0]
         return {"dataset": self.parts["dataset"], "input_shape": list(x.shape[1:]),
                 "num_classes": int(self.parts["num_classes"]), "ood_sets": list(self.parts["test_ood"]),
                 "mean": x.mean(dims).flatten().tolist(), "std": x.std(dims).clamp(min=1e-3).flatten().tolist(),
                 "bounded": x.dim() > 2, "ood_train": self.parts.get("train_ood") is not None,
-                "n_train": len(x)}
+                "n_train": len(self.parts["train"][0])}
 
     def _eval_loaders(self, split: str) -> list[DataLoader]:
         x, y = self.parts[split]
-        loaders = [plain_loader(TensorDataset(x, y), self.cfg.eval_batch_size, num_workers=self.cfg.num_workers)]
+        loaders = [plain_loader(ImageTensorSet(x, y), self.cfg.eval_batch_size, num_workers=self.cfg.num_workers)]
         for x_out in self.parts[f"{split}_ood"].values():
             labels = torch.full((len(x_out),), -1, dtype=torch.long)
-            loaders.append(plain_loader(TensorDataset(x_out, labels), self.cfg.eval_batch_size,
+            loaders.append(plain_loader(ImageTensorSet(x_out, labels), self.cfg.eval_batch_size,
                                         num_workers=self.cfg.num_workers))
         return loaders
 
@@ -86,7 +106,7 @@ class OODDataModule(ZooDataModule):
             return loader
         from lightning.pytorch.utilities import CombinedLoader
 
-        out_set = TensorDataset(x_out, torch.full((len(x_out),), -1, dtype=torch.long))
+        out_set = ImageTensorSet(x_out, torch.full((len(x_out),), -1, dtype=torch.long))
         out = shuffled_loader(out_set, c.batch_size, seed=c.seed + 1, num_workers=c.num_workers, drop_last=True)
         return CombinedLoader({"in": loader, "out": out}, mode="max_size_cycle")
 

@@ -172,7 +172,7 @@ class OODEvaluation:
         if len(self.input_shape) == 1 and self.input_shape[0] == 2:
             dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
             train = getattr(dm, "train_set", None)
-            points = train.tensors if train is not None else None
+            points = (train.x, train.y) if train is not None else None
             self.save_figure("confidence_map", plots.confidence_map(self.classifier, points, fake, self.cfg.mode))
         elif fake is not None:
             from zoo.models.ood.plots import upscale
