@@ -25,6 +25,8 @@ in-distribution samples*, so we compute that one from the ROC ourselves:
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor, nn
 from torchmetrics.functional.classification import binary_auroc, binary_average_precision, binary_roc
@@ -48,7 +50,9 @@ def odin_score(model: nn.Module, x: Tensor, temperature: float, eps: float) -> T
     """ODIN on a batch (works under inference mode: pytorch-ood leaves it for the input gradient)."""
     from pytorch_ood.detector import MaxSoftmax, odin_preprocessing
 
-    x_hat = odin_preprocessing(model, x, eps=eps, temperature=temperature) if eps > 0 else x
+    with warnings.catch_warnings():  # it warns under inference mode, then leaves it for the gradient
+        warnings.filterwarnings("ignore", message="ODIN not compatible with inference mode")
+        x_hat = odin_preprocessing(model, x, eps=eps, temperature=temperature) if eps > 0 else x
     with torch.no_grad():
         return -MaxSoftmax.score(model(x_hat), t=temperature)  # (B,)
 
