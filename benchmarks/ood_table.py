@@ -82,7 +82,8 @@ def markdown(summary: dict, detectors: list[str]) -> str:
             for metric in DETECTION:
                 key = f"test/{s}/{det}/{metric}"
                 if any(key in summary[m] for m in modes):
-                    lines.append(f"| {s} · {det} · {metric} | " + " | ".join(fmt(summary[m].get(key)) for m in modes) + " |")
+                    cells = " | ".join(fmt(summary[m].get(key)) for m in modes)
+                    lines.append(f"| {s} · {det} · {metric} | {cells} |")
     return "\n".join(lines)
 
 

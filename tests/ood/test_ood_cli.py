@@ -1,36 +1,16 @@
-"""zoo.train / zoo.evaluate / zoo.predict with the OOD model, and its user errors (exit 2)."""
-
-import json
+"""zoo.predict with the OOD model, and its user errors (exit 2)."""
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from zoo import evaluate, predict
+from zoo import predict
 from zoo.train import main
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ood")
-    assert main(["recipe=ood_digits_joint", f"run_dir={tmp}", "trainer.max_epochs=1", "model.plot_every_n_epochs=1",
-                 "trainer.enable_progress_bar=false", "model.mahalanobis=false", "checkpoint.every_n_epochs=1",
-                 "model.odin_temperatures=[1000]", "model.odin_eps=[0,0.001]"]) == 0
-    return next(tmp.glob("*/*/checkpoints/last.ckpt"))
-
-
-def test_training_writes_the_figures(checkpoint):
-    plots = checkpoint.parent.parent / "plots"
-    assert {"roc.png", "msp_hist.png", "reliability.png", "generated.png"} <= {p.name for p in plots.iterdir()}
-
-
-def test_evaluate_reports_every_test_metric(checkpoint, capsys):
-    assert evaluate.main([str(checkpoint), "--json"]) == 0
-    metrics = json.loads(capsys.readouterr().out)
-    for name in ("photos", "uniform", "gaussian", "rot90"):
-        for det in ("msp", "odin", "energy"):
-            assert set(f"test/{name}/{det}/{m}" for m in ("tnr95", "auroc", "aupr_in", "aupr_out", "det_acc")) <= set(metrics)
-    assert {"test/acc", "test/ece", "test/ece_ts", "test/temperature"} <= set(metrics)
+@pytest.fixture
+def checkpoint():
+    return "ood-digits-ce"  # the released weights: predict needs no training here
 
 
 def test_predict_prints_class_confidence_and_verdict(checkpoint, tmp_path, capsys):

@@ -10,7 +10,16 @@ FAST = ["trainer.enable_progress_bar=false", "model.mahalanobis=false", "model.o
 
 def test_joint_loss_raises_tnr_on_far_ood_without_costing_accuracy(tmp_path):
     ce = train(["recipe=ood_digits_ce", f"run_dir={tmp_path}", *FAST]).test_metrics
-    joint = train(["recipe=ood_digits_joint", f"run_dir={tmp_path}", *FAST]).test_metrics
+    run = train(["recipe=ood_digits_joint", f"run_dir={tmp_path}", *FAST])
+    joint = run.test_metrics
+    plots = {p.name for p in (run.run_dir / "plots").iterdir()}
+    assert {"roc.png", "msp_hist.png", "reliability.png", "generated.png"} <= plots
+    # every detector on every OOD set, and calibration before / after temperature scaling
+    for name in ("photos", "uniform", "gaussian", "rot90"):
+        for det in ("msp", "odin", "energy"):
+            metrics = ("tnr95", "auroc", "aupr_in", "aupr_out", "det_acc")
+            assert {f"test/{name}/{det}/{m}" for m in metrics} <= set(joint)
+    assert {"test/acc", "test/ece", "test/ece_ts", "test/temperature"} <= set(joint)
     # the metric improved from chance (10 classes) to a trained classifier
     assert ce["test/acc"] > 0.9 and joint["test/acc"] > 0.9
     assert joint["test/acc"] > ce["test/acc"] - 0.03

@@ -127,7 +127,8 @@ def grey_photo(name: str, downsample: int) -> torch.Tensor:
     return F.avg_pool2d(grey[None, None], downsample)[0, 0]  # (H / d, W / d)
 
 
-def random_patches(image: torch.Tensor, n: int, size: int, seed: int, rows: tuple[float, float] = (0, 1)) -> torch.Tensor:
+def random_patches(image: torch.Tensor, n: int, size: int, seed: int,
+                   rows: tuple[float, float] = (0, 1)) -> torch.Tensor:
     """n random size x size patches whose top rows lie in the given fraction of the image: (n, 1, s, s)."""
     g = torch.Generator().manual_seed(seed)
     H, W = image.shape

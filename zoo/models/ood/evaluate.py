@@ -18,6 +18,7 @@ a reliability diagram (and the 2-D confidence map / the generator's samples when
 from __future__ import annotations
 
 from collections import defaultdict
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -159,7 +160,8 @@ class OODEvaluation:
         self.test_metrics = metrics
         fig = plots.roc_curves(scores[0], dict(zip(names, scores[1:])))
         self.save_figure("roc", fig)
-        self.save_figure("msp_hist", plots.score_histograms(scores[0]["msp"], {n: s["msp"] for n, s in zip(names, scores[1:])}))
+        msp_out = {n: s["msp"] for n, s in zip(names, scores[1:])}
+        self.save_figure("msp_hist", plots.score_histograms(scores[0]["msp"], msp_out))
         self.save_figure("reliability", plots.reliability(logits, labels, T))
         self.save_pictures(test_points={n: d["logits"] for n, d in zip(names, data[1:])})
 

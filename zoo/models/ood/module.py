@@ -95,7 +95,8 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
         self.input_shape = [int(s) for s in d["input_shape"]]
         self.num_classes = int(d["num_classes"])
         is_image = len(self.input_shape) == 3
-        if not is_image and (c.classifier != "mlp" or (c.mode == "joint" and "dcgan" in (c.generator, c.discriminator))):
+        conv_gan = c.mode == "joint" and "dcgan" in (c.generator, c.discriminator)
+        if not is_image and (c.classifier != "mlp" or conv_gan):
             raise UserError(f"input of shape {self.input_shape} is not an image: use model.classifier=mlp "
                             "and model.generator=mlp model.discriminator=mlp")
         if c.mode == "confidence" and not d.get("ood_train"):

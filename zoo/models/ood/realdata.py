@@ -92,8 +92,8 @@ def load_cifar10(root: Path):
                         "(cifar-10-binary.tar.gz, extracted: cifar-10-batches-bin/data_batch_1.bin .. test_batch.bin)")
     train = [_cifar_file(folder / n) for n in names[:5]]
     test_x, test_y = _cifar_file(folder / names[5])
-    return (torch.from_numpy(np.concatenate([t[0] for t in train])), torch.from_numpy(np.concatenate([t[1] for t in train])),
-            torch.from_numpy(test_x), torch.from_numpy(test_y))
+    train_x, train_y = np.concatenate([t[0] for t in train]), np.concatenate([t[1] for t in train])
+    return torch.from_numpy(train_x), torch.from_numpy(train_y), torch.from_numpy(test_x), torch.from_numpy(test_y)
 
 
 def _svhn_file(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
@@ -166,7 +166,8 @@ def load_folder(path: Path, shape: list[int]) -> torch.Tensor:
 class OODImagesConfig:
     root: str = "data"  # folder holding the datasets (layouts in zoo/models/ood/realdata.py)
     dataset: str = field(default="svhn", metadata={"choices": list(DATASETS)})  # in-distribution
-    ood: list = field(default_factory=lambda: ["uniform", "gaussian"])  # OOD sets: a dataset, folder:PATH, uniform, gaussian
+    # OOD sets: another dataset, folder:PATH, uniform, gaussian
+    ood: list = field(default_factory=lambda: ["uniform", "gaussian"])
     ood_train: bool = False  # serve an explicit OOD training set (ood_train_folder) for mode=confidence
     ood_train_folder: str = ""  # folder of OOD training images (mode=confidence)
     val_size: int = 5000  # validation images carved from the training files
@@ -223,7 +224,8 @@ class OODImages(OODDataModule):
         train_ood = None
         if c.ood_train:
             if not c.ood_train_folder:
-                raise UserError("data.ood_train=true needs data.ood_train_folder=PATH (a folder of OOD training images)")
+                raise UserError("data.ood_train=true needs data.ood_train_folder=PATH "
+                                "(a folder of OOD training images)")
             folder = Path(c.ood_train_folder)
             train_ood = load_folder(folder if folder.is_absolute() else root / folder, shape)
         return {"train": (x[train], y[train]), "val": (x[val], y[val]), "test": (x_test, y_test),
