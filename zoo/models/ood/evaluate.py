@@ -94,7 +94,7 @@ class OODEvaluation:
         per_set = [detect.detection_metrics(msp_in, detect.msp_score(d["logits"])) for d in data[1:]]
         self.log_dict({"val/msp_auroc": _mean(per_set, "auroc"), "val/msp_tnr95": _mean(per_set, "tnr95"),
                        "val/ece": detect.calibration(logits, labels)["ece"],
-                       "val/temperature": float(self.temperature)}, add_dataloader_idx=False)
+                       "val/temperature": float(self.temperature)}, add_dataloader_idx=False, sync_dist=True)
         if self._odin_now:
             self._choose_odin(data)
         if (self.current_epoch + 1) % max(1, self.cfg.plot_every_n_epochs) == 0 or self._last_epoch():
@@ -113,7 +113,7 @@ class OODEvaluation:
         self.odin_temperature.fill_(T)
         self.odin_eps.fill_(eps)
         self.log_dict({"val/odin_tnr95": tnr, "val/odin_auroc": auroc, "val/odin_temperature": T,
-                       "val/odin_eps": eps}, add_dataloader_idx=False)
+                       "val/odin_eps": eps}, add_dataloader_idx=False, sync_dist=True)
 
     # ---- test ------------------------------------------------------------------------------------
     def on_test_epoch_start(self) -> None:
@@ -156,7 +156,7 @@ class OODEvaluation:
             for det, score in s_out.items():
                 for m, v in detect.detection_metrics(scores[0][det], score).items():
                     metrics[f"test/{name}/{det}/{m}"] = v
-        self.log_dict(metrics, add_dataloader_idx=False)
+        self.log_dict(metrics, add_dataloader_idx=False, sync_dist=True)  # equal on every rank (gathered)
         self.test_metrics = metrics
         fig = plots.roc_curves(scores[0], dict(zip(names, scores[1:])))
         self.save_figure("roc", fig)
