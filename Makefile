@@ -1,6 +1,8 @@
 # Two commands do everything on a fresh machine (Python 3.11, pip):
 #   make demo   -> create .venv, install, train the default recipe (vae_digits, ~2 min on 2 CPU cores)
 #   make test   -> create .venv if needed, install, run the test suite
+#   make test-gpu  -> every recipe on CUDA, fp32 and bf16-mixed (a machine with a GPU)
+#   make reproduce -> every pretrained card re-evaluated on its full test split against its numbers
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -22,7 +24,13 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 
+test-gpu: install
+	$(BIN)/python -m pytest -q -m gpu
+
+reproduce: install
+	$(BIN)/python -m pytest -q -m slow tests/test_pretrained_cards.py
+
 lint: install
 	$(BIN)/ruff check zoo tests benchmarks
 
-.PHONY: install demo test lint
+.PHONY: install demo test test-gpu reproduce lint

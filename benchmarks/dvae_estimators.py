@@ -3,6 +3,7 @@ estimator of the registry under the same budget of optimizer steps.
 
     python benchmarks/dvae_estimators.py                    # ~10 minutes on 2 CPU cores
     python benchmarks/dvae_estimators.py --steps 300 --estimators gumbel_softmax rloo   # quick look
+    python benchmarks/dvae_estimators.py --device cuda      # on a GPU
 
 For every estimator it reports
 - the final test negative ELBO (exact categorical draws, nats per image) and IWAE nll (k=100);
@@ -30,6 +31,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from devices import accelerator, add_device_option, describe, resolve_device, synchronize  # noqa: E402
 
 ESTIMATORS = {  # label -> estimator spec for model.estimator
     "gumbel_softmax": {"name": "gumbel_softmax", "tau": 1.0, "tau_min": 0.5, "anneal_rate": 1.0e-3},
@@ -47,9 +50,11 @@ class StepTimer(L.Callback):
         self.total, self.steps, self._t0 = 0.0, 0, 0.0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        synchronize(pl_module.device)
         self._t0 = time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        synchronize(pl_module.device)
         self.total += time.perf_counter() - self._t0
         self.steps += 1
 
@@ -66,7 +71,8 @@ def train_one(label: str, spec: dict, args) -> tuple[dict, object, object]:
     model.plots_dir = Path(args.plots) / label
     timer = StepTimer()
     probe = GradientVarianceCallback(every_n_steps=max(1, args.steps // args.probes), repeats=args.repeats)
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=args.steps, max_epochs=-1, logger=False,
+    acc, devices = accelerator(args.device)
+    trainer = L.Trainer(accelerator=acc, devices=devices, max_steps=args.steps, max_epochs=-1, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                         check_val_every_n_epoch=10, num_sanity_val_steps=0, callbacks=[timer, probe])
     trainer.fit(model, datamodule=datamodule)
@@ -92,7 +98,8 @@ def shared_point(model, datamodule, args) -> dict:
     from zoo.estimators import get_estimator
 
     batch = next(iter(datamodule.val_dataloader()))
-    batch = (batch[0][:64], batch[1][:64])
+    model.to(args.device)
+    batch = (batch[0][:64].to(args.device), batch[1][:64].to(args.device))
     params = model.estimator_parameters()
     original = model.estimator
 
@@ -143,7 +150,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (tiny nets: 1 is fastest)")
     p.add_argument("--plots", default=str(ROOT / "runs" / "dvae_estimators"), help="the runs' figures")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "dvae_estimators.json"))
+    add_device_option(p)
     args = p.parse_args()
+    args.device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
 
     rows, shared, start = [], {}, time.time()
@@ -172,7 +181,7 @@ def main() -> None:
     result = {
         "benchmark": "dvae_estimators", "steps": args.steps, "batch_size": 64, "seed": args.seed,
         "repeats": args.repeats, "reference_estimates": args.reference, "shared_repeats": args.shared_repeats,
-        "threads": args.threads,
+        "threads": args.threads, "device": str(args.device), "device_name": describe(args.device),
         "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}",
         "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "total_s": time.time() - start, "rows": rows, "shared_point": shared, "table": table,

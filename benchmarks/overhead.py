@@ -3,7 +3,7 @@ checkpoint/signal/NaN/RNG callbacks, CSV logging) vs a plain PyTorch loop, with 
 `lightning.Trainer` (no logger, callbacks or checkpoints) in between to show where the cost lies.
 Steps/s side by side, interleaved so machine load hits all three alike.
 
-    python benchmarks/overhead.py [--recipe vae_digits] [--steps 600] [--repeats 3] [--threads 1]
+    python benchmarks/overhead.py [--recipe vae_digits] [--steps 600] [--repeats 3] [--threads 1] [--device cuda]
 
 `--recipe vae_mnist` runs the MNIST-sized VAE (784-512-32, batch 100) on random images written
 in MNIST's IDX format to a temporary folder (speed does not depend on the pixels).
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 import warnings
@@ -22,9 +23,13 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from devices import accelerator, add_device_option, describe, resolve_device, synchronize
+from lightning.fabric.utilities.apply_func import move_data_to_device
 
 from zoo.config import load_config
 from zoo.train import build, train
+
+DEVICE = torch.device("cpu")  # set by --device
 
 
 class StepTimer(L.Callback):
@@ -33,15 +38,19 @@ class StepTimer(L.Callback):
     seconds = 0.0
 
     def on_train_start(self, trainer, pl_module):
+        synchronize(pl_module.device)
         StepTimer._t0 = time.perf_counter()
 
     def on_train_end(self, trainer, pl_module):
+        synchronize(pl_module.device)
         StepTimer.seconds = time.perf_counter() - StepTimer._t0
 
 
 def zoo_steps_per_second(recipe: str, steps: int, seed: int, data: list[str]) -> float:
+    acc, devices = accelerator(DEVICE)
     with tempfile.TemporaryDirectory() as tmp:
         train([f"recipe={recipe}", *data, f"run_dir={tmp}", f"threads={torch.get_num_threads()}",
+               f"trainer.accelerator={acc}", f"trainer.devices={devices}",
                f"trainer.max_steps={steps}", "trainer.max_epochs=-1",
                "trainer.limit_val_batches=0", "trainer.num_sanity_val_steps=0", "trainer.enable_progress_bar=false",
                "trainer.enable_model_summary=false", "test_after_fit=false", f"seed={seed}",
@@ -54,7 +63,9 @@ def bare_lightning_steps_per_second(recipe: str, steps: int, seed: int, data: li
     L.seed_everything(seed, verbose=False)
     datamodule, model = build(cfg)
     model.log = model.log_dict = lambda *a, **k: None
-    trainer = L.Trainer(max_steps=steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0,
+    acc, devices = accelerator(DEVICE)
+    trainer = L.Trainer(accelerator=acc, devices=devices, max_steps=steps, max_epochs=-1, limit_val_batches=0,
+                        num_sanity_val_steps=0,
                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=[StepTimer()])
     trainer.fit(model, datamodule=datamodule)
@@ -69,18 +80,20 @@ def plain_steps_per_second(recipe: str, steps: int, seed: int, data: list[str]) 
     model.log = model.log_dict = lambda *a, **k: None  # a plain loop logs nothing
     optimizer = model.configure_optimizers()
     loader = datamodule.train_dataloader()
-    model.train()
+    model.to(DEVICE).train()
     done = 0
+    synchronize(DEVICE)
     t0 = time.perf_counter()
     while done < steps:
         for i, batch in enumerate(loader):
-            loss = model.training_step(batch, i)
+            loss = model.training_step(move_data_to_device(batch, DEVICE), i)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             done += 1
             if done == steps:
                 break
+    synchronize(DEVICE)
     return steps / (time.perf_counter() - t0)
 
 
@@ -104,7 +117,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for both loops")
     parser.add_argument("--out", default=None, help="default: benchmarks/results/overhead_<recipe>.json")
+    add_device_option(parser)
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = resolve_device(args.device)
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
     out = args.out or str(Path(__file__).parent / "results" / f"overhead_{args.recipe}.json")
@@ -119,7 +135,8 @@ def main() -> None:
     sps = {name: statistics.median(v) for name, v in runs.items()}
     plain_ms = 1000 / sps["plain torch"]
     overhead = sps["plain torch"] / sps["zoo.train"] - 1.0
-    result = {"recipe": args.recipe, "steps": args.steps, "repeats": args.repeats,
+    result = {"recipe": args.recipe, "steps": args.steps, "repeats": args.repeats, "device": str(DEVICE),
+              "device_name": describe(DEVICE), "command": "python " + " ".join(sys.argv),
               "torch_threads": torch.get_num_threads(), "steps_per_s": sps, "runs": runs,
               "ms_per_step": {name: 1000 / v for name, v in sps.items()}, "overhead_fraction": overhead}
     print(f"{'loop':<15} {'steps/s (median)':>17} {'ms/step':>8} {'vs plain':>9}   runs")

@@ -1,6 +1,6 @@
 """Soft vs hard attention (each hard estimator) on the shapes scenes, same training budget.
 
-    python benchmarks/sat_shapes.py [only=soft,rloo] [parallel=2] [keep=runs/bench_sat]
+    python benchmarks/sat_shapes.py [only=soft,rloo] [parallel=2] [keep=runs/bench_sat] [--device cuda]
 
 Every variant is a recipe (sat_shapes_soft / sat_shapes_hard, or sat_shapes_hard with its `model:`
 options changed, written to a temporary recipe file) trained through `python -m zoo.train` in its
@@ -65,9 +65,14 @@ def recipe_arg(name: str, recipe: str, changes: dict, tmp: Path) -> str:
     return str(path)
 
 
-def run(name: str, recipe: str, changes: dict, keep: Path, tmp: Path) -> dict:
+def run(name: str, recipe: str, changes: dict, keep: Path, tmp: Path, device: str = "cpu") -> dict:
+    import torch
+    from devices import accelerator
+
+    acc, devices = accelerator(torch.device(device))
     args = [f"recipe={recipe_arg(name, recipe, changes, tmp)}", f"run_dir={keep}", "test_after_fit=false",
-            "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false"]
+            "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false",
+            f"trainer.accelerator={acc}", f"trainer.devices={devices}"]
     t0 = time.time()
     proc = subprocess.run([sys.executable, "-c", CHILD, *args], cwd=ROOT, capture_output=True, text=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH ")]
@@ -99,17 +104,26 @@ def main(argv: list[str]) -> None:
     import tempfile
 
     sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from devices import describe, resolve_device
+
+    command = "python benchmarks/sat_shapes.py " + " ".join(argv)
+    if "--device" in argv:  # the other options are key=value
+        i = argv.index("--device")
+        argv = [*argv[:i], f"device={argv[i + 1]}", *argv[i + 2:]]
     opts = dict(a.split("=", 1) for a in argv)
+    device = resolve_device(opts.get("device", "cpu"))
     only = opts.get("only")
     chosen = [(k, *v) for k, v in VARIANTS.items() if not only or any(o in k for o in only.split(","))]
     keep = Path(opts.get("keep", ROOT / "runs" / "bench_sat"))
     out = Path(__file__).resolve().parent / "results"
     out.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(int(opts.get("parallel", 2))) as pool:
-        rows = list(pool.map(lambda v: run(*v, keep, Path(tmp)), chosen))
+        rows = list(pool.map(lambda v: run(*v, keep, Path(tmp), str(device)), chosen))
     order = {k: i for i, k in enumerate(VARIANTS)}
     rows.sort(key=lambda r: order[r["variant"]])
-    meta = {"rows": rows, "machine": "2 CPU cores shared with other jobs",
+    machine = "2 CPU cores shared with other jobs" if device.type == "cpu" else describe(device)
+    meta = {"rows": rows, "machine": machine, "device": str(device), "command": command,
             "parallel": int(opts.get("parallel", 2))}
     (out / "sat_shapes.json").write_text(json.dumps(meta, indent=1) + "\n")
     (out / "sat_shapes.md").write_text(table(rows) + "\n")

@@ -1,6 +1,6 @@
 """SeqGAN's synthetic-data experiment: NLL-oracle of random, MLE and SeqGAN generators on one oracle.
 
-    python benchmarks/seqgan_oracle.py --oracle /work/shared/data/seqgan_oracle_lantaoyu.npz
+    python benchmarks/seqgan_oracle.py --oracle /work/shared/data/seqgan_oracle_lantaoyu.npz [--device cuda]
 
 1. MLE pre-training of G for --mle-epochs epochs (the zoo's `seqgan` module, MLE phase only).
 2. From that G, in parallel (one process each):
@@ -28,6 +28,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
 
 PAPER = {
     "mle_epochs": 120,
@@ -95,7 +97,7 @@ def datamodule(args: argparse.Namespace):
     return dm
 
 
-def fit(model, dm, epochs: int, name: str = "") -> float:
+def fit(model, dm, epochs: int, name: str = "", device: str = "cpu") -> float:
     import lightning as L
 
     class Progress(L.Callback):
@@ -108,8 +110,10 @@ def fit(model, dm, epochs: int, name: str = "") -> float:
                   f"({time.time() - t0:.0f}s)", flush=True)
 
     t0 = time.time()
+    acc, devices = accelerator(torch.device(device))
     trainer = L.Trainer(
-        accelerator="cpu",
+        accelerator=acc,
+        devices=devices,
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -135,12 +139,12 @@ def stage(name: str, args: argparse.Namespace, pretrained: dict | None, out: dic
     if name == "pretrain":
         model = SeqGAN(model_cfg(args, mle_epochs=args.mle_epochs), dm.info())
         random_g = copy.deepcopy(model.gen)
-        seconds = fit(model, dm, args.mle_epochs, name)
+        seconds = fit(model, dm, args.mle_epochs, name, args.device)
         n = args.eval_samples
         out[name] = {
             "seconds": seconds,
             "history": model.history,
-            "gen": model.gen.state_dict(),
+            "gen": {k: v.cpu() for k, v in model.gen.state_dict().items()},
             "random": nll_oracle(dm.oracle, random_g, n, 20, args.seed + 11),
             "pretrained": nll_oracle(dm.oracle, model.gen, n, 20, args.seed + 12),
             "floor": nll_oracle(dm.oracle, dm.oracle, n, 20, args.seed + 13),
@@ -158,7 +162,7 @@ def stage(name: str, args: argparse.Namespace, pretrained: dict | None, out: dic
         epochs = SeqGAN(cfg, dm.info()).schedule.total
     model = SeqGAN(cfg, dm.info())
     model.gen.load_state_dict(pretrained)
-    seconds = fit(model, dm, epochs, name)
+    seconds = fit(model, dm, epochs, name, args.device)
     out[name] = {
         "seconds": seconds,
         "history": model.history,
@@ -183,7 +187,10 @@ def main() -> None:
         "--threads", type=int, default=1, help="torch threads per process (2 processes in stage 2)"
     )
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "seqgan_oracle.json"))
+    add_device_option(p)
     args = p.parse_args()
+    device = resolve_device(args.device)
+    args.device = str(device)
     base = PAPER if args.paper else SCALED
     for key, value in base.items():
         if getattr(args, key) is None:
@@ -242,6 +249,9 @@ def main() -> None:
         },
         "curves": {"pretrain": pre["history"], "mle": mle["history"], "seqgan": seq["history"]},
         "threads_per_process": args.threads,
+        "device": args.device,
+        "device_name": describe(device),
+        "command": "python " + " ".join(sys.argv),
         "torch": torch.__version__,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """One SeqGAN generator update with batched rollouts vs the paper's per-time-step rollout loop.
 
-    python benchmarks/seqgan_rollouts.py [--configs paper,small,tiny] [--repeats 2] [--threads 1]
+    python benchmarks/seqgan_rollouts.py [--configs paper,small,tiny] [--repeats 2] [--threads 1] [--device cuda]
 
 The update is the zoo's own code path (``SeqGAN.sample_and_reward`` + ``pg_loss`` + Adam step):
 sample B sequences, complete every prefix t < T with N rollouts of the rollout network, score the
@@ -27,6 +27,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from devices import add_device_option, describe, resolve_device, synchronize  # noqa: E402
 
 PAPER_D = (
     [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20],
@@ -43,7 +45,7 @@ CONFIGS = {
 }
 
 
-def build(cfg: dict, batched: bool, seed: int):
+def build(cfg: dict, batched: bool, seed: int, device: torch.device):
     import lightning as L
 
     from zoo.models.seqgan.module import SeqGAN
@@ -63,18 +65,20 @@ def build(cfg: dict, batched: bool, seed: int):
     )
     model.rollout.load_state_dict(model.gen.state_dict())
     model.rollout_ready.fill_(1)
-    return model
+    return model.to(device)
 
 
 def g_update(model, opt, seed: int) -> tuple[float, torch.Tensor]:
     """One generator update as in training; returns (seconds, Q)."""
+    synchronize(model.device)
     t0 = time.perf_counter()
-    seqs, q = model.sample_and_reward(torch.Generator().manual_seed(seed))
+    seqs, q = model.sample_and_reward(torch.Generator(device=model.device).manual_seed(seed))
     loss = model.pg_loss(seqs, q)
     opt.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.gen.parameters(), 5.0)
     opt.step()
+    synchronize(model.device)
     return time.perf_counter() - t0, q
 
 
@@ -82,21 +86,24 @@ def rollout_generation(model, cfg: dict, repeats: int) -> tuple[dict, bool]:
     """Time the rollout generation alone (no D), batched vs looped, on the same noise."""
     from zoo.models.seqgan.rollout import batched_rollouts, looped_rollouts, rollout_uniforms
 
-    seqs = model.gen.sample(cfg["B"], cfg["T"], generator=torch.Generator().manual_seed(7))
+    device = model.device
+    seqs = model.gen.sample(cfg["B"], cfg["T"], generator=torch.Generator(device=device).manual_seed(7))
     times, same = {"batched": [], "looped": []}, True
     for r in range(repeats):
-        u = rollout_uniforms(cfg["B"], cfg["T"], cfg["N"], torch.Generator().manual_seed(r))
+        u = rollout_uniforms(cfg["B"], cfg["T"], cfg["N"], torch.Generator(device=device).manual_seed(r))
         done = {}
         for key, fn in (("batched", batched_rollouts), ("looped", looped_rollouts)):
+            synchronize(device)
             t0 = time.perf_counter()
             done[key] = fn(model.rollout, seqs, cfg["N"], u)
+            synchronize(device)
             times[key].append(time.perf_counter() - t0)
         same = same and torch.equal(done["batched"], done["looped"])
     return times, same
 
 
-def run_config(name: str, cfg: dict, repeats: int) -> dict:
-    base = build(cfg, True, 0)
+def run_config(name: str, cfg: dict, repeats: int, device: torch.device) -> dict:
+    base = build(cfg, True, 0, device)
     models = {"batched": base, "looped": copy.deepcopy(base)}
     models["looped"].cfg.batched_rollouts = False
     opts = {k: torch.optim.Adam(m.gen.parameters(), lr=0.01) for k, m in models.items()}
@@ -151,12 +158,15 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=2, help="updates per variant (the best time is reported)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "seqgan_rollouts.json"))
+    add_device_option(p)
     args = p.parse_args()
+    device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
-    device = "cpu"
-    results = {name: run_config(name, CONFIGS[name], args.repeats) for name in args.configs.split(",")}
+    results = {name: run_config(name, CONFIGS[name], args.repeats, device) for name in args.configs.split(",")}
     report = {
-        "device": device,
+        "device": str(device),
+        "device_name": describe(device),
+        "command": "python " + " ".join(sys.argv),
         "threads": args.threads,
         "torch": torch.__version__,
         "repeats": args.repeats,

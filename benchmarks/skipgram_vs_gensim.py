@@ -17,7 +17,7 @@ steadier measure of efficiency. Both models are scored by the same evaluation co
 Other processes share the CPU: the load average (``uptime``) is recorded with the numbers, and
 the runs alternate so that both tools see the same load.
 
-    python benchmarks/skipgram_vs_gensim.py [--repeats 3] [--epochs 5] [--corpora lee,synthetic]
+    python benchmarks/skipgram_vs_gensim.py [--repeats 3] [--epochs 5] [--corpora lee,synthetic] [--device cuda]
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ import os
 import platform
 import shutil
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import torch
 import yaml
+from devices import accelerator, add_device_option, describe, resolve_device, synchronize
 
 ROOT = Path(__file__).resolve().parent.parent
 HYPER = {"dim": 100, "window": 5, "negative": 5, "min_count": 5, "sample": 1e-3, "lr": 0.025, "min_lr": 1e-4}
@@ -114,15 +116,15 @@ def objective_probe(corpus: Path, n_tokens: int = 100_000, negative: int = 5, se
             break
     counts = Counter(words)
     vocab = sorted(counts)
-    q = torch.tensor([counts[w] for w in vocab], dtype=torch.float64) ** 0.75
-    g = torch.Generator().manual_seed(seed)
+    q = torch.tensor([counts[w] for w in vocab], dtype=torch.float64) ** 0.75  # cpu: word lists
+    g = torch.Generator().manual_seed(seed)  # cpu: the probe is a list of words
     centre, context = [], []
     for i in range(len(words)):
         for j in range(max(0, i - 5), min(len(words), i + 6)):
             if j != i:
                 centre.append(words[i])
                 context.append(words[j])
-    pick = torch.randperm(len(centre), generator=g)[:100_000].tolist()
+    pick = torch.randperm(len(centre), generator=g)[:100_000].tolist()  # cpu: see above
     noise = torch.multinomial(q / q.sum(), len(pick) * negative, replacement=True, generator=g)
     noise = noise.view(-1, negative)
     return {"context": [context[i] for i in pick], "word": [centre[i] for i in pick],
@@ -135,8 +137,8 @@ def objective_loss(probe: dict, centre: torch.Tensor, context: torch.Tensor, wor
     rows = [(index[c], index[w], [index[n] for n in ns]) for c, w, ns in zip(probe["context"], probe["word"],
                                                                              probe["noise"])
             if c in index and w in index and all(n in index for n in ns)]
-    c = torch.tensor([r[0] for r in rows])
-    out = torch.tensor([[r[1], *r[2]] for r in rows])  # (P, 1 + k)
+    c = torch.tensor([r[0] for r in rows], device=centre.device)  # (P,)
+    out = torch.tensor([[r[1], *r[2]] for r in rows], device=centre.device)  # (P, 1 + k)
     s = (context[out] * centre[c][:, None, :]).sum(-1)  # (P, 1 + k)
     loss = -(torch.nn.functional.logsigmoid(s[:, 0]) + torch.nn.functional.logsigmoid(-s[:, 1:]).sum(1))
     return round(float(loss.mean()), 4)
@@ -165,8 +167,8 @@ def run_gensim(corpus: Path, epochs: int, seed: int) -> tuple[dict, torch.Tensor
     return stats, torch.from_numpy(model.wv.vectors.copy()), list(model.wv.index_to_key)
 
 
-def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, model_options: dict
-            ) -> tuple[dict, torch.Tensor, list[str]]:
+def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, model_options: dict,
+            device: torch.device = torch.device("cpu")) -> tuple[dict, torch.Tensor, list[str]]:
     import lightning as L
 
     from zoo.models.skipgram.data import TextCorpusData
@@ -180,6 +182,7 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, mod
             self.words += len(batch["tokens"])
 
         def on_train_end(self, trainer, module):
+            synchronize(module.device)
             self.seconds, self.cpu = time.perf_counter() - self.start, time.process_time() - self.cpu
 
     L.seed_everything(seed, verbose=False)
@@ -195,7 +198,8 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, mod
                             "min_lr_ratio": HYPER["min_lr"] / HYPER["lr"], "threads": threads, **model_options},
                            data.info())
     clock = Clock()
-    trainer = L.Trainer(max_epochs=epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
+    acc, devices = accelerator(device)
+    trainer = L.Trainer(max_epochs=epochs, accelerator=acc, devices=devices, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
                         num_sanity_val_steps=0, callbacks=[clock])
     load = load_average()
@@ -207,8 +211,8 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, mod
              "load_before": load, "load_after": load_average(), "threads": threads,
              "threads_used": model.threads,
              "intra_op_threads": model.intra_op_threads}
-    stats["context_vectors"] = model.net.context.detach().clone()
-    return stats, model.vectors.clone(), list(model.words)
+    stats["context_vectors"] = model.net.context.detach().cpu().clone()
+    return stats, model.vectors.cpu().clone(), list(model.words)
 
 
 def main() -> None:
@@ -221,7 +225,9 @@ def main() -> None:
                         help="extra options of the zoo's model, e.g. batch_centres=2048 step_cap=true")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_vs_gensim.json"))
+    add_device_option(parser)
     args = parser.parse_args()
+    device = resolve_device(args.device)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     import gensim
@@ -239,7 +245,8 @@ def main() -> None:
     threads = [int(t) for t in args.threads.split(",")]
     model_options = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.zoo)}
     report = {"hyperparameters": {**HYPER, "epochs": args.epochs, "sg": 1, "gensim_workers": 2},
-              "zoo_options": model_options,
+              "zoo_options": model_options, "device": str(device), "device_name": describe(device),
+              "command": "python " + " ".join(sys.argv),
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
                           "gensim": gensim.__version__}, "corpora": {}}
     for name, (path, similarity, analogies) in corpora.items():
@@ -252,7 +259,7 @@ def main() -> None:
                     stats, vectors, words = run_gensim(path, args.epochs, seed=rep)
                 else:
                     stats, vectors, words = run_zoo(path, args.epochs, rep, int(key[len("zoo_threads"):]),
-                                                    work / "cache", model_options)
+                                                    work / "cache", model_options, device)
                 stats["quality"] = score(vectors, words, similarity, analogies)
                 loss = objective_loss(probe, vectors, stats.pop("context_vectors"), words)
                 stats["quality"]["probe"] = {"ns_loss": loss}

@@ -4,10 +4,10 @@
 Recipes for real datasets run on tiny files in the real format, written by the writers in
 `REAL_DATA` (each returns the overrides that point the recipe at them)."""
 
-import os
 from pathlib import Path
 
 import pytest
+from platform_testlib import subprocess_env  # tests/platform, on sys.path via conftest
 
 from zoo.config import all_recipes, load_config
 from zoo.train import train
@@ -52,7 +52,7 @@ def test_recipe_runs_under_cpu_ddp(name, tmp_path: Path):
     import sys
 
     root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    env = subprocess_env()  # extends PYTHONPATH, never replaces it
     proc = subprocess.run([sys.executable, "-m", "zoo.train", f"recipe={name}", f"run_dir={tmp_path}",
                            "trainer.devices=2", "trainer.strategy=ddp", "trainer.max_epochs=1",
                            "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",

@@ -78,15 +78,38 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
                             f"'{cfg['model']['name']}'")
     if os.environ.get("ZOO_RUN_DIR"):  # set by the launching process for DDP children, or by the user
         return Path(os.environ["ZOO_RUN_DIR"]), ckpt
-    for var, prefix in (("TORCHELASTIC_RUN_ID", "torchrun"), ("SLURM_JOB_ID", "slurm")):
-        if os.environ.get(var) and int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", 1))) > 1:
-            return root / f"{prefix}-{os.environ[var]}", ckpt
+    slurm = slurm_run_dir(root)
+    if slurm is not None:  # a SLURM batch job: its folder survives a requeue, which keeps the job id
+        return slurm, ckpt or slurm_resume_checkpoint(slurm)
+    if os.environ.get("TORCHELASTIC_RUN_ID") and int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        return root / f"torchrun-{os.environ['TORCHELASTIC_RUN_ID']}", ckpt
     run_dir = root / time.strftime("%Y%m%d-%H%M%S")
     suffix = 1
     while run_dir.exists():
         run_dir = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{suffix}"
         suffix += 1
     return run_dir, ckpt
+
+
+def slurm_run_dir(root: Path) -> Path | None:
+    """``root/slurm-<job id>`` (``<array job>_<task>`` for an array task) in a SLURM batch job as
+    Lightning detects one (``SLURM_NTASKS`` set, job name not bash/interactive), else None."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+
+    if not os.environ.get("SLURM_JOB_ID") or not SLURMEnvironment.detect():
+        return None
+    array = os.environ.get("SLURM_ARRAY_JOB_ID")
+    job = f"{array}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array else os.environ["SLURM_JOB_ID"]
+    return root / f"slurm-{job}"
+
+
+def slurm_resume_checkpoint(run_dir: Path) -> str | None:
+    """A requeued SLURM job resumes from the newest of Lightning's ``hpc_ckpt_<n>.ckpt`` (saved on
+    the requeue signal, SIGUSR1) and the zoo's ``checkpoints/last.ckpt`` (saved on SIGTERM, which
+    SLURM sends when it stops the job, and at every epoch end); None on a first start."""
+    found = [*run_dir.glob("hpc_ckpt_*.ckpt"), run_dir / "checkpoints" / "last.ckpt"]
+    found = [p for p in found if p.is_file()]
+    return str(max(found, key=lambda p: p.stat().st_mtime_ns)) if found else None
 
 
 def build(cfg: dict) -> tuple[Any, Any]:

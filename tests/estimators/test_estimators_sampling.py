@@ -194,11 +194,23 @@ def test_beam_search_end_token_and_length_penalty():
     res = beam_search(always, 2, k=3, max_len=6, start_token=0, end_token=2)
     assert res.sequences.shape[-1] < 6  # stopped once every beam had finished
     assert res.sequences[0, 0, 0].item() == 2 and res.lengths[0, 0].item() == 1
-    # length penalty: a long sequence with good per-token probability beats a short one
-    short_first = beam_search(always, 1, k=3, max_len=3, start_token=0, end_token=2)
-    normed = beam_search(always, 1, k=3, max_len=3, start_token=0, end_token=2, length_penalty=1.0)
-    assert (normed.scores[:, :-1] >= normed.scores[:, 1:]).all()
-    assert short_first.lengths[0, 0] == 1
+
+
+def test_length_penalty_reranks_a_longer_sequence_first():
+    """Tokens {0, A=1, END=2}. First step: A 0.451, END 0.549; after A: END 0.9. The beams are [END]
+    (log p = log 0.549 = -0.600) and [A, END] (log 0.451 + log 0.9 = -0.902): by log p the short one
+    wins; by log p / length (alpha = 1) the long one does (-0.451 > -0.600)."""
+    def step_fn(prefixes, state):
+        probs = [1e-9, 0.451, 0.549] if prefixes.shape[1] == 1 else [1e-9, 0.1, 0.9]
+        return torch.tensor(probs).log().expand(len(prefixes), 3), state
+
+    plain = beam_search(step_fn, 1, k=2, max_len=3, start_token=0, end_token=2)
+    normed = beam_search(step_fn, 1, k=2, max_len=3, start_token=0, end_token=2, length_penalty=1.0)
+    assert plain.sequences[0, 0, :1].tolist() == [2] and plain.lengths[0].tolist() == [1, 2]
+    assert normed.sequences[0, 0].tolist() == [1, 2] and normed.lengths[0].tolist() == [2, 1]
+    long_lp = math.log(0.451) + math.log(0.9)
+    assert float(normed.log_probs[0, 0]) == pytest.approx(long_lp, abs=1e-5)
+    assert normed.scores[0].tolist() == pytest.approx([long_lp / 2, math.log(0.549)], abs=1e-5)
 
 
 @pytest.mark.parametrize("stochastic", [True, False])

@@ -3,12 +3,12 @@ unused-parameter detection (set by the model, not the user), G's gradients are a
 every phase runs, writing one run folder and printing once."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
+from platform_testlib import subprocess_env  # tests/platform, on sys.path via conftest
 
 from zoo.train import train
 
@@ -19,7 +19,7 @@ SMALL = ["recipe=seqgan_oracle_small", "data.vocab_size=50", "data.num_val=32", 
 
 
 def run_two_processes(*overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = subprocess_env()  # extends PYTHONPATH, never replaces it
     proc = subprocess.run([sys.executable, "-m", "zoo.train", *SMALL, "trainer.devices=2", "trainer.strategy=ddp",
                            *overrides], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -53,5 +53,8 @@ def test_every_phase_runs_under_ddp(tmp_path):
     assert len(runs) == 1, "all ranks write one run folder"
     metrics = json.loads((runs[0] / "metrics.json").read_text())
     assert "test/nll_oracle_mle" in metrics, "the adversarial phase ran"
-    assert 0 < metrics["test/nll_oracle"] < 2 * metrics["test/nll_oracle_random"]
+    # G's samples score above the oracle's own (the floor) and near an untrained G's (a tiny run:
+    # 6.19 vs 6.10, floor 2.16, seed 0); a G broken by the all-reduce would be far off
+    assert metrics["test/nll_oracle_floor"] + 1 < metrics["test/nll_oracle"] < metrics["test/nll_oracle_random"] + 0.5
+    assert metrics["test/nll_oracle"] != metrics["test/nll_oracle_mle"], "the adversarial steps changed G"
     assert proc.stdout.count("run folder:") == 1, proc.stdout

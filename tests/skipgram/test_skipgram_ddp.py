@@ -3,10 +3,11 @@ when the corpus has an odd number of chunks (else the per-chunk synchronisation 
 their summed changes learn about as well as one process (seed 0, tolerance 0.1 Spearman)."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from platform_testlib import subprocess_env  # tests/platform, on sys.path via conftest
 
 from zoo.train import train
 
@@ -19,7 +20,7 @@ CORPUS = ["recipe=skipgram_synthetic", "data.planted.groups=330", "data.planted.
 
 def test_two_processes_learn_like_one(tmp_path):
     one = train([*CORPUS, f"run_dir={tmp_path}/one"]).test_metrics["test/spearman"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = subprocess_env()  # extends PYTHONPATH, never replaces it
     proc = subprocess.run([sys.executable, "-m", "zoo.train", *CORPUS, f"run_dir={tmp_path}/two",
                            "trainer.devices=2", "trainer.strategy=ddp"],
                           env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)

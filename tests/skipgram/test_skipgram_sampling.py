@@ -97,6 +97,52 @@ def test_trainer_visits_exactly_the_window_pairs():
     stats = train_chunk(net, tokens, sentence, window, 5, 0.01, 0.001, batch_centres=700, seed=0)
     centre, _ = skipgram_pairs(tokens, sentence, window)
     assert stats["pairs"] == len(centre)
-    # reduced windows drawn by the data pipeline are uniform on 1..window
-    counts = np.bincount(window.numpy(), minlength=6)[1:]
-    assert chisquare(counts).pvalue > 1e-3
+
+
+class PairRecorder:
+    """Stands in for ``SkipGram`` in ``train_chunk`` and records the (centre, context) pairs it is
+    given: ``cond[valid]`` are the conditioning (context) words, ``target`` the predicted centre."""
+
+    def __init__(self, vocab: int):
+        self.centre = torch.zeros(vocab, 1)
+        self.step_cap, self.concurrency, self.pairs = False, 1, []
+
+    def sgd_windows(self, cond, valid, target, lr, generator, share_negatives, with_loss=False):
+        self.pairs.append((target[:, None].expand_as(cond)[valid], cond[valid]))
+        return 0.0, int(valid.sum())
+
+
+def test_pipeline_windows_and_trained_pairs_follow_the_dynamic_window(tmp_path):
+    """The data pipeline's own draws (CorpusChunks.subsample) and the pairs the trainer actually
+    visits: b ~ U{1..W} per centre, so a context at distance d is used with probability
+    P(b >= d) = (W - d + 1) / W. One sentence of L distinct words (id = position) makes every
+    pair's distance readable; centres within W of the ends are left out (truncated windows).
+    Seed 3, L = 30,000, W = 5: chi-square must not reject at the 0.1 % level, and must reject a
+    fixed window (every distance equally often) and a window drawn on 0..W-1 by far."""
+    L, W = 30_000, 5
+    ids = np.arange(L, dtype=np.int32)
+    ids.tofile(tmp_path / "ids.bin")
+    chunks = CorpusChunks(tmp_path / "ids.bin", L, np.ones(L, dtype=np.int64), L, window=W, sample=0, seed=3)
+    (item,) = list(chunks)
+    assert torch.equal(item["tokens"], torch.arange(L))  # sample=0 keeps every word
+    drawn = np.bincount(item["window"].numpy(), minlength=W + 1)
+    assert drawn[0] == 0 and len(drawn) == W + 1  # never 0, never above W
+    assert chisquare(drawn[1:]).pvalue > 1e-3  # uniform on 1..W
+
+    recorder = PairRecorder(L)
+    train_chunk(recorder, item["tokens"], item["sentence"], item["window"], W, 0.01, 0.01, batch_centres=4096)
+    centre = torch.cat([c for c, _ in recorder.pairs])
+    context = torch.cat([o for _, o in recorder.pairs])
+    reference = skipgram_pairs(item["tokens"], item["sentence"], item["window"])
+    assert sorted(zip(centre.tolist(), context.tolist())) == sorted(zip(*(t.tolist() for t in reference)))
+    inner = (centre >= W) & (centre < L - W)
+    distance = (context - centre)[inner].abs()
+    per_side = np.bincount(distance.numpy(), minlength=W + 1)[1:]  # (W,) pairs at distance 1..W
+    expected = np.arange(W, 0, -1, dtype=float)  # W - d + 1
+    assert chisquare(per_side, expected / expected.sum() * per_side.sum()).pvalue > 1e-3
+    assert chisquare(per_side).pvalue < 1e-12  # a fixed window: every distance equally often
+    off_by_one = np.arange(W - 1, -1, -1, dtype=float) + 0.5  # b ~ U{0..W-1}-like weights
+    assert chisquare(per_side, off_by_one / off_by_one.sum() * per_side.sum()).pvalue < 1e-12
+    # left and right contexts alike
+    signed = (context - centre)[inner]
+    assert abs(int((signed > 0).sum()) - int((signed < 0).sum())) < 4 * float(len(signed)) ** 0.5

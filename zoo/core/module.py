@@ -34,6 +34,7 @@ class ZooModule(L.LightningModule):
     Config: type = None  # dataclass of model options; subclasses set it
     monitor: str = "val/loss"  # metric for the best checkpoint
     monitor_mode: str = "min"  # "min" or "max"
+    precisions: tuple = ("32-true", "bf16-mixed")  # trainer.precision values the model runs under (tests/test_gpu.py)
     ddp_find_unused_parameters: bool = False  # True if a training step leaves some parameters without
     # gradients (a GAN's G step leaves D's): `trainer.strategy=ddp` then runs DDP with that detection
 

@@ -48,7 +48,7 @@ def gaussian_draws(spec: Any, theta: float, draws: int, n: int | None, warmup: i
     """(draws,) independent gradient estimates d/dtheta E[z^2] from estimator ``spec``."""
     est = get_estimator(spec)
     for i in range(warmup + 1):
-        th = torch.full((draws,), float(theta), requires_grad=True)  # one copy of theta per draw
+        th = torch.full((draws,), float(theta), requires_grad=True)  # cpu: the CLI's diagnostic; one theta per draw
         s = est.sample(Normal(A * th + B, 1.0), n)
         loss = est.loss(s, s.value**2)  # cost (n, draws)
         if i == warmup:
@@ -57,7 +57,7 @@ def gaussian_draws(spec: Any, theta: float, draws: int, n: int | None, warmup: i
 
 
 def categorical_cost(value: torch.Tensor) -> torch.Tensor:
-    v = torch.tensor(CAT_VALUES, dtype=value.dtype)
+    v = torch.tensor(CAT_VALUES, dtype=value.dtype, device=value.device)
     return (value @ v - CAT_TARGET) ** 2  # (n, draws)
 
 
@@ -66,7 +66,7 @@ def categorical_draws(spec: Any, draws: int, warmup: int = WARMUP) -> tuple[torc
     estimate (n, K for expectation); raises UserError if the estimator is not for categoricals."""
     est = get_estimator(spec)
     for i in range(warmup + 1):
-        logits = torch.tensor(CAT_LOGITS).expand(draws, -1).clone().requires_grad_()
+        logits = torch.tensor(CAT_LOGITS).expand(draws, -1).clone().requires_grad_()  # cpu: the CLI's diagnostic
         s = est.sample(Categorical(logits=logits))
         loss = est.loss(s, categorical_cost(s.value))
         if i == warmup:
@@ -75,8 +75,8 @@ def categorical_draws(spec: Any, draws: int, warmup: int = WARMUP) -> tuple[torc
 
 
 def categorical_exact() -> torch.Tensor:
-    logits = torch.tensor(CAT_LOGITS, dtype=torch.float64, requires_grad=True)
-    cost = categorical_cost(torch.eye(len(CAT_LOGITS), dtype=torch.float64))  # (K,)
+    logits = torch.tensor(CAT_LOGITS, dtype=torch.float64, requires_grad=True)  # cpu: exact reference, float64
+    cost = categorical_cost(torch.eye(len(CAT_LOGITS), dtype=torch.float64, device=logits.device))  # (K,)
     (g,) = torch.autograd.grad((logits.softmax(-1) * cost).sum(), logits)
     return g.float()
 

@@ -6,6 +6,7 @@ python -m zoo.pretrained export CKPT --name NAME [--description TEXT] [key=value
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,15 @@ def list_entries() -> str:
         lines.append(f"{name}  [{card['model']}, recipe {card['recipe']}, {card['size_bytes'] / 1e6:.2f} MB]\n"
                      f"    {card.get('description', '')}\n    {card['metrics_split']}: {metrics}")
     return "\n".join(lines) or "no pretrained entries"
+
+
+MACHINE_SPECIFIC = ("run_dir=",)  # overrides that name a folder of the machine that trained the model
+
+
+def portable_command(command: str) -> str:
+    """The training command without the overrides that only make sense on the exporting machine
+    (``run_dir=...``), so a card's command runs anywhere."""
+    return shlex.join(a for a in shlex.split(command) if not a.startswith(MACHINE_SPECIFIC))
 
 
 def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: Path | None = None) -> Path:
@@ -41,7 +51,10 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
     card = {
         "name": name, "description": description, "model": info["model"],
         "hyper_parameters": ckpt["hyper_parameters"], "data": info["data"], "recipe": info["recipe"],
-        "command": info["command"], "seed": info["config"]["seed"], "trained_steps": ckpt.get("global_step"),
+        "command": portable_command(info["command"]), "seed": info["config"]["seed"],
+        "trained_steps": ckpt.get("global_step"),
+        # which checkpoint of the run was exported (last.ckpt or best-<epoch>-<step>.ckpt)
+        "checkpoint": {"file": Path(ckpt_path).name, "epoch": ckpt.get("epoch"), "step": ckpt.get("global_step")},
         "metrics": metrics, "metrics_split": "test", "evaluate": f"python -m zoo.evaluate {name} --json",
         "weights": weights.name, "sha256": sha256(weights), "size_bytes": weights.stat().st_size,
         "created": time.strftime("%Y-%m-%d"), "zoo_version": zoo.__version__,

@@ -30,7 +30,7 @@ from zoo.models.seqgan.text import decode
 def eval_step(model: Any, batch: torch.Tensor, batch_idx: int, split: str) -> None:
     B = batch.shape[0]
     nll = -model.gen.log_prob(batch).mean()
-    g = torch.Generator().manual_seed(model.cfg.eval_seed * 7 + batch_idx)
+    g = torch.Generator(device=batch.device).manual_seed(model.cfg.eval_seed * 7 + batch_idx)
     fake = model.gen.sample(B, model.seq_len, generator=g)
     logits = model.dis(torch.cat([batch, fake]))
     acc = torch.cat([logits[:B] > 0, logits[B:] <= 0]).float().mean()
@@ -46,7 +46,8 @@ def sentences(model: Any, seqs: torch.Tensor) -> list[str]:
 
 def generate(model: Any, n: int, seed: int, gen: Any = None) -> torch.Tensor:
     """n samples of G (or of ``gen``) from a fixed seed."""
-    gen, g = gen or model.gen, torch.Generator().manual_seed(seed)
+    gen = gen or model.gen
+    g = torch.Generator(device=gen.head.weight.device).manual_seed(seed)
     return torch.cat([gen.sample(min(1000, n - i), model.seq_len, generator=g) for i in range(0, n, 1000)])
 
 
@@ -83,7 +84,7 @@ def test_epoch_end(model: Any) -> None:
             model.oracle, model.gen, c.test_samples, model.seq_len, c.eval_seed + 1
         )
         floor = nll_oracle(model.oracle, model.oracle, c.test_samples, model.seq_len, c.eval_seed + 2)
-        g = torch.Generator().manual_seed(c.eval_seed + 3)
+        g = torch.Generator(device=model.device).manual_seed(c.eval_seed + 3)
         random_g = LSTMLM(model.gen.vocab_size, c.gen_emb_dim, c.gen_hidden_dim, model.gen.start_token)
         random_g = random_g.init_normal(c.gen_init_std, g).to(model.device)
         metrics["test/nll_oracle_floor"] = floor
@@ -151,7 +152,7 @@ def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
             gen.start_token,
             end_token=d.get("eos_token"),
             pad_token=d.get("pad_token"),
-            generator=torch.Generator().manual_seed(opts["seed"]),
+            generator=torch.Generator(device=gen.head.weight.device).manual_seed(opts["seed"]),
         )
         seqs, scores = res.sequences[0], res.log_probs[0].tolist()
     lines = sentences(model, seqs) if model.text else [" ".join(map(str, row)) for row in seqs.tolist()]

@@ -166,7 +166,7 @@ class SeqGAN(ZooModule):
         s = int(self.rng_seed)
         for p in parts:
             s = (s * 1_000_003 + int(p) + 1) % (2**62)
-        return torch.Generator().manual_seed(s)
+        return torch.Generator(device=self.device).manual_seed(s)
 
     # ---- training ---------------------------------------------------------------------------
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> None:
@@ -238,7 +238,8 @@ class SeqGAN(ZooModule):
 
     def estimator_loss(self, batch: Any) -> torch.Tensor:
         """A fresh stochastic estimate of G's adversarial loss (for GradientVarianceCallback)."""
-        seqs, q = self.sample_and_reward(torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, ()))))
+        seed = int(torch.randint(0, 2**31 - 1, ()))  # cpu: a seed drawn from the global generator
+        seqs, q = self.sample_and_reward(torch.Generator(device=self.device).manual_seed(seed))
         return self.pg_loss(seqs, q)
 
     def estimator_parameters(self) -> list:
@@ -259,12 +260,13 @@ class SeqGAN(ZooModule):
     def _d_step(self, batch: torch.Tensor, batch_idx: int, round_start: int) -> None:
         pool = self.negatives(round_start)
         B = batch.shape[0]
-        order = torch.randperm(len(pool), generator=self._seed(3, self.current_epoch))
+        order = torch.randperm(len(pool), generator=self._seed(3, self.current_epoch), device=pool.device)
         world, rank = self.world()
         slot = batch_idx * world + rank  # ranks take disjoint negatives
-        fake = pool[order[(slot * B + torch.arange(B)) % len(pool)]]  # each negative once per epoch
+        fake = pool[order[(slot * B + torch.arange(B, device=order.device)) % len(pool)]]  # each negative once
+        # per epoch
         x = torch.cat([batch, fake])  # (2B, T)
-        y = torch.cat([torch.ones(B), torch.zeros(B)]).to(x.device)
+        y = torch.cat([torch.ones(B, device=x.device), torch.zeros(B, device=x.device)])  # (2B,)
         logits = self.dis(x)  # (2B,)
         out = self.dis.out
         loss = F.binary_cross_entropy_with_logits(logits, y)

@@ -63,7 +63,8 @@ class LSTMLM(nn.Module):
         """Every parameter ~ N(0, std^2): the paper's generator uses std 0.1."""
         with torch.no_grad():
             for p in self.parameters():
-                p.copy_(torch.randn(p.shape, generator=generator) * std)
+                p.copy_(torch.randn(p.shape, generator=generator, device=generator.device if generator else p.device)
+                        * std)
         return self
 
     # ---- teacher forcing ------------------------------------------------------------------

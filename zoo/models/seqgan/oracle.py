@@ -35,9 +35,9 @@ def random_oracle_params(
     seed: int, vocab_size: int = 5000, emb_dim: int = 32, hidden_dim: int = 32
 ) -> dict[str, np.ndarray]:
     """A fresh oracle: every array ~ N(0, 1), from a seeded generator (same seed, same oracle)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)  # cpu: the oracle's numbers must not depend on the device
     shapes = expected_shapes(vocab_size, emb_dim, hidden_dim)
-    return {k: torch.randn(shapes[k], generator=g).numpy() for k in oracle_keys()}
+    return {k: torch.randn(shapes[k], generator=g).numpy() for k in oracle_keys()}  # cpu: numpy arrays
 
 
 def expected_shapes(V: int, E: int, H: int) -> dict[str, tuple]:
@@ -133,11 +133,12 @@ def nll_oracle(
     oracle: LSTMLM, generator: LSTMLM, n: int, seq_len: int, seed: int, batch_size: int = 250
 ) -> float:
     """NLL-oracle of ``generator``: mean per-token NLL under ``oracle`` of n samples of it (seeded)."""
-    g = torch.Generator().manual_seed(seed)
+    # the noise is drawn on the CPU and moved, so NLL-oracle is the same number on every device
+    g = torch.Generator().manual_seed(seed)  # cpu: device-independent metric (see above)
     total = 0.0
     for start in range(0, n, batch_size):
         rows = min(batch_size, n - start)
-        u = torch.rand(rows, seq_len, generator=g)
+        u = torch.rand(rows, seq_len, generator=g)  # cpu: see above; sample() moves it
         seqs = generator.sample(rows, seq_len, uniforms=u)
         total += -oracle.log_prob(seqs.to(oracle.head.weight.device)).double().sum().item()
     return total / (n * seq_len)

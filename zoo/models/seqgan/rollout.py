@@ -29,7 +29,8 @@ def rollout_uniforms(
 ) -> Tensor:
     """Noise for all rollouts: (T-1, N, B, T); entry [t-1, n, b, p] samples position p of rollout n
     of sequence b from prefix length t (entries p < t are unused)."""
-    return torch.rand(T - 1, n, B, T, generator=generator).to(device or "cpu")
+    draw_on = generator.device if generator is not None else device  # a generator draws on its own device
+    return torch.rand(T - 1, n, B, T, generator=generator, device=draw_on).to(device or draw_on)
 
 
 @torch.no_grad()

@@ -94,7 +94,7 @@ def similarity_score(vectors: torch.Tensor, index: dict[str, int], pairs: list, 
              if norm(a) in index and norm(b) in index]
     if not known:
         return {"spearman": float("nan"), "oov": 1.0, "pairs": 0.0}
-    i, j, s = (torch.tensor(col) for col in zip(*known))
+    i, j, s = (torch.tensor(col, device=vectors.device) for col in zip(*known))
     v = F.normalize(vectors.detach().float(), dim=1)
     cos = (v[i] * v[j]).sum(1)
     return {"spearman": spearman(cos, s.float()), "oov": 1 - len(known) / len(pairs),
@@ -114,7 +114,7 @@ def analogy_score(vectors: torch.Tensor, index: dict[str, int], sections: list, 
     for name, questions in sections:
         n_questions += len(questions)
         ids = [[index.get(norm(w), restrict) for w in q] for q in questions]
-        ids = torch.tensor([q for q in ids if max(q) < restrict], dtype=torch.long).view(-1, 4)
+        ids = torch.tensor([q for q in ids if max(q) < restrict], dtype=torch.long, device=v.device).view(-1, 4)
         correct = 0
         for start in range(0, len(ids), batch):
             q = ids[start:start + batch]  # (n, 4)

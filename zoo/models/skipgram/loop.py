@@ -40,7 +40,7 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
     refresh = max(1, net.centre.shape[0] // (2 * batch_centres))
 
     def run(thread: int) -> tuple[float, int, int]:
-        g = torch.Generator().manual_seed((seed * 7919 + thread) % (1 << 62))
+        g = torch.Generator(device=tokens.device).manual_seed((seed * 7919 + thread) % (1 << 62))
         loss, loss_pairs, pairs = 0.0, 0, 0
         for k in range(thread, n_batches, threads):
             lr = lr_start + (lr_end - lr_start) * k / n_batches

@@ -112,10 +112,13 @@ class SkipGramModule(ZooModule):
         lr0, lr1 = self.lr_at(done), self.lr_at(done + raw)
         world, rank = self.world()
         seed = ((self._seed % (1 << 40)) * 1_000_003 + self.global_step) * 64 + rank  # negatives' seed
-        stats = train_chunk(self.net, batch["tokens"], batch["sentence"], batch["window"],
-                            int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,
-                            self.threads, self.cfg.share_negatives, self.intra_op_threads,
-                            1 if self.small_vocabulary else world)  # ranks whose updates are summed
+        # the hand-written updates add into the float32 tables: no autocast (trainer.precision=bf16-mixed
+        # runs the rest of the loop as usual, these updates in float32)
+        with torch.autocast(self.device.type, enabled=False):
+            stats = train_chunk(self.net, batch["tokens"], batch["sentence"], batch["window"],
+                                int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,
+                                self.threads, self.cfg.share_negatives, self.intra_op_threads,
+                                1 if self.small_vocabulary else world)  # ranks whose updates are summed
         if not math.isfinite(stats["loss"]):
             from zoo.callbacks.safety import NonFiniteLossError
 
@@ -135,12 +138,13 @@ class SkipGramModule(ZooModule):
 
         tokens, sentence, reduced = batch["tokens"], batch["sentence"], batch["window"]
         window = int(self.data_info["window"])
-        pos = torch.arange(min(centres, len(tokens)))
-        ctx = pos[:, None] + offsets(window)[None, :]  # (B, 2W)
+        pos = torch.arange(min(centres, len(tokens)), device=tokens.device)
+        rel = offsets(window, tokens.device)  # (2W,)
+        ctx = pos[:, None] + rel[None, :]  # (B, 2W)
         clamped = ctx.clamp(0, len(tokens) - 1)
         valid = ((ctx >= 0) & (ctx < len(tokens)) & (sentence[clamped] == sentence[pos][:, None])
-                 & (offsets(window).abs()[None, :] <= reduced[pos][:, None]))
-        noise = self.net.sampler.sample((len(pos), self.cfg.negative)).to(tokens.device)
+                 & (rel.abs()[None, :] <= reduced[pos][:, None]))
+        noise = self.net.sampler.sample((len(pos), self.cfg.negative), device=tokens.device)  # (B, k)
         out = torch.cat([tokens[pos][:, None], noise], 1)  # (B, 1 + k)
         loss = self.net.loss(self.net.centre, self.net.context, tokens[clamped], valid, out)
         return loss / valid.sum().clamp(min=1)
@@ -218,7 +222,7 @@ class SkipGramModule(ZooModule):
         known = [w for w in words if w in self.index or w.lower() in self.index]
         if not known:
             return "no probe word is in the vocabulary"
-        ids = torch.tensor([self.word_id(w) for w in known])
+        ids = torch.tensor([self.word_id(w) for w in known], device=self.vectors.device)
         sims, idx = nearest(self.vectors, self.vectors[ids], topn, exclude=ids[:, None])
         lines = []
         for w, srow, irow in zip(known, sims.tolist(), idx.tolist()):
@@ -227,7 +231,7 @@ class SkipGramModule(ZooModule):
 
     def analogy(self, a: str, b: str, c: str, topn: int = 5) -> list[tuple[str, float]]:
         """Words closest to b - a + c (a : b = c : ?), a/b/c excluded."""
-        ids = torch.tensor([[self.word_id(a), self.word_id(b), self.word_id(c)]])
+        ids = torch.tensor([[self.word_id(a), self.word_id(b), self.word_id(c)]], device=self.vectors.device)
         v = torch.nn.functional.normalize(self.vectors.float(), dim=1)
         sims, idx = nearest(self.vectors, v[ids[:, 1]] - v[ids[:, 0]] + v[ids[:, 2]], topn, exclude=ids)
         return [(self.words[j], s) for s, j in zip(sims[0].tolist(), idx[0].tolist())]

@@ -99,7 +99,7 @@ class SkipGram(nn.Module):
         if not share_negatives:  # one row per pair: word2vec.c exactly
             target = target[:, None].expand_as(cond)[valid]
             cond, valid = cond[valid][:, None], valid.new_ones(int(valid.sum()), 1)
-        noise = self.sampler.sample((len(target), k), generator).to(target.device)
+        noise = self.sampler.sample((len(target), k), generator, target.device)  # (B, k)
         out = torch.cat([target[:, None], noise], 1)  # (B, K1)
         if dense if dense is not None else self.centre.shape[0] ** 2 <= 4 * cond.numel() * out.shape[1]:
             return self._sgd_dense(cond, valid, out, lr, with_loss)

@@ -21,7 +21,7 @@ def keep_probability(counts: torch.Tensor, sample: float) -> torch.Tensor:
     (gensim uses the same). Words rarer than about t are always kept; ``sample <= 0`` keeps all."""
     counts = torch.as_tensor(counts, dtype=torch.float64)
     if sample <= 0:
-        return torch.ones(len(counts))
+        return torch.ones(len(counts), device=counts.device)
     threshold = sample * counts.sum()
     keep = ((counts / threshold).sqrt() + 1.0) * threshold / counts.clamp(min=1)
     return keep.clamp(max=1.0).float()
@@ -55,16 +55,28 @@ class AliasSampler:
         self.prob = torch.from_numpy(prob).float()  # (V,)
         self.alias = torch.from_numpy(alias).long()  # (V,)
         self.n = n
+        self._tables: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # (prob, alias) per device
 
-    def sample(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
-        column = torch.randint(0, self.n, shape, generator=generator)
-        coin = torch.rand(shape, generator=generator)
-        return torch.where(coin < self.prob[column], column, self.alias[column])
+    def tables(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(prob, alias) on ``device``, copied there once."""
+        device = torch.device(device)
+        if device not in self._tables:
+            self._tables[device] = (self.prob.to(device), self.alias.to(device))
+        return self._tables[device]
+
+    def sample(self, shape: tuple[int, ...], generator: torch.Generator | None = None,
+               device: torch.device | str | None = None) -> torch.Tensor:
+        """Draws of the given shape on ``device`` (default: the generator's device, else the CPU)."""
+        device = torch.device(device if device is not None else generator.device if generator is not None else "cpu")
+        prob, alias = self.tables(device)
+        column = torch.randint(0, self.n, shape, generator=generator, device=device)
+        coin = torch.rand(shape, generator=generator, device=device)
+        return torch.where(coin < prob[column], column, alias[column])
 
 
-def offsets(half_width: int) -> torch.Tensor:
-    """Relative context positions -b..-1, 1..b."""
-    return torch.cat([torch.arange(-half_width, 0), torch.arange(1, half_width + 1)])
+def offsets(half_width: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Relative context positions -b..-1, 1..b (on ``device``)."""
+    return torch.cat([torch.arange(-half_width, 0, device=device), torch.arange(1, half_width + 1, device=device)])
 
 
 def window_contexts(centres: torch.Tensor, half_width: int, sentence: torch.Tensor
@@ -75,7 +87,7 @@ def window_contexts(centres: torch.Tensor, half_width: int, sentence: torch.Tens
     every position. Returns positions (B, 2b), clamped into range, and validity (B, 2b): inside
     the stream and in the same sentence as the centre."""
     n = len(sentence)
-    pos = centres[:, None] + offsets(half_width)[None, :]  # (B, 2b)
+    pos = centres[:, None] + offsets(half_width, centres.device)[None, :]  # (B, 2b)
     clamped = pos.clamp(0, n - 1)
     valid = (pos >= 0) & (pos < n) & (sentence[clamped] == sentence[centres][:, None])
     return clamped, valid
@@ -87,7 +99,7 @@ def skipgram_pairs(tokens: torch.Tensor, sentence: torch.Tensor, reduced: torch.
     left-to-right order. tokens, sentence, reduced: (N,). The reference the trainer's bucketed
     loop is tested against, and what ``full_softmax`` trains on."""
     centres, contexts = [], []
-    positions = torch.arange(len(tokens))
+    positions = torch.arange(len(tokens), device=tokens.device)
     for b in reduced.unique().tolist():
         sel = positions[reduced == b]
         ctx, valid = window_contexts(sel, b, sentence)

@@ -223,7 +223,7 @@ class LatentVAE(ZooModule):
     @torch.no_grad()
     def sample_images(self, n: int, seed: int = 0, mean: bool = True) -> Tensor:
         """n images from the model: z ~ p(z), x ~ p(x|z) (or E[x|z] with ``mean``): (n, C, H, W)."""
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(seed)  # cpu: the same pictures on every device (z is moved)
         out = self.decode(self.prior_draw(n, g).to(self.device))
         img = self.mean_image(out)
         if not mean:

@@ -92,7 +92,7 @@ class DiscreteVAE(LatentVAE):
         return F.one_hot(q.logits.argmax(-1), self.cfg.n_classes).to(q.logits.dtype)  # (B, N, K): the mode
 
     def prior_draw(self, n: int, g: torch.Generator) -> Tensor:
-        idx = torch.randint(self.cfg.n_classes, (n, self.cfg.n_latents), generator=g)
+        idx = torch.randint(self.cfg.n_classes, (n, self.cfg.n_latents), generator=g, device=g.device)
         return F.one_hot(idx, self.cfg.n_classes).float()  # (n, N, K)
 
     def traversal(self, x: Tensor) -> tuple[Tensor, int]:

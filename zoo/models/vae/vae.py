@@ -69,7 +69,7 @@ class VAE(LatentVAE):
         return q.mean  # (B, D)
 
     def prior_draw(self, n: int, g: torch.Generator) -> Tensor:
-        return torch.randn(n, self.cfg.latent_dim, generator=g)
+        return torch.randn(n, self.cfg.latent_dim, generator=g, device=g.device)  # (n, D)
 
     # ---- diagnostics ------------------------------------------------------------------------------
     def on_test_epoch_start(self) -> None:

@@ -1,0 +1,165 @@
+"""Every tensor the zoo makes follows the device of its inputs or module (issue 13: skip-gram built
+its window offsets on the CPU and crashed next to CUDA tokens).
+
+A CPU machine cannot run CUDA, so two checks stand in for it:
+- a source scan: every ``torch.arange/zeros/ones/empty/full/rand*/tensor/eye/linspace`` call and
+  every ``torch.Generator()`` in zoo/ and benchmarks/ passes ``device=``, or says on its line why it
+  belongs on the CPU (``# cpu: <reason>``), or sits in a file listed in ``CPU_FILES`` (data
+  pipelines, whose batches Lightning moves to the device, and plotting), or in an ``__init__``
+  (parameters and buffers, which move with their module);
+- runs in float64 (skip-gram's hand-written updates, each model's stochastic loss and gradient):
+  a tensor made with a fixed dtype either breaks them or shows up as a float32 result.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+FACTORIES = {"arange", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "tensor",
+             "eye", "linspace", "Generator", "bernoulli_", "normal"}
+# files whose tensors are made on the CPU on purpose, with the reason
+CPU_FILES = {
+    "zoo/core/data.py": "samplers: index permutations for the DataLoader",
+    "zoo/models/vae/data.py": "datamodule: batches are moved to the device by Lightning",
+    "zoo/models/vae/plots.py": "plots: images for matplotlib",
+    "zoo/models/captioning/data.py": "datamodule",
+    "zoo/models/captioning/vocab.py": "datamodule: dataset items and collate",
+    "zoo/models/captioning/shapes.py": "datamodule: synthetic images",
+    "zoo/models/captioning/plots.py": "plots",
+    "zoo/models/seqgan/data.py": "datamodule",
+    "zoo/models/seqgan/text.py": "datamodule: tokenised text",
+    "zoo/models/seqgan/plots.py": "plots",
+    "zoo/models/skipgram/corpus.py": "datamodule: corpus chunks, subsampled and windowed on the CPU",
+    "zoo/models/skipgram/synthetic.py": "datamodule: synthetic corpus",
+    "zoo/models/skipgram/plots.py": "plots",
+    "zoo/models/skipgram/export.py": "export: word2vec files",
+}
+
+
+def factory_calls_without_device(path: Path) -> list[str]:
+    """'file:line: call' for each factory call with neither ``device=`` nor a ``# cpu:`` note."""
+    source = path.read_text()
+    lines = source.splitlines()
+    found = []
+    tree = ast.parse(source)
+    # parameters and buffers made in __init__ move with their module (.to / Lightning)
+    in_init = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+               for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        if id(node) in in_init:
+            continue
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+                and node.func.attr in FACTORIES):
+            continue
+        if any(k.arg == "device" for k in node.keywords):
+            continue
+        span = lines[node.lineno - 1: node.end_lineno]
+        if any("# cpu:" in line for line in span):
+            continue
+        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return found
+
+
+def test_every_factory_call_names_its_device():
+    files = sorted((ROOT / "zoo").rglob("*.py")) + sorted((ROOT / "benchmarks").rglob("*.py"))
+    assert len(files) > 50
+    offenders = [hit for f in files if str(f.relative_to(ROOT)) not in CPU_FILES
+                 for hit in factory_calls_without_device(f)]
+    assert not offenders, ("tensors made without device= (pass device=<input>.device, use x.new_*, or add "
+                           "'# cpu: <why>' if the CPU is meant):\n" + "\n".join(offenders))
+
+
+def test_the_scan_catches_a_cpu_tensor(tmp_path: Path):
+    """The scan itself can fail: the skip-gram bug of issue 13, written out again."""
+    bad = ROOT / "zoo" / "_scan_probe.py"
+    try:
+        bad.write_text("import torch\n\ndef offsets(b):\n    return torch.cat([torch.arange(-b, 0), "
+                       "torch.arange(1, b + 1, device='cpu')])\n")
+        hits = factory_calls_without_device(bad)
+    finally:
+        bad.unlink()
+    assert len(hits) == 1 and ":4:" in hits[0]
+
+
+def test_cpu_files_exist():
+    for name in CPU_FILES:
+        assert (ROOT / name).is_file(), f"CPU_FILES lists {name}, which does not exist"
+
+
+def _to_double(x):
+    if isinstance(x, torch.Tensor):
+        return x.double() if x.is_floating_point() else x
+    if isinstance(x, dict):
+        return {k: _to_double(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_double(v) for v in x)
+    return x
+
+
+def test_skipgram_updates_follow_the_tables_dtype():
+    """float64 tables stay float64 through every objective's hand-written update (a tensor made in
+    float32 would be refused by index_add_ or silently round the update)."""
+    from zoo.models.skipgram.loop import train_chunk
+    from zoo.models.skipgram.nets import SkipGram
+
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 50, (600,), generator=g)
+    sentence = torch.cumsum(torch.rand(600, generator=g) < 0.05, 0)
+    window = torch.randint(1, 6, (600,), generator=g)
+    for objective in ("negative_sampling", "nce", "full_softmax"):
+        net = SkipGram(torch.full((50,), 10), dim=8, objective=objective, step_cap=True).double()
+        before = net.centre.detach().clone()
+        stats = train_chunk(net, tokens, sentence, window, 5, 0.01, 0.001, batch_centres=300, seed=0)
+        assert net.centre.dtype == net.context.dtype == torch.float64 and stats["pairs"] > 0
+        assert not torch.equal(net.centre, before)
+
+
+@pytest.mark.parametrize("recipe, overrides", [("vae_digits", []), ("dvae_digits_reinforce", []),
+                                               ("sat_shapes_hard", ["data.n_train=32", "data.n_val=8"]),
+                                               ("seqgan_oracle_small", ["data.vocab_size=50"])])
+def test_models_follow_float64(recipe, overrides):
+    """A model cast to float64 computes its stochastic loss and gradients in float64: no tensor in
+    the path is made with a fixed dtype."""
+    from zoo.config import load_config
+    from zoo.train import build
+
+    torch.manual_seed(0)
+    datamodule, model = build(load_config(recipe, overrides))
+    model = model.double()
+    model.log = model.log_dict = lambda *a, **k: None
+    batch = _to_double(next(iter(datamodule.train_dataloader())))
+    loss = model.estimator_loss(batch)
+    assert loss.dtype == torch.float64
+    params = [p for p in model.estimator_parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    assert any(gr is not None for gr in grads)
+    assert all(gr.dtype == torch.float64 for gr in grads if gr is not None)
+
+
+def test_every_benchmark_takes_device_and_records_it():
+    """benchmarks/*.py: a --device option (benchmarks/devices.py) and the device in the JSON."""
+    scripts = [p for p in sorted((ROOT / "benchmarks").glob("*.py")) if p.name != "devices.py"]
+    assert len(scripts) >= 6
+    for path in scripts:
+        source = path.read_text()
+        assert "resolve_device(" in source, f"{path.name}: no --device (use benchmarks/devices.py)"
+        assert '"device": str(' in source or '"device": args.device' in source, f"{path.name}: device not in the JSON"
+
+
+def test_device_option_refuses_an_absent_gpu():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from devices import accelerator, resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu") and accelerator(torch.device("cpu")) == ("cpu", 1)
+    assert accelerator(torch.device("cuda:1")) == ("gpu", [1])
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="CUDA is not available"):
+            resolve_device("cuda")

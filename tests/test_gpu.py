@@ -1,0 +1,61 @@
+"""Every recipe on CUDA: one training + validation batch (``trainer.fast_dev_run``) on tiny files
+in the real formats (as tests/test_recipes.py), in full precision and in ``bf16-mixed``.
+
+    python -m pytest -m gpu -q        # on a machine with a CUDA GPU
+
+Marked ``gpu`` and skipped where ``torch.cuda.is_available()`` is false. The recipes come from
+``all_recipes()``, so recipes added later (maml_*, ood_*) are picked up by themselves; a new
+recipe for a real dataset adds its tiny-file writer to tests/recipe_data.py, as for the CPU smoke
+test. A model whose code cannot run under autocast lists ``precisions`` without "bf16-mixed" on
+its class (see ``ZooModule.precisions``); every model here supports both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from zoo.config import all_recipes, load_config
+from zoo.registry import MODELS
+from zoo.train import train
+
+RECIPES = sorted(all_recipes())
+PRECISIONS = ["32-true", "bf16-mixed"]
+
+try:
+    from recipe_data import REAL_DATA  # tests/recipe_data.py
+except ImportError:  # pragma: no cover
+    REAL_DATA = {}
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (pytest -m gpu)")]
+
+
+def model_precisions(name: str) -> tuple[str, ...]:
+    """The precisions the recipe's model supports (``precisions`` on its class)."""
+    model_name = load_config(name)["model"]["name"]
+    return tuple(getattr(MODELS.get(model_name), "precisions", PRECISIONS))
+
+
+def smoke(name: str, precision: str, accelerator: str, tmp_path: Path):
+    """One fast_dev_run of recipe ``name``; returns the zoo's run result."""
+    overrides = REAL_DATA[name](tmp_path) if name in REAL_DATA else []
+    return train([f"recipe={name}", f"run_dir={tmp_path}/runs", "trainer.fast_dev_run=true",
+                  f"trainer.accelerator={accelerator}", "trainer.devices=1", f"trainer.precision={precision}",
+                  "trainer.enable_progress_bar=false", *overrides])
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("name", RECIPES)
+def test_recipe_on_cuda(name: str, precision: str, tmp_path: Path):
+    if precision not in model_precisions(name):
+        pytest.skip(f"{name}'s model does not support {precision}")  # none today: see the docstring
+    result = smoke(name, precision, "gpu", tmp_path)
+    assert result is not None and result.run_dir.is_dir()
+    params = list(result.model.parameters())
+    assert params, "a model with parameters"
+    # Lightning moves the model back to the CPU at teardown; the run trained on the GPU
+    assert result.model.trainer.strategy.root_device.type == "cuda"
+    assert all(torch.isfinite(p).all() for p in params), "non-finite weights after one step"
