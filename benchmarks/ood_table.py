@@ -6,6 +6,7 @@ accuracy, plus accuracy and ECE before / after temperature scaling.
     python benchmarks/ood_table.py --seeds 0 --modes ce joint   # a quick look
     python benchmarks/ood_table.py --suite svhn --data-root /data      # the paper's SVHN setting (needs the data)
     python benchmarks/ood_table.py --suite cifar10 --data-root /data   # the paper's CIFAR-10 setting
+    python benchmarks/ood_table.py --device cuda                       # on a GPU
 
 Every run (failures too) is written to benchmarks/results/ood_<suite>_runs/<mode>_seed<k>.json with
 the command that made it; the summary to benchmarks/results/ood_<suite>.json and a markdown table
@@ -25,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
 
 SUITES = {  # suite -> mode -> recipe
     "digits": {"ce": "ood_digits_ce", "confidence": "ood_digits_confidence", "joint": "ood_digits_joint"},
@@ -42,6 +46,8 @@ def run_one(recipe: str, seed: int, args) -> dict:
                  *args.overrides]
     if args.data_root:
         overrides.append(f"data.root={args.data_root}")
+    acc, devices = accelerator(args.device)
+    overrides += [f"trainer.accelerator={acc}", f"trainer.devices={devices}".replace(" ", "")]
     command = "python -m zoo.train " + " ".join(overrides)
     record = {"recipe": recipe, "seed": seed, "command": command, "status": "ok"}
     t0 = time.time()
@@ -96,7 +102,9 @@ def main() -> None:
     p.add_argument("--run-dir", default=str(ROOT / "runs" / "ood_table"))
     p.add_argument("--detectors", nargs="+", default=["msp", "odin", "energy", "mahalanobis"])
     p.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
+    add_device_option(p)
     args = p.parse_args()
+    args.device = resolve_device(args.device)
     import torch
 
     torch.set_num_threads(1)
@@ -118,6 +126,7 @@ def main() -> None:
     result = {"suite": args.suite, "modes": modes, "seeds": args.seeds, "recipes": {m: suite[m] for m in modes},
               "command": "python benchmarks/ood_table.py " + " ".join(sys.argv[1:]),
               "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, torch threads 1, shared load",
+              "device": str(args.device), "device_name": describe(args.device),
               "summary": summary, "runs": {m: [r for r in rs] for m, rs in records.items()}}
     if len(modes) == len(suite) and len(args.seeds) >= 3:
         (out_dir / f"ood_{args.suite}.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -32,10 +32,11 @@ class OODEvaluation:
     """Needs ``self.classifier`` (with ``embed`` and ``head``), ``self.cfg`` and ``self.data_info``."""
 
     def init_evaluation(self) -> None:
-        self.register_buffer("temperature", torch.ones(()))  # temperature scaling, fitted on validation
-        self.register_buffer("msp_threshold", torch.tensor(0.5))  # max-softmax accepting 95 % of validation
-        self.register_buffer("odin_temperature", torch.tensor(1000.0))  # ODIN's T, chosen on validation
-        self.register_buffer("odin_eps", torch.tensor(0.0014))  # ODIN's eps (pixel units), chosen on validation
+        # cpu: buffers, made while the module is built; they move with it (.to / Lightning)
+        self.register_buffer("temperature", torch.ones(()))  # cpu: temperature scaling, fitted on validation
+        self.register_buffer("msp_threshold", torch.tensor(0.5))  # cpu: max-softmax accepting 95 % of validation
+        self.register_buffer("odin_temperature", torch.tensor(1000.0))  # cpu: ODIN's T, chosen on validation
+        self.register_buffer("odin_eps", torch.tensor(0.0014))  # cpu: ODIN's eps (pixels), chosen on validation
         self._records: dict = defaultdict(lambda: defaultdict(list))
         self._odin_now = False
 
