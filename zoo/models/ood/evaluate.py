@@ -46,8 +46,9 @@ class OODEvaluation:
         return self.all_gather(t).flatten(0, 1) if world > 1 else t
 
     def _collected(self) -> list[dict[str, Tensor]]:
-        out = [{k: self._gather(torch.cat(v)) for k, v in self._records[i].items()}
-               for i in sorted(self._records)]
+        # float32 for the metrics and figures, whatever the precision the batches ran in (bf16-mixed)
+        out = [{k: self._gather(torch.cat(v)).float() if k != "labels" else self._gather(torch.cat(v))
+                for k, v in self._records[i].items()} for i in sorted(self._records)]
         self._records = defaultdict(lambda: defaultdict(list))
         return out
 
