@@ -60,3 +60,18 @@ def tiny_omniglot(tmp_path: Path) -> list[str]:
 
 
 REAL_DATA.update({"maml_omniglot_5w1s": tiny_omniglot, "maml_omniglot_20w1s": tiny_omniglot})
+
+
+def tiny_ood(dataset: str):
+    def write(tmp_path: Path) -> list[str]:
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).parent / "ood"))
+        from tiny_ood_files import paper_overrides
+
+        return paper_overrides(dataset)(tmp_path)
+
+    return write
+
+
+REAL_DATA.update({f"ood_{d}_{m}": tiny_ood(d) for d in ("svhn", "cifar10") for m in ("ce", "joint")})
