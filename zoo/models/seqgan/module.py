@@ -11,7 +11,7 @@ registry: ``est.loss(sample, cost)`` with cost = -Q of shape (1, B, T), one cost
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -25,6 +25,7 @@ from zoo.models.seqgan import evaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
 from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
 from zoo.models.seqgan.schedule import Schedule
+from zoo.options import between, positive
 from zoo.registry import MODELS
 
 PAPER_FILTERS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]
@@ -33,17 +34,17 @@ PAPER_COUNTS = [100, 200, 200, 200, 200, 100, 100, 100, 100, 100, 160, 160]
 
 @dataclass
 class SeqGANConfig:
-    gen_emb_dim: int = 32  # G embedding size (the paper: 32)
-    gen_hidden_dim: int = 32  # G LSTM size (the paper: 32)
+    gen_emb_dim: int = positive(32)  # G embedding size (the paper: 32)
+    gen_hidden_dim: int = positive(32)  # G LSTM size (the paper: 32)
     gen_init_std: float = 0.1  # G parameters ~ N(0, std^2) (the reference code: 0.1)
-    gen_lr: float = 0.01  # Adam learning rate of MLE pre-training
-    adv_lr: float = 0.01  # Adam learning rate of the policy-gradient steps (own optimizer state)
+    gen_lr: float = positive(0.01)  # Adam learning rate of MLE pre-training
+    adv_lr: float = positive(0.01)  # Adam learning rate of the policy-gradient steps (own optimizer state)
     grad_clip: float = 5.0  # clip G's gradient norm (both phases)
-    dis_emb_dim: int = 64  # D embedding size
-    dis_filter_sizes: list = field(default_factory=lambda: list(PAPER_FILTERS))  # D convolution widths
-    dis_num_filters: list = field(default_factory=lambda: list(PAPER_COUNTS))  # D filters per width
-    dis_dropout: float = 0.25  # D dropout before the output layer (keep 0.75)
-    dis_lr: float = 1e-4  # D Adam learning rate
+    dis_emb_dim: int = positive(64)  # D embedding size
+    dis_filter_sizes: list = positive(PAPER_FILTERS)  # D convolution widths
+    dis_num_filters: list = positive(PAPER_COUNTS)  # D filters per width
+    dis_dropout: float = between(0.25, 0, 1, high_open=True)  # D dropout before the output layer (keep 0.75)
+    dis_lr: float = positive(1e-4)  # D Adam learning rate
     dis_l2: float = 0.2  # L2 penalty (sum of squares / 2) on D's output layer, as in the reference code
     mle_epochs: int = 120  # MLE pre-training epochs of G
     d_pretrain_rounds: int = 50  # D pre-training rounds, each on fresh negatives
@@ -53,11 +54,11 @@ class SeqGANConfig:
     adv_d_rounds: int = 5  # D rounds (fresh negatives) per iteration
     adv_d_epochs: int = 3  # D epochs per round
     num_negatives: Optional[int] = None  # negatives per D round (None: as many as training sequences)
-    adv_batch_size: int = 64  # sequences sampled per G step
-    rollouts: int = 16  # Monte Carlo rollouts N per prefix
-    rollout_keep: float = 0.8  # rollout net update: beta <- keep * beta + (1 - keep) * theta
+    adv_batch_size: int = positive(64)  # sequences sampled per G step
+    rollouts: int = positive(16)  # Monte Carlo rollouts N per prefix
+    rollout_keep: float = between(0.8, 0, 1)  # rollout net update: beta <- keep * beta + (1 - keep) * theta
     batched_rollouts: bool = True  # all prefixes x rollouts in one generation (False: per-step loop)
-    d_chunk: int = 4096  # sequences per D call when scoring rollouts (bounds memory)
+    d_chunk: int = positive(4096)  # sequences per D call when scoring rollouts (bounds memory)
     estimator: Any = estimator_option({"name": "reinforce", "baseline": "none"})  # G's gradient
     eval_samples: int = 10000  # generator samples for val/nll_oracle (the paper: 10,000)
     test_samples: int = 10000  # generator samples for test/nll_oracle
