@@ -21,7 +21,7 @@ from torch.distributions import Categorical
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode, StochasticSample, estimator_option
-from zoo.models.seqgan import evaluation
+from zoo.models.seqgan.evaluation import SeqGANEvaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
 from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
 from zoo.models.seqgan.schedule import Schedule
@@ -75,7 +75,7 @@ class SeqGANConfig:
 
 
 @MODELS.register("seqgan")
-class SeqGAN(ZooModule):
+class SeqGAN(SeqGANEvaluation, ZooModule):
     """SeqGAN: an LSTM generator trained by policy gradient (MC rollouts) against a CNN discriminator."""
 
     Config = SeqGANConfig
@@ -273,25 +273,25 @@ class SeqGAN(ZooModule):
         opt.step()
         self.log_train({"train/d_loss": loss, "train/d_acc": ((logits > 0).float() == y).float().mean()})
 
-    # ---- evaluation (see evaluation.py) ------------------------------------------------------
+    # ---- evaluation (SeqGANEvaluation, evaluation.py) ------------------------------------------------------
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
-        evaluation.eval_step(self, batch, batch_idx, "val")
+        self.eval_step(batch, batch_idx, "val")
 
     def on_validation_epoch_start(self) -> None:
         self._refs = []
 
     def on_validation_epoch_end(self) -> None:
         if not self.trainer.sanity_checking:
-            evaluation.val_epoch_end(self)
+            self.log_val_metrics()
 
     def test_step(self, batch: torch.Tensor, batch_idx: int) -> None:
-        evaluation.eval_step(self, batch, batch_idx, "test")
+        self.eval_step(batch, batch_idx, "test")
 
     def on_test_epoch_start(self) -> None:
         self._refs = []
 
     def on_test_epoch_end(self) -> None:
-        evaluation.test_epoch_end(self)
+        self.log_test_metrics()
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """The learning curve and the last G evaluation travel with the checkpoint (plain lists)."""
@@ -304,6 +304,3 @@ class SeqGAN(ZooModule):
         saved = checkpoint.get("seqgan_eval", [0])
         self.g_version = int(saved[0])
         self._eval_cache = {self.g_version: saved[1]} if len(saved) > 1 else {}
-
-    def predict_cli(self, inputs: list[str], options: dict) -> None:
-        evaluation.predict_cli(self, inputs, options)

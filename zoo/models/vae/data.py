@@ -73,7 +73,12 @@ def read_idx(path: str | Path) -> np.ndarray:
     """Read an IDX file (plain or gzipped, detected from its first bytes).
 
     Format: 2 zero bytes, a type code (0x08 = uint8, ...), the number of dimensions d, then d
-    big-endian int32 sizes, then the data in C order."""
+    big-endian int32 sizes, then the data in C order.
+
+    Written by hand rather than with torchvision's ``datasets.mnist.read_sn3_pascalvincent_tensor``:
+    that reader opens only uncompressed files (torchvision unpacks its downloads first, while users
+    hold the ``.gz`` files as published) and answers a wrong or truncated file with a bare
+    ``AssertionError`` / reshape error, where the zoo must say which file is wrong and why."""
     path = Path(path)
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
