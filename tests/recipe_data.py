@@ -48,3 +48,18 @@ def tiny_text8(tmp_path: Path) -> list[str]:
 
 REAL_DATA.update({"sat_flickr8k": tiny_karpathy("flickr8k"), "sat_coco": tiny_karpathy("coco"),
                   "skipgram_text8": tiny_text8})
+
+
+def tiny_ood(dataset: str):
+    def write(tmp_path: Path) -> list[str]:
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).parent / "ood"))
+        from tiny_ood_files import paper_overrides
+
+        return paper_overrides(dataset)(tmp_path)
+
+    return write
+
+
+REAL_DATA.update({f"ood_{d}_{m}": tiny_ood(d) for d in ("svhn", "cifar10") for m in ("ce", "joint")})

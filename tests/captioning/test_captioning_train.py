@@ -101,3 +101,14 @@ def test_hard_recipe_learns_attention_that_localises_and_moves(tmp_path):
     assert m["test/att_localisation"] > 4 * m["test/att_chance"], m
     assert m["test/att_entropy"] < 2.0 and m["test/att_moves"] > 0.2, m
     assert m["test/bleu4"] > 30, m
+
+
+def test_cosine_schedule_takes_the_learning_rate_to_zero_over_the_run():
+    """lr_schedule=cosine: 6 optimizer steps; the rate starts at lr and ends at 0 (constant stays)."""
+    dm = ShapesData({"n_train": 32, "n_val": 8, "n_test": 8, "batch_size": 16})  # 96 captions: 6 steps
+    dm.setup()
+    for schedule, last in (("cosine", 0.0), ("constant", SMALL["lr"])):
+        model = ShowAttendTell({**SMALL, "lr_schedule": schedule}, dm.info())
+        _trainer(max_epochs=1, limit_val_batches=0).fit(model, datamodule=dm)
+        lr = model.trainer.optimizers[0].param_groups[0]["lr"]
+        assert lr == pytest.approx(last, abs=1e-9), (schedule, lr)

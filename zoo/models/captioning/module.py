@@ -64,6 +64,9 @@ class SATConfig:
     alpha_c: float = 1.0  # lambda of the doubly stochastic regulariser
     optimizer: str = field(default="adam", metadata={"choices": ["adam", "rmsprop"]})  # paper: both
     lr: float = positive(1e-3)  # learning rate (decoder; encoder too when trained from scratch)
+    lr_schedule: str = field(default="constant", metadata={"choices": ["constant", "cosine"]})
+    # cosine: the learning rate falls to 0 over the run's optimizer steps (the last epochs settle
+    # instead of ending wherever a constant step leaves them; see docs/captioning.md, seeds)
     encoder_lr: float = 0.0  # >0: separate learning rate for a pretrained encoder being fine-tuned
     weight_decay: float = 0.0  # L2 penalty
     beam_size: int = positive(1)  # captions for val/test metrics: 1 = greedy, k = beam search
@@ -250,7 +253,12 @@ class ShowAttendTell(ZooModule):
         if enc:
             groups.append({"params": enc, "lr": c.encoder_lr or c.lr})
         cls = torch.optim.Adam if c.optimizer == "adam" else torch.optim.RMSprop
-        return cls(groups, lr=c.lr, weight_decay=c.weight_decay)
+        opt = cls(groups, lr=c.lr, weight_decay=c.weight_decay)
+        if c.lr_schedule == "constant":
+            return opt
+        steps = max(1, int(self.trainer.estimated_stepping_batches))
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     # ---- generation and evaluation ---------------------------------------------------------
     def generate(self, images: Tensor, k: int | None = None, stochastic: bool = False,

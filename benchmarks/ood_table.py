@@ -1,0 +1,140 @@
+"""ce vs confidence vs joint (Lee et al. 2018) on the same data, several seeds, every OOD set and
+every detector: mean and standard deviation of TNR@TPR95, AUROC, AUPR-in/out and detection
+accuracy, plus accuracy and ECE before / after temperature scaling.
+
+    python benchmarks/ood_table.py                              # digits, 3 seeds x 3 modes, ~15 min on 2 cores
+    python benchmarks/ood_table.py --seeds 0 --modes ce joint   # a quick look
+    python benchmarks/ood_table.py --suite svhn --data-root /data      # the paper's SVHN setting (needs the data)
+    python benchmarks/ood_table.py --suite cifar10 --data-root /data   # the paper's CIFAR-10 setting
+    python benchmarks/ood_table.py --device cuda                       # on a GPU
+
+Every run (failures too) is written to benchmarks/results/ood_<suite>_runs/<mode>_seed<k>.json with
+the command that made it; the summary to benchmarks/results/ood_<suite>.json and a markdown table
+to benchmarks/results/ood_<suite>.md (also printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
+
+SUITES = {  # suite -> mode -> recipe
+    "digits": {"ce": "ood_digits_ce", "confidence": "ood_digits_confidence", "joint": "ood_digits_joint"},
+    "svhn": {"ce": "ood_svhn_ce", "joint": "ood_svhn_joint"},
+    "cifar10": {"ce": "ood_cifar10_ce", "joint": "ood_cifar10_joint"},
+}
+DETECTION = ("tnr95", "auroc", "aupr_in", "aupr_out", "det_acc")
+CLASSIFICATION = ("acc", "ece", "ece_ts", "nll", "nll_ts", "temperature")
+
+
+def run_one(recipe: str, seed: int, args) -> dict:
+    from zoo.train import train
+
+    overrides = [f"recipe={recipe}", f"seed={seed}", f"run_dir={args.run_dir}", "trainer.enable_progress_bar=false",
+                 *args.overrides]
+    if args.data_root:
+        overrides.append(f"data.root={args.data_root}")
+    acc, devices = accelerator(args.device)
+    overrides += [f"trainer.accelerator={acc}", f"trainer.devices={devices}".replace(" ", "")]
+    command = "python -m zoo.train " + " ".join(overrides)
+    record = {"recipe": recipe, "seed": seed, "command": command, "status": "ok"}
+    t0 = time.time()
+    try:
+        result = train(overrides)
+        record["metrics"] = {k: float(v) for k, v in result.test_metrics.items()}
+        record["run_dir"] = str(result.run_dir)
+    except Exception as err:  # a failed run is on record too
+        record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
+    record["seconds"] = round(time.time() - t0, 1)
+    return record
+
+
+def summarise(records: dict[str, list[dict]]) -> dict:
+    """mode -> metric -> (mean, std, n) over the successful seeds."""
+    out = {}
+    for mode, runs in records.items():
+        ok = [r["metrics"] for r in runs if r["status"] == "ok"]
+        keys = sorted({k for m in ok for k in m})
+        out[mode] = {}
+        for k in keys:
+            vals = [m[k] for m in ok if k in m]
+            out[mode][k] = {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1 else 0.0,
+                            "n": len(vals)}
+    return out
+
+
+def markdown(summary: dict, detectors: list[str]) -> str:
+    modes = list(summary)
+    fmt = lambda s: f"{100 * s['mean']:.1f} ± {100 * s['std']:.1f}" if s else "—"  # noqa: E731
+    lines = ["| metric (test, %, mean ± std over seeds) | " + " | ".join(modes) + " |",
+             "|---|" + "---|" * len(modes)]
+    for k in ("acc", "ece", "ece_ts"):
+        lines.append(f"| {k} | " + " | ".join(fmt(summary[m].get(f"test/{k}")) for m in modes) + " |")
+    sets = sorted({k.split("/")[1] for m in modes for k in summary[m] if k.count("/") == 3})
+    for det in detectors:
+        for s in sets:
+            for metric in DETECTION:
+                key = f"test/{s}/{det}/{metric}"
+                if any(key in summary[m] for m in modes):
+                    cells = " | ".join(fmt(summary[m].get(key)) for m in modes)
+                    lines.append(f"| {s} · {det} · {metric} | {cells} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", default="digits", choices=list(SUITES))
+    p.add_argument("--modes", nargs="+", default=None, help="subset of the suite's modes")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--data-root", default="", help="data.root for the real-data suites")
+    p.add_argument("--run-dir", default=str(ROOT / "runs" / "ood_table"))
+    p.add_argument("--detectors", nargs="+", default=["msp", "odin", "energy", "mahalanobis"])
+    p.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
+    add_device_option(p)
+    args = p.parse_args()
+    args.device = resolve_device(args.device)
+    import torch
+
+    torch.set_num_threads(1)
+    suite = SUITES[args.suite]
+    modes = args.modes or list(suite)
+    out_dir = ROOT / "benchmarks" / "results"
+    runs_dir = out_dir / f"ood_{args.suite}_runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    records: dict[str, list[dict]] = {}
+    for mode in modes:
+        for seed in args.seeds:
+            rec = run_one(suite[mode], seed, args)
+            rec["mode"] = mode
+            (runs_dir / f"{mode}_seed{seed}.json").write_text(json.dumps(rec, indent=1) + "\n")
+            records.setdefault(mode, []).append(rec)
+            print(f"{mode} seed {seed}: {rec['status']} in {rec['seconds']} s", flush=True)
+    summary = summarise(records)
+    table = markdown(summary, args.detectors)
+    result = {"suite": args.suite, "modes": modes, "seeds": args.seeds, "recipes": {m: suite[m] for m in modes},
+              "command": "python benchmarks/ood_table.py " + " ".join(sys.argv[1:]),
+              "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, torch threads 1, shared load",
+              "device": str(args.device), "device_name": describe(args.device),
+              "summary": summary, "runs": {m: [r for r in rs] for m, rs in records.items()}}
+    if len(modes) == len(suite) and len(args.seeds) >= 3:
+        (out_dir / f"ood_{args.suite}.json").write_text(json.dumps(result, indent=1) + "\n")
+        (out_dir / f"ood_{args.suite}.md").write_text(table + "\n")
+    else:  # partial runs never overwrite the full table
+        (out_dir / f"ood_{args.suite}_partial.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Seed and device sweep of the shapes captioning recipes (issue 15): each variant x each seed.
+
+    python benchmarks/sat_seeds.py --device cuda --variants soft,hard,hard_long --seeds 0,1,2
+    python benchmarks/sat_seeds.py --device cpu --variants hard --seeds 0      # the card's run
+
+Every run is `zoo.train` + `zoo.evaluate` of its last checkpoint in its own process with one torch
+thread; all runs go at once (meant for a machine with many cores, and a GPU for --device cuda).
+`seed=` changes the model's initialisation and sampling; the scenes and the data order are the
+data seed's and stay fixed. Writes every run, failures included (rc, stderr tail), and a summary
+(mean, sd per variant) to --out. The recorded sweep (benchmarks/results/sat_seeds_h100.json) ran the
+variants on the H100 machine in two batches of parallel runs; its rows carry each run's arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from devices import accelerator, add_device_option, describe, resolve_device
+
+ROOT = Path(__file__).resolve().parent.parent
+CHILD = r"""
+import json, sys, time
+import torch
+torch.set_num_threads(1)
+from zoo.train import train
+from zoo.evaluate import evaluate
+t0 = time.time()
+r = train(sys.argv[1:])
+fit = time.time() - t0
+m = evaluate(str(r.run_dir / "checkpoints" / "last.ckpt"))
+print("BENCH", json.dumps({"fit_s": fit, **m}))
+"""
+LONG_HARD = ["trainer.max_epochs=12", "model.expected_context_hold=1200", "model.expected_context_anneal=600"]
+RLOO = ["model.score_cost=sum", "model.estimator={name: rloo, n: 4, entropy_weight: 0.002}"]
+COSINE = ["model.lr_schedule=cosine"]
+VARIANTS = {  # name -> (recipe, overrides)
+    "soft": ("sat_shapes_soft", []),
+    "soft_long": ("sat_shapes_soft", ["trainer.max_epochs=12"]),
+    "soft_cos": ("sat_shapes_soft", COSINE),
+    "soft_long_cos": ("sat_shapes_soft", COSINE + ["trainer.max_epochs=12"]),
+    "hard": ("sat_shapes_hard", []),
+    "hard_rloo4": ("sat_shapes_hard", RLOO),
+    "hard_long": ("sat_shapes_hard", LONG_HARD),
+    "hard_long_rloo4": ("sat_shapes_hard", LONG_HARD + RLOO),
+    "hard_long_cos": ("sat_shapes_hard", COSINE + LONG_HARD),
+    "hard_long_rloo4_cos": ("sat_shapes_hard", COSINE + LONG_HARD + RLOO),
+}
+SHOWN = ("variant", "seed", "rc", "wall_s", "test/bleu4", "test/att_localisation")
+
+
+def run(variant: str, seed: int, device, run_root: str) -> dict:
+    recipe, extra = VARIANTS[variant]
+    acc, devices = accelerator(device)
+    args = [f"recipe={recipe}", f"seed={seed}", f"trainer.accelerator={acc}", f"trainer.devices={devices}",
+            f"run_dir={run_root}/{variant}_{seed}", "trainer.enable_progress_bar=false", *extra]
+    t0 = time.time()
+    p = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, cwd=ROOT)
+    row = {"variant": variant, "seed": seed, "device": str(device), "args": args, "wall_s": time.time() - t0,
+           "rc": p.returncode}
+    for line in p.stdout.splitlines():
+        if line.startswith("BENCH "):
+            row.update(json.loads(line[6:]))
+    if p.returncode:
+        row["error"] = p.stderr[-2000:]
+    print(json.dumps({k: row.get(k) for k in SHOWN}), flush=True)
+    return row
+
+
+def summarise(rows: list[dict]) -> dict:
+    out = {}
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        mine = [r for r in rows if r["variant"] == variant]
+        ok = [r for r in mine if r["rc"] == 0]
+        entry = {"runs": len(mine), "failed": len(mine) - len(ok)}
+        for key, name in (("test/bleu4", "bleu4"), ("test/att_localisation", "loc")):
+            vals = [r[key] for r in ok]
+            entry[name] = vals
+            entry[f"{name}_mean"] = statistics.mean(vals) if vals else None
+            entry[f"{name}_sd"] = statistics.stdev(vals) if len(vals) > 1 else None
+        out[variant] = entry
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_device_option(ap)
+    ap.add_argument("--variants", default="soft,hard,hard_long,hard_long_rloo4",
+                    help=f"comma-separated, from: {', '.join(VARIANTS)}")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--runs", default="runs/bench_sat_seeds", help="run folders go here")
+    ap.add_argument("--out", default="benchmarks/results/sat_seeds.json")
+    args = ap.parse_args()
+    device = resolve_device(args.device)
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
+    jobs = [(v, int(s)) for v in variants for s in args.seeds.split(",")]
+    with ThreadPoolExecutor(len(jobs)) as ex:
+        rows = list(ex.map(lambda job: run(*job, device, args.runs), jobs))
+    result = {"command": " ".join(["python", "benchmarks/sat_seeds.py", *sys.argv[1:]]),
+              "device": str(device), "device_name": describe(device), "rows": rows, "summary": summarise(rows)}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    for variant, s in result["summary"].items():
+        print(f"{variant:22s} BLEU-4 {s['bleu4_mean']} ± {s['bleu4_sd']}  localisation {s['loc_mean']} ± {s['loc_sd']}")
+
+
+if __name__ == "__main__":
+    main()

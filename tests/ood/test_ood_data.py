@@ -1,0 +1,104 @@
+"""The OOD datamodules: fixed splits, disjoint OOD sets, and real formats read from tiny files."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from zoo.errors import UserError
+from zoo.models.ood.data import OODDigits, OODToy2D
+from zoo.models.ood.realdata import OODImages
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny_ood_files import write_cifar10, write_image_folder, write_mnist, write_svhn  # noqa: E402
+
+
+def _digits(**cfg):
+    dm = OODDigits(cfg)
+    dm.setup()
+    return dm
+
+
+def test_digits_splits_are_fixed_and_disjoint():
+    dm, other = _digits(), _digits(seed=5)  # the run's seed only shuffles; splits stay
+    p = dm.parts
+    assert [len(p[s][0]) for s in ("train", "val", "test")] == [1257, 180, 360]
+    assert torch.equal(p["test"][0], other.parts["test"][0])
+    info = dm.info()
+    assert info["ood_sets"] == ["photos", "uniform", "gaussian", "rot90"] and info["input_shape"] == [1, 8, 8]
+    assert not info["ood_train"] and p["train_ood"] is None
+    for name in info["ood_sets"]:
+        val, test = p["val_ood"][name].flatten(1), p["test_ood"][name].flatten(1)
+        assert len(test) == 360 and len(val) == 180
+        assert test.min() >= 0 and test.max() <= 1
+        assert torch.cdist(val, test).min() > 0, f"{name}: a validation image is also a test image"
+    assert torch.equal(p["test_ood"]["rot90"], torch.rot90(p["test"][0], 1, dims=(2, 3)))
+
+
+def test_digits_explicit_ood_training_set_is_another_photo():
+    dm = _digits(ood_train=True)
+    train_ood = dm.parts["train_ood"].flatten(1)
+    assert dm.info()["ood_train"] and len(train_ood) == 1257
+    assert torch.cdist(train_ood, dm.parts["test_ood"]["photos"].flatten(1)).min() > 0
+    batch = next(iter(dm.train_dataloader()))[0]  # CombinedLoader yields (batch, batch_idx, loader_idx)
+    assert set(batch) == {"in", "out"} and batch["out"][0].shape == (64, 1, 8, 8)
+
+
+def test_toy2d_classes_and_loaders():
+    dm = OODToy2D({})
+    dm.setup()
+    x, y = dm.parts["train"]
+    assert x.shape == (2000, 2) and set(y.tolist()) == {0, 1}
+    assert (x[y == 0, 0].mean() + 2).abs() < 0.1 and (x[y == 1, 0].mean() - 2).abs() < 0.1
+    assert len(dm.val_dataloader()) == 3 and dm.info()["ood_sets"] == ["box", "ring"]
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_mnist_idx_files_with_fashion_mnist_as_ood(tmp_path, gz):
+    write_mnist(tmp_path, "mnist", gz=gz)
+    write_mnist(tmp_path, "FashionMNIST/raw", n_test=12, gz=not gz)
+    write_image_folder(tmp_path / "letters", n=5)
+    dm = OODImages({"root": str(tmp_path), "dataset": "mnist", "val_size": 10, "ood_val_size": 3, "noise_size": 7,
+                    "ood": ["fashion_mnist", "folder:letters", "uniform"]})
+    dm.setup()
+    info = dm.info()
+    assert info["input_shape"] == [1, 28, 28] and info["num_classes"] == 10
+    assert info["ood_sets"] == ["fashion_mnist", "letters", "uniform"]
+    assert len(dm.parts["train"][0]) == 50 and dm.parts["train"][0].dtype == torch.uint8
+    assert [len(dm.parts["test_ood"][n]) for n in info["ood_sets"]] == [9, 3, 7]  # 12-3, 5-2, noise
+    x, y = dm.test_set[0]
+    assert x.dtype == torch.float32 and 0 <= x.min() and x.max() <= 1
+
+
+def test_cifar10_binary_and_svhn_mat(tmp_path):
+    write_cifar10(tmp_path)
+    write_svhn(tmp_path)
+    dm = OODImages({"root": str(tmp_path), "dataset": "cifar10", "val_size": 10, "ood_val_size": 5, "ood": ["svhn"]})
+    dm.setup()
+    assert dm.parts["train"][0].shape == (50, 3, 32, 32) and len(dm.parts["test"][0]) == 20
+    assert sorted(set(dm.parts["test"][1].tolist())) == list(range(10))
+    dm = OODImages({"root": str(tmp_path), "dataset": "svhn", "val_size": 10, "ood": ["cifar10"]})
+    dm.setup()
+    # SVHN's label 10 is the digit 0
+    assert sorted(set(dm.parts["test"][1].tolist())) == list(range(10))
+
+
+def test_missing_or_empty_data_names_the_path(tmp_path):
+    with pytest.raises(UserError, match="cifar-10-batches-bin"):
+        OODImages({"root": str(tmp_path), "dataset": "cifar10"}).setup()
+    with pytest.raises(UserError, match="train_32x32.mat"):
+        OODImages({"root": str(tmp_path), "dataset": "svhn"}).setup()
+    with pytest.raises(UserError, match="train-images-idx3-ubyte"):
+        OODImages({"root": str(tmp_path), "dataset": "mnist"}).setup()
+    write_svhn(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="holds no images"):
+        OODImages({"root": str(tmp_path), "dataset": "svhn", "val_size": 10, "ood": ["folder:empty"]}).setup()
+    with pytest.raises(UserError, match="needs data.ood_train_folder"):
+        OODImages({"root": str(tmp_path), "dataset": "svhn", "val_size": 10, "ood_train": True}).setup()
+    (tmp_path / "cifar-10-batches-bin").mkdir()
+    for n in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+        (tmp_path / "cifar-10-batches-bin" / n).write_bytes(b"\x00" * 100)
+    with pytest.raises(UserError, match="not a CIFAR-10 binary batch"):
+        OODImages({"root": str(tmp_path), "dataset": "cifar10"}).setup()

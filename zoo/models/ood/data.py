@@ -1,0 +1,241 @@
+"""Datamodules of the OOD model: in-distribution data plus named out-of-distribution (OOD) sets.
+
+Batches: training ``(x, y)``; with ``ood_train`` (for ``mode: confidence``) a dict
+``{"in": (x, y), "out": (x_out, y_out)}`` (Lightning's CombinedLoader, the OOD set cycled).
+Validation and test: a list of loaders, the in-distribution split first, then one per OOD set
+(``info()["ood_sets"]`` names them, in order); OOD labels are -1. Images are (C, H, W) in [0, 1].
+
+Embedded defaults (nothing to download):
+
+``ood_digits`` — scikit-learn's 1,797 8x8 digits, split once with a fixed permutation (seed 0,
+independent of the run's seed): 360 test, 180 validation, 1,257 training images. OOD sets (360
+test and 180 validation images each, drawn with fixed seeds; validation and test never overlap):
+
+- ``photos``: grey 8x8 patches of scikit-learn's bundled flower.jpg, downsampled 4x (validation
+  patches from the top half of the photo, test patches from the bottom half);
+- ``uniform``: U[0, 1] pixels;  ``gaussian``: N(0.5, 1) pixels clipped to [0, 1] (ODIN's noise sets);
+- ``rot90``: digits rotated by 90 degrees (the validation / test digits themselves): *near* OOD,
+  same strokes and intensity statistics, different shapes.
+
+The explicit OOD *training* set of ``mode: confidence`` (``ood_train: true``) is 1,257 patches of
+the other bundled photo, china.jpg: a different photo from the test ``photos`` and none of the
+noise / rotated sets, so confidence-loss results on those are not trained on the test kind.
+
+``ood_toy2d`` — the paper's 2-D toy: two Gaussian classes N((-2, 0), I/4) and N((2, 0), I/4);
+OOD sets ``box`` (uniform on [-8, 8]^2) and ``ring`` (radius 5 +- 0.3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+
+from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
+from zoo.errors import UserError
+from zoo.registry import DATAMODULES
+
+
+class ImageTensorSet(Dataset):
+    """(x, y) pairs from tensors; uint8 images (kept as uint8 to save memory) become float / 255."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor):
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i):
+        x = self.x[i]
+        return (x.float() / 255.0 if x.dtype == torch.uint8 else x), self.y[i]
+
+
+def as_float(x: torch.Tensor) -> torch.Tensor:
+    return x.float() / 255.0 if x.dtype == torch.uint8 else x
+
+
+class OODDataModule(ZooDataModule):
+    """Loaders over tensors that ``build()`` returns; subclasses only build the tensors."""
+
+    def build(self) -> dict:
+        """Return {"train": (x, y), "val": (x, y), "test": (x, y), "val_ood": {name: x},
+        "test_ood": {name: x}, "train_ood": x or None, "num_classes": K, "dataset": str}."""
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        if getattr(self, "parts", None) is not None:
+            return
+        self.parts = self.build()
+        p = self.parts
+        if list(p["val_ood"]) != list(p["test_ood"]):
+            raise AssertionError("validation and test OOD sets must have the same names")
+        if not p["test_ood"]:
+            raise UserError("no OOD sets: give at least one in data.ood")
+        self.train_set = ImageTensorSet(*p["train"])
+        self.val_set = ImageTensorSet(*p["val"])
+        self.test_set = ImageTensorSet(*p["test"])
+
+    def info(self) -> dict:
+        self.setup()
+        x = as_float(self.parts["train"][0][:10_000])  # statistics from (up to) 10,000 training inputs
+        dims = [0] + list(range(2, x.dim())) if x.dim() > 2 else [0]
+        return {"dataset": self.parts["dataset"], "input_shape": list(x.shape[1:]),
+                "num_classes": int(self.parts["num_classes"]), "ood_sets": list(self.parts["test_ood"]),
+                "mean": x.mean(dims).flatten().tolist(), "std": x.std(dims).clamp(min=1e-3).flatten().tolist(),
+                "bounded": x.dim() > 2, "ood_train": self.parts.get("train_ood") is not None,
+                "n_train": len(self.parts["train"][0])}
+
+    def _eval_loaders(self, split: str) -> list[DataLoader]:
+        x, y = self.parts[split]
+        loaders = [plain_loader(ImageTensorSet(x, y), self.cfg.eval_batch_size, num_workers=self.cfg.num_workers)]
+        for x_out in self.parts[f"{split}_ood"].values():
+            labels = torch.full((len(x_out),), -1, dtype=torch.long)
+            loaders.append(plain_loader(ImageTensorSet(x_out, labels), self.cfg.eval_batch_size,
+                                        num_workers=self.cfg.num_workers))
+        return loaders
+
+    def train_dataloader(self):
+        c = self.cfg
+        loader = shuffled_loader(self.train_set, c.batch_size, seed=c.seed, num_workers=c.num_workers, drop_last=True)
+        x_out = self.parts.get("train_ood")
+        if x_out is None:
+            return loader
+        from lightning.pytorch.utilities import CombinedLoader
+
+        out_set = ImageTensorSet(x_out, torch.full((len(x_out),), -1, dtype=torch.long))
+        out = shuffled_loader(out_set, c.batch_size, seed=c.seed + 1, num_workers=c.num_workers, drop_last=True)
+        return CombinedLoader({"in": loader, "out": out}, mode="max_size_cycle")
+
+    def val_dataloader(self):
+        return self._eval_loaders("val")
+
+    def test_dataloader(self):
+        return self._eval_loaders("test")
+
+
+# ---- the embedded digits -----------------------------------------------------------------------
+def grey_photo(name: str, downsample: int) -> torch.Tensor:
+    """One of scikit-learn's bundled photos (china.jpg, flower.jpg) as grey [0, 1], (H, W)."""
+    from sklearn.datasets import load_sample_image
+
+    rgb = torch.tensor(load_sample_image(name), dtype=torch.float32) / 255.0  # (427, 640, 3)
+    grey = rgb @ torch.tensor([0.299, 0.587, 0.114])  # ITU-R 601 luma
+    return F.avg_pool2d(grey[None, None], downsample)[0, 0]  # (H / d, W / d)
+
+
+def random_patches(image: torch.Tensor, n: int, size: int, seed: int,
+                   rows: tuple[float, float] = (0, 1)) -> torch.Tensor:
+    """n random size x size patches whose top rows lie in the given fraction of the image: (n, 1, s, s)."""
+    g = torch.Generator().manual_seed(seed)
+    H, W = image.shape
+    lo, hi = int(rows[0] * (H - size)), int(rows[1] * (H - size))
+    top = torch.randint(lo, hi + 1, (n,), generator=g)
+    left = torch.randint(0, W - size + 1, (n,), generator=g)
+    return torch.stack([image[t:t + size, s:s + size] for t, s in zip(top.tolist(), left.tolist())])[:, None]
+
+
+def noise_images(kind: str, n: int, shape: list[int], seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    if kind == "uniform":
+        return torch.rand(n, *shape, generator=g)
+    if kind == "gaussian":
+        return (0.5 + torch.randn(n, *shape, generator=g)).clamp(0, 1)
+    raise UserError(f"unknown noise OOD set '{kind}': use uniform or gaussian")
+
+
+@dataclass
+class OODDigitsConfig:
+    root: str = "data"  # unused (everything ships inside scikit-learn); kept for a uniform interface
+    batch_size: int = 64  # training images per batch
+    eval_batch_size: int = 360  # images per validation / test batch
+    num_workers: int = 0  # DataLoader worker processes
+    seed: int = 0  # shuffling seed (the splits and OOD sets are fixed, see the module docstring)
+    ood_train: bool = False  # also serve the explicit OOD training set (china.jpg patches) for mode=confidence
+
+
+@DATAMODULES.register("ood_digits")
+class OODDigits(OODDataModule):
+    """scikit-learn digits (in) vs photo patches, uniform / Gaussian noise and rotated digits (out)."""
+
+    Config = OODDigitsConfig
+
+    def build(self) -> dict:
+        from sklearn.datasets import load_digits
+
+        d = load_digits()
+        x = torch.tensor(d.images / 16.0, dtype=torch.float32).unsqueeze(1)  # (1797, 1, 8, 8)
+        y = torch.tensor(d.target, dtype=torch.long)
+        perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
+        test, val, train = perm[:360], perm[360:540], perm[540:]
+        flower = grey_photo("flower.jpg", 4)
+        out = {}
+        for split, idx, n, seed, rows in (("val", val, 180, 1, (0, 0.5)), ("test", test, 360, 2, (0.5, 1))):
+            out[split] = {
+                "photos": random_patches(flower, n, 8, seed=100 + seed, rows=rows),
+                "uniform": noise_images("uniform", n, [1, 8, 8], seed=200 + seed),
+                "gaussian": noise_images("gaussian", n, [1, 8, 8], seed=300 + seed),
+                "rot90": torch.rot90(x[idx], 1, dims=(2, 3)),
+            }
+        train_ood = random_patches(grey_photo("china.jpg", 4), len(train), 8, seed=400) if self.cfg.ood_train else None
+        return {"train": (x[train], y[train]), "val": (x[val], y[val]), "test": (x[test], y[test]),
+                "val_ood": out["val"], "test_ood": out["test"], "train_ood": train_ood,
+                "num_classes": 10, "dataset": "digits"}
+
+
+# ---- the 2-D toy ---------------------------------------------------------------------------------
+@dataclass
+class Toy2DConfig:
+    root: str = "data"  # unused (generated); kept for a uniform interface
+    batch_size: int = 128  # training points per batch
+    eval_batch_size: int = 1000  # points per validation / test batch
+    num_workers: int = 0  # DataLoader worker processes
+    seed: int = 0  # shuffling seed (the points themselves are fixed)
+    n_train: int = 2000  # training points (half per class)
+    separation: float = 2.0  # the class means are (-separation, 0) and (+separation, 0)
+    std: float = 0.5  # per-coordinate standard deviation of each class
+    ood_train: bool = False  # also serve an OOD training set (uniform on [-8, 8]^2) for mode=confidence
+
+
+def toy_points(n: int, separation: float, std: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % 2
+    centre = torch.stack([(2 * y - 1).float() * separation, torch.zeros(n)], 1)
+    return centre + std * torch.randn(n, 2, generator=g), y
+
+
+def ring(n: int, radius: float, width: float, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    angle = 2 * math.pi * torch.rand(n, generator=g)
+    r = radius + width * torch.randn(n, generator=g)
+    return torch.stack([r * angle.cos(), r * angle.sin()], 1)
+
+
+@DATAMODULES.register("ood_toy2d")
+class OODToy2D(OODDataModule):
+    """Two Gaussian classes in the plane (in) vs a uniform box and a ring (out): the paper's toy."""
+
+    Config = Toy2DConfig
+
+    def build(self) -> dict:
+        c = self.cfg
+        if c.n_train < 4:
+            raise UserError(f"data.n_train={c.n_train} must be at least 4")
+        box = lambda n, seed: (torch.rand(n, 2, generator=torch.Generator().manual_seed(seed)) * 16 - 8)  # noqa: E731
+        parts = {"train": toy_points(c.n_train, c.separation, c.std, 0),
+                 "val": toy_points(500, c.separation, c.std, 1), "test": toy_points(1000, c.separation, c.std, 2),
+                 "val_ood": {"box": box(500, 11), "ring": ring(500, 5.0, 0.3, 12)},
+                 "test_ood": {"box": box(1000, 21), "ring": ring(1000, 5.0, 0.3, 22)},
+                 "train_ood": box(c.n_train, 31) if c.ood_train else None, "num_classes": 2, "dataset": "toy2d"}
+        return parts
+
+
+def as_float_images(array: np.ndarray) -> torch.Tensor:
+    """uint8 (N, H, W) or (N, C, H, W) -> float (N, C, H, W) in [0, 1]."""
+    t = torch.from_numpy(np.ascontiguousarray(array))
+    if t.dim() == 3:
+        t = t[:, None]
+    return t.float() / 255.0

@@ -1,0 +1,187 @@
+"""Confidence-calibrated classifier (Lee, Lee, Lee & Shin, ICLR 2018), trained three ways:
+
+- ``ce``: plain cross-entropy, the baseline;
+- ``confidence``: CE + beta * KL(U || p(y|x_out)) on an explicit OOD training set (``data.ood_train``);
+- ``joint``: the joint confidence loss. Each step: a D step, a G step with beta * KL(U || p(y|G(z))),
+  a classifier step with CE + beta * KL(U || p(y|G(z))) (formulas in ``losses.py``). The generator's
+  noise z ~ N(0, I) is drawn by the registry's ``reparam`` estimator in ``noise()``.
+
+Manual optimisation with up to three optimizers (classifier, generator, discriminator), each set
+in the recipe. Evaluation (``evaluate.py``): accuracy, ECE before/after temperature scaling, and
+for every OOD set and detector TNR@TPR95, AUROC, AUPR-in/out and detection accuracy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.distributions import Independent, Normal
+
+from zoo.core.module import ZooModule
+from zoo.errors import UserError
+from zoo.estimators import get_estimator
+from zoo.models.ood import evaluate as ev
+from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
+from zoo.models.ood.nets import Classifier, Discriminator, Generator
+from zoo.registry import MODELS
+
+MODES = ("ce", "confidence", "joint")
+
+
+@dataclass
+class OptimConfig:
+    name: str = field(default="adam", metadata={"choices": ["adam", "sgd"]})  # adam | sgd
+    lr: float = 1e-3  # learning rate
+    beta1: float = 0.9  # Adam's first beta (DCGAN uses 0.5); SGD: momentum
+    weight_decay: float = 0.0  # L2 penalty
+
+
+@dataclass
+class OODConfig:
+    mode: str = field(default="ce", metadata={"choices": list(MODES)})  # ce | confidence | joint
+    beta: float = 1.0  # weight of the KL(U || p) term (>= 0; the paper: 1 for SVHN, 0.1 for CIFAR-10)
+    classifier: str = field(default="cnn", metadata={"choices": ["mlp", "cnn", "vgg13"]})  # classifier net
+    width: int = 32  # classifier width (mlp hidden units; cnn first channels; vgg13: 64 = the paper's)
+    dropout: float = 0.0  # dropout before the classifier's last layer
+    generator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # G (joint mode)
+    discriminator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # D (joint mode)
+    gan_width: int = 256  # G / D width (mlp hidden units; dcgan base channels, 64 in DCGAN)
+    noise_dim: int = 32  # size of G's noise z
+    saturating: bool = False  # G's GAN term: log(1 - D(G(z))) as written (True) or -log D(G(z)) (False)
+    estimator: Any = "reparam"  # how z ~ N(0, I) is drawn (a pathwise estimator: reparam)
+    classifier_optim: OptimConfig = field(default_factory=OptimConfig)  # optimizer of the classifier
+    generator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of G
+    discriminator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of D
+    odin_temperatures: list = field(default_factory=lambda: [1.0, 10.0, 100.0, 1000.0])  # ODIN search: T
+    odin_eps: list = field(default_factory=lambda: [0.0, 0.0005, 0.001, 0.002, 0.005])  # search: eps (pixels)
+    odin_every_n_epochs: int = 5  # run the ODIN search on validation this often (and at the last epoch)
+    mahalanobis: bool = True  # also evaluate the Mahalanobis detector (fits on the training split)
+    plot_every_n_epochs: int = 10  # write the figures this often during training
+
+    def __post_init__(self):
+        if self.beta < 0:
+            raise ValueError(f"beta must be >= 0 (it weighs a KL divergence), got {self.beta}")
+        if not self.odin_temperatures or not self.odin_eps:
+            raise ValueError("odin_temperatures and odin_eps need at least one value each")
+        if min(self.odin_temperatures) <= 0 or min(self.odin_eps) < 0:
+            raise ValueError("odin_temperatures must be > 0 and odin_eps >= 0")
+
+
+def _optimizer(params, o: dict) -> torch.optim.Optimizer:
+    if o["name"] == "sgd":
+        return torch.optim.SGD(params, lr=o["lr"], momentum=o["beta1"], weight_decay=o["weight_decay"])
+    return torch.optim.Adam(params, lr=o["lr"], betas=(o["beta1"], 0.999), weight_decay=o["weight_decay"])
+
+
+@MODELS.register("ood")
+class OODClassifier(ev.OODEvaluation, ZooModule):
+    """Confidence-calibrated OOD classifier: cross-entropy, confidence loss, or the joint GAN loss."""
+
+    Config = OODConfig
+    monitor, monitor_mode = "val/acc", "max"
+    ddp_find_unused_parameters = True  # the G and D steps leave the other nets without gradients
+
+    def __init__(self, cfg: dict, data_info: dict | None = None):
+        super().__init__(cfg, data_info)
+        self.automatic_optimization = False
+        c, d = self.cfg, self.data_info
+        for key in ("input_shape", "num_classes", "mean", "std", "ood_sets"):
+            if key not in d:
+                raise UserError(f"the ood model needs data_info['{key}'] from an OOD datamodule "
+                                "(ood_digits, ood_toy2d, ood_images)")
+        self.input_shape = [int(s) for s in d["input_shape"]]
+        self.num_classes = int(d["num_classes"])
+        is_image = len(self.input_shape) == 3
+        conv_gan = c.mode == "joint" and "dcgan" in (c.generator, c.discriminator)
+        if not is_image and (c.classifier != "mlp" or conv_gan):
+            raise UserError(f"input of shape {self.input_shape} is not an image: use model.classifier=mlp "
+                            "and model.generator=mlp model.discriminator=mlp")
+        if c.mode == "confidence" and not d.get("ood_train"):
+            raise UserError("model.mode=confidence needs an explicit OOD training set: set data.ood_train=true "
+                            "(ood_images: also data.ood_train_folder=PATH)")
+        self.classifier = Classifier(c.classifier, self.input_shape, self.num_classes, c.width,
+                                     d["mean"], d["std"], c.dropout)
+        if c.mode == "joint":
+            self.generator = Generator(c.generator, self.input_shape, c.noise_dim, c.gan_width,
+                                       bounded=bool(d.get("bounded", is_image)))
+            self.discriminator = Discriminator(c.discriminator, self.input_shape, c.gan_width)
+            self.estimator = get_estimator(c.estimator)
+        self.init_evaluation()
+
+    # ---- the stochastic node ----------------------------------------------------------------------
+    def noise(self, n: int) -> Tensor:
+        """z ~ N(0, I): (n, Z), drawn by the registry estimator (reparam: a pathwise sample)."""
+        zero = torch.zeros(n, self.cfg.noise_dim, device=self.device)
+        s = self.estimator.sample(Independent(Normal(zero, torch.ones_like(zero)), 1), n=1)
+        return s.value[0]  # (n, Z)
+
+    def generate(self, n: int) -> Tensor:
+        return self.generator(self.noise(n))  # (n, *input_shape)
+
+    # ---- optimisation ------------------------------------------------------------------------------
+    def configure_optimizers(self):
+        c = self.cfg
+        opts = [_optimizer(self.classifier.parameters(), c.classifier_optim)]
+        if c.mode == "joint":
+            opts += [_optimizer(self.generator.parameters(), c.generator_optim),
+                     _optimizer(self.discriminator.parameters(), c.discriminator_optim)]
+        return opts
+
+    def _step(self, opt: torch.optim.Optimizer, loss: Tensor) -> None:
+        opt.zero_grad()
+        self.manual_backward(loss)
+        opt.step()
+
+    def generator_loss(self, fake: Tensor) -> tuple[Tensor, Tensor]:
+        """The G step's loss GAN term + beta * KL(U || p(y|G(z))) and its KL term, for a batch G(z)."""
+        g_kl = kl_uniform(self.classifier(fake)).mean()
+        return generator_gan_loss(self.discriminator(fake), self.cfg.saturating) + self.cfg.beta * g_kl, g_kl
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        c = self.cfg
+        if isinstance(batch, dict):  # confidence mode: {"in": (x, y), "out": (x_out, -1)}
+            (x, y), x_out = batch["in"], batch["out"][0]
+        else:
+            (x, y), x_out = batch, None
+        opts = self.optimizers()
+        opts = opts if isinstance(opts, list) else [opts]
+        metrics = {}
+        if c.mode == "joint":
+            opt_c, opt_g, opt_d = opts
+            fake = self.generate(len(x))
+            # (1) D step: max log D(x) + log(1 - D(G(z)))
+            d_real, d_fake = self.discriminator(x), self.discriminator(fake.detach())
+            d_loss = discriminator_loss(d_real, d_fake)
+            self._step(opt_d, d_loss)
+            # (2) G step: min GAN term + beta * KL(U || p(y|G(z))); D and the classifier get gradients
+            # here too, but their own steps zero them before use
+            g_loss, g_kl = self.generator_loss(fake)
+            self._step(opt_g, g_loss)
+            x_out = fake.detach()  # (3) the classifier sees this step's generated batch as OOD
+            metrics.update({"train/d_loss": d_loss.detach(), "train/g_loss": g_loss.detach(),
+                            "train/g_kl": g_kl.detach(), "train/d_real": torch.sigmoid(d_real).mean().detach(),
+                            "train/d_fake": torch.sigmoid(d_fake).mean().detach()})
+        else:
+            opt_c = opts[0]
+        logits = self.classifier(x)  # (B, K)
+        logits_out = self.classifier(x_out) if (x_out is not None and c.mode != "ce") else None
+        loss = confidence_loss(logits, y, logits_out, c.beta)
+        self._step(opt_c, loss)
+        metrics["train/loss"] = loss.detach()
+        metrics["train/acc"] = (logits.argmax(-1) == y).float().mean().detach()
+        if logits_out is not None:
+            metrics["train/kl_out"] = kl_uniform(logits_out).mean().detach()
+        self.log_train(metrics, batch_size=len(x), prog_bar=("train/loss",))
+
+    def estimator_loss(self, batch: Any) -> Tensor:
+        """A fresh estimate of G's loss (for GradientVarianceCallback): joint mode only."""
+        if self.cfg.mode != "joint":
+            raise UserError("the grad_variance callback needs model.mode=joint (the only mode with noise z)")
+        x = batch["in"][0] if isinstance(batch, dict) else batch[0]
+        return self.generator_loss(self.generate(len(x)))[0]
+
+    def estimator_parameters(self):
+        return list(self.generator.parameters())

@@ -1,0 +1,138 @@
+"""Figures of the OOD model (matplotlib) and reading image files for ``zoo.predict``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from zoo.errors import UserError
+
+COLOURS = {"msp": "C0", "odin": "C1", "energy": "C2", "mahalanobis": "C3"}
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def upscale(images: Tensor, size: int = 32) -> Tensor:
+    """Small images (N, C, H, W) -> nearest-neighbour enlarged, for readable grids."""
+    return F.interpolate(images.float(), size=(size, size), mode="nearest") if images.shape[-1] < size else images
+
+
+def roc_curves(scores_in: dict[str, Tensor], scores_out: dict[str, dict[str, Tensor]]):
+    """One panel per OOD set, one ROC curve per detector (in-distribution = positive)."""
+    from torchmetrics.functional.classification import binary_roc
+
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(scores_out), figsize=(3.2 * len(scores_out), 3.2), squeeze=False)
+    for ax, (name, dets) in zip(axes[0], scores_out.items()):
+        for det, s_out in dets.items():
+            s_in = scores_in[det]
+            target = torch.cat([torch.ones_like(s_in), torch.zeros_like(s_out)]).long()
+            fpr, tpr, _ = binary_roc(torch.cat([s_in, s_out]).float(), target)
+            ax.plot(fpr.cpu(), tpr.cpu(), label=det, color=COLOURS.get(det))
+        ax.plot([0, 1], [0, 1], ":", color="grey")
+        ax.axhline(0.95, ls="--", lw=0.6, color="grey")
+        ax.set_title(f"in vs {name}")
+        ax.set_xlabel("FPR (OOD accepted)")
+    axes[0][0].set_ylabel("TPR (in-distribution accepted)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def score_histograms(msp_in: Tensor, msp_out: dict[str, Tensor]):
+    """Max-softmax scores, in-distribution vs each OOD set."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(msp_out), figsize=(3.2 * len(msp_out), 2.8), squeeze=False)
+    bins = torch.linspace(0, 1, 26).tolist()
+    for ax, (name, s) in zip(axes[0], msp_out.items()):
+        ax.hist(msp_in.cpu().numpy(), bins=bins, alpha=0.6, density=True, label="in")
+        ax.hist(s.cpu().numpy(), bins=bins, alpha=0.6, density=True, label=name)
+        ax.set_xlabel("max softmax")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def reliability(logits: Tensor, labels: Tensor, temperature: float, n_bins: int = 15):
+    """Reliability diagram before and after temperature scaling."""
+    from zoo.models.ood.detect import calibration, reliability_bins
+
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
+    width = 1.0 / n_bins
+    centres = (torch.arange(n_bins) + 0.5) * width
+    for ax, T, title in zip(axes, (1.0, temperature), ("before", f"after (T = {temperature:.2f})")):
+        conf, acc, count = reliability_bins((logits / T).softmax(-1), labels, n_bins)
+        keep = (count > 0).cpu()
+        ax.bar(centres[keep], acc.cpu()[keep], width=width, edgecolor="k", alpha=0.7, label="accuracy")
+        ax.plot([0, 1], [0, 1], "--", color="grey")
+        ece = calibration(logits, labels, T, n_bins)["ece"]
+        ax.set_title(f"{title}: ECE {100 * ece:.2f} %", fontsize=9)
+        ax.set_xlabel("confidence")
+    axes[0].set_ylabel("accuracy")
+    fig.tight_layout()
+    return fig
+
+
+@torch.no_grad()
+def confidence_map(classifier, points: tuple[Tensor, Tensor] | None, fake: Tensor | None, mode: str, lim: float = 6.0):
+    """The classifier's max-softmax over the plane, the training points and G's samples on it."""
+    plt = _plt()
+    device = next(classifier.parameters()).device
+    axis = torch.linspace(-lim, lim, 121, device=device)
+    gx, gy = torch.meshgrid(axis, axis, indexing="xy")
+    grid = torch.stack([gx.flatten(), gy.flatten()], 1)  # (121 * 121, 2)
+    conf = classifier(grid).softmax(-1).max(-1).values.view(121, 121).cpu()
+    fig, ax = plt.subplots(figsize=(4.6, 4))
+    im = ax.imshow(conf, extent=(-lim, lim, -lim, lim), origin="lower", cmap="viridis", vmin=0.5, vmax=1)
+    fig.colorbar(im, ax=ax, label="max softmax")
+    if points is not None:
+        x, y = points
+        ax.scatter(x[:, 0].cpu(), x[:, 1].cpu(), c=y.cpu(), s=2, cmap="coolwarm", alpha=0.5)
+    if fake is not None:
+        ax.scatter(fake[:, 0].cpu(), fake[:, 1].cpu(), marker="x", s=14, color="red", label="G(z)")
+        ax.legend(loc="upper right", fontsize=7)
+    ax.set_title(f"confidence, mode={mode}")
+    return fig
+
+
+def load_image(path: str, shape: list[int], resize: bool, convert: bool, invert: bool) -> Tensor:
+    """An image file -> (C, H, W) in [0, 1] for a model taking ``shape``; wrong size or channels is
+    a UserError unless resize / convert are set."""
+    from PIL import Image, UnidentifiedImageError
+
+    c, h, w = shape
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"image not found: {p}")
+    try:
+        img = Image.open(p)
+        img.load()
+    except (UnidentifiedImageError, OSError) as err:
+        raise UserError(f"cannot read {p} as an image: {err}") from None
+    channels = {"L": 1, "1": 1, "I": 1, "F": 1, "LA": 2, "RGB": 3, "RGBA": 4}.get(img.mode, 3)
+    if channels != c and not (channels in (2, 4) and channels - 1 == c):
+        if not convert:
+            raise UserError(f"{p} has {channels} channel(s) ({img.mode}); the model takes {c}. "
+                            f"Pass convert=true to convert it to {'grey' if c == 1 else 'RGB'}")
+    img = img.convert("L" if c == 1 else "RGB")
+    if img.size != (w, h):
+        if not resize:
+            raise UserError(f"{p} is {img.size[0]}x{img.size[1]} pixels; the model takes {w}x{h}. "
+                            "Pass resize=true to resize it")
+        img = img.resize((w, h), Image.BILINEAR)
+    import numpy as np
+
+    x = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0)
+    x = x[None] if c == 1 else x.permute(2, 0, 1)
+    return 1 - x if invert else x

@@ -1,0 +1,233 @@
+"""Real datasets for the OOD model, read from local files (nothing is downloaded).
+
+Layouts looked for under ``data.root``:
+
+- ``mnist``: ``mnist/`` or ``MNIST/raw/`` with ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
+  ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte`` (IDX, plain or ``.gz``; read with
+  torchvision's ``read_image_file`` / ``read_label_file``);
+- ``fashion_mnist``: the same four file names in ``fashion_mnist/`` or ``FashionMNIST/raw/``;
+- ``cifar10``: ``cifar-10-batches-bin/`` with ``data_batch_1.bin`` .. ``data_batch_5.bin`` and
+  ``test_batch.bin`` (the *binary* release: records of 1 label byte + 3,072 pixel bytes; the pickled
+  Python release is never unpickled);
+- ``svhn``: ``svhn/`` (or ``root`` itself) with ``train_32x32.mat`` and ``test_32x32.mat`` (format 2,
+  read with ``scipy.io.loadmat``; label 10 means digit 0);
+- an OOD image folder ``folder:PATH`` (PATH absolute or relative to root), e.g. ODIN's resized LSUN
+  / TinyImageNet releases (``LSUN_resize/``, ``Imagenet_resize/``): every PNG / JPEG / BMP / GIF /
+  WebP file below it, converted to the in-distribution channels and size.
+
+``ood_images`` splits the training files once (fixed permutation, seed 0) into training and
+``val_size`` validation images; each OOD set is split (fixed permutation, seed 1) into
+``ood_val_size`` validation images and the rest for test. Cross-dataset OOD sets use the other
+dataset's test split, converted (grey <-> RGB by luma / repetition, bilinear resizing).
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from zoo.errors import UserError
+from zoo.models.ood.data import OODDataModule, noise_images
+from zoo.registry import DATAMODULES
+
+DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")
+IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
+IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+IDX_DIRS = {"mnist": ("mnist", "MNIST/raw"), "fashion_mnist": ("fashion_mnist", "FashionMNIST/raw")}
+
+
+def _read_idx(path: Path, labels: bool) -> torch.Tensor:
+    from torchvision.datasets.mnist import read_image_file, read_label_file
+
+    reader = read_label_file if labels else read_image_file
+    try:
+        if path.suffix != ".gz":
+            return reader(str(path))
+        with tempfile.TemporaryDirectory() as tmp:  # torchvision's readers take plain files only
+            plain = Path(tmp) / path.stem
+            with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            return reader(str(plain))
+    except (TypeError, ValueError, AssertionError, OSError, EOFError, RuntimeError) as err:
+        raise UserError(f"{path} is not a valid IDX {'label' if labels else 'image'} file: {err}") from None
+
+
+def load_idx_dataset(root: Path, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(train images (N, 1, 28, 28) uint8, labels, test images, labels) of MNIST / Fashion-MNIST."""
+    for sub in IDX_DIRS[name]:
+        folder = root / sub
+        found = []
+        for f in IDX_FILES:
+            hit = next((p for p in (folder / f, folder / f"{f}.gz") if p.is_file()), None)
+            found.append(hit)
+        if all(found):
+            tr_x, tr_y, te_x, te_y = (_read_idx(p, labels="labels" in p.name) for p in found)
+            return tr_x[:, None], tr_y, te_x[:, None], te_y
+    looked = ", ".join(str(root / s) for s in IDX_DIRS[name])
+    raise UserError(f"{name} not found: looked for {', '.join(IDX_FILES)} (plain or .gz) in {looked}. "
+                    "Copy the four IDX files there, or set data.root to the folder holding them")
+
+
+def _cifar_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    raw = np.fromfile(path, dtype=np.uint8)
+    if raw.size % 3073:
+        raise UserError(f"{path} is not a CIFAR-10 binary batch (size {raw.size} is not a multiple of 3,073 bytes)")
+    rec = raw.reshape(-1, 3073)
+    return rec[:, 1:].reshape(-1, 3, 32, 32), rec[:, 0].astype(np.int64)
+
+
+def load_cifar10(root: Path):
+    folder = root / "cifar-10-batches-bin"
+    names = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
+    missing = [n for n in names if not (folder / n).is_file()]
+    if missing:
+        raise UserError(f"CIFAR-10 not found: {folder} lacks {', '.join(missing)}. Expected the binary version "
+                        "(cifar-10-binary.tar.gz, extracted: cifar-10-batches-bin/data_batch_1.bin .. test_batch.bin)")
+    train = [_cifar_file(folder / n) for n in names[:5]]
+    test_x, test_y = _cifar_file(folder / names[5])
+    train_x, train_y = np.concatenate([t[0] for t in train]), np.concatenate([t[1] for t in train])
+    return torch.from_numpy(train_x), torch.from_numpy(train_y), torch.from_numpy(test_x), torch.from_numpy(test_y)
+
+
+def _svhn_file(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    from scipy.io import loadmat
+
+    try:
+        mat = loadmat(str(path))
+        x, y = mat["X"], mat["y"]
+    except (ValueError, KeyError, OSError, NotImplementedError) as err:
+        raise UserError(f"{path} is not an SVHN .mat file with X (32, 32, 3, N) and y (N, 1): {err}") from None
+    if x.ndim != 4 or x.shape[:3] != (32, 32, 3):
+        raise UserError(f"{path}: X has shape {x.shape}, expected (32, 32, 3, N)")
+    y = y.reshape(-1).astype(np.int64) % 10  # label 10 is the digit 0
+    return torch.from_numpy(np.ascontiguousarray(x.transpose(3, 2, 0, 1))), torch.from_numpy(y)
+
+
+def load_svhn(root: Path):
+    for folder in (root / "svhn", root):
+        if (folder / "train_32x32.mat").is_file() and (folder / "test_32x32.mat").is_file():
+            return (*_svhn_file(folder / "train_32x32.mat"), *_svhn_file(folder / "test_32x32.mat"))
+    raise UserError(f"SVHN not found: looked for train_32x32.mat and test_32x32.mat in {root / 'svhn'} and {root} "
+                    "(the 'cropped digits' format 2 files)")
+
+
+def load_dataset(root: Path, name: str):
+    if name in IDX_DIRS:
+        return load_idx_dataset(root, name)
+    if name == "cifar10":
+        return load_cifar10(root)
+    if name == "svhn":
+        return load_svhn(root)
+    raise UserError(f"unknown dataset '{name}': use one of {', '.join(DATASETS)}")
+
+
+def to_shape(x: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    """uint8 images (N, C, H, W) -> uint8 (N, c, h, w): grey <-> RGB (luma / repeat), bilinear resize."""
+    c, h, w = shape
+    out = x.float()
+    if out.shape[1] == 3 and c == 1:
+        out = (out * torch.tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)).sum(1, keepdim=True)
+    elif out.shape[1] == 1 and c == 3:
+        out = out.repeat(1, 3, 1, 1)
+    if out.shape[-2:] != (h, w):
+        out = F.interpolate(out, size=(h, w), mode="bilinear", antialias=True, align_corners=False)
+    return out.round().clamp(0, 255).to(torch.uint8)
+
+
+def load_folder(path: Path, shape: list[int]) -> torch.Tensor:
+    """Every image file below ``path`` as uint8 (N, C, H, W) of the given shape."""
+    from PIL import Image
+
+    if not path.is_dir():
+        raise UserError(f"OOD image folder not found: {path} (a folder of PNG/JPEG images, e.g. LSUN_resize/)")
+    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
+    if not files:
+        raise UserError(f"OOD image folder {path} holds no images ({', '.join(sorted(IMAGE_EXTENSIONS))})")
+    c, h, w = shape
+    images = []
+    for f in files:
+        try:
+            img = Image.open(f).convert("L" if c == 1 else "RGB").resize((w, h), Image.BILINEAR)
+        except OSError as err:
+            raise UserError(f"cannot read image {f}: {err}") from None
+        a = np.asarray(img, dtype=np.uint8)
+        images.append(a[None] if c == 1 else a.transpose(2, 0, 1))
+    return torch.from_numpy(np.stack(images))
+
+
+@dataclass
+class OODImagesConfig:
+    root: str = "data"  # folder holding the datasets (layouts in zoo/models/ood/realdata.py)
+    dataset: str = field(default="svhn", metadata={"choices": list(DATASETS)})  # in-distribution
+    # OOD sets: another dataset, folder:PATH, uniform, gaussian
+    ood: list = field(default_factory=lambda: ["uniform", "gaussian"])
+    ood_train: bool = False  # serve an explicit OOD training set (ood_train_folder) for mode=confidence
+    ood_train_folder: str = ""  # folder of OOD training images (mode=confidence)
+    val_size: int = 5000  # validation images carved from the training files
+    ood_val_size: int = 1000  # validation images carved from each OOD set (the rest are test images)
+    noise_size: int = 10000  # test images of each noise set
+    batch_size: int = 64  # training images per batch
+    eval_batch_size: int = 500  # images per validation / test batch
+    num_workers: int = 0  # DataLoader worker processes
+    seed: int = 0  # shuffling seed (the splits are fixed)
+
+
+@DATAMODULES.register("ood_images")
+class OODImages(OODDataModule):
+    """MNIST / Fashion-MNIST / CIFAR-10 / SVHN (local files) vs other datasets, image folders, noise."""
+
+    Config = OODImagesConfig
+
+    def prepare_data(self) -> None:
+        self.setup()  # fail early, naming the paths looked at
+
+    def build(self) -> dict:
+        c = self.cfg
+        root = Path(c.root)
+        x, y, x_test, y_test = load_dataset(root, c.dataset)
+        if not 0 < c.val_size < len(x):
+            raise UserError(f"data.val_size={c.val_size} must be between 1 and {len(x) - 1}")
+        perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
+        val, train = perm[: c.val_size], perm[c.val_size:]
+        shape = list(x.shape[1:])
+        val_ood, test_ood = {}, {}
+        for spec in c.ood:
+            spec = str(spec)
+            if spec in ("uniform", "gaussian"):
+                seed = 500 + len(test_ood)
+                val_ood[spec] = noise_images(spec, c.ood_val_size, shape, seed)
+                test_ood[spec] = noise_images(spec, c.noise_size, shape, seed + 50)
+                continue
+            if spec.startswith("folder:"):
+                folder = Path(spec[len("folder:"):])
+                images = load_folder(folder if folder.is_absolute() else root / folder, shape)
+                name = folder.name
+            elif spec in DATASETS:
+                if spec == c.dataset:
+                    raise UserError(f"data.ood lists the in-distribution dataset '{spec}' itself")
+                images, name = to_shape(load_dataset(root, spec)[2], shape), spec
+            else:
+                raise UserError(f"unknown OOD set '{spec}' in data.ood: use one of {', '.join(DATASETS)}, "
+                                "uniform, gaussian, or folder:PATH")
+            if len(images) < 2:
+                raise UserError(f"OOD set '{spec}' has {len(images)} image(s); it needs at least 2 (validation + test)")
+            n_val = min(c.ood_val_size, len(images) // 2)
+            order = torch.randperm(len(images), generator=torch.Generator().manual_seed(1))
+            val_ood[name], test_ood[name] = images[order[:n_val]], images[order[n_val:]]
+        train_ood = None
+        if c.ood_train:
+            if not c.ood_train_folder:
+                raise UserError("data.ood_train=true needs data.ood_train_folder=PATH "
+                                "(a folder of OOD training images)")
+            folder = Path(c.ood_train_folder)
+            train_ood = load_folder(folder if folder.is_absolute() else root / folder, shape)
+        return {"train": (x[train], y[train]), "val": (x[val], y[val]), "test": (x_test, y_test),
+                "val_ood": val_ood, "test_ood": test_ood, "train_ood": train_ood,
+                "num_classes": int(max(int(y.max()), int(y_test.max())) + 1), "dataset": c.dataset}
