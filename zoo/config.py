@@ -132,6 +132,10 @@ def validate_options(schema: type, options: dict, where: str) -> dict:
     for key in options:
         if key not in names:
             raise UserError(f"unknown key '{key}' in {where}{closest(key, names)}. Valid keys: {', '.join(names)}")
+    # an estimator spec replaces the default one instead of merging into it (its own options differ)
+    specs = {f.name: options[f.name] for f in dataclasses.fields(schema)
+             if f.metadata.get("estimator") and f.name in options}
+    options = {k: v for k, v in options.items() if k not in specs}
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), options)
     except OmegaConfBaseException as err:
@@ -139,6 +143,8 @@ def validate_options(schema: type, options: dict, where: str) -> dict:
         msg = str(err).splitlines()[0]
         raise UserError(f"bad value for '{key}' in {where}: {msg}") from None
     plain = OmegaConf.to_container(merged, resolve=True)
+    for key, value in specs.items():
+        plain[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     for f in dataclasses.fields(schema):
         choices = f.metadata.get("choices")
         if choices is not None and plain[f.name] not in choices:
@@ -160,7 +166,21 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
     entry = registry.entry(section["name"])
     if entry.config is not None:
         options = validate_options(entry.config, options, f"{where} [{key}: {section['name']}]")
+    check_stochastic_node(entry.obj, options, f"{where} [{key}: {section['name']}]")
     return {"name": section["name"], **options}
+
+
+def check_stochastic_node(model_cls: Any, options: dict, where: str) -> None:
+    """A model's estimator option against its declared stochastic node (name, options, fit)."""
+    node = getattr(model_cls, "stochastic_node", None)
+    if node is None or not node.active(options):
+        return
+    from zoo.estimators.seam import check_spec
+
+    spec = options.get(node.option)
+    if spec is None:
+        spec = getattr(model_cls.Config(), node.option)  # the model's default
+    check_spec(spec, node, options, f"{where} [{node.option}]", model=getattr(model_cls, "__name__", "model"))
 
 
 def load_config(recipe: str, overrides: list[str] | None = None) -> dict:

@@ -104,8 +104,10 @@ def test_estimator_loss_for_the_variance_probe():
 
 
 def test_non_score_function_estimator_is_refused():
-    with pytest.raises(UserError, match="policy gradient"):
+    with pytest.raises(UserError, match="cost is not differentiable. Estimators that fit: reinforce$"):
         tiny_model(tiny_data(), estimator={"name": "gumbel_softmax"})
+    with pytest.raises(UserError, match="n >= 2 samples per input, and this model draws one"):
+        tiny_model(tiny_data(), estimator="rloo")
 
 
 def test_resume_continues_in_the_right_phase(tmp_path):

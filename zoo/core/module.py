@@ -12,6 +12,9 @@ Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on
 - ``test_step`` logs ``test/<metric>``; ``zoo.evaluate`` prints those.
 - ``training_step`` logs its per-step diagnostics with ``self.log_train({...})``, which calls
   ``self.log`` only on the steps the loggers write.
+- ``stochastic_node``: a ``zoo.estimators.StochasticNode`` if the model samples somewhere and trains
+  through an estimator; its config then has an ``estimator`` option (``estimator_option(...)``),
+  checked against the node when the recipe loads, and ``self.build_estimator()`` builds it.
 - ``predict_cli(inputs, options)``: what ``python -m zoo.predict`` does for this model.
 - Figures: ``self.save_figure(name, fig)`` / ``self.save_image(name, tensor)`` write
   ``plots/<name>.png`` in the run folder and log the image to W&B / TensorBoard when active.
@@ -37,6 +40,7 @@ class ZooModule(L.LightningModule):
     precisions: tuple = ("32-true", "bf16-mixed")  # trainer.precision values the model runs under (tests/test_gpu.py)
     ddp_find_unused_parameters: bool = False  # True if a training step leaves some parameters without
     # gradients (a GAN's G step leaves D's): `trainer.strategy=ddp` then runs DDP with that detection
+    stochastic_node: Any = None  # a zoo.estimators.StochasticNode: where the model samples (None: nowhere)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__()
@@ -44,6 +48,19 @@ class ZooModule(L.LightningModule):
         self.cfg = self.Config(**cfg)
         self.data_info = dict(data_info or {})
         self.plots_dir: Path | None = None  # set by zoo.train / zoo.evaluate
+
+    def build_estimator(self) -> Any:
+        """The estimator the config names for ``stochastic_node``, checked against the node and given
+        the node's context size (see ``zoo.estimators.seam``)."""
+        from zoo.estimators.seam import build_for_node
+
+        node = self.stochastic_node
+        options = dataclasses.asdict(self.cfg)
+        spec = options[node.option]
+        if spec is None:  # checkpoints written before the option had a default
+            spec = dataclasses.asdict(self.Config())[node.option]
+        return build_for_node(spec, node, options, self.data_info, where=f"model.{node.option}",
+                              model=type(self).__name__)
 
     # ---- logging ---------------------------------------------------------------------------
     def log_train(self, metrics: dict[str, Any], batch_size: int | None = None, prog_bar: tuple = ()) -> None:
@@ -135,6 +152,3 @@ def check_options(options: dict, defaults: dict, what: str) -> dict:
         out[key] = value
     return out
 
-
-def config_fields(config_cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(config_cls)]

@@ -55,6 +55,34 @@ class EstimatorOptions:
     """No options."""
 
 
+DISTRIBUTIONS = ("continuous", "categorical", "any")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an estimator can do, declared on its class (``capabilities = Capabilities(...)``) and
+    checked against a model's ``StochasticNode`` when a recipe is loaded (``zoo.estimators.seam``)."""
+
+    distributions: str = "any"  # continuous: needs rsample | categorical: logits | any: needs log_prob only
+    differentiable_cost: bool = False  # True: the gradient goes through the sample into the cost
+    per_variable_cost: bool = False  # True: needs one cost per categorical variable (exact enumeration)
+    min_samples: int = 1  # samples per input it needs (leave-one-out baselines: 2)
+    unbiased: bool = True  # E[grad of the surrogate] == grad E[cost]
+    context: bool = False  # reads per-position features from the model (a learned baseline)
+
+    def __post_init__(self):
+        if self.distributions not in DISTRIBUTIONS:
+            raise ValueError(f"distributions must be one of {DISTRIBUTIONS}, got {self.distributions!r}")
+
+    def describe(self) -> str:
+        parts = ["unbiased" if self.unbiased else "biased", self.distributions]
+        parts += ["differentiable cost"] if self.differentiable_cost else []
+        parts += ["cost per variable"] if self.per_variable_cost else []
+        parts += [f"n >= {self.min_samples}"] if self.min_samples > 1 else []
+        parts += ["context"] if self.context else []
+        return ", ".join(parts)
+
+
 def as_distribution(dist: Distribution | Tensor) -> Distribution:
     """A logits tensor means a Categorical over its last dim."""
     if isinstance(dist, Tensor):
@@ -93,12 +121,24 @@ def check_cost(s: StochasticSample, cost: Tensor, name: str) -> Tensor:
 
 
 class Estimator(nn.Module):
-    """Base class. Subclasses set ``Config`` (options dataclass), ``unbiased`` and implement
-    ``sample`` and ``loss``."""
+    """Base class. Subclasses set ``Config`` (options dataclass), ``capabilities`` and implement
+    ``sample`` and ``loss``; ``requirements(options)`` refines the capabilities for given options."""
 
     Config: type = EstimatorOptions
-    unbiased: bool = True  # whether E[grad loss] == grad E[cost]
+    capabilities: Capabilities | None = None  # None: undeclared (a user's estimator), never refused
+    unbiased: bool = True  # whether E[grad loss] == grad E[cost]; mirrors capabilities.unbiased
     name: str = "estimator"  # registry name, set by get_estimator
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("capabilities") is not None:
+            cls.unbiased = cls.capabilities.unbiased
+
+    @classmethod
+    def requirements(cls, options: Any) -> Capabilities | None:
+        """The capabilities with these options (e.g. a leave-one-out baseline needs n >= 2);
+        ``context`` True here means the estimator needs the model's features."""
+        return cls.capabilities
 
     def __init__(self, options: Any = None, **kwargs: Any):
         super().__init__()
@@ -113,9 +153,6 @@ class Estimator(nn.Module):
 
     def loss(self, s: StochasticSample, cost: Tensor, context: Tensor | None = None) -> Tensor:
         raise NotImplementedError
-
-    def step(self) -> None:
-        """Advance schedules (temperature) by one step; no-op for most estimators."""
 
     def set_step(self, step: int) -> None:
         """Set schedules to global step ``step``; models may call it every training step."""
@@ -206,8 +243,8 @@ def list_estimators(pattern: str = "*") -> list[str]:
 
 
 def describe(name: str) -> str:
-    """One line: name, biased/unbiased, description."""
+    """One line: name, capabilities, description."""
     entry = ESTIMATORS.entry(name)
-    unbiased = getattr(entry.obj, "unbiased", None)
-    tag = {True: "unbiased", False: "biased", None: "?"}[unbiased]
-    return f"{name:18s} {tag:9s} {entry.description}"
+    caps = getattr(entry.obj, "capabilities", None)
+    tag = caps.describe() if caps is not None else "capabilities undeclared"
+    return f"{name:18s} {entry.description}\n{'':18s}   [{tag}]"

@@ -17,6 +17,7 @@ from torch.distributions import Distribution
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
+    Capabilities,
     Estimator,
     EstimatorOptions,
     StochasticSample,
@@ -32,7 +33,7 @@ class Expectation(Estimator):
     """Exact sum over the K categories, weights = probabilities (exact, zero variance; small K)."""
 
     Config = EstimatorOptions
-    unbiased = True
+    capabilities = Capabilities(distributions="categorical", per_variable_cost=True)
     name = "expectation"
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:

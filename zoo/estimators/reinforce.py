@@ -12,6 +12,7 @@ score-function term (seed 000's second term log p(y|s,a) dlog p(s|a)/dW with f =
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -21,6 +22,7 @@ from torch.distributions import Categorical, Distribution
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
+    Capabilities,
     Estimator,
     StochasticSample,
     as_distribution,
@@ -81,8 +83,13 @@ class Reinforce(Estimator):
     """Score function cost * grad log p with a baseline (unbiased, high variance; any distribution)."""
 
     Config = ReinforceOptions
-    unbiased = True
+    capabilities = Capabilities(distributions="any", context=True)  # context: the learned baseline's
     name = "reinforce"
+
+    @classmethod
+    def requirements(cls, options: ReinforceOptions) -> Capabilities:
+        return dataclasses.replace(cls.capabilities, min_samples=2 if options.baseline == "rloo" else 1,
+                                   context=options.baseline == "learned" and options.context_dim != 0)
 
     def __init__(self, options=None, **kwargs):
         super().__init__(options, **kwargs)
@@ -146,4 +153,5 @@ class RLOO(Reinforce):
     """REINFORCE with the leave-one-out baseline over n >= 2 samples (unbiased; Kool et al. 2019)."""
 
     Config = RLOOOptions
+    capabilities = Capabilities(distributions="any", min_samples=2, context=True)
     name = "rloo"

@@ -23,6 +23,7 @@ from torch.distributions import Distribution
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
+    Capabilities,
     Estimator,
     StochasticSample,
     as_distribution,
@@ -54,7 +55,7 @@ class GumbelSoftmax(Estimator):
     """Concrete relaxation softmax((logits + G) / tau) (biased; low variance; categoricals)."""
 
     Config = GumbelSoftmaxOptions
-    unbiased = False
+    capabilities = Capabilities(distributions="categorical", differentiable_cost=True, unbiased=False)
     name = "gumbel_softmax"
     hard = False  # straight_through: hard one-hot forward
 
@@ -69,9 +70,6 @@ class GumbelSoftmax(Estimator):
         if o.anneal_rate <= 0:
             return o.tau
         return max(o.tau_min, o.tau * math.exp(-o.anneal_rate * int(self.step_count)))
-
-    def step(self) -> None:
-        self.step_count += 1
 
     def set_step(self, step: int) -> None:
         self.step_count.fill_(int(step))

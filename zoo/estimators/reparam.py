@@ -15,6 +15,7 @@ from torch.distributions import Distribution
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
+    Capabilities,
     Estimator,
     EstimatorOptions,
     StochasticSample,
@@ -29,7 +30,7 @@ class Reparam(Estimator):
     """Pathwise gradient through dist.rsample (unbiased, low variance; continuous distributions)."""
 
     Config = EstimatorOptions
-    unbiased = True
+    capabilities = Capabilities(distributions="continuous", differentiable_cost=True)
     name = "reparam"
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:

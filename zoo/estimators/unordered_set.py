@@ -18,6 +18,7 @@ needs its own cost (cost (k, *B)), as for ``expectation``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ from torch.distributions import Distribution
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
+    Capabilities,
     Estimator,
     StochasticSample,
     as_distribution,
@@ -71,7 +73,11 @@ class UnorderedSet(Estimator):
     """Sampling without replacement + leave-one-out ratios (unbiased; Kool et al. 2020; categoricals)."""
 
     Config = UnorderedSetOptions
-    unbiased = True
+    capabilities = Capabilities(distributions="categorical", per_variable_cost=True, min_samples=2)
+
+    @classmethod
+    def requirements(cls, options: UnorderedSetOptions) -> Capabilities:
+        return dataclasses.replace(cls.capabilities, min_samples=2 if options.baseline else 1)
     name = "unordered_set"
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:

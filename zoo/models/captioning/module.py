@@ -21,7 +21,7 @@ from torchmetrics.text import BLEUScore
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import StochasticSample, get_estimator, reward_to_go
+from zoo.estimators import StochasticNode, StochasticSample, estimator_option, reward_to_go
 from zoo.registry import MODELS
 
 from . import decode as D
@@ -29,13 +29,13 @@ from .nets import AttentionDecoder, build_encoder, doubly_stochastic
 from .vocab import Vocab
 
 PAPER_ESTIMATOR = {"name": "reinforce", "baseline": "ema", "decay": 0.9, "entropy_weight": 0.002}
-HARD_ESTIMATORS = ("reinforce", "rloo", "gumbel_softmax", "straight_through")  # or a dotted path
 
 
 @dataclass
 class SATConfig:
     attention: str = field(default="soft", metadata={"choices": ["soft", "hard"]})  # soft | hard (sampled)
-    estimator: Any = None  # hard only: name or {name: ..., options}; None = reinforce + EMA 0.9 + entropy
+    estimator: Any = estimator_option(PAPER_ESTIMATOR)  # hard only: name or {name: ..., options};
+    # the paper's: reinforce, EMA baseline 0.9, entropy bonus
     expected_context_prob: float = 0.0  # hard: per word, use the expected context with this probability
     expected_context_hold: int = 0  # steps at expected_context_prob before it starts to fall
     expected_context_anneal: int = 0  # >0: then it falls linearly to 0 over this many steps: a
@@ -93,6 +93,10 @@ class ShowAttendTell(ZooModule):
 
     Config = SATConfig
     monitor, monitor_mode = "val/bleu4", "max"
+    # hard attention: a categorical location per word; the caption's NLL is differentiable in the
+    # (relaxed) attention weights, but couples the words (no enumeration) and gives no baseline features
+    stochastic_node = StochasticNode(kind="categorical", differentiable_cost=True, active_when=("attention", "hard"),
+                                     hint="or model.attention=soft for the exact expected context")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
@@ -107,21 +111,12 @@ class ShowAttendTell(ZooModule):
             self.encoder.requires_grad_(False)
         self.decoder = AttentionDecoder(len(self.vocab), self.encoder.feat_dim, c.embed_dim, c.hidden_dim,
                                         c.att_dim, c.dropout, c.gate, c.deep_output, c.init_state)
-        self.estimator = self._build_estimator() if c.attention == "hard" else None
+        self.estimator = self.build_estimator() if c.attention == "hard" else None
         self.decode_mode = "soft" if c.attention == "soft" else c.hard_decode
         self.max_len = c.max_decode_len or int(info.get("max_len", 20)) + 1
         self.baseline_caption = info.get("baseline_caption")
         self.metrics = torch.nn.ModuleDict({s: self._metrics() for s in ("val", "test")})
         self._figure: dict | None = None
-
-    def _build_estimator(self):
-        spec = self.cfg.estimator if self.cfg.estimator is not None else dict(PAPER_ESTIMATOR)
-        name = spec if isinstance(spec, str) else dict(spec).get("name", "")
-        if name in ("expectation", "reparam"):
-            raise UserError(f"estimator '{name}' does not fit hard attention (a sequence of categorical "
-                            f"locations): choose one of {', '.join(HARD_ESTIMATORS)}, or "
-                            "model.attention=soft for the exact expected context")
-        return get_estimator(spec)
 
     @staticmethod
     def _metrics() -> torch.nn.ModuleDict:

@@ -20,7 +20,7 @@ from torch.distributions import Categorical
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import Reinforce, StochasticSample, get_estimator
+from zoo.estimators import StochasticNode, StochasticSample, estimator_option
 from zoo.models.seqgan import evaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
 from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
@@ -58,7 +58,7 @@ class SeqGANConfig:
     rollout_keep: float = 0.8  # rollout net update: beta <- keep * beta + (1 - keep) * theta
     batched_rollouts: bool = True  # all prefixes x rollouts in one generation (False: per-step loop)
     d_chunk: int = 4096  # sequences per D call when scoring rollouts (bounds memory)
-    estimator: Any = field(default_factory=lambda: {"name": "reinforce", "baseline": "none"})  # G's gradient
+    estimator: Any = estimator_option({"name": "reinforce", "baseline": "none"})  # G's gradient
     eval_samples: int = 10000  # generator samples for val/nll_oracle (the paper: 10,000)
     test_samples: int = 10000  # generator samples for test/nll_oracle
     bleu_samples: int = 100  # samples for val BLEU (text data)
@@ -80,6 +80,10 @@ class SeqGAN(ZooModule):
     Config = SeqGANConfig
     monitor, monitor_mode = "val/nll_oracle", "min"
     ddp_find_unused_parameters = True  # G steps leave D without gradients and D steps leave G
+    # sampled tokens, scored by D (no gradient through them), one sequence per input; a learned
+    # baseline reads G's hidden state h_t: b(Y_{1:t-1})
+    stochastic_node = StochasticNode(kind="categorical", differentiable_cost=False, multi_sample=False,
+                                     context_dim_from="gen_hidden_dim")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
@@ -111,16 +115,7 @@ class SeqGAN(ZooModule):
         self.dis = Discriminator(
             V, self.seq_len, c.dis_emb_dim, tuple(c.dis_filter_sizes), tuple(c.dis_num_filters), c.dis_dropout
         )
-        spec = dict(c.estimator) if isinstance(c.estimator, dict) else {"name": c.estimator}
-        if spec.get("baseline") == "learned" and "context_dim" not in spec:
-            spec["context_dim"] = c.gen_hidden_dim  # the baseline sees G's hidden state h_t: b(Y_{1:t-1})
-        self.estimator = get_estimator(spec)
-        if not isinstance(self.estimator, Reinforce):
-            raise UserError(
-                f"seqgan trains G by policy gradient: the estimator must be 'reinforce' (any baseline) "
-                f"or 'rloo', not '{self.estimator.name}' (D scores sampled tokens, there is no pathwise "
-                "gradient to relax)"
-            )
+        self.estimator = self.build_estimator()
         self.oracle = None
         if d.get("oracle"):
             o = d["oracle"]

@@ -30,7 +30,6 @@ from torch.distributions import Distribution, Normal
 
 from zoo.core.module import ZooModule, check_options
 from zoo.errors import UserError
-from zoo.estimators import get_estimator
 from zoo.models.vae import plots
 from zoo.models.vae.nets import build_nets
 
@@ -74,11 +73,7 @@ class LatentVAE(ZooModule):
                                                 self.encoder_out_dim(), self.latent_numel())
         if c.likelihood == "gaussian" and c.decoder_std <= 0:
             self.raw_std = nn.Parameter(torch.zeros(self.image_shape))  # std = 0.01 + softplus(raw)
-        spec = dict(c.estimator) if not isinstance(c.estimator, str) else c.estimator
-        if isinstance(spec, dict) and spec.get("baseline") == "learned" and spec.get("context_dim") is None:
-            # the learned baseline reads the image (see losses()): size it now rather than lazily (DDP-safe)
-            spec["context_dim"] = math.prod(self.image_shape)
-        self.estimator = get_estimator(spec)
+        self.estimator = self.build_estimator()  # checked against `stochastic_node` (subclasses)
         self._val_images: Tensor | None = None
 
     # ---- the latent space: subclasses -------------------------------------------------------

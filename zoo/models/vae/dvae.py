@@ -10,8 +10,8 @@ estimator the recipe names (seed 001, seed 002):
 - ``gumbel_softmax``: the decoder reads relaxed one-hots softmax((logits + G) / tau): biased, low
   variance (its training loss is a *relaxed* objective, not the ELBO);
 - ``straight_through``: hard one-hots forward, the relaxed Jacobian backward: biased.
-``expectation`` would need all K^N = 10^20 joint configurations: refused (it could only enumerate
-each latent separately under a decoder that factorises over latents, which this one does not).
+``expectation`` would need all K^N = 10^20 joint configurations: the node declares no per-variable
+cost, so the recipe loader refuses it (and ``unordered_set``) before anything is built.
 
 The KL to the uniform prior is exact: KL(q || U) = sum_n (log K - H(q_n)). Validation and test
 losses always decode exact categorical draws, so they are true negative ELBOs whatever the
@@ -30,6 +30,7 @@ from torch import Tensor
 from torch.distributions import Categorical, Distribution, kl_divergence
 
 from zoo.errors import UserError
+from zoo.estimators import StochasticNode, estimator_option
 from zoo.models.vae.common import CommonConfig, LatentVAE
 from zoo.registry import MODELS
 
@@ -38,8 +39,8 @@ from zoo.registry import MODELS
 class DVAEConfig(CommonConfig):
     n_latents: int = 20  # N categorical latent variables
     n_classes: int = 10  # K classes each
-    estimator: Any = "gumbel_softmax"  # a name or {name: ..., options}: gumbel_softmax, straight_through,
-    # reinforce (baseline: none|ema|batch_mean|learned), rloo (n >= 2 samples); not expectation
+    estimator: Any = estimator_option("gumbel_softmax")  # a name or {name: ..., options}: gumbel_softmax,
+    # straight_through, reinforce (baseline: none|ema|batch_mean|learned), rloo (n >= 2 samples)
     traversal_latents: int = 10  # traversal picture: how many latents (largest KL first) to sweep
 
 
@@ -49,6 +50,9 @@ class DiscreteVAE(LatentVAE):
 
     Config = DVAEConfig
     latent_ndim = 2
+    # N x K categoricals; the decoder reads all of them at once (no per-variable cost: no enumeration)
+    stochastic_node = StochasticNode(kind="categorical", differentiable_cost=True, samples_option="n_samples",
+                                     context_dim_from="data_info.image_shape")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
@@ -56,16 +60,6 @@ class DiscreteVAE(LatentVAE):
         if c.n_latents < 1 or c.n_classes < 2:
             raise UserError(f"model.n_latents must be >= 1 and model.n_classes >= 2, got {c.n_latents}, "
                             f"{c.n_classes}")
-        if self.estimator.name == "expectation":
-            raise UserError(
-                f"estimator 'expectation' would have to sum over all K^N = {c.n_classes}^{c.n_latents} joint "
-                "latent configurations (the decoder couples the latents); choose gumbel_softmax, "
-                "straight_through, reinforce or rloo"
-            )
-        if self.estimator.name == "reparam":
-            raise UserError("estimator 'reparam' needs a continuous latent (rsample); the discrete VAE's "
-                            "latents are categorical: choose gumbel_softmax, straight_through, reinforce "
-                            "or rloo")
 
     def encoder_out_dim(self) -> int:
         return self.cfg.n_latents * self.cfg.n_classes

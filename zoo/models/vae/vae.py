@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 from torch.distributions import Distribution, Independent, Normal, kl_divergence
 
+from zoo.estimators import StochasticNode, estimator_option
 from zoo.models.vae.common import CommonConfig, LatentVAE
 from zoo.registry import MODELS
 
@@ -28,7 +29,8 @@ from zoo.registry import MODELS
 @dataclass
 class VAEConfig(CommonConfig):
     latent_dim: int = 8  # size of z
-    estimator: Any = "reparam"  # estimator for z: a name or {name: ..., options}; reparam is the standard
+    estimator: Any = estimator_option("reparam")  # estimator for z: a name or {name: ..., options};
+    # reparam is the standard; any estimator for continuous nodes fits (see stochastic_node)
     traversal_dims: int = 8  # latent traversal: how many dimensions (those with the largest KL) to vary
     traversal_range: float = 3.0  # latent traversal: z_d goes from -range to +range (prior std units)
     active_threshold: float = 0.01  # a unit is "active" if Var_x(E[z_d|x]) exceeds this (Burda et al.)
@@ -40,6 +42,9 @@ class VAE(LatentVAE):
 
     Config = VAEConfig
     latent_ndim = 1
+    # z ~ N(mu, sigma^2) feeds a differentiable decoder; a learned baseline may read the image
+    stochastic_node = StochasticNode(kind="continuous", differentiable_cost=True, samples_option="n_samples",
+                                     context_dim_from="data_info.image_shape")
 
     def encoder_out_dim(self) -> int:
         return 2 * self.cfg.latent_dim  # (mu, log sigma^2)

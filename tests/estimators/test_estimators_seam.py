@@ -1,0 +1,122 @@
+"""The typed seam: estimators declare capabilities, models declare their stochastic node, and the
+recipe loader checks the pair (name, every option, fit) before any data is touched."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from zoo.config import load_config
+from zoo.errors import UserError
+from zoo.estimators import ESTIMATORS, Capabilities, StochasticNode, compatible
+from zoo.estimators.seam import build_for_node, check_spec, mismatch
+from zoo.models import import_all
+from zoo.registry import MODELS
+
+import_all()
+
+# what each model's node accepts with default options: the fit of every registered estimator
+EXPECTED_FITS = {
+    "vae": ["reinforce", "reparam", "rloo"],
+    "dvae": ["gumbel_softmax", "reinforce", "rloo", "straight_through"],
+    "sat": ["gumbel_softmax", "reinforce", "rloo", "straight_through"],
+    "seqgan": ["reinforce"],
+}
+
+
+@pytest.mark.parametrize("name", ESTIMATORS.list())
+def test_every_registered_estimator_declares_capabilities(name):
+    cls = ESTIMATORS.get(name)
+    caps = cls.capabilities
+    assert isinstance(caps, Capabilities), f"{name} declares no Capabilities"
+    assert cls.unbiased == caps.unbiased
+    assert isinstance(cls.requirements(cls.Config()), Capabilities)
+
+
+def test_capabilities_follow_the_options():
+    reinforce = ESTIMATORS.get("reinforce")
+    opts = reinforce.Config(baseline="rloo")
+    assert reinforce.requirements(opts).min_samples == 2
+    assert reinforce.requirements(reinforce.Config(baseline="learned")).context
+    assert not reinforce.requirements(reinforce.Config(baseline="learned", context_dim=0)).context
+    assert not ESTIMATORS.get("gumbel_softmax").capabilities.unbiased
+
+
+@pytest.mark.parametrize("model", sorted(EXPECTED_FITS))
+def test_models_declare_their_node_and_the_fits_are_as_designed(model):
+    node = MODELS.get(model).stochastic_node
+    assert isinstance(node, StochasticNode)
+    assert compatible(node) == EXPECTED_FITS[model]
+
+
+@pytest.mark.parametrize("recipe, override, why", [
+    ("dvae_digits", "model.estimator=expectation", "one cost per categorical variable"),
+    ("dvae_digits", "model.estimator=reparam", "continuous distribution with rsample"),
+    ("vae_digits", "model.estimator=gumbel_softmax", "handles categorical distributions"),
+    ("seqgan_oracle_small", "model.estimator=straight_through", "cost is not differentiable"),
+    ("seqgan_oracle_small", "model.estimator=rloo", "this model draws one"),
+    ("sat_shapes_hard", "model.estimator={name: reinforce, baseline: learned}", "features this model does not"),
+    ("dvae_digits", "model.estimator={name: reinforce, baseline: rloo}", "n >= 2 samples per input, got n=1"),
+])
+def test_misfits_are_refused_when_the_recipe_loads(recipe, override, why):
+    with pytest.raises(UserError) as err:
+        load_config(recipe, [override])
+    msg = str(err.value)
+    assert why in msg and "Estimators that fit:" in msg
+    model = load_config(recipe)["model"]["name"]
+    assert msg.rstrip().split("Estimators that fit: ")[1].startswith(", ".join(EXPECTED_FITS[model]))
+
+
+def test_estimator_options_are_checked_when_the_recipe_loads():
+    with pytest.raises(UserError, match="unknown option 'tua'.*did you mean: tau"):
+        load_config("dvae_digits", ["model.estimator={name: gumbel_softmax, tua: 0.5}"])
+    with pytest.raises(UserError, match="tau must be > 0"):
+        load_config("dvae_digits", ["model.estimator={name: gumbel_softmax, tau: 0}"])
+    with pytest.raises(UserError, match="unknown estimator 'reinfroce'"):
+        load_config("seqgan_oracle_small", ["model.estimator=reinfroce"])
+
+
+def test_samples_option_and_context_size_reach_the_estimator():
+    cfg = load_config("dvae_digits", ["model.estimator={name: reinforce, baseline: rloo}", "model.n_samples=3"])
+    assert cfg["model"]["estimator"] == {"name": "reinforce", "baseline": "rloo"}
+    # the learned baseline is sized from the node (the image: 8 x 8) instead of built lazily
+    node = MODELS.get("dvae").stochastic_node
+    est = build_for_node({"name": "reinforce", "baseline": "learned"}, node, {}, {"image_shape": [1, 8, 8]})
+    assert est.baseline.net[0].in_features == 64
+    est = build_for_node({"name": "reinforce", "baseline": "learned"}, MODELS.get("seqgan").stochastic_node,
+                         {"gen_hidden_dim": 7}, {})
+    assert est.baseline.net[0].in_features == 7
+
+
+def test_a_recipe_estimator_replaces_the_default_instead_of_merging_into_it():
+    # the captioning default is reinforce with an EMA baseline: its options must not leak into gumbel_softmax
+    cfg = load_config("sat_shapes_soft", ["model.attention=hard", "model.estimator={name: gumbel_softmax}"])
+    assert cfg["model"]["estimator"] == {"name": "gumbel_softmax"}
+
+
+def test_an_inactive_node_is_not_checked_and_an_undeclared_estimator_is_not_refused():
+    load_config("sat_shapes_soft", ["model.estimator=expectation"])  # soft attention samples nothing
+    node = StochasticNode(kind="categorical", differentiable_cost=False)
+
+    class Mine(ESTIMATORS.get("reparam")):  # a user's own estimator that declares nothing
+        capabilities = None
+
+    assert Mine.requirements(None) is None and mismatch(None, node) is None
+    assert mismatch(ESTIMATORS.get("reparam").capabilities, node) is not None
+
+
+def test_a_model_that_passes_no_context_refuses_a_learned_baseline_with_a_fix():
+    node = StochasticNode(kind="discrete", differentiable_cost=False)
+    with pytest.raises(UserError, match="context_dim: 0"):
+        check_spec({"name": "reinforce", "baseline": "learned"}, node, {}, "here")
+    est = build_for_node({"name": "reinforce", "baseline": "learned", "context_dim": 0}, node, {}, {})
+    assert isinstance(est.baseline.const, torch.nn.Parameter)
+
+
+def test_a_misfit_exits_2_before_anything_is_written(tmp_path, capsys):
+    from zoo.train import main
+
+    code = main(["recipe=dvae_digits", "model.estimator=expectation", f"run_dir={tmp_path}/runs"])
+    assert code == 2
+    assert "Estimators that fit: gumbel_softmax" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

@@ -1,0 +1,162 @@
+"""The typed seam between a model's stochastic node and the estimator that trains it.
+
+A model declares its node in one line, as a class attribute:
+
+    stochastic_node = StochasticNode(kind="categorical", differentiable_cost=False,
+                                     context_dim_from="gen_hidden_dim")
+
+and types the option that names the estimator (``estimator: Any = estimator_option("reinforce")``
+in its config). Every estimator declares its ``Capabilities`` (``base.py``). The recipe loader calls
+``check_spec`` before any data is touched: the estimator's name, every one of its options, and its
+fit to the node; a mismatch is a ``UserError`` that lists the estimators that do fit. The model
+then builds its estimator with ``build_for_node`` (``ZooModule.build_estimator`` does it), which
+also hands the node's context size to estimators that read a context: no model names or patches
+an estimator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zoo.errors import UserError
+from zoo.estimators.base import ESTIMATORS, Capabilities, Estimator, build_options
+
+NODE_KINDS = ("continuous", "categorical", "discrete")
+
+
+@dataclass(frozen=True)
+class StochasticNode:
+    """Where a model samples, and what the cost downstream of the sample allows."""
+
+    kind: str  # continuous (has rsample) | categorical (logits) | discrete (any other log_prob)
+    differentiable_cost: bool  # the cost is a differentiable function of the sample's value
+    per_variable_cost: bool = False  # each categorical variable has its own cost (exact enumeration works)
+    multi_sample: bool = True  # the model can draw n >= 2 samples per input (leave-one-out baselines)
+    context_dim_from: str | None = None  # features for a learned baseline: a model option ("hidden_dim"),
+    # or "data_info.KEY" (a list: its product); None: the model passes no context
+    option: str = "estimator"  # the model option that names the estimator
+    samples_option: str | None = None  # a model option overriding the estimator's n (0: the estimator's)
+    active_when: tuple = ()  # (option, value): the node exists only then (e.g. ("attention", "hard"))
+    hint: str = ""  # appended to misfit errors, e.g. a model option that avoids sampling altogether
+
+    def __post_init__(self):
+        if self.kind not in NODE_KINDS:
+            raise ValueError(f"StochasticNode.kind must be one of {NODE_KINDS}, got {self.kind!r}")
+
+    def active(self, options: Mapping) -> bool:
+        return not self.active_when or options.get(self.active_when[0]) == self.active_when[1]
+
+    def context_dim(self, options: Mapping, data_info: Mapping | None) -> int | None:
+        """The size of the features the model passes as ``context`` (None: it passes none)."""
+        src = self.context_dim_from
+        if src is None:
+            return None
+        if src.startswith("data_info."):
+            value = (data_info or {}).get(src[len("data_info."):])
+            if value is None:
+                return None
+            return int(math.prod(value)) if isinstance(value, (list, tuple)) else int(value)
+        return int(options[src])
+
+
+def estimator_option(default: Any, doc: str = "") -> Any:
+    """A model config field that names the estimator of its node: a name or {name: ..., options}.
+    The default is copied per instance; ``metadata['estimator']`` marks the field for the docs."""
+    factory = (lambda: dict(default)) if isinstance(default, Mapping) else (lambda: default)
+    return dataclasses.field(default_factory=factory, metadata={"estimator": True, "doc": doc})
+
+
+def split_spec(spec: Any, where: str = "") -> tuple[str, dict]:
+    """``"reinforce"`` or ``{name: reinforce, baseline: ema}`` -> (name, options)."""
+    if isinstance(spec, str):
+        return spec, {}
+    if isinstance(spec, Mapping):
+        options = {str(k): v for k, v in spec.items()}
+        name = options.pop("name", None)
+        if not isinstance(name, str):
+            raise UserError(f"estimator {dict(spec)} in {where} has no 'name' (e.g. {{name: reinforce, "
+                            "baseline: ema}})")
+        return name, options
+    raise UserError(f"estimator in {where} must be a name or a mapping with 'name', got {spec!r}")
+
+
+def resolve(spec: Any, where: str = "") -> tuple[str, type, Any]:
+    """(name, class, validated options object) of an estimator spec; every mistake a UserError."""
+    name, options = split_spec(spec, where)
+    entry = ESTIMATORS.entry(name)
+    config_cls = entry.config or getattr(entry.obj, "Config", None)
+    opts = build_options(config_cls, name, options) if config_cls is not None else options
+    return name, entry.obj, opts
+
+
+def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = None,
+             has_context: bool = True) -> str | None:
+    """Why an estimator with requirements ``req`` cannot train ``node`` (None: it can).
+    ``n``: the samples per input the model will draw (None: unknown)."""
+    if req is None:
+        return None  # undeclared (a user's own estimator): the user's responsibility
+    if req.distributions == "continuous" and node.kind != "continuous":
+        return f"it needs a continuous distribution with rsample, and this node is {node.kind}"
+    if req.distributions == "categorical" and node.kind != "categorical":
+        return f"it handles categorical distributions, and this node is {node.kind}"
+    if req.differentiable_cost and not node.differentiable_cost:
+        return "it backpropagates through the sample into the cost, and this node's cost is not differentiable"
+    if req.per_variable_cost and not node.per_variable_cost:
+        return "it needs one cost per categorical variable, and this node's cost couples its variables"
+    if req.min_samples > 1 and not node.multi_sample:
+        return f"it needs n >= {req.min_samples} samples per input, and this model draws one"
+    if req.min_samples > 1 and n is not None and n < req.min_samples:
+        return f"it needs n >= {req.min_samples} samples per input, got n={n}"
+    if req.context and (node.context_dim_from is None or not has_context):
+        return "its learned baseline reads features this model does not give (set context_dim: 0 for a constant)"
+    return None
+
+
+def default_requirements(cls: Any) -> Capabilities | None:
+    """An estimator class's requirements with its default options."""
+    if not (isinstance(cls, type) and issubclass(cls, Estimator)):
+        return None
+    return cls.requirements(cls.Config()) if dataclasses.is_dataclass(cls.Config) else cls.capabilities
+
+
+def compatible(node: StochasticNode) -> list[str]:
+    """Registered estimators that can train ``node`` with their default options."""
+    return [name for name in ESTIMATORS.list()
+            if mismatch(default_requirements(ESTIMATORS.get(name)), node) is None]
+
+
+def _samples(node: StochasticNode, model_options: Mapping, opts: Any) -> int | None:
+    n = model_options.get(node.samples_option) if node.samples_option else None
+    return int(n) if n else getattr(opts, "n", None)
+
+
+def check_spec(spec: Any, node: StochasticNode, model_options: Mapping, where: str,
+               model: str = "model") -> tuple[str, type, Any]:
+    """Validate an estimator spec for ``node``: name, every option, and the fit. Returns ``resolve``'s
+    triple. A misfit is a UserError naming the reason and the estimators that fit."""
+    name, cls, opts = resolve(spec, where)
+    requirements = cls.requirements(opts) if isinstance(cls, type) and issubclass(cls, Estimator) else None
+    why = mismatch(requirements, node, _samples(node, model_options, opts))
+    if why:
+        fits = ", ".join(compatible(node))
+        raise UserError(f"estimator '{name}' cannot train {model}'s {node.kind} node in {where}: {why}. "
+                        f"Estimators that fit: {fits}{'; ' + node.hint if node.hint else ''}")
+    return name, cls, opts
+
+
+def build_for_node(spec: Any, node: StochasticNode, model_options: Mapping, data_info: Mapping | None,
+                   where: str = "the model", model: str = "model") -> Estimator:
+    """The estimator for ``node``: checked as ``check_spec`` does, given the node's context size if it
+    reads a context and its options leave the size open (so no layer is built lazily: DDP-safe)."""
+    name, cls, opts = check_spec(spec, node, model_options, where, model)
+    dim = node.context_dim(model_options, data_info)
+    if dataclasses.is_dataclass(opts) and getattr(opts, "context_dim", 0) is None and dim is not None:
+        opts = dataclasses.replace(opts, context_dim=dim)
+    est = cls(opts) if dataclasses.is_dataclass(opts) else cls(**opts)
+    if isinstance(est, Estimator):
+        est.name = name
+    return est
