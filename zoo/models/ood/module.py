@@ -22,7 +22,7 @@ from torch.distributions import Independent, Normal
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import get_estimator
+from zoo.estimators import StochasticNode, estimator_option
 from zoo.models.ood import evaluate as ev
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
@@ -51,7 +51,7 @@ class OODConfig:
     gan_width: int = 256  # G / D width (mlp hidden units; dcgan base channels, 64 in DCGAN)
     noise_dim: int = 32  # size of G's noise z
     saturating: bool = False  # G's GAN term: log(1 - D(G(z))) as written (True) or -log D(G(z)) (False)
-    estimator: Any = "reparam"  # how z ~ N(0, I) is drawn (a pathwise estimator: reparam)
+    estimator: Any = estimator_option("reparam")  # how G's noise z ~ N(0, I) is drawn (reparam: pathwise)
     classifier_optim: OptimConfig = field(default_factory=OptimConfig)  # optimizer of the classifier
     generator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of G
     discriminator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of D
@@ -83,6 +83,9 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
     Config = OODConfig
     monitor, monitor_mode = "val/acc", "max"
     ddp_find_unused_parameters = True  # the G and D steps leave the other nets without gradients
+    # G's noise z ~ N(0, I) (joint mode only); G's loss is a differentiable function of z
+    stochastic_node = StochasticNode(kind="continuous", differentiable_cost=True, multi_sample=False,
+                                     active_when=("mode", "joint"), hint="or model.mode=ce / confidence (no GAN)")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
@@ -108,7 +111,7 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
             self.generator = Generator(c.generator, self.input_shape, c.noise_dim, c.gan_width,
                                        bounded=bool(d.get("bounded", is_image)))
             self.discriminator = Discriminator(c.discriminator, self.input_shape, c.gan_width)
-            self.estimator = get_estimator(c.estimator)
+            self.estimator = self.build_estimator()
         self.init_evaluation()
 
     # ---- the stochastic node ----------------------------------------------------------------------
