@@ -52,7 +52,7 @@ class OODConfig:
     gan_width: int = positive(256)  # G / D width (mlp hidden units; dcgan base channels, 64 in DCGAN)
     noise_dim: int = positive(32)  # size of G's noise z
     saturating: bool = False  # G's GAN term: log(1 - D(G(z))) as written (True) or -log D(G(z)) (False)
-    estimator: Any = estimator_option("reparam")  # how z ~ N(0, I) is drawn (a pathwise estimator: reparam)
+    estimator: Any = estimator_option("reparam")  # how G's noise z ~ N(0, I) is drawn (reparam: pathwise)
     classifier_optim: OptimConfig = field(default_factory=OptimConfig)  # optimizer of the classifier
     generator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of G
     discriminator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of D
@@ -84,9 +84,9 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
     Config = OODConfig
     monitor, monitor_mode = "val/acc", "max"
     ddp_find_unused_parameters = True  # the G and D steps leave the other nets without gradients
-    # joint mode: G's noise z ~ N(0, I), one draw per generated input, feeds a differentiable G
+    # G's noise z ~ N(0, I) (joint mode only); G's loss is a differentiable function of z
     stochastic_node = StochasticNode(kind="continuous", differentiable_cost=True, multi_sample=False,
-                                     active_when=("mode", "joint"))
+                                     active_when=("mode", "joint"), hint="or model.mode=ce / confidence (no GAN)")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
