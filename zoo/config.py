@@ -8,13 +8,14 @@ Overrides are OmegaConf dotlist items ``key=value`` (``trainer.max_epochs=3 mode
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from zoo.errors import UserError
+from zoo.options import at_least, validate_call
+from zoo.options import validate as validate_options
 from zoo.registry import closest
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +26,7 @@ LOGGERS = ("csv", "wandb", "tensorboard")
 class CheckpointConfig:
     every_n_train_steps: Optional[int] = None  # also save last.ckpt every N steps (None: epoch ends only)
     every_n_epochs: int = 1  # save at the end of every N-th epoch
-    save_top_k: int = 1  # how many "best" checkpoints to keep, by the model's monitored metric
+    save_top_k: int = at_least(1, -1)  # how many "best" checkpoints to keep, by the model's monitored metric
     monitor: Optional[str] = None  # metric for "best"; None = the model's own (e.g. val/loss)
     mode: Optional[str] = None  # "min" or "max"; None = the model's own
 
@@ -109,52 +110,56 @@ def load_yaml(path: Path) -> Any:
         raise UserError(f"YAML syntax error in {path}{where}: {problem}") from None
 
 
+def named_keys(cfg: Any, prefix: str = "") -> list[str]:
+    """Dotted keys of the mappings with a ``name`` (a model, datamodule, estimator, ...) in ``cfg``."""
+    out = []
+    if isinstance(cfg, dict):
+        for key, value in cfg.items():
+            if isinstance(value, dict) and "name" in value:
+                out.append(f"{prefix}{key}")
+            out += named_keys(value, f"{prefix}{key}.")
+    return out
+
+
+def merge_replacing(base: Any, top: Any) -> Any:
+    """OmegaConf.merge, except that a mapping with a ``name`` in ``top`` replaces the one in ``base``
+    instead of merging into it: it picks a new thing, whose options must not mix with the old one's
+    (``model.estimator={name: rloo, n: 4}`` over a gumbel_softmax with tau)."""
+    from omegaconf import OmegaConf
+
+    merged = OmegaConf.merge(base, top)
+    for key in named_keys(OmegaConf.to_container(top)):
+        OmegaConf.update(merged, key, OmegaConf.select(top, key), merge=False)
+    return merged
+
+
+def load_recipe(path: Path, chain: tuple = ()) -> Any:
+    """A recipe file as a mapping, with its ``base:`` recipe (a name or a path relative to it)
+    merged underneath: a variant holds only what differs from its base."""
+    from omegaconf import OmegaConf
+
+    raw = load_yaml(path)
+    if not OmegaConf.is_dict(raw):
+        kind = "list" if OmegaConf.is_list(raw) else type(raw).__name__
+        raise UserError(f"recipe {path} must be a YAML mapping of keys to values (model:, data:, trainer:, ...); "
+                        f"its top level is a {kind}")
+    base = raw.pop("base", None)
+    if base is None:
+        return raw
+    if not isinstance(base, str) or not base:
+        raise UserError(f"'base' in recipe {path} must be a recipe name or path, got {base!r}")
+    relative = path.parent / base
+    base_path = relative if base.endswith((".yaml", ".yml")) and relative.is_file() else find_recipe(base)
+    if base_path.resolve() in chain or base_path.resolve() == path.resolve():
+        names = " -> ".join(p.stem for p in (*chain, path.resolve(), base_path.resolve()))
+        raise UserError(f"recipe {path}: 'base' recipes form a cycle ({names})")
+    return merge_replacing(load_recipe(base_path, (*chain, path.resolve())), raw)
+
+
 def parse_overrides(items: list[str]) -> Any:
-    from omegaconf import OmegaConf
+    from zoo.options import parse_dotlist
 
-    for item in items:
-        key = item.split("=", 1)[0]
-        if "=" not in item or not key or key.strip() != key:
-            raise UserError(f"malformed override '{item}': write key=value, e.g. trainer.max_epochs=3")
-    try:
-        return OmegaConf.from_dotlist(items)
-    except Exception as err:  # omegaconf's grammar errors
-        raise UserError(f"malformed override in {items}: {str(err).splitlines()[0]}") from None
-
-
-def validate_options(schema: type, options: dict, where: str) -> dict:
-    """Check ``options`` against the dataclass ``schema``: known keys, types, choices
-    (``field(metadata={"choices": [...]})``) and the schema's own ``__post_init__`` checks."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    names = [f.name for f in dataclasses.fields(schema)]
-    for key in options:
-        if key not in names:
-            raise UserError(f"unknown key '{key}' in {where}{closest(key, names)}. Valid keys: {', '.join(names)}")
-    # an estimator spec replaces the default one instead of merging into it (its own options differ)
-    specs = {f.name: options[f.name] for f in dataclasses.fields(schema)
-             if f.metadata.get("estimator") and f.name in options}
-    options = {k: v for k, v in options.items() if k not in specs}
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), options)
-    except OmegaConfBaseException as err:
-        key = getattr(err, "full_key", None) or ""
-        msg = str(err).splitlines()[0]
-        raise UserError(f"bad value for '{key}' in {where}: {msg}") from None
-    plain = OmegaConf.to_container(merged, resolve=True)
-    for key, value in specs.items():
-        plain[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-    for f in dataclasses.fields(schema):
-        choices = f.metadata.get("choices")
-        if choices is not None and plain[f.name] not in choices:
-            raise UserError(f"'{f.name}' in {where} must be one of {list(choices)}, got {plain[f.name]!r}"
-                            f"{closest(str(plain[f.name]), [str(c) for c in choices])}")
-    try:
-        schema(**plain)
-    except (ValueError, TypeError) as err:
-        raise UserError(f"invalid options in {where}: {err}") from None
-    return plain
+    return parse_dotlist(items)
 
 
 def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
@@ -192,16 +197,14 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
 
     path = find_recipe(recipe)
     where = f"recipe {path}"
-    raw = load_yaml(path)
+    raw = load_recipe(path)
     parsed = parse_overrides(overrides or [])
-    merged = OmegaConf.merge(raw, parsed)
-    # `model.estimator={name: rloo, n: 4}` replaces the recipe's estimator instead of merging into
-    # it: a mapping with a `name` picks a new thing, whose options must not mix with the old one's.
-    for item in overrides or []:
-        key = item.split("=", 1)[0]
-        value = OmegaConf.select(parsed, key)
-        if OmegaConf.is_dict(value) and "name" in value:
-            OmegaConf.update(merged, key, value, merge=False)
+    try:
+        merged = merge_replacing(raw, parsed)
+    except UserError:
+        raise
+    except Exception as err:  # e.g. a value where the recipe has a section
+        raise UserError(f"cannot apply the overrides {overrides} to {where}: {str(err).splitlines()[0]}") from None
     try:
         raw = OmegaConf.to_container(merged, resolve=True)
     except Exception as err:
@@ -235,19 +238,18 @@ RESERVED_TRAINER_KEYS = ("logger", "callbacks", "plugins", "default_root_dir", "
 
 
 def _trainer_options(options: dict, where: str) -> dict:
+    """The ``trainer:`` section, checked against lightning.Trainer's signature (keys and types)
+    before Lightning sees it."""
     import lightning as L
 
     if not isinstance(options, dict):
         raise UserError(f"'trainer' in {where} must be a mapping of lightning.Trainer arguments")
-    valid = [p for p in inspect.signature(L.Trainer.__init__).parameters if p != "self"]
     for key in options:
         if key in RESERVED_TRAINER_KEYS:
             raise UserError(f"'trainer.{key}' is set by the zoo; use the top-level 'logger', "
                             "'callbacks', 'checkpoint' or 'run_dir' keys instead")
-        if key not in valid:
-            raise UserError(f"unknown key 'trainer.{key}' in {where}{closest(key, valid)}: "
-                            "the trainer section takes lightning.Trainer arguments")
-    return dict(options)
+    return validate_call(L.Trainer.__init__, options, f"{where} [trainer] (lightning.Trainer arguments)",
+                         what="key")
 
 
 def to_yaml(cfg: dict) -> str:

@@ -21,26 +21,12 @@ from typing import Any
 from zoo.errors import UserError
 
 
-def parse_kv(items: list[str]) -> dict[str, Any]:
-    import yaml
-
-    out = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise UserError(f"malformed argument '{item}': write key=value")
-        try:
-            out[key] = yaml.safe_load(value) if value else ""
-        except yaml.YAMLError:
-            out[key] = value
-    return out
-
-
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
     import lightning as L
 
-    from zoo.config import validate_options
+    from zoo.config import _trainer_options
     from zoo.hub import load_any
+    from zoo.options import validate
     from zoo.registry import DATAMODULES
 
     options = dict(options or {})
@@ -56,14 +42,18 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
         elif key.startswith("trainer."):
             trainer_opts[key[8:]] = value
         elif key == "seed":
-            seed = int(value)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise UserError(f"seed must be an integer, got {value!r}")
+            seed = value
         elif key == "plots_dir":
             plots_dir = Path(value)
         else:
             raise UserError(f"unknown option '{key}' for zoo.evaluate: use data.KEY=, trainer.KEY=, seed=, plots_dir=")
     name = data_cfg.pop("name")
     entry = DATAMODULES.entry(name)
-    opts = validate_options(entry.config, data_cfg, f"data options of {target}") if entry.config else data_cfg
+    opts = validate(entry.config, data_cfg, f"data options of {target}") if entry.config else data_cfg
+    user_trainer = {k: v for k, v in trainer_opts.items() if k not in ("logger", "enable_checkpointing")}
+    trainer_opts.update(_trainer_options(user_trainer, f"zoo.evaluate {target}"))
     datamodule = entry.obj(opts)
     datamodule.prepare_data()
     datamodule.setup("test")
@@ -89,21 +79,26 @@ def format_table(metrics: dict[str, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
-    as_json = "--json" in argv
-    rest = [a for a in argv if a != "--json"]
+    import argparse
+
+    from zoo.options import parse_kv
+
+    parser = argparse.ArgumentParser(prog="python -m zoo.evaluate", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 2)[-1])
+    parser.add_argument("target", help="a checkpoint path or a pretrained name")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="data.KEY=, trainer.KEY=, seed=, plots_dir=")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     try:
-        flags = [a for a in rest if a.startswith("-")]
-        if flags:
-            raise UserError(f"unknown flag '{flags[0]}' (only --json)")
-        metrics = evaluate(rest[0], parse_kv(rest[1:]))
+        args = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exit:  # argparse: --help (0) or a usage error (2, message printed)
+        return int(exit.code or 0)
+    try:
+        metrics = evaluate(args.target, parse_kv(args.overrides))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(json.dumps(metrics) if as_json else format_table(metrics))
+    print(json.dumps(metrics) if args.json else format_table(metrics))
     return 0
 
 

@@ -17,20 +17,27 @@ from zoo.errors import UserError
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m zoo.predict", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[-1])
+    parser.add_argument("target", help="a checkpoint path or a pretrained name")
+    parser.add_argument("args", nargs="*", metavar="input | key=value",
+                        help="the model's inputs (files, words) and options")
+    try:
+        args = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exit:  # argparse: --help (0) or a usage error (2, message printed)
+        return int(exit.code or 0)
     try:
         import torch
 
-        from zoo.evaluate import parse_kv
         from zoo.hub import load_any
+        from zoo.options import parse_kv
 
-        target, rest = argv[0], argv[1:]
-        options = parse_kv([a for a in rest if "=" in a])
-        inputs = [a for a in rest if "=" not in a]
-        model, _ = load_any(target)
+        options = parse_kv([a for a in args.args if "=" in a])
+        inputs = [a for a in args.args if "=" not in a]
+        model, _ = load_any(args.target)
         with torch.inference_mode():
             model.predict_cli(inputs, options)
     except UserError as err:

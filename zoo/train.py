@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -130,7 +131,13 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from zoo.callbacks.named import build_callbacks
-    from zoo.callbacks.safety import AtomicCheckpointIO, NonFiniteLossGuard, RNGState, SignalCheckpoint
+    from zoo.callbacks.safety import (
+        AtomicCheckpointIO,
+        FinalCheckpoint,
+        NonFiniteLossGuard,
+        RNGState,
+        SignalCheckpoint,
+    )
     from zoo.tracking import make_loggers, quiet_lightning
 
     quiet_lightning()
@@ -145,7 +152,7 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
                            every_n_epochs=None if ck["every_n_train_steps"] else ck["every_n_epochs"],
                            every_n_train_steps=ck["every_n_train_steps"], save_on_train_epoch_end=True)
     callbacks = [best, last, SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
-                 *build_callbacks(cfg["callbacks"])]
+                 *build_callbacks(cfg["callbacks"]), FinalCheckpoint(ckpt_dir, last)]
     trainer_opts = dict(cfg["trainer"])
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
@@ -183,6 +190,7 @@ def train(argv: list[str]) -> RunResult | None:
     info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],
             "command": command, "config": cfg}
     trainer = make_trainer(cfg, run_dir, model, [RunInfo(info)], resumed=ckpt is not None)
+    fresh = not run_dir.exists()  # this call creates the folder (not a resumed or a DDP child's run)
     if trainer.is_global_zero:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(f"# {command}\n" + to_yaml(cfg))
@@ -191,6 +199,11 @@ def train(argv: list[str]) -> RunResult | None:
         os.environ["ZOO_RUN_DIR"] = str(run_dir)
     try:
         trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt)
+    except UserError:
+        # a mistake found only once training started (e.g. in the model's setup): leave nothing behind
+        if fresh and trainer.is_global_zero and not any((run_dir / "checkpoints").glob("*.ckpt")):
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     except Exception as err:
         err.run_dir = run_dir  # for the message: where the last good checkpoint is
         raise

@@ -21,6 +21,7 @@ EXPECTED_FITS = {
     "dvae": ["gumbel_softmax", "reinforce", "rloo", "straight_through"],
     "sat": ["gumbel_softmax", "reinforce", "rloo", "straight_through"],
     "seqgan": ["reinforce"],
+    "ood": ["reinforce", "reparam"],
 }
 
 

@@ -36,7 +36,7 @@ def test_predict_refuses_wrong_size_and_channels(checkpoint, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("override, expected", [
-    ("model.beta=-0.5", "beta must be >= 0"),
+    ("model.beta=-0.5", "'beta' in recipe"),
     ("model.mode=gan", "must be one of"),
     ("data.ood_train=false", "needs an explicit OOD training set"),
 ])

@@ -115,3 +115,86 @@ def test_mapping_override_with_a_name_replaces_instead_of_merging():
     assert cfg["model"]["estimator"] == {"name": "rloo", "n": 4}
     cfg = load_config("dvae_digits", ["model.estimator.tau=0.7"])  # a dotted key still merges
     assert cfg["model"]["estimator"]["tau"] == 0.7 and cfg["model"]["estimator"]["name"] == "gumbel_softmax"
+
+
+# ---- issue 13: every option typed and ranged; trainer options typed; nothing written on failure ----
+@pytest.mark.parametrize("argv, expected", [
+    (["recipe=vae_digits", "model.latent_dim=0"], "'latent_dim' in recipe"),  # a zero size
+    (["recipe=vae_digits", "data.batch_size=-3"], "'batch_size' in recipe"),  # a negative size
+    (["recipe=dvae_digits", "model.n_classes=1"], "must be >= 2, got 1"),  # below a declared minimum
+    (["recipe=sat_shapes_soft", "model.dropout=1.0"], "must be < 1, got 1.0"),  # a probability range
+    (["recipe=seqgan_oracle_small", "model.dis_filter_sizes=[2, 0]"], "must be > 0"),  # list elements
+    (["recipe=vae_digits", "model.lr=-0.1"], "'lr' in recipe"),  # a negative rate
+    (["recipe=vae_digits", "trainer.max_epochs=abc"], "'max_epochs' in recipe"),  # not an int, for Lightning
+    (["recipe=vae_digits", "trainer.max_epochs=2.5"], "must be int | None, got 2.5"),
+    (["recipe=vae_digits", "trainer.devices=[a]"], "must be list[int] | str | int"),
+    (["recipe=vae_digits", "trainer.precision=bf17"], "'precision' in recipe"),
+    (["recipe=vae_digits", "callbacks=[{name: grad_variance, every_n_steps: often}]"], "'every_n_steps'"),
+])
+def test_bad_values_exit_2_before_anything_is_built(argv, expected, tmp_path, capsys):
+    code, err = run_main([*argv, f"run_dir={tmp_path}/runs"], capsys)
+    assert code == 2 and expected in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err  # one message
+    assert not (tmp_path / "runs").exists()
+
+
+def test_recipe_whose_top_level_is_a_list(tmp_path, capsys):
+    bad = tmp_path / "list.yaml"
+    bad.write_text("- model: vae\n- data: digits\n")
+    code, err = run_main([f"recipe={bad}", f"run_dir={tmp_path}/runs"], capsys)
+    assert code == 2 and "must be a YAML mapping" in err and "its top level is a list" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_user_error_during_fit_leaves_no_run_folder(toy_recipe, tmp_path, capsys, monkeypatch):
+    import toymodel
+
+    from zoo.errors import UserError
+
+    def refuse(self, stage):
+        raise UserError("the toy data refuses (as a missing file would)")
+
+    monkeypatch.setattr(toymodel.ToyData, "setup", refuse)
+    code, err = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs"], capsys)
+    assert code == 2 and "the toy data refuses" in err
+    assert not any((tmp_path / "runs").rglob("*")), "no run folder for a run that never trained"
+
+
+def test_training_always_ends_with_last_ckpt(toy_recipe, tmp_path, capsys):
+    # checkpoints every 5 epochs and 2 epochs of training: only the end-of-training save writes one
+    code, _ = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=2",
+                        "checkpoint.every_n_epochs=5"], capsys)
+    assert code == 0
+    (last,) = (tmp_path / "runs").glob("*/*/checkpoints/last.ckpt")
+    state = torch.load(last, weights_only=True)
+    assert state["epoch"] == 2 or state["global_step"] > 0
+    code, err = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=3",
+                          "ckpt_path=last"], capsys)
+    assert code == 0, err  # the run can be resumed
+
+
+def test_recipe_inheritance_holds_only_the_differences(tmp_path, capsys):
+    from zoo.config import load_config
+    from zoo.train import main as train_main
+
+    child = load_config("dvae_digits_rloo")
+    base = load_config("dvae_digits")
+    assert child["model"]["estimator"] == {"name": "rloo", "n": 4}  # replaced, not merged with tau
+    differing = {k for k in base["model"] if base["model"][k] != child["model"][k]}
+    assert differing == {"estimator"} and child["data"] == base["data"] and child["trainer"] == base["trainer"]
+    assert child["description"] != base["description"]
+    # print_config shows the merged result (no 'base' key)
+    assert train_main(["recipe=dvae_digits_rloo", "print_config=true"]) == 0
+    out = capsys.readouterr().out
+    assert "base:" not in out and "kl_warmup_steps: 1000" in out and "name: rloo" in out
+    # a base by relative path, a chain, and a cycle
+    (tmp_path / "a.yaml").write_text("base: b.yaml\ndescription: a\nseed: 3\n")
+    (tmp_path / "b.yaml").write_text("base: dvae_digits\ndescription: b\ntrainer: {max_epochs: 7}\n")
+    cfg = load_config(str(tmp_path / "a.yaml"))
+    assert cfg["seed"] == 3 and cfg["trainer"]["max_epochs"] == 7 and cfg["model"]["name"] == "dvae"
+    (tmp_path / "c.yaml").write_text("base: d.yaml\n")
+    (tmp_path / "d.yaml").write_text("base: c.yaml\n")
+    code, err = run_main([f"recipe={tmp_path / 'c.yaml'}"], capsys)
+    assert code == 2 and "cycle" in err
+    code, err = run_main([f"recipe={tmp_path / 'a.yaml'}", "model.estimator=expectation"], capsys)
+    assert code == 2 and "Estimators that fit" in err

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from zoo.errors import UserError
+from zoo.options import validate_call
 from zoo.registry import closest, import_dotted
 
 NAMED_CALLBACKS = {
@@ -27,13 +27,7 @@ def build_callbacks(items: list) -> list:
             raise UserError(f"unknown callback '{name}'{closest(name, list(NAMED_CALLBACKS))}. Known: "
                             f"{', '.join(NAMED_CALLBACKS)}, or a dotted path 'package.module:Class'")
         cls = import_dotted(NAMED_CALLBACKS.get(name, name))
-        params = inspect.signature(cls.__init__).parameters
-        takes_kwargs = any(p.kind == p.VAR_KEYWORD for p in params.values())
-        for key in spec:
-            if key not in params and not takes_kwargs:
-                valid = [p for p in params if p != "self"]
-                raise UserError(f"unknown option '{key}' for callback '{name}'{closest(key, valid)}. "
-                                f"Valid: {', '.join(valid)}")
+        validate_call(cls.__init__, spec, f"callback '{name}'", what="option")  # keys and types
         out.append(_construct(cls, name, spec))
     return out
 

@@ -48,6 +48,26 @@ class NonFiniteLossGuard(L.Callback):
             raise NonFiniteLossError(trainer.global_step, trainer.current_epoch, float(loss.detach().sum()))
 
 
+class FinalCheckpoint(L.Callback):
+    """When training ends (max_epochs / max_steps reached, early stopping, a signal), save
+    ``last.ckpt`` whatever the save interval, so every finished run can be evaluated and resumed
+    (``checkpoint.every_n_epochs: 5`` with ``trainer.max_epochs=3`` would otherwise leave none)."""
+
+    def __init__(self, ckpt_dir: Path, last: Any = None):
+        self.ckpt_dir = Path(ckpt_dir)
+        self.last = last  # the ModelCheckpoint that writes last.ckpt on its schedule
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.fast_dev_run:  # Lightning writes no checkpoints under fast_dev_run
+            return
+        path = self.ckpt_dir / "last.ckpt"
+        # already written at this step by the scheduled save: keep that one (Lightning's private
+        # counter; if it moves, saving again is merely redundant)
+        if path.is_file() and getattr(self.last, "_last_global_step_saved", -1) == trainer.global_step:
+            return
+        trainer.save_checkpoint(path)
+
+
 class SignalCheckpoint(L.Callback):
     """On SIGTERM or SIGINT: finish the current batch, save ``last.ckpt``, stop cleanly.
     A second SIGINT interrupts at once."""

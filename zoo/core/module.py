@@ -140,15 +140,19 @@ class ZooModule(L.LightningModule):
 
 
 def check_options(options: dict, defaults: dict, what: str) -> dict:
-    """Merge ``options`` (from key=value on the command line) over ``defaults``; unknown keys are
-    a UserError naming the closest valid key."""
-    from zoo.registry import closest
+    """Merge ``options`` (from key=value on the command line) over ``defaults``: an unknown key names
+    the closest valid one, and a value must have its default's type (an int default takes ints, a
+    float default numbers; a None default anything)."""
+    from zoo.options import conforms, unknown_key
 
     out = dict(defaults)
     for key, value in options.items():
         if key not in defaults:
-            raise UserError(f"unknown option '{key}' for {what}{closest(key, list(defaults))}. "
-                            f"Valid: {', '.join(sorted(defaults))}")
+            raise unknown_key(key, sorted(defaults), what, what="option")
+        default = defaults[key]
+        if isinstance(default, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)  # key=value parsing read a number where a name or path was meant
+        if default is not None and not conforms(value, type(default)):
+            raise UserError(f"option '{key}' for {what} must be {type(default).__name__}, got {value!r}")
         out[key] = value
     return out
-

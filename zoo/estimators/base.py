@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from torch.distributions import Categorical, Distribution, OneHotCategorical
 
 from zoo.errors import UserError
-from zoo.registry import Registry, closest
+from zoo.registry import Registry
 
 ESTIMATORS = Registry("estimator")
 register_estimator = ESTIMATORS.register  # @register_estimator("name", config=Options)
@@ -169,43 +169,14 @@ class Estimator(nn.Module):
 
 
 # ---- options ------------------------------------------------------------------------------------
-_SIMPLE = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
-
-
-def _check_type(value: Any, annotation: str) -> bool:
-    """Loose check of recipe values against simple annotations like 'float' or 'int | None'."""
-    parts = [p.strip() for p in str(annotation).split("|")]
-    if value is None:
-        return "None" in parts
-    for p in parts:
-        kinds = _SIMPLE.get(p)
-        if kinds is None:
-            return True  # an annotation we do not check
-        if isinstance(value, kinds) and not (isinstance(value, bool) and p in ("int", "float")):
-            return True
-    return False
-
-
 def build_options(config_cls: type, name: str, kwargs: Mapping[str, Any]) -> Any:
-    """Validate ``kwargs`` against the dataclass ``config_cls``; mistakes are ``UserError``s."""
+    """Validate ``kwargs`` against the dataclass ``config_cls`` (``zoo.options.validate``: keys, types,
+    ranges, choices, ``__post_init__``); mistakes are ``UserError``s."""
     if not dataclasses.is_dataclass(config_cls):
         return config_cls(**kwargs)
-    fields = {f.name: f for f in dataclasses.fields(config_cls)}
-    valid = ", ".join(sorted(fields)) or "(none)"
-    for key, value in kwargs.items():
-        if key not in fields:
-            raise UserError(
-                f"unknown option '{key}' for estimator '{name}'{closest(key, sorted(fields))}. "
-                f"Valid options: {valid}"
-            )
-        if not _check_type(value, fields[key].type):
-            raise UserError(
-                f"option '{key}' of estimator '{name}' must be {fields[key].type}, got {value!r}"
-            )
-    try:
-        return config_cls(**kwargs)
-    except (TypeError, ValueError) as err:
-        raise UserError(f"bad options for estimator '{name}': {err}") from None
+    from zoo.options import validate
+
+    return config_cls(**validate(config_cls, dict(kwargs), f"estimator '{name}'", what="option"))
 
 
 def get_estimator(spec: str | Mapping | Estimator, **options: Any) -> Estimator:

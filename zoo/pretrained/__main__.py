@@ -64,30 +64,33 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m zoo.pretrained", description="pretrained entries: list, export")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("list", help="entries with their metrics (the default)")
+    exp = argparse.ArgumentParser(prog="python -m zoo.pretrained export",
+                                  description="evaluate a checkpoint and write NAME.safetensors + NAME.json")
+    sub.add_parser("export", help=exp.description, add_help=False)
+    exp.add_argument("ckpt", help="the checkpoint to export (e.g. RUN/checkpoints/last.ckpt)")
+    exp.add_argument("--name", required=True, help="the entry's name, e.g. vae-digits")
+    exp.add_argument("--description", default="", help="one line shown by list")
+    exp.add_argument("overrides", nargs="*", metavar="key=value", help="evaluation options, as for zoo.evaluate")
+    try:  # argparse cannot mix sub-commands with intermixed positionals: export has its own parser
+        if argv and argv[0] == "export":
+            args = exp.parse_intermixed_args(argv[1:])
+        else:
+            args = parser.parse_args(argv)
+    except SystemExit as exit:  # --help (0) or a usage error (2, message printed)
+        return int(exit.code or 0)
     try:
-        if not argv or argv[0] == "list":
+        if argv[:1] != ["export"]:
             print(list_entries())
             return 0
-        if argv[0] in ("-h", "--help"):
-            print(__doc__)
-            return 0
-        if argv[0] != "export" or len(argv) < 2:
-            raise UserError("usage: python -m zoo.pretrained [list | export CKPT --name NAME]")
-        from zoo.evaluate import parse_kv
+        from zoo.options import parse_kv
 
-        rest, name, description, kv = argv[2:], None, "", []
-        while rest:
-            arg = rest.pop(0)
-            if arg == "--name" and rest:
-                name = rest.pop(0)
-            elif arg == "--description" and rest:
-                description = rest.pop(0)
-            else:
-                kv.append(arg)
-        if not name:
-            raise UserError("export needs --name NAME")
-        path = export(argv[1], name, description, parse_kv(kv))
+        path = export(args.ckpt, args.name, args.description, parse_kv(args.overrides))
         print(f"wrote {path} and {path.with_suffix('.json')}")
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -17,6 +17,7 @@ import torch
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError
+from zoo.options import positive
 from zoo.registry import DATAMODULES
 
 from . import shapes as S
@@ -65,15 +66,15 @@ class _CaptionData(ZooDataModule):
 @dataclass
 class ShapesConfig:
     root: str = "data"  # unused: the scenes are generated in memory
-    n_train: int = 3000  # training scenes (3 references each -> 3x as many training pairs)
-    n_val: int = 300  # validation scenes
-    n_test: int = 500  # test scenes
-    image_size: int = 64  # canvas side in pixels
-    max_objects: int = 3  # 1..max_objects shapes per scene
+    n_train: int = positive(3000)  # training scenes (3 references each -> 3x as many training pairs)
+    n_val: int = positive(300)  # validation scenes
+    n_test: int = positive(500)  # test scenes
+    image_size: int = positive(64)  # canvas side in pixels
+    max_objects: int = positive(3)  # 1..max_objects shapes per scene
     seed: int = 0  # generator seed (scenes, splits) and shuffling seed
-    batch_size: int = 64  # examples per batch
+    batch_size: int = positive(64)  # examples per batch
     num_workers: int = 0  # DataLoader workers
-    max_len: int = 20  # longest caption in words (longer ones are cut)
+    max_len: int = positive(20)  # longest caption in words (longer ones are cut)
 
 
 @DATAMODULES.register("shapes")
@@ -126,11 +127,11 @@ class KarpathyConfig:
     dataset: str = "flickr8k"  # flickr8k | flickr30k | coco: picks the default file names below
     json: str = ""  # Karpathy split file; default <root>/<dataset>/dataset_<dataset>.json
     image_dir: str = ""  # image folder; default <root>/<dataset>/images (COCO: holds train2014/, val2014/)
-    image_size: int = 224  # images are resized (shorter side) and centre-cropped to this
-    min_freq: int = 5  # words seen fewer times in training captions become <unk>
-    max_len: int = 30  # longest caption in words (longer ones are cut)
+    image_size: int = positive(224)  # images are resized (shorter side) and centre-cropped to this
+    min_freq: int = positive(5)  # words seen fewer times in training captions become <unk>
+    max_len: int = positive(30)  # longest caption in words (longer ones are cut)
     restval_as_train: bool = True  # COCO's 'restval' images join the training split (Karpathy)
-    batch_size: int = 32  # examples per batch
+    batch_size: int = positive(32)  # examples per batch
     num_workers: int = 2  # DataLoader workers (JPEG decoding)
     seed: int = 0  # shuffling seed
     limit_images: int = 0  # >0: use only the first N images of each split (quick experiments)

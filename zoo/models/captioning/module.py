@@ -22,6 +22,7 @@ from torchmetrics.text import BLEUScore
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode, StochasticSample, estimator_option, reward_to_go
+from zoo.options import at_least, between, positive
 from zoo.registry import MODELS
 
 from . import decode as D
@@ -36,7 +37,7 @@ class SATConfig:
     attention: str = field(default="soft", metadata={"choices": ["soft", "hard"]})  # soft | hard (sampled)
     estimator: Any = estimator_option(PAPER_ESTIMATOR)  # hard only: name or {name: ..., options};
     # the paper's: reinforce, EMA baseline 0.9, entropy bonus
-    expected_context_prob: float = 0.0  # hard: per word, use the expected context with this probability
+    expected_context_prob: float = between(0.0, 0, 1)  # hard: per word, use the expected context with this probability
     expected_context_hold: int = 0  # steps at expected_context_prob before it starts to fall
     expected_context_anneal: int = 0  # >0: then it falls linearly to 0 over this many steps: a
     # continuation from soft to hard attention (samples start where a trained soft attention looks)
@@ -46,32 +47,32 @@ class SATConfig:
     # (unbiased, less variance); word: by its own word only (biased; the reference code's default)
     hard_decode: str = field(default="argmax", metadata={"choices": ["argmax", "expected"]})  # hard at test
     encoder: str = "cnn"  # cnn (shapes) | vgg16 | vgg19 | resnet50 | resnet101 | resnet152
-    feat_dim: int = 128  # cnn: D of the annotation vectors (torchvision encoders: 512 / 2048)
-    cnn_width: int = 32  # cnn: channels of the first stage (then 2x, 4x)
-    cnn_stages: int = 3  # cnn: stride-2 stages; a 64-px canvas gives 8x8 (3) or 4x4 (4) locations
-    grid: int = 14  # torchvision encoders: output grid (14 x 14 for 224-px images)
+    feat_dim: int = positive(128)  # cnn: D of the annotation vectors (torchvision encoders: 512 / 2048)
+    cnn_width: int = positive(32)  # cnn: channels of the first stage (then 2x, 4x)
+    cnn_stages: int = at_least(3, 3)  # cnn: stride-2 stages; a 64-px canvas gives 8x8 (3) or 4x4 (4) locations
+    grid: int = positive(14)  # torchvision encoders: output grid (14 x 14 for 224-px images)
     pretrained_encoder: bool = True  # torchvision: ImageNet weights from the torch hub cache
     freeze_encoder: bool = False  # keep the encoder fixed (eval mode, no gradient)
-    embed_dim: int = 128  # word embedding size m
-    hidden_dim: int = 256  # LSTM size n
-    att_dim: int = 128  # hidden size of the attention MLP f_att
-    dropout: float = 0.5  # dropout on h_t and on the deep output layer
+    embed_dim: int = positive(128)  # word embedding size m
+    hidden_dim: int = positive(256)  # LSTM size n
+    att_dim: int = positive(128)  # hidden size of the attention MLP f_att
+    dropout: float = between(0.5, 0, 1, high_open=True)  # dropout on h_t and on the deep output layer
     gate: bool = True  # gating scalar beta = sigmoid(W h) on the context
     init_state: str = field(default="mean", metadata={"choices": ["mean", "learned"]})  # h_0, c_0: MLP of
     # the mean annotation vector (paper) or learned constants (every word must then come through attention)
     deep_output: bool = True  # p(y) from E y_{t-1} + L_h h_t + L_z z_t (else from h_t only)
     alpha_c: float = 1.0  # lambda of the doubly stochastic regulariser
     optimizer: str = field(default="adam", metadata={"choices": ["adam", "rmsprop"]})  # paper: both
-    lr: float = 1e-3  # learning rate (decoder; encoder too when trained from scratch)
+    lr: float = positive(1e-3)  # learning rate (decoder; encoder too when trained from scratch)
     lr_schedule: str = field(default="constant", metadata={"choices": ["constant", "cosine"]})
     # cosine: the learning rate falls to 0 over the run's optimizer steps (the last epochs settle
     # instead of ending wherever a constant step leaves them; see docs/captioning.md, seeds)
     encoder_lr: float = 0.0  # >0: separate learning rate for a pretrained encoder being fine-tuned
     weight_decay: float = 0.0  # L2 penalty
-    beam_size: int = 1  # captions for val/test metrics: 1 = greedy, k = beam search
+    beam_size: int = positive(1)  # captions for val/test metrics: 1 = greedy, k = beam search
     length_norm: float = 0.0  # beam ranking by log p / length^length_norm (0: plain log p)
     max_decode_len: int = 0  # longest generated caption (0: the data's max_len + 1)
-    n_figure: int = 4  # images in the attention overlay figures
+    n_figure: int = positive(4)  # images in the attention overlay figures
 
     def __post_init__(self):
         if not 0.0 <= self.expected_context_prob <= 1.0:

@@ -22,10 +22,11 @@ from torch.distributions import Independent, Normal
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import get_estimator
+from zoo.estimators import StochasticNode, estimator_option
 from zoo.models.ood import evaluate as ev
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
+from zoo.options import between, positive
 from zoo.registry import MODELS
 
 MODES = ("ce", "confidence", "joint")
@@ -44,22 +45,22 @@ class OODConfig:
     mode: str = field(default="ce", metadata={"choices": list(MODES)})  # ce | confidence | joint
     beta: float = 1.0  # weight of the KL(U || p) term (>= 0; the paper: 1 for SVHN, 0.1 for CIFAR-10)
     classifier: str = field(default="cnn", metadata={"choices": ["mlp", "cnn", "vgg13"]})  # classifier net
-    width: int = 32  # classifier width (mlp hidden units; cnn first channels; vgg13: 64 = the paper's)
-    dropout: float = 0.0  # dropout before the classifier's last layer
+    width: int = positive(32)  # classifier width (mlp hidden units; cnn first channels; vgg13: 64 = the paper's)
+    dropout: float = between(0.0, 0, 1, high_open=True)  # dropout before the classifier's last layer
     generator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # G (joint mode)
     discriminator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # D (joint mode)
-    gan_width: int = 256  # G / D width (mlp hidden units; dcgan base channels, 64 in DCGAN)
-    noise_dim: int = 32  # size of G's noise z
+    gan_width: int = positive(256)  # G / D width (mlp hidden units; dcgan base channels, 64 in DCGAN)
+    noise_dim: int = positive(32)  # size of G's noise z
     saturating: bool = False  # G's GAN term: log(1 - D(G(z))) as written (True) or -log D(G(z)) (False)
-    estimator: Any = "reparam"  # how z ~ N(0, I) is drawn (a pathwise estimator: reparam)
+    estimator: Any = estimator_option("reparam")  # how G's noise z ~ N(0, I) is drawn (reparam: pathwise)
     classifier_optim: OptimConfig = field(default_factory=OptimConfig)  # optimizer of the classifier
     generator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of G
     discriminator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of D
     odin_temperatures: list = field(default_factory=lambda: [1.0, 10.0, 100.0, 1000.0])  # ODIN search: T
     odin_eps: list = field(default_factory=lambda: [0.0, 0.0005, 0.001, 0.002, 0.005])  # search: eps (pixels)
-    odin_every_n_epochs: int = 5  # run the ODIN search on validation this often (and at the last epoch)
+    odin_every_n_epochs: int = positive(5)  # run the ODIN search on validation this often (and at the last epoch)
     mahalanobis: bool = True  # also evaluate the Mahalanobis detector (fits on the training split)
-    plot_every_n_epochs: int = 10  # write the figures this often during training
+    plot_every_n_epochs: int = positive(10)  # write the figures this often during training
 
     def __post_init__(self):
         if self.beta < 0:
@@ -83,6 +84,9 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
     Config = OODConfig
     monitor, monitor_mode = "val/acc", "max"
     ddp_find_unused_parameters = True  # the G and D steps leave the other nets without gradients
+    # G's noise z ~ N(0, I) (joint mode only); G's loss is a differentiable function of z
+    stochastic_node = StochasticNode(kind="continuous", differentiable_cost=True, multi_sample=False,
+                                     active_when=("mode", "joint"), hint="or model.mode=ce / confidence (no GAN)")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
@@ -108,7 +112,7 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
             self.generator = Generator(c.generator, self.input_shape, c.noise_dim, c.gan_width,
                                        bounded=bool(d.get("bounded", is_image)))
             self.discriminator = Discriminator(c.discriminator, self.input_shape, c.gan_width)
-            self.estimator = get_estimator(c.estimator)
+            self.estimator = self.build_estimator()
         self.init_evaluation()
 
     # ---- the stochastic node ----------------------------------------------------------------------

@@ -21,6 +21,7 @@ from torch.utils.data import Dataset
 from zoo.core.data import ZooDataModule
 from zoo.errors import UserError
 from zoo.models.seqgan.oracle import lm_from_params, load_oracle_npz, random_oracle_params
+from zoo.options import positive
 from zoo.registry import DATAMODULES
 
 
@@ -58,17 +59,17 @@ class Sequences(Dataset):
 @dataclass
 class OracleDataConfig:
     root: str = "data"  # where the sampled sequences are cached (root/seqgan_oracle/)
-    batch_size: int = 64  # sequences per batch (the paper: 64)
+    batch_size: int = positive(64)  # sequences per batch (the paper: 64)
     num_workers: int = 0  # DataLoader workers
     seed: int = 0  # seeds the oracle (when not loaded), the samples and the shuffling
     oracle_params: Optional[str] = None  # .npz with the oracle's parameters (keys: see oracle.py)
-    vocab_size: int = 5000  # oracle vocabulary (ignored when oracle_params is given)
-    emb_dim: int = 32  # oracle embedding size (ignored when oracle_params is given)
-    hidden_dim: int = 32  # oracle LSTM size (ignored when oracle_params is given)
-    seq_len: int = 20  # tokens per sequence
-    num_train: int = 10000  # training sequences (the paper: 10,000)
-    num_val: int = 1000  # held-out sequences for validation (G's NLL on real data, D accuracy)
-    num_test: int = 1000  # held-out sequences for testing
+    vocab_size: int = positive(5000)  # oracle vocabulary (ignored when oracle_params is given)
+    emb_dim: int = positive(32)  # oracle embedding size (ignored when oracle_params is given)
+    hidden_dim: int = positive(32)  # oracle LSTM size (ignored when oracle_params is given)
+    seq_len: int = positive(20)  # tokens per sequence
+    num_train: int = positive(10000)  # training sequences (the paper: 10,000)
+    num_val: int = positive(1000)  # held-out sequences for validation (G's NLL on real data, D accuracy)
+    num_test: int = positive(1000)  # held-out sequences for testing
 
     def __post_init__(self):
         for name in (

@@ -11,7 +11,7 @@ registry: ``est.loss(sample, cost)`` with cost = -Q of shape (1, B, T), one cost
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -21,10 +21,11 @@ from torch.distributions import Categorical
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode, StochasticSample, estimator_option
-from zoo.models.seqgan import evaluation
+from zoo.models.seqgan.evaluation import SeqGANEvaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
 from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
 from zoo.models.seqgan.schedule import Schedule
+from zoo.options import between, positive
 from zoo.registry import MODELS
 
 PAPER_FILTERS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]
@@ -33,17 +34,17 @@ PAPER_COUNTS = [100, 200, 200, 200, 200, 100, 100, 100, 100, 100, 160, 160]
 
 @dataclass
 class SeqGANConfig:
-    gen_emb_dim: int = 32  # G embedding size (the paper: 32)
-    gen_hidden_dim: int = 32  # G LSTM size (the paper: 32)
+    gen_emb_dim: int = positive(32)  # G embedding size (the paper: 32)
+    gen_hidden_dim: int = positive(32)  # G LSTM size (the paper: 32)
     gen_init_std: float = 0.1  # G parameters ~ N(0, std^2) (the reference code: 0.1)
-    gen_lr: float = 0.01  # Adam learning rate of MLE pre-training
-    adv_lr: float = 0.01  # Adam learning rate of the policy-gradient steps (own optimizer state)
+    gen_lr: float = positive(0.01)  # Adam learning rate of MLE pre-training
+    adv_lr: float = positive(0.01)  # Adam learning rate of the policy-gradient steps (own optimizer state)
     grad_clip: float = 5.0  # clip G's gradient norm (both phases)
-    dis_emb_dim: int = 64  # D embedding size
-    dis_filter_sizes: list = field(default_factory=lambda: list(PAPER_FILTERS))  # D convolution widths
-    dis_num_filters: list = field(default_factory=lambda: list(PAPER_COUNTS))  # D filters per width
-    dis_dropout: float = 0.25  # D dropout before the output layer (keep 0.75)
-    dis_lr: float = 1e-4  # D Adam learning rate
+    dis_emb_dim: int = positive(64)  # D embedding size
+    dis_filter_sizes: list = positive(PAPER_FILTERS)  # D convolution widths
+    dis_num_filters: list = positive(PAPER_COUNTS)  # D filters per width
+    dis_dropout: float = between(0.25, 0, 1, high_open=True)  # D dropout before the output layer (keep 0.75)
+    dis_lr: float = positive(1e-4)  # D Adam learning rate
     dis_l2: float = 0.2  # L2 penalty (sum of squares / 2) on D's output layer, as in the reference code
     mle_epochs: int = 120  # MLE pre-training epochs of G
     d_pretrain_rounds: int = 50  # D pre-training rounds, each on fresh negatives
@@ -53,11 +54,11 @@ class SeqGANConfig:
     adv_d_rounds: int = 5  # D rounds (fresh negatives) per iteration
     adv_d_epochs: int = 3  # D epochs per round
     num_negatives: Optional[int] = None  # negatives per D round (None: as many as training sequences)
-    adv_batch_size: int = 64  # sequences sampled per G step
-    rollouts: int = 16  # Monte Carlo rollouts N per prefix
-    rollout_keep: float = 0.8  # rollout net update: beta <- keep * beta + (1 - keep) * theta
+    adv_batch_size: int = positive(64)  # sequences sampled per G step
+    rollouts: int = positive(16)  # Monte Carlo rollouts N per prefix
+    rollout_keep: float = between(0.8, 0, 1)  # rollout net update: beta <- keep * beta + (1 - keep) * theta
     batched_rollouts: bool = True  # all prefixes x rollouts in one generation (False: per-step loop)
-    d_chunk: int = 4096  # sequences per D call when scoring rollouts (bounds memory)
+    d_chunk: int = positive(4096)  # sequences per D call when scoring rollouts (bounds memory)
     estimator: Any = estimator_option({"name": "reinforce", "baseline": "none"})  # G's gradient
     eval_samples: int = 10000  # generator samples for val/nll_oracle (the paper: 10,000)
     test_samples: int = 10000  # generator samples for test/nll_oracle
@@ -74,7 +75,7 @@ class SeqGANConfig:
 
 
 @MODELS.register("seqgan")
-class SeqGAN(ZooModule):
+class SeqGAN(SeqGANEvaluation, ZooModule):
     """SeqGAN: an LSTM generator trained by policy gradient (MC rollouts) against a CNN discriminator."""
 
     Config = SeqGANConfig
@@ -272,25 +273,25 @@ class SeqGAN(ZooModule):
         opt.step()
         self.log_train({"train/d_loss": loss, "train/d_acc": ((logits > 0).float() == y).float().mean()})
 
-    # ---- evaluation (see evaluation.py) ------------------------------------------------------
+    # ---- evaluation (SeqGANEvaluation, evaluation.py) ------------------------------------------------------
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
-        evaluation.eval_step(self, batch, batch_idx, "val")
+        self.eval_step(batch, batch_idx, "val")
 
     def on_validation_epoch_start(self) -> None:
         self._refs = []
 
     def on_validation_epoch_end(self) -> None:
         if not self.trainer.sanity_checking:
-            evaluation.val_epoch_end(self)
+            self.log_val_metrics()
 
     def test_step(self, batch: torch.Tensor, batch_idx: int) -> None:
-        evaluation.eval_step(self, batch, batch_idx, "test")
+        self.eval_step(batch, batch_idx, "test")
 
     def on_test_epoch_start(self) -> None:
         self._refs = []
 
     def on_test_epoch_end(self) -> None:
-        evaluation.test_epoch_end(self)
+        self.log_test_metrics()
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """The learning curve and the last G evaluation travel with the checkpoint (plain lists)."""
@@ -303,6 +304,3 @@ class SeqGAN(ZooModule):
         saved = checkpoint.get("seqgan_eval", [0])
         self.g_version = int(saved[0])
         self._eval_cache = {self.g_version: saved[1]} if len(saved) > 1 else {}
-
-    def predict_cli(self, inputs: list[str], options: dict) -> None:
-        evaluation.predict_cli(self, inputs, options)

@@ -23,6 +23,7 @@ import torch
 from zoo.core.data import ZooDataModule
 from zoo.errors import UserError
 from zoo.models.seqgan.data import Sequences
+from zoo.options import between, positive
 from zoo.registry import DATAMODULES
 
 SPECIALS = ["[PAD]", "[UNK]", "[BOS]", "[EOS]"]  # ids 0..3 in this order
@@ -66,16 +67,16 @@ def grammar_sentences(n: int, seed: int) -> list[str]:
 @dataclass
 class TextDataConfig:
     root: str = "data"  # where relative `path`s are looked up
-    batch_size: int = 64  # sequences per batch
+    batch_size: int = positive(64)  # sequences per batch
     num_workers: int = 0  # DataLoader workers
     seed: int = 0  # split, shuffling and embedded-corpus seed
     path: Optional[str] = None  # text file, one sequence per line; None: the embedded grammar corpus
-    max_len: int = 20  # tokens per sequence (words + [EOS] + padding)
+    max_len: int = positive(20)  # tokens per sequence (words + [EOS] + padding)
     min_frequency: int = 1  # vocabulary: words seen fewer times become [UNK]
     lowercase: bool = True  # lower-case lines before splitting into words
-    val_fraction: float = 0.1  # share of lines for validation
-    test_fraction: float = 0.1  # share of lines for testing (the BLEU references)
-    num_generated: int = 10000  # sentences of the embedded corpus
+    val_fraction: float = between(0.1, 0, 1, high_open=True)  # share of lines for validation
+    test_fraction: float = between(0.1, 0, 1, high_open=True)  # share of lines for testing (the BLEU references)
+    num_generated: int = positive(10000)  # sentences of the embedded corpus
 
     def __post_init__(self):
         if self.max_len < 2:

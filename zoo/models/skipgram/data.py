@@ -20,6 +20,7 @@ from zoo.errors import UserError
 from zoo.models.skipgram import corpus as C
 from zoo.models.skipgram.evaluation import read_analogies, read_similarity
 from zoo.models.skipgram.synthetic import PlantedCorpus, generate
+from zoo.options import positive
 from zoo.registry import DATAMODULES
 
 
@@ -35,10 +36,10 @@ class CorpusOptions:
     min_count: int = 5  # words seen fewer times are dropped (word2vec's min_count)
     max_vocab: Optional[int] = None  # keep at most this many most frequent words (None: all)
     sample: float = 1e-3  # subsampling threshold t of frequent words (0: off)
-    window: int = 5  # maximum half-width; each centre draws b ~ U{1..window}
-    chunk_tokens: int = 1_000_000  # words per training step (a chunk; ends at a sentence end)
-    max_sentence_length: int = 10000  # longer lines are cut (gensim's limit)
-    read_chars: int = 1 << 20  # characters read from disk at a time (bounded memory)
+    window: int = positive(5)  # maximum half-width; each centre draws b ~ U{1..window}
+    chunk_tokens: int = positive(1_000_000)  # words per training step (a chunk; ends at a sentence end)
+    max_sentence_length: int = positive(10000)  # longer lines are cut (gensim's limit)
+    read_chars: int = positive(1 << 20)  # characters read from disk at a time (bounded memory)
     lowercase: bool = False  # lower-case the corpus before counting
     strip_punctuation: bool = False  # replace punctuation by spaces ("fire," -> "fire")
     eval_lowercase: bool = True  # lower-case evaluation words (questions-words.txt is capitalised)

@@ -16,26 +16,27 @@ from zoo.models.skipgram.evaluation import analogy_score, nearest, similarity_sc
 from zoo.models.skipgram.export import save_word2vec
 from zoo.models.skipgram.loop import train_chunk
 from zoo.models.skipgram.nets import OBJECTIVES, SkipGram
+from zoo.options import positive
 from zoo.registry import MODELS
 
 
 @dataclass
 class SkipGramConfig:
-    dim: int = 100  # embedding size D
+    dim: int = positive(100)  # embedding size D
     objective: str = "negative_sampling"  # nce | negative_sampling | full_softmax (exact, small vocabularies)
     negative: int = 5  # k noise words per positive pair
     noise_power: float = 0.75  # noise q(w) ~ count(w)^noise_power
     share_negatives: bool = True  # k noise words per window (Ji et al. 2016) instead of per pair (word2vec.c)
-    lr: float = 0.025  # initial SGD learning rate (word2vec's skip-gram default)
+    lr: float = positive(0.025)  # initial SGD learning rate (word2vec's skip-gram default)
     min_lr_ratio: float = 1e-4  # lr falls linearly to lr * min_lr_ratio over all epochs (word2vec)
-    batch_centres: int = 5120  # window centres per minibatch (bucketed by half-width: ~1k per update)
-    threads: int = 1  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
+    batch_centres: int = positive(5120)  # window centres per minibatch (bucketed by half-width: ~1k per update)
+    threads: int = positive(1)  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
     step_cap: Optional[bool] = None  # cap a row's minibatch step at its Newton step (nets.SkipGram.cap);
     # None = auto: on when the vocabulary is smaller than batch_centres / 4 (then every word gets
     # hundreds of coherent terms per minibatch) or with Hogwild threads (whose stale, overlapping
     # minibatches made an 18k-word Wikipedia run diverge without it); off otherwise (~25 % faster)
     neighbours: list = field(default_factory=list)  # probe words whose neighbours are printed at validation
-    topn: int = 8  # neighbours shown per probe word
+    topn: int = positive(8)  # neighbours shown per probe word
     analogy_restrict: int = 30000  # analogies are answered among this many most frequent words (word2vec)
 
 

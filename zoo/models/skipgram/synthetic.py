@@ -27,18 +27,20 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.options import between, positive
+
 
 @dataclass
 class PlantedCorpus:
-    groups: int = 40  # topic groups
-    forms: int = 4  # forms per group (content vocabulary = groups * forms)
+    groups: int = positive(40)  # topic groups
+    forms: int = positive(4)  # forms per group (content vocabulary = groups * forms)
     function_words: int = 20  # very frequent words in every kind of sentence
-    tokens: int = 1_000_000  # corpus length in words
-    min_len: int = 8  # sentence length ~ U{min_len..max_len}
-    max_len: int = 24
-    p_function: float = 0.3  # chance a word is a function word
-    p_topic: float = 0.8  # chance a content word belongs to the sentence's topic group
-    p_form: float = 0.7  # chance a content word has the sentence's form
+    tokens: int = positive(1_000_000)  # corpus length in words
+    min_len: int = positive(8)  # sentence length ~ U{min_len..max_len}
+    max_len: int = positive(24)
+    p_function: float = between(0.3, 0, 1)  # chance a word is a function word
+    p_topic: float = between(0.8, 0, 1)  # chance a content word belongs to the sentence's topic group
+    p_form: float = between(0.7, 0, 1)  # chance a content word has the sentence's form
     zipf: float = 1.0  # topic popularity ~ 1 / rank^zipf
     pairs_per_kind: int = 200  # similarity pairs of each kind (same group / same form / neither)
     questions_per_section: int = 100  # analogy questions per ordered form pair

@@ -32,6 +32,7 @@ from zoo.core.module import ZooModule, check_options
 from zoo.errors import UserError
 from zoo.models.vae import plots
 from zoo.models.vae.nets import build_nets
+from zoo.options import positive
 
 LIKELIHOODS = ("bernoulli", "gaussian")
 
@@ -39,18 +40,18 @@ LIKELIHOODS = ("bernoulli", "gaussian")
 @dataclass
 class CommonConfig:
     arch: str = "mlp"  # encoder/decoder family: mlp | conv
-    hidden: int = 256  # width of the hidden layers
-    channels: int = 32  # conv arch: channels of the first convolution (then 2x)
+    hidden: int = positive(256)  # width of the hidden layers
+    channels: int = positive(32)  # conv arch: channels of the first convolution (then 2x)
     likelihood: str = "bernoulli"  # decoder p(x|z): bernoulli (binarised data) | gaussian (grey values)
     decoder_std: float = 0.1  # gaussian decoder: fixed pixel std; 0 = learned per pixel (floor 0.01)
     n_samples: int = 0  # latent samples per image per step; 0 = the estimator's own default
     beta: float = 1.0  # weight of the KL term (beta-VAE); val/test losses always use 1
     kl_warmup_steps: int = 0  # linearly raise the KL weight from 0 to beta over this many steps
-    lr: float = 1e-3  # Adam learning rate
-    iwae_samples: int = 100  # k for the importance-weighted log p(x) estimate on the test split
+    lr: float = positive(1e-3)  # Adam learning rate
+    iwae_samples: int = positive(100)  # k for the importance-weighted log p(x) estimate on the test split
     val_iwae_samples: int = 0  # k for val/iwae_nll every validation (0: skip)
     eval_seed: int = 0  # seed of the latent draws in validation/test (metrics are reproducible)
-    plot_every_n_epochs: int = 10  # write sample / reconstruction / traversal grids this often
+    plot_every_n_epochs: int = positive(10)  # write sample / reconstruction / traversal grids this often
 
 
 class LatentVAE(ZooModule):

@@ -22,6 +22,7 @@ from torch.utils.data import Dataset
 
 from zoo.core.data import EpochSampler, ZooDataModule, plain_loader
 from zoo.errors import UserError
+from zoo.options import between, positive
 from zoo.registry import DATAMODULES
 
 BINARIZE = ("static", "dynamic", "none")
@@ -72,7 +73,12 @@ def read_idx(path: str | Path) -> np.ndarray:
     """Read an IDX file (plain or gzipped, detected from its first bytes).
 
     Format: 2 zero bytes, a type code (0x08 = uint8, ...), the number of dimensions d, then d
-    big-endian int32 sizes, then the data in C order."""
+    big-endian int32 sizes, then the data in C order.
+
+    Written by hand rather than with torchvision's ``datasets.mnist.read_sn3_pascalvincent_tensor``:
+    that reader opens only uncompressed files (torchvision unpacks its downloads first, while users
+    hold the ``.gz`` files as published) and answers a wrong or truncated file with a bare
+    ``AssertionError`` / reshape error, where the zoo must say which file is wrong and why."""
     path = Path(path)
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
@@ -177,13 +183,13 @@ class _BinaryImageData(ZooDataModule):
 @dataclass
 class DigitsConfig:
     root: str = "data"  # unused (the images ship inside scikit-learn); kept for a uniform interface
-    batch_size: int = 64  # training images per batch
-    eval_batch_size: int = 270  # images per validation / test batch
+    batch_size: int = positive(64)  # training images per batch
+    eval_batch_size: int = positive(270)  # images per validation / test batch
     num_workers: int = 0  # DataLoader worker processes
     binarize: str = "static"  # static (threshold) | dynamic (fresh Bernoulli draws) | none (grey)
-    threshold: float = 0.5  # intensity threshold for static binarisation (intensities are /16)
-    val_size: int = 270  # validation images, carved from the 1,527 non-test images
-    test_size: int = 270  # test images, held out first
+    threshold: float = between(0.5, 0, 1)  # intensity threshold for static binarisation (intensities are /16)
+    val_size: int = positive(270)  # validation images, carved from the 1,527 non-test images
+    test_size: int = positive(270)  # test images, held out first
     seed: int = 0  # split, shuffling and binarisation seed
 
 
@@ -211,12 +217,12 @@ class DigitsData(_BinaryImageData):
 @dataclass
 class MnistConfig:
     root: str = "data"  # looks in <root>/mnist, <root>/mnist/MNIST/raw, <root>/MNIST/raw
-    batch_size: int = 100  # training images per batch
-    eval_batch_size: int = 500  # images per validation / test batch
+    batch_size: int = positive(100)  # training images per batch
+    eval_batch_size: int = positive(500)  # images per validation / test batch
     num_workers: int = 0  # DataLoader worker processes
     binarize: str = "dynamic"  # static (threshold) | dynamic (fresh Bernoulli draws) | none (grey)
-    threshold: float = 0.5  # intensity threshold for static binarisation (intensities are /255)
-    val_size: int = 10000  # validation images carved from the 60,000 training images
+    threshold: float = between(0.5, 0, 1)  # intensity threshold for static binarisation (intensities are /255)
+    val_size: int = positive(10000)  # validation images carved from the 60,000 training images
     seed: int = 0  # split, shuffling and binarisation seed
 
 

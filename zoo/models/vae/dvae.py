@@ -32,16 +32,17 @@ from torch.distributions import Categorical, Distribution, kl_divergence
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode, estimator_option
 from zoo.models.vae.common import CommonConfig, LatentVAE
+from zoo.options import at_least, positive
 from zoo.registry import MODELS
 
 
 @dataclass
 class DVAEConfig(CommonConfig):
-    n_latents: int = 20  # N categorical latent variables
-    n_classes: int = 10  # K classes each
+    n_latents: int = positive(20)  # N categorical latent variables
+    n_classes: int = at_least(10, 2)  # K classes each
     estimator: Any = estimator_option("gumbel_softmax")  # a name or {name: ..., options}: gumbel_softmax,
     # straight_through, reinforce (baseline: none|ema|batch_mean|learned), rloo (n >= 2 samples)
-    traversal_latents: int = 10  # traversal picture: how many latents (largest KL first) to sweep
+    traversal_latents: int = positive(10)  # traversal picture: how many latents (largest KL first) to sweep
 
 
 @MODELS.register("dvae")

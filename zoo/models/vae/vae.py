@@ -23,15 +23,16 @@ from torch.distributions import Distribution, Independent, Normal, kl_divergence
 
 from zoo.estimators import StochasticNode, estimator_option
 from zoo.models.vae.common import CommonConfig, LatentVAE
+from zoo.options import positive
 from zoo.registry import MODELS
 
 
 @dataclass
 class VAEConfig(CommonConfig):
-    latent_dim: int = 8  # size of z
+    latent_dim: int = positive(8)  # size of z
     estimator: Any = estimator_option("reparam")  # estimator for z: a name or {name: ..., options};
     # reparam is the standard; any estimator for continuous nodes fits (see stochastic_node)
-    traversal_dims: int = 8  # latent traversal: how many dimensions (those with the largest KL) to vary
+    traversal_dims: int = positive(8)  # latent traversal: how many dimensions (those with the largest KL) to vary
     traversal_range: float = 3.0  # latent traversal: z_d goes from -range to +range (prior std units)
     active_threshold: float = 0.01  # a unit is "active" if Var_x(E[z_d|x]) exceeds this (Burda et al.)
 

@@ -1,0 +1,235 @@
+"""One validation mechanism for every option set of the zoo, and one ``key=value`` parser.
+
+Options are declared as dataclass fields (models, datamodules, estimators, the run config) or are
+the keyword arguments of a callable (``lightning.Trainer``, callbacks). Either way a mistake is a
+``UserError`` naming the key, where it was given, and the closest valid key or choice:
+
+- ``validate(schema, options, where)``: known keys; types through OmegaConf's structured configs;
+  choices (``field(metadata={"choices": [...]})`` or ``choice(...)``); ranges; then the schema's own
+  ``__post_init__`` checks. Ranges: ``positive(8)`` (> 0), ``at_least(1, 2)``, ``between(0.9, 0, 1)``
+  as field defaults; a number without a declared range must be >= 0 (no option of the zoo is
+  negative: sizes, rates, counts, seeds) unless its default is negative (a sentinel such as -1);
+  ``signed(x)`` lifts that.
+- ``validate_call(fn, options, where)``: keys against the signature, types against its annotations
+  (``Optional``, ``Union``, ``Literal``, ``list[int]``, classes), before ``fn`` is ever called.
+- ``parse_kv(items)``: command-line ``key=value`` items (OmegaConf dotlist grammar) -> a flat dict
+  ``{"data.root": "x", "n": 3}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from zoo.errors import UserError
+from zoo.registry import closest
+
+NUMBER_TYPES = (int, float)
+
+
+# ---- declaring ranges and choices ---------------------------------------------------------------
+def _field(default: Any, **metadata: Any) -> Any:
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def positive(default: Any) -> Any:
+    """A size or count that must be > 0."""
+    return _field(default, gt=0)
+
+
+def at_least(default: Any, low: float) -> Any:
+    return _field(default, ge=low)
+
+
+def between(default: Any, low: float, high: float, high_open: bool = False) -> Any:
+    """low <= value <= high (< high with ``high_open``)."""
+    return _field(default, ge=low, **({"lt": high} if high_open else {"le": high}))
+
+
+def signed(default: Any) -> Any:
+    """A number that may be negative."""
+    return _field(default, signed=True)
+
+
+def choice(default: Any, choices: list) -> Any:
+    return _field(default, choices=list(choices))
+
+
+def _range_error(name: str, value: Any, meta: Mapping) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, NUMBER_TYPES):
+        return None
+    if "gt" in meta and not value > meta["gt"]:
+        return f"must be > {meta['gt']}"
+    if "ge" in meta and not value >= meta["ge"]:
+        return f"must be >= {meta['ge']}"
+    if "lt" in meta and not value < meta["lt"]:
+        return f"must be < {meta['lt']}"
+    if "le" in meta and not value <= meta["le"]:
+        return f"must be <= {meta['le']}"
+    if not meta.get("signed") and not {"gt", "ge"} & set(meta) and value < 0:
+        return "must be >= 0"
+    return None
+
+
+def check_value(name: str, value: Any, meta: Mapping, where: str) -> None:
+    """Choices and range of one value (lists: every element)."""
+    choices = meta.get("choices")
+    if choices is not None and value not in choices:
+        raise UserError(f"'{name}' in {where} must be one of {list(choices)}, got {value!r}"
+                        f"{closest(str(value), [str(c) for c in choices])}")
+    for item in value if isinstance(value, list) else [value]:
+        why = _range_error(name, item, meta)
+        if why:
+            raise UserError(f"'{name}' in {where} {why}, got {value!r}")
+
+
+def unknown_key(key: str, valid: list[str], where: str, what: str = "key") -> UserError:
+    listing = f". Valid: {', '.join(valid) or '(none)'}" if len(valid) <= 25 else ""
+    return UserError(f"unknown {what} '{key}' in {where}{closest(key, valid)}{listing}")
+
+
+# ---- dataclass schemas ----------------------------------------------------------------------------
+def validate(schema: type, options: Mapping, where: str, what: str = "key") -> dict:
+    """Check ``options`` against the dataclass ``schema``; returns the plain dict with defaults
+    filled in. Fields marked ``metadata['estimator']`` hold an estimator spec, kept as given (a new
+    spec replaces the default one instead of merging into it; the seam checks it)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    fields = dataclasses.fields(schema)
+    names = [f.name for f in fields]
+    options = dict(options)
+    for key in options:
+        if key not in names:
+            raise unknown_key(key, names, where, what)
+    specs = {f.name: options.pop(f.name) for f in fields if f.metadata.get("estimator") and f.name in options}
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), options)
+        plain = OmegaConf.to_container(merged, resolve=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None) or ""
+        raise UserError(f"bad value for '{key}' in {where}: {str(err).splitlines()[0]}") from None
+    for key, value in specs.items():
+        plain[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    for f in fields:
+        default = f.default if f.default is not dataclasses.MISSING else None
+        negative_default = isinstance(default, NUMBER_TYPES) and default < 0
+        check_value(f.name, plain[f.name], {"signed": True, **f.metadata} if negative_default else f.metadata, where)
+    try:
+        schema(**plain)
+    except (ValueError, TypeError) as err:
+        raise UserError(f"invalid options in {where}: {err}") from None
+    return plain
+
+
+# ---- signatures (lightning.Trainer, callbacks) ------------------------------------------------------
+def type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in typing.get_args(annotation))
+    if origin is typing.Literal:
+        return " | ".join(repr(a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    args = typing.get_args(annotation)
+    name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+    return f"{name}[{', '.join(type_name(a) for a in args)}]" if args and origin is not None else name
+
+
+def conforms(value: Any, annotation: Any) -> bool:
+    """Whether a recipe value (YAML scalars, lists, dicts) fits a type annotation; annotations it
+    cannot judge (type variables, unresolved names) accept anything."""
+    if annotation in (inspect.Parameter.empty, Any, object):
+        return True
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(conforms(value, a) for a in args)
+    if origin is typing.Literal:
+        return any(value == a and type(value) is type(a) for a in args)
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, NUMBER_TYPES) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    if origin in (list, tuple, typing.Sequence, __import__("collections.abc").abc.Sequence):
+        if not isinstance(value, (list, tuple)):
+            return False
+        return not args or all(conforms(v, args[0]) for v in value)
+    if origin in (dict, Mapping, __import__("collections.abc").abc.Mapping) or annotation is dict:
+        return isinstance(value, dict)
+    if isinstance(annotation, type):
+        return isinstance(value, annotation)
+    return True
+
+
+def signature_types(fn: Callable) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool]:
+    """(parameters without self, resolved annotations, takes **kwargs)."""
+    params = {k: p for k, p in inspect.signature(fn).parameters.items() if k != "self"}
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable forward references: judge nothing
+        hints = {}
+    takes_kwargs = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    return params, hints, takes_kwargs
+
+
+def validate_call(fn: Callable, options: Mapping, where: str, what: str = "option") -> dict:
+    """Check keyword ``options`` for ``fn`` against its signature before calling it."""
+    params, hints, takes_kwargs = signature_types(fn)
+    valid = [k for k, p in params.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    for key, value in options.items():
+        if key not in params:
+            if takes_kwargs:
+                continue
+            raise unknown_key(key, valid, where, what)
+        annotation = hints.get(key, inspect.Parameter.empty)
+        if not conforms(value, annotation):
+            raise UserError(f"'{key}' in {where} must be {type_name(annotation)}, got {value!r}")
+        if isinstance(value, NUMBER_TYPES) and not isinstance(value, bool):
+            check_value(key, value, {"signed": True}, where)
+    return dict(options)
+
+
+# ---- the command line -----------------------------------------------------------------------------
+def parse_kv(items: list[str]) -> dict[str, Any]:
+    """``["a.b=1", "c=[x, y]"]`` -> ``{"a.b": 1, "c": ["x", "y"]}`` (OmegaConf dotlist values)."""
+    return flatten(parse_dotlist(items))
+
+
+def parse_dotlist(items: list[str]) -> Any:
+    """``key=value`` items -> a nested OmegaConf config (what recipes are merged with)."""
+    from omegaconf import OmegaConf
+
+    for item in items:
+        key = item.split("=", 1)[0]
+        if "=" not in item or not key or key.strip() != key:
+            raise UserError(f"malformed override '{item}': write key=value, e.g. trainer.max_epochs=3")
+    try:
+        return OmegaConf.from_dotlist(items)
+    except Exception as err:  # omegaconf's grammar errors
+        raise UserError(f"malformed override in {items}: {str(err).splitlines()[0]}") from None
+
+
+def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested config -> {"a.b": value}; a mapping with a 'name' (an estimator spec) stays whole."""
+    from omegaconf import OmegaConf
+
+    plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
+    out: dict[str, Any] = {}
+    for key, value in plain.items():
+        if isinstance(value, dict) and value and "name" not in value:
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
