@@ -55,3 +55,11 @@ def test_maml_rl_learns_to_adapt_to_the_goal():
         opt.step()
     after = model.returns_curve(goals).mean(0)
     assert after[1] > before[1] + 0.5 * before[1].abs(), (before, after)
+
+
+def test_an_estimator_that_needs_a_differentiable_cost_is_refused(tmp_path, capsys):
+    from zoo.train import main
+
+    code = main(["recipe=maml_nav2d", f"run_dir={tmp_path}", "model.estimator=reparam", "trainer.fast_dev_run=true"])
+    err = capsys.readouterr().err
+    assert code == 2 and "not differentiable" in err and "reinforce" in err

@@ -21,7 +21,7 @@ is Adam on the outer surrogate (simpler; the comparison against the baselines is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,7 +30,7 @@ from torch.distributions import Independent, Normal
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import Reinforce, get_estimator, reward_to_go
+from zoo.estimators import StochasticNode, estimator_option, reward_to_go
 from zoo.models.maml.nav2d_env import GaussianPolicy, policy_out, rollout
 from zoo.registry import MODELS
 
@@ -47,7 +47,7 @@ class Nav2dMAMLConfig:
     trajectories: int = 20  # n: trajectories per task per step (the paper: 20)
     horizon: int = 100  # H: steps per trajectory (the paper: 100)
     lr: float = 3e-3  # Adam learning rate of the meta-update
-    estimator: Any = field(default_factory=lambda: {"name": "reinforce", "baseline": "rloo"})  # policy gradient
+    estimator: Any = estimator_option({"name": "reinforce", "baseline": "rloo"})  # policy gradient estimator
     eval_seed: int = 0  # seeds the evaluation rollouts and the random-init baseline policy
 
     def __post_init__(self):
@@ -64,16 +64,15 @@ class Nav2dMAML(ZooModule):
 
     Config = Nav2dMAMLConfig
     monitor, monitor_mode = "val/return", "max"
+    # Gaussian actions; the cost (minus the reward-to-go) comes from the environment, no gradient
+    # through it; n = the trajectories per task (>= 2, so leave-one-out baselines work)
+    stochastic_node = StochasticNode(kind="continuous", differentiable_cost=False, samples_option="trajectories")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
         c = self.cfg
         self.policy = GaussianPolicy(c.hidden, c.layers, c.init_std)
-        spec = dict(c.estimator) if isinstance(c.estimator, dict) else {"name": c.estimator}
-        self.estimator = get_estimator(spec)
-        if not isinstance(self.estimator, Reinforce):
-            raise UserError(f"maml_rl needs a score-function estimator ('reinforce' with any baseline, or 'rloo'): "
-                            f"actions go through a non-differentiable environment, not '{self.estimator.name}'")
+        self.estimator = self.build_estimator()  # checked against stochastic_node by the platform
 
     # ---- the one place the estimator is used ----------------------------------------------------
     def policy_loss(self, params: dict[str, Tensor], states: Tensor, actions: Tensor, rewards: Tensor) -> Tensor:
