@@ -17,7 +17,7 @@ def test_evaluate_reproduces_the_card():
 
 def test_predict_adapts_to_given_points_and_to_a_random_task(tmp_path, capsys):
     out = tmp_path / "fit.png"
-    assert predict(["maml-sinusoid", "-4,1.5", "-2,-2", "0,-1", "1,1.8", "3,0.5", "steps=5", f"out={out}"]) == 0
+    assert predict(["maml-sinusoid", "--", "-4,1.5", "-2,-2", "0,-1", "1,1.8", "3,0.5", "steps=5", f"out={out}"]) == 0
     text = capsys.readouterr().out
     assert out.stat().st_size > 10_000 and "x=+0.0" in text
     assert predict(["maml-sinusoid", "seed=4", f"out={tmp_path / 'rand.png'}"]) == 0

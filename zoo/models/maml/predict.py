@@ -1,6 +1,7 @@
-"""``python -m zoo.predict maml-sinusoid [x,y ...] [steps=10] [seed=0] [out=PNG]``: fine-tune the
+"""``python -m zoo.predict maml-sinusoid [-- x,y ...] [steps=10] [seed=0] [out=PNG]``: fine-tune the
 meta-learned initialisation on the points given (or on K points of a random sinusoid task) and
-write the paper's Figure 2 for them: the fit after 0, 1 and ``steps`` gradient steps."""
+write the paper's Figure 2 for them: the fit after 0, 1 and ``steps`` gradient steps. Put ``--`` before the
+points, so that a point with a negative x (``-4,1.5``) is not read as a command-line flag."""
 
 from __future__ import annotations
 
