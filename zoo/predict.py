@@ -25,8 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target", help="a checkpoint path or a pretrained name")
     parser.add_argument("args", nargs="*", metavar="input | key=value",
                         help="the model's inputs (files, words) and options")
-    try:
-        args = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    try:  # inputs may start with '-' (a point "-4,1.5"): only -h/--help is a flag here
+        args = parser.parse_args(argv if {"-h", "--help"} & set(argv) else ["--", *argv])
     except SystemExit as exit:  # argparse: --help (0) or a usage error (2, message printed)
         return int(exit.code or 0)
     try:

@@ -198,3 +198,10 @@ def test_recipe_inheritance_holds_only_the_differences(tmp_path, capsys):
     assert code == 2 and "cycle" in err
     code, err = run_main([f"recipe={tmp_path / 'a.yaml'}", "model.estimator=expectation"], capsys)
     assert code == 2 and "Estimators that fit" in err
+
+
+def test_predict_inputs_may_look_like_flags(capsys):
+    # a 2-D point "-4,1.5" is an input, not an unknown flag: the message is about the target
+    assert predict.main(["no-such-model", "-4,1.5", "steps=3"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown pretrained model" in err and "unrecognized arguments" not in err
