@@ -2,7 +2,8 @@
 #   make demo   -> create .venv, install, train the default recipe (vae_digits, ~2 min on 2 CPU cores)
 #   make test   -> create .venv if needed, install, run the test suite
 #   make test-gpu  -> every recipe on CUDA, fp32 and bf16-mixed (a machine with a GPU)
-#   make reproduce -> every pretrained card re-evaluated on its full test split against its numbers
+#   make reproduce -> every pretrained card re-evaluated on its full test split against its numbers,
+#                     and its recipe re-trained and checked against the seed spread on the card
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -28,7 +29,7 @@ test-gpu: install
 	$(BIN)/python -m pytest -q -m gpu
 
 reproduce: install
-	$(BIN)/python -m pytest -q -m slow tests/test_pretrained_cards.py
+	$(BIN)/python -m pytest -q -m slow tests/test_pretrained_cards.py tests/test_recipe_spread.py
 
 lint: install
 	$(BIN)/ruff check zoo tests benchmarks

@@ -1,7 +1,7 @@
 """The discrete VAE (20 x 10 categorical latents) on the digits, trained with each categorical
 estimator of the registry under the same budget of optimizer steps.
 
-    python benchmarks/dvae_estimators.py                    # ~10 minutes on 2 CPU cores
+    python benchmarks/dvae_estimators.py                    # 3 seeds, ~15 minutes on one CPU core
     python benchmarks/dvae_estimators.py --steps 300 --estimators gumbel_softmax rloo   # quick look
     python benchmarks/dvae_estimators.py --device cuda      # on a GPU
 
@@ -14,7 +14,10 @@ For every estimator it reports
   mean gradient and an unbiased reference (the mean of many RLOO estimates) to show the bias of
   the relaxed estimators;
 - training time per optimizer step (forward + backward + Adam; probes and validation excluded).
-Prints a table and writes JSON to benchmarks/results/dvae_estimators.json.
+Every estimator is trained with each of ``--seeds`` (model initialisation and sampling; the digits'
+split is fixed); the table gives mean ± sd over the seeds, the JSON every run. The shared-point
+comparison uses the first seed's Gumbel-softmax weights. Prints a table and writes JSON to
+benchmarks/results/dvae_estimators.json.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from devices import accelerator, add_device_option, describe, resolve_device, synchronize  # noqa: E402
+from spread import fmt, paired, spread  # noqa: E402
 
 ESTIMATORS = {  # label -> estimator spec for model.estimator
     "gumbel_softmax": {"name": "gumbel_softmax", "tau": 1.0, "tau_min": 0.5, "anneal_rate": 1.0e-3},
@@ -59,14 +63,14 @@ class StepTimer(L.Callback):
         self.steps += 1
 
 
-def train_one(label: str, spec: dict, args) -> tuple[dict, object, object]:
+def train_one(label: str, spec: dict, seed: int, args) -> tuple[dict, object, object]:
     from zoo.callbacks.grad_variance import GradientVarianceCallback
     from zoo.config import load_config
     from zoo.train import build
 
-    cfg = load_config("dvae_digits", [f"seed={args.seed}", f"model.iwae_samples={args.iwae}"])
+    cfg = load_config("dvae_digits", [f"seed={seed}", f"model.iwae_samples={args.iwae}"])
     cfg["model"]["estimator"] = spec
-    L.seed_everything(args.seed, verbose=False)
+    L.seed_everything(seed, verbose=False)
     datamodule, model = build(cfg)
     model.plots_dir = Path(args.plots) / label
     timer = StepTimer()
@@ -79,7 +83,7 @@ def train_one(label: str, spec: dict, args) -> tuple[dict, object, object]:
     test = trainer.test(model, datamodule=datamodule, verbose=False)[0]
     variances = [h["grad_var"] for h in probe.history]
     row = {
-        "estimator": label, "spec": spec, "steps": trainer.global_step,
+        "estimator": label, "seed": seed, "spec": spec, "steps": trainer.global_step,
         "test_neg_elbo": test["test/loss"], "test_iwae_nll": test["test/iwae_nll"],
         "test_kl": test["test/kl"],
         "grad_var_mean": sum(variances) / len(variances), "grad_var_last": variances[-1],
@@ -114,7 +118,7 @@ def shared_point(model, datamodule, args) -> dict:
 
     out = {}
     model.train()  # baselines update in training mode only
-    torch.manual_seed(args.seed)
+    torch.manual_seed(args.seeds[0])
     model.estimator = get_estimator({"name": "rloo", "n": 8})
     reference = mean_grad(args.reference)
     probe = GradientVarianceCallback(repeats=args.repeats)
@@ -129,7 +133,7 @@ def shared_point(model, datamodule, args) -> dict:
         with torch.no_grad():  # let a moving-average baseline reach the current mean cost
             for _ in range(50):
                 model.estimator_loss(batch)
-        torch.manual_seed(args.seed)
+        torch.manual_seed(args.seeds[0])
         stats = probe.measure(model, batch)
         cos = torch.nn.functional.cosine_similarity(mean_grad(args.shared_repeats), reference, dim=0).item()
         out[label] = {"grad_var": stats["grad_var"], "grad_snr": stats["grad_snr"], "cosine_to_unbiased": cos}
@@ -146,7 +150,7 @@ def main() -> None:
     p.add_argument("--reference", type=int, default=1000, help="RLOO(n=8) estimates: reference gradient")
     p.add_argument("--shared-repeats", type=int, default=256, help="estimates averaged for each cosine")
     p.add_argument("--iwae", type=int, default=100, help="k of the test IWAE estimate")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one training run per seed")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (tiny nets: 1 is fastest)")
     p.add_argument("--plots", default=str(ROOT / "runs" / "dvae_estimators"), help="the runs' figures")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "dvae_estimators.json"))
@@ -156,35 +160,51 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     rows, shared, start = [], {}, time.time()
-    for label in args.estimators:
-        t0 = time.time()
-        row, model, datamodule = train_one(label, ESTIMATORS[label], args)
-        row["wall_s"] = time.time() - t0
-        rows.append(row)
-        print(f"{label}: test neg. ELBO {row['test_neg_elbo']:.2f}  ({row['wall_s']:.0f} s)", flush=True)
-        if label == "gumbel_softmax" or (not shared and label == args.estimators[-1]):
-            shared = shared_point(model, datamodule, args)
+    for seed in args.seeds:
+        for label in args.estimators:
+            t0 = time.time()
+            row, model, datamodule = train_one(label, ESTIMATORS[label], seed, args)
+            row["wall_s"] = time.time() - t0
+            rows.append(row)
+            print(f"seed {seed} {label}: test -ELBO {row['test_neg_elbo']:.2f} ({row['wall_s']:.0f} s)", flush=True)
+            if seed == args.seeds[0] and (label == "gumbel_softmax" or (not shared and label == args.estimators[-1])):
+                shared = shared_point(model, datamodule, args)
 
-    head = (f"{'estimator':<18} {'test -ELBO':>10} {'IWAE nll':>9} {'KL':>6} {'grad var (train)':>17} "
+    summary = {}
+    for label in args.estimators:
+        mine = [r for r in rows if r["estimator"] == label]
+        summary[label] = {key: spread([r[key] for r in mine])
+                          for key in ("test_neg_elbo", "test_iwae_nll", "test_kl", "grad_var_mean")}
+        summary[label]["ms_per_step_median"] = sorted(r["ms_per_step"] for r in mine)[len(mine) // 2]
+    best = min(args.estimators, key=lambda k: summary[k]["test_neg_elbo"]["mean"])
+    by_seed = {k: [r["test_neg_elbo"] for r in rows if r["estimator"] == k] for k in args.estimators}
+    versus_best = {k: paired(by_seed[k], by_seed[best]) for k in args.estimators if k != best}
+
+    head = (f"{'estimator':<18} {'test -ELBO':>13} {'IWAE nll':>13} {'KL':>11} {'grad var (train)':>17} "
             f"{'grad var (shared)':>18} {'cos to unbiased':>15} {'ms/step':>8}")
     lines = [head, "-" * len(head)]
-    for r in rows:
-        s = shared.get(r["estimator"], {})
+    for label in args.estimators:
+        m, s = summary[label], shared.get(label, {})
         var_s = f"{s['grad_var']:.3e}" if s else "-"
         cos = f"{s['cosine_to_unbiased']:.3f}" if s else "-"
-        lines.append(f"{r['estimator']:<18} {r['test_neg_elbo']:>10.2f} {r['test_iwae_nll']:>9.2f} "
-                     f"{r['test_kl']:>6.2f} {r['grad_var_mean']:>17.3e} {var_s:>18} {cos:>15} "
-                     f"{r['ms_per_step']:>8.2f}")
+        lines.append(f"{label:<18} {fmt(m['test_neg_elbo']):>13} {fmt(m['test_iwae_nll']):>13} "
+                     f"{fmt(m['test_kl']):>11} {m['grad_var_mean']['mean']:>17.3e} {var_s:>18} {cos:>15} "
+                     f"{m['ms_per_step_median']:>8.2f}")
+    lines.append(f"\ntest -ELBO minus the best ({best}), paired by seed: " + "; ".join(
+        f"{k} {d['mean']:+.2f} (s.e. {d['se']:.2f})" if d["se"] is not None else f"{k} {d['mean']:+.2f}"
+        for k, d in versus_best.items()))
     table = "\n".join(lines)
-    print(f"\nDiscrete VAE 20x10 on digits, {args.steps} steps of batch 64 per estimator (nats per image; "
-          f"gradient variance of the encoder, mean per parameter)\n{table}")
+    print(f"\nDiscrete VAE 20x10 on digits, {args.steps} steps of batch 64 per estimator, seeds {args.seeds} "
+          f"(mean ± sd; nats per image; gradient variance of the encoder, mean per parameter; ms/step median)"
+          f"\n{table}")
     result = {
-        "benchmark": "dvae_estimators", "steps": args.steps, "batch_size": 64, "seed": args.seed,
+        "benchmark": "dvae_estimators", "steps": args.steps, "batch_size": 64, "seeds": args.seeds,
         "repeats": args.repeats, "reference_estimates": args.reference, "shared_repeats": args.shared_repeats,
         "threads": args.threads, "device": str(args.device), "device_name": describe(args.device),
         "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}",
         "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-        "total_s": time.time() - start, "rows": rows, "shared_point": shared, "table": table,
+        "total_s": time.time() - start, "summary": summary, "paired_vs_best": versus_best,
+        "rows": rows, "shared_point": shared, "table": table,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

@@ -1,0 +1,125 @@
+"""What re-training a recipe gives: the recipe run with several seeds, each scored like its card.
+
+    python benchmarks/recipe_seeds.py --recipes vae_digits,skipgram_synthetic --seeds 0,1,2,3,4
+    python benchmarks/recipe_seeds.py --recipes sat_shapes_soft --seeds 0,1,2 --parallel 2
+    python benchmarks/recipe_seeds.py --recipes vae_digits --write-cards   # + the spread onto its card
+
+Every run is `python -m zoo.train recipe=R seed=S` in its own process with one torch thread (as
+the cards were trained), then `zoo.evaluate` of its `last.ckpt`: the same scoring as
+`python -m zoo.evaluate <card>`. `seed=` changes the initialisation and the sampling; data splits
+are the datamodule's `data.seed` and stay fixed. Writes every run (failures too: exit code and the
+end of stderr) and mean / sd / min / max of every test metric to
+benchmarks/results/seeds_<recipe>_<device>.json.
+
+`--write-cards` copies that spread onto every pretrained card trained from the recipe (field
+`recipe_seeds`), so a user reads what re-training gives next to the released numbers;
+`tests/test_pretrained_cards.py` (slow, `make reproduce`) re-trains the recipe and checks it lands
+inside the recorded spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from devices import accelerator, add_device_option, describe, resolve_device
+from spread import fmt, spread
+
+ROOT = Path(__file__).resolve().parent.parent
+CHILD = r"""
+import json, sys, time
+import torch
+torch.set_num_threads(1)
+from zoo.train import train
+from zoo.evaluate import evaluate
+t0 = time.time()
+r = train(sys.argv[1:] + ["test_after_fit=false"])
+fit = time.time() - t0
+m = evaluate(str(r.run_dir / "checkpoints" / "last.ckpt"))
+print("BENCH", json.dumps({"fit_s": fit, "metrics": m}))
+"""
+
+
+def run(recipe: str, seed: int, device, run_root: str, extra: list[str]) -> dict:
+    acc, devices = accelerator(device)
+    args = [f"recipe={recipe}", f"seed={seed}", f"trainer.accelerator={acc}", f"trainer.devices={devices}",
+            f"run_dir={run_root}/{recipe}_{seed}", "trainer.enable_progress_bar=false", *extra]
+    t0 = time.time()
+    p = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, cwd=ROOT)
+    row = {"recipe": recipe, "seed": seed, "args": args, "wall_s": round(time.time() - t0, 1), "rc": p.returncode}
+    for line in p.stdout.splitlines():
+        if line.startswith("BENCH "):
+            row.update(json.loads(line[6:]))
+    if p.returncode:
+        row["error"] = p.stderr[-2000:]
+    print(f"{recipe} seed {seed}: rc {p.returncode}, {row['wall_s']:.0f} s", flush=True)
+    return row
+
+
+def summarise(rows: list[dict]) -> dict:
+    names = dict.fromkeys(k for r in rows for k in r.get("metrics", {}))
+    return {k: spread([r["metrics"].get(k) if r["rc"] == 0 else None for r in rows]) for k in names}
+
+
+def write_cards(recipe: str, record: dict, out: Path) -> list[str]:
+    """Put the recipe's seed spread onto every card trained from it; returns the cards' names."""
+    sys.path.insert(0, str(ROOT))
+    from zoo.hub import PRETRAINED_DIR
+
+    done = []
+    for path in sorted(PRETRAINED_DIR.glob("*.json")):
+        card = json.loads(path.read_text())
+        if card.get("recipe") != recipe:
+            continue
+        card["recipe_seeds"] = {
+            "what": "this card's recipe re-trained with each seed and scored like the card",
+            "command": record["command"], "device": record["device"], "threads": 1,
+            "seeds": record["seeds"], "record": out.relative_to(ROOT).as_posix(),
+            "metrics": {k: {f: s[f] for f in ("mean", "sd", "min", "max", "n", "failed")}
+                        for k, s in record["summary"].items() if k in card["metrics"]},
+        }
+        path.write_text(json.dumps(card, indent=1) + "\n")
+        done.append(card["name"])
+    return done
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_device_option(ap)
+    ap.add_argument("--recipes", required=True, help="comma-separated recipe names")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--parallel", type=int, default=1, help="runs at once (each uses one torch thread)")
+    ap.add_argument("--extra", nargs="*", default=[], help="key=value overrides added to every run")
+    ap.add_argument("--runs", default="runs/bench_recipe_seeds", help="run folders go here")
+    ap.add_argument("--write-cards", action="store_true", help="record the spread on the recipe's cards")
+    args = ap.parse_args()
+    device = resolve_device(args.device)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    for recipe in args.recipes.split(","):
+        t0 = time.time()
+        with ThreadPoolExecutor(args.parallel) as ex:
+            rows = list(ex.map(lambda s, r=recipe: run(r, s, device, args.runs, args.extra), seeds))
+        record = {
+            "recipe": recipe, "seeds": seeds, "extra": args.extra,
+            "command": " ".join(["python", "benchmarks/recipe_seeds.py", *sys.argv[1:]]),
+            "device": str(device), "device_name": describe(device),
+            "machine": f"{platform.machine()}, {platform.python_version()}", "parallel": args.parallel,
+            "total_s": round(time.time() - t0, 1), "summary": summarise(rows), "runs": rows,
+        }
+        out = ROOT / "benchmarks" / "results" / f"seeds_{recipe}_{device.type}.json"
+        out.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"{recipe} over seeds {seeds} ({record['total_s']:.0f} s) -> {out.relative_to(ROOT)}")
+        for k, s in record["summary"].items():
+            print(f"  {k:<36} {fmt(s, 4):>20}   runs {s['values']}")
+        if args.write_cards:
+            print("  cards updated:", ", ".join(write_cards(recipe, record, out)) or "none")
+
+
+if __name__ == "__main__":
+    main()
