@@ -1,6 +1,6 @@
 """One SeqGAN generator update with batched rollouts vs the paper's per-time-step rollout loop.
 
-    python benchmarks/seqgan_rollouts.py [--configs paper,small,tiny] [--repeats 2] [--threads 1] [--device cuda]
+    python benchmarks/seqgan_rollouts.py [--configs paper,small,tiny] [--repeats 5] [--threads 1] [--device cuda]
 
 The update is the zoo's own code path (``SeqGAN.sample_and_reward`` + ``pg_loss`` + Adam step):
 sample B sequences, complete every prefix t < T with N rollouts of the rollout network, score the
@@ -10,7 +10,9 @@ completions with D, REINFORCE step. The two variants differ only in ``batched_ro
   call D (N * (T-1) generations of up to T steps and N * (T-1) D calls, like the reference code).
 Both draw their noise from the same generator (one uniform per sampled token, indexed by
 (t, n, b, position)), so under one seed they produce the same completions, the same Q and the same
-updated G; the script checks that and prints the speed ratio. Writes
+updated G; the script checks that and prints the speed ratio: median looped time over median batched time,
+after --warmup updates that are timed but left out (the first builds D's lookup tables and warms
+the allocator). Writes
 benchmarks/results/seqgan_rollouts.json.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -102,14 +105,14 @@ def rollout_generation(model, cfg: dict, repeats: int) -> tuple[dict, bool]:
     return times, same
 
 
-def run_config(name: str, cfg: dict, repeats: int, device: torch.device) -> dict:
+def run_config(name: str, cfg: dict, repeats: int, warmup: int, device: torch.device) -> dict:
     base = build(cfg, True, 0, device)
     models = {"batched": base, "looped": copy.deepcopy(base)}
     models["looped"].cfg.batched_rollouts = False
     opts = {k: torch.optim.Adam(m.gen.parameters(), lr=0.01) for k, m in models.items()}
     times = {k: [] for k in models}
     max_q_diff, max_w_diff = 0.0, 0.0
-    for r in range(repeats):  # alternate, so both see the same machine load
+    for r in range(warmup + repeats):  # alternate, so both see the same machine load
         qs = {}
         for key in ("batched", "looped"):
             seconds, qs[key] = g_update(models[key], opts[key], seed=100 + r)
@@ -120,20 +123,24 @@ def run_config(name: str, cfg: dict, repeats: int, device: torch.device) -> dict
             for a, b in zip(models["batched"].gen.parameters(), models["looped"].gen.parameters())
         ]
         max_w_diff = max(max_w_diff, max(w))
-    gen_times, same = rollout_generation(models["batched"], cfg, repeats)
-    best = {k: min(v) for k, v in times.items()}
+    gen_times, same = rollout_generation(models["batched"], cfg, warmup + repeats)
+    kept = {k: v[warmup:] for k, v in times.items()}
+    median = {k: statistics.median(v) for k, v in kept.items()}
+    gen_median = {k: statistics.median(v[warmup:]) for k, v in gen_times.items()}
     T, N = cfg["T"], cfg["N"]
     out = {
         "config": {**cfg, "d_filters": sum(cfg["d"][1])},
         "seconds": times,
-        "best_seconds": best,
-        "ratio": best["looped"] / best["batched"],
+        "warmup": warmup,
+        "median_seconds": median,
+        "min_seconds": {k: min(v) for k, v in kept.items()},
+        "ratio": median["looped"] / median["batched"],
         "max_abs_q_diff": max_q_diff,
         "max_abs_weight_diff_after_updates": max_w_diff,
         "completions_per_update": (T - 1) * N * cfg["B"],
         "generation_only": {
-            "best_seconds": {k: min(v) for k, v in gen_times.items()},
-            "ratio": min(gen_times["looped"]) / min(gen_times["batched"]),
+            "median_seconds": gen_median,
+            "ratio": gen_median["looped"] / gen_median["batched"],
             "identical_completions": same,
         },
         "calls": {
@@ -144,7 +151,7 @@ def run_config(name: str, cfg: dict, repeats: int, device: torch.device) -> dict
     del out["config"]["d"]
     print(
         f"{name:<6} V={cfg['vocab']:<5} D filters={sum(cfg['d'][1]):<5} B={cfg['B']} N={N} T={T}: "
-        f"batched {best['batched']:.3f}s  looped {best['looped']:.3f}s  ratio {out['ratio']:.2f}x  "
+        f"median batched {median['batched']:.3f}s  looped {median['looped']:.3f}s  ratio {out['ratio']:.2f}x  "
         f"(max |dQ| {max_q_diff:.1e}, max |dW| {max_w_diff:.1e}); rollout generation alone: "
         f"{out['generation_only']['ratio']:.2f}x, identical completions: {same}",
         flush=True,
@@ -155,14 +162,16 @@ def run_config(name: str, cfg: dict, repeats: int, device: torch.device) -> dict
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--configs", default="paper,small,tiny")
-    p.add_argument("--repeats", type=int, default=2, help="updates per variant (the best time is reported)")
+    p.add_argument("--repeats", type=int, default=5, help="timed updates per variant (the median is reported)")
+    p.add_argument("--warmup", type=int, default=1, help="updates per variant timed but left out of the median")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "seqgan_rollouts.json"))
     add_device_option(p)
     args = p.parse_args()
     device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
-    results = {name: run_config(name, CONFIGS[name], args.repeats, device) for name in args.configs.split(",")}
+    results = {name: run_config(name, CONFIGS[name], args.repeats, args.warmup, device)
+               for name in args.configs.split(",")}
     report = {
         "device": str(device),
         "device_name": describe(device),
@@ -170,9 +179,10 @@ def main() -> None:
         "threads": args.threads,
         "torch": torch.__version__,
         "repeats": args.repeats,
+        "warmup": args.warmup,
         "results": results,
         "note": "same seed -> same completions, Q and G update (differences are float rounding); "
-        "ratio = best looped time / best batched time for one full G update",
+        "ratio = median looped time / median batched time for one full G update (warm-up updates left out)",
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
