@@ -1,6 +1,7 @@
 """SeqGAN's synthetic-data experiment: NLL-oracle of random, MLE and SeqGAN generators on one oracle.
 
     python benchmarks/seqgan_oracle.py --oracle /work/shared/data/seqgan_oracle_lantaoyu.npz [--device cuda]
+    python benchmarks/seqgan_oracle.py --oracle ... --seeds 0 1 2 --out benchmarks/results/seqgan_oracle_seeds.json
 
 1. MLE pre-training of G for --mle-epochs epochs (the zoo's `seqgan` module, MLE phase only).
 2. From that G, in parallel (one process each):
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
+from spread import fmt, paired, spread  # noqa: E402
 
 PAPER = {
     "mle_epochs": 120,
@@ -170,34 +172,8 @@ def stage(name: str, args: argparse.Namespace, pretrained: dict | None, out: dic
     }
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--oracle", default=None, help=".npz oracle (default: a seeded N(0,1) oracle)")
-    p.add_argument("--paper", action="store_true", help="the paper's schedule instead of the scaled one")
-    for key, value in SCALED.items():
-        p.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None)
-    p.add_argument("--rollouts", type=int, default=16)
-    p.add_argument("--eval-samples", type=int, default=10000, help="samples for the final NLL-oracle numbers")
-    p.add_argument("--curve-samples", type=int, default=2000, help="samples per point of the learning curves")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--baseline", default="none", help="REINFORCE baseline (the paper: none)")
-    p.add_argument("--vocab-size", type=int, default=5000, help="seeded oracle's vocabulary (no --oracle)")
-    p.add_argument("--num-train", type=int, default=10000, help="training sequences sampled from the oracle")
-    p.add_argument(
-        "--threads", type=int, default=1, help="torch threads per process (2 processes in stage 2)"
-    )
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "seqgan_oracle.json"))
-    add_device_option(p)
-    args = p.parse_args()
-    device = resolve_device(args.device)
-    args.device = str(device)
-    base = PAPER if args.paper else SCALED
-    for key, value in base.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    schedule = {k: getattr(args, k) for k in base}
-    print(f"schedule ({'paper' if args.paper else 'scaled'}): {schedule}; paper: {PAPER}", flush=True)
-
+def one_seed(args: argparse.Namespace, device: torch.device, schedule: dict) -> dict:
+    """Pre-training, then MLE and SeqGAN from the same G (in parallel processes), for args.seed."""
     t0 = time.time()
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
@@ -251,9 +227,55 @@ def main() -> None:
         "threads_per_process": args.threads,
         "device": args.device,
         "device_name": describe(device),
+        "seed": args.seed,
         "command": "python " + " ".join(sys.argv),
         "torch": torch.__version__,
     }
+    return report
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--oracle", default=None, help=".npz oracle (default: a seeded N(0,1) oracle)")
+    p.add_argument("--paper", action="store_true", help="the paper's schedule instead of the scaled one")
+    for key, value in SCALED.items():
+        p.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None)
+    p.add_argument("--rollouts", type=int, default=16)
+    p.add_argument("--eval-samples", type=int, default=10000, help="samples for the final NLL-oracle numbers")
+    p.add_argument("--curve-samples", type=int, default=2000, help="samples per point of the learning curves")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="one full experiment per seed")
+    p.add_argument("--baseline", default="none", help="REINFORCE baseline (the paper: none)")
+    p.add_argument("--vocab-size", type=int, default=5000, help="seeded oracle's vocabulary (no --oracle)")
+    p.add_argument("--num-train", type=int, default=10000, help="training sequences sampled from the oracle")
+    p.add_argument(
+        "--threads", type=int, default=1, help="torch threads per process (2 processes in stage 2)"
+    )
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "seqgan_oracle.json"))
+    add_device_option(p)
+    args = p.parse_args()
+    device = resolve_device(args.device)
+    args.device = str(device)
+    base = PAPER if args.paper else SCALED
+    for key, value in base.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    schedule = {k: getattr(args, k) for k in base}
+    print(f"schedule ({'paper' if args.paper else 'scaled'}): {schedule}; paper: {PAPER}", flush=True)
+
+    runs = []
+    for seed in args.seeds:
+        args.seed = seed
+        runs.append(one_seed(args, device, schedule))
+    report = runs[0]
+    if len(runs) > 1:
+        finals = {m: [r["nll_oracle"][m] for r in runs] for m in runs[0]["nll_oracle"]}
+        diff = paired(finals["SeqGAN"], finals["MLE"])
+        report = {"seeds": args.seeds, "command": "python " + " ".join(sys.argv), "schedule": schedule,
+                  "summary": {m: spread(v) for m, v in finals.items()}, "seqgan_minus_mle": diff,
+                  "paper_nll_oracle": PAPER_RESULTS, "runs": runs}
+        print(f"\nover seeds {args.seeds}: " + "; ".join(f"{m} {fmt(spread(v), 3)}" for m, v in finals.items()))
+        print(f"SeqGAN - MLE, paired by seed: {diff['mean']:+.3f} (s.e. {diff['se']:.3f}); "
+              "paper 8.736 - 9.038 = -0.302")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
