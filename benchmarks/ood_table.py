@@ -10,7 +10,9 @@ accuracy, plus accuracy and ECE before / after temperature scaling.
 
 Every run (failures too) is written to benchmarks/results/ood_<suite>_runs/<mode>_seed<k>.json with
 the command that made it; the summary to benchmarks/results/ood_<suite>.json and a markdown table
-to benchmarks/results/ood_<suite>.md (also printed).
+to benchmarks/results/ood_<suite>.md (also printed). A missing dataset or a bad option is no failed
+run but one message and exit 2, with nothing written (the SVHN / CIFAR-10 files are not on the
+machine these results were made on).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ CLASSIFICATION = ("acc", "ece", "ece_ts", "nll", "nll_ts", "temperature")
 
 
 def run_one(recipe: str, seed: int, args) -> dict:
+    from zoo.errors import UserError
     from zoo.train import train
 
     overrides = [f"recipe={recipe}", f"seed={seed}", f"run_dir={args.run_dir}", "trainer.enable_progress_bar=false",
@@ -55,6 +58,8 @@ def run_one(recipe: str, seed: int, args) -> dict:
         result = train(overrides)
         record["metrics"] = {k: float(v) for k, v in result.test_metrics.items()}
         record["run_dir"] = str(result.run_dir)
+    except UserError:  # missing data, a bad option: every run would fail the same way; stop (exit 2)
+        raise
     except Exception as err:  # a failed run is on record too
         record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
     record["seconds"] = round(time.time() - t0, 1)
@@ -107,17 +112,25 @@ def main() -> None:
     args.device = resolve_device(args.device)
     import torch
 
+    from zoo.errors import UserError
+
     torch.set_num_threads(1)
     suite = SUITES[args.suite]
     modes = args.modes or list(suite)
     out_dir = ROOT / "benchmarks" / "results"
     runs_dir = out_dir / f"ood_{args.suite}_runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
     records: dict[str, list[dict]] = {}
     for mode in modes:
         for seed in args.seeds:
-            rec = run_one(suite[mode], seed, args)
+            try:
+                rec = run_one(suite[mode], seed, args)
+            except UserError as err:
+                hint = ("" if args.suite == "digits" else f" (the {args.suite} suite needs the dataset's files under "
+                        "--data-root; layouts in docs/ood.md)")
+                print(f"error: {suite[mode]}: {err}{hint}", file=sys.stderr)
+                sys.exit(2)
             rec["mode"] = mode
+            runs_dir.mkdir(parents=True, exist_ok=True)
             (runs_dir / f"{mode}_seed{seed}.json").write_text(json.dumps(rec, indent=1) + "\n")
             records.setdefault(mode, []).append(rec)
             print(f"{mode} seed {seed}: {rec['status']} in {rec['seconds']} s", flush=True)

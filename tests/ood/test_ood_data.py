@@ -1,5 +1,6 @@
 """The OOD datamodules: fixed splits, disjoint OOD sets, and real formats read from tiny files."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -85,14 +86,20 @@ def test_cifar10_binary_and_svhn_mat(tmp_path):
 
 
 def test_missing_or_empty_data_names_the_path(tmp_path):
-    with pytest.raises(UserError, match="cifar-10-batches-bin"):
+    # each message names the folder looked in and the files expected there
+    root = re.escape(str(tmp_path))
+    with pytest.raises(UserError, match=rf"{root}/cifar-10-batches-bin lacks data_batch_1.bin.*test_batch.bin"):
         OODImages({"root": str(tmp_path), "dataset": "cifar10"}).setup()
-    with pytest.raises(UserError, match="train_32x32.mat"):
+    with pytest.raises(UserError, match=rf"train_32x32.mat and test_32x32.mat in {root}/svhn"):
         OODImages({"root": str(tmp_path), "dataset": "svhn"}).setup()
-    with pytest.raises(UserError, match="train-images-idx3-ubyte"):
+    with pytest.raises(UserError, match=rf"train-images-idx3-ubyte.*t10k-labels-idx1-ubyte.*in {root}/mnist"):
         OODImages({"root": str(tmp_path), "dataset": "mnist"}).setup()
+    with pytest.raises(UserError, match=rf"in {root}/fashion_mnist, {root}/FashionMNIST/raw"):
+        OODImages({"root": str(tmp_path), "dataset": "fashion_mnist"}).setup()
     write_svhn(tmp_path)
     (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=rf"OOD image folder not found: {root}/nope \(a folder of PNG/JPEG"):
+        OODImages({"root": str(tmp_path), "dataset": "svhn", "val_size": 10, "ood": ["folder:nope"]}).setup()
     with pytest.raises(UserError, match="holds no images"):
         OODImages({"root": str(tmp_path), "dataset": "svhn", "val_size": 10, "ood": ["folder:empty"]}).setup()
     with pytest.raises(UserError, match="needs data.ood_train_folder"):

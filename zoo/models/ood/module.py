@@ -115,6 +115,39 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
             self.estimator = self.build_estimator()
         self.init_evaluation()
 
+    # ---- the data must fit the model --------------------------------------------------------------
+    def _check_fits(self, shape: list[int], classes: int, what: str, resuming: bool = False) -> None:
+        """A clear error when data of another shape or class count meets this model (or, resuming, a
+        checkpoint made for other data), instead of a broadcast or convolution error inside a batch."""
+        mine, shape = self.input_shape, [int(s) for s in shape]
+        if shape != mine:
+            if len(shape) == len(mine) == 3:
+                kind = " and ".join(k for k, bad in (("channels", shape[0] != mine[0]), ("size", shape[1:] != mine[1:]))
+                                    if bad)
+            else:
+                kind = "size"
+            if resuming:
+                raise UserError(f"the checkpoint was trained on inputs of shape {shape}, but the data gives {mine} "
+                                f"(wrong {kind}): resume with the data it was trained on")
+            raise UserError(f"{what} gives inputs of shape {shape}, but the model takes {mine} "
+                            f"(wrong {kind}): use data of the shape the model was trained on")
+        if (classes != self.num_classes) if resuming else (classes > self.num_classes):
+            built = self.data_info.get("dataset", "its data")
+            raise UserError(f"{what} has {classes} classes; the model has {self.num_classes} (built for {built})")
+
+    def setup(self, stage: str) -> None:
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if dm is not None and hasattr(dm, "info"):
+            info = dm.info()
+            self._check_fits(info["input_shape"], info["num_classes"], f"the data ({info.get('dataset', '?')})")
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        # runs before the state dict is loaded: resuming with other data is a clear error, not a size mismatch
+        info = checkpoint.get("hyper_parameters", {}).get("data_info") or {}
+        if "input_shape" in info:
+            self._check_fits(info["input_shape"], int(info.get("num_classes", self.num_classes)),
+                             "the checkpoint", resuming=True)
+
     # ---- the stochastic node ----------------------------------------------------------------------
     def noise(self, n: int) -> Tensor:
         """z ~ N(0, I): (n, Z), drawn by the registry estimator (reparam: a pathwise sample)."""
