@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from tiny_omniglot import write_tiny_omniglot
+from tiny_omniglot import omniglot_overrides, write_tiny_omniglot
 
 from zoo.errors import UserError
 from zoo.models.maml.omniglot import OmniglotData
@@ -54,6 +54,31 @@ def test_impossible_episodes_are_user_errors(tmp_path, cfg, words):
     write_tiny_omniglot(tmp_path / "data")
     with pytest.raises(UserError, match=words):
         make(tmp_path, **cfg)
+
+
+@pytest.mark.parametrize("override, words", [
+    ("data.shots=5", "drawings"),  # K + Q = 5 + 3 > the 6 drawings of each tiny character
+    ("data.n_way=40", "n_way=40 is more than the 32"),  # 8 held-out characters x 4 rotations
+    ("model.inner_steps=-1", "inner_steps"),
+])
+def test_impossible_omniglot_settings_exit_2_from_the_cli(tmp_path, capsys, override, words):
+    code = main(["recipe=maml_omniglot_5w1s", f"run_dir={tmp_path}/runs", *omniglot_overrides(tmp_path), override,
+                 "trainer.fast_dev_run=true"])
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_zoo_train_reports_accuracy_after_each_inner_step(tmp_path):
+    from zoo.train import train
+
+    result = train(["recipe=maml_omniglot_5w1s", f"run_dir={tmp_path}/runs", *omniglot_overrides(tmp_path),
+                    "trainer.max_epochs=1", "data.steps_per_epoch=2", "model.eval_inner_steps=2",
+                    "trainer.enable_progress_bar=false"])
+    m = result.test_metrics
+    assert {f"test/{k}_{j}" for k in ("loss", "acc") for j in range(3)} <= set(m)
+    assert "test/acc_2_ci95" in m and m["test/acc"] == m["test/acc_2"] and 0 <= m["test/acc_0"] <= 1
+    header = (result.run_dir / "logs" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {f"val/acc_{j}" for j in range(3)} <= set(header)
 
 
 def test_missing_or_misplaced_omniglot_exits_2_naming_the_layout(tmp_path, capsys):

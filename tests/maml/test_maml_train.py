@@ -69,6 +69,8 @@ def test_zoo_train_reports_losses_after_each_inner_step(tmp_path):
     assert m["test/loss_3"] < m["test/loss_0"]  # fine-tuning on the K points helps
     assert m["test/loss"] == m["test/loss_3"]
     assert (result.run_dir / "plots" / "adaptation.png").is_file()
+    header = (result.run_dir / "logs" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {f"val/loss_{j}" for j in range(4)} <= set(header)  # validation reports every step too
     assert (result.run_dir / "plots" / "steps_curve.png").is_file()
 
 
