@@ -14,6 +14,7 @@ hub's entries) is hash-checked, loaded and evaluated.
 from __future__ import annotations
 
 import math
+import os
 import shlex
 
 import pytest
@@ -38,6 +39,9 @@ def test_card_is_complete_and_portable(name):
     args = shlex.split(card["command"])
     assert args[:3] == ["python", "-m", "zoo.train"] and args[3] == f"recipe={card['recipe']}"
     assert not any(a.startswith("run_dir=") for a in args), "a card's command must run on any machine"
+    # nor any other path of the machine it was made on (data.root=/home/..., ckpt_path=/tmp/...)
+    values = [a.split("=", 1)[-1] for a in args[3:]] + [str(v) for v in card["data"].values()]
+    assert not any(os.path.isabs(v) or v.startswith("~") for v in values), f"a machine's path in {name}'s card"
     ckpt = card["checkpoint"]
     assert ckpt["step"] == card["trained_steps"] and (ckpt["file"] is None or ckpt["file"].endswith(".ckpt"))
     assert card["metrics_split"] == "test" and card["metrics"]

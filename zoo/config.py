@@ -14,12 +14,22 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.errors import UserError
-from zoo.options import at_least, validate_call
+from zoo.options import at_least, choice, validate_call
 from zoo.options import validate as validate_options
 from zoo.registry import closest
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 LOGGERS = ("csv", "wandb", "tensorboard")
+WANDB_MODES = ("online", "offline", "disabled", "shared")
+# Ranges of lightning.Trainer's numeric arguments where they differ from the zoo's ">= 0" rule:
+# -1 sentinels (all devices, no limit, the whole validation set) and counts that must be >= 1.
+# Lightning checks some of these itself, but only once it runs (accumulate_grad_batches=0 and
+# check_val_every_n_epoch=0 crashed inside fit with a ZeroDivisionError).
+TRAINER_RANGES = {
+    "devices": {"ge": -1}, "max_epochs": {"ge": -1}, "max_steps": {"ge": -1}, "num_sanity_val_steps": {"ge": -1},
+    "num_nodes": {"gt": 0}, "accumulate_grad_batches": {"gt": 0}, "check_val_every_n_epoch": {"gt": 0},
+    "val_check_interval": {"gt": 0},
+}
 
 
 @dataclass
@@ -28,14 +38,14 @@ class CheckpointConfig:
     every_n_epochs: int = 1  # save at the end of every N-th epoch
     save_top_k: int = at_least(1, -1)  # how many "best" checkpoints to keep, by the model's monitored metric
     monitor: Optional[str] = None  # metric for "best"; None = the model's own (e.g. val/loss)
-    mode: Optional[str] = None  # "min" or "max"; None = the model's own
+    mode: Optional[str] = choice(None, [None, "min", "max"])  # None = the model's own
 
 
 @dataclass
 class WandbConfig:
     project: str = "zoo"  # W&B project
     entity: Optional[str] = None  # W&B team or user; None = your default
-    mode: Optional[str] = None  # online | offline | disabled; None = online if logged in, else offline
+    mode: Optional[str] = choice(None, [None, *WANDB_MODES])  # None = online if logged in, else offline
     log_model: bool = True  # upload checkpoints as artifacts (online only)
     tags: list = field(default_factory=list)  # run tags
 
@@ -216,7 +226,10 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
         if key not in top_schema:
             raise UserError(f"unknown key '{key}' in {where}{closest(key, list(top_schema))}. "
                             f"Valid top-level keys: {', '.join(top_schema)}")
+    from zoo.callbacks.named import check_callbacks
+
     import_all()
+    check_callbacks(raw.get("callbacks", []), where)
     cfg = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
     cfg = validate_options(RunConfig, cfg, where)
     cfg["model"] = _section(raw, "model", MODELS, where)
@@ -238,8 +251,8 @@ RESERVED_TRAINER_KEYS = ("logger", "callbacks", "plugins", "default_root_dir", "
 
 
 def _trainer_options(options: dict, where: str) -> dict:
-    """The ``trainer:`` section, checked against lightning.Trainer's signature (keys and types)
-    before Lightning sees it."""
+    """The ``trainer:`` section, checked against lightning.Trainer's signature (keys and types) and
+    ``TRAINER_RANGES`` before Lightning sees it."""
     import lightning as L
 
     if not isinstance(options, dict):
@@ -249,7 +262,7 @@ def _trainer_options(options: dict, where: str) -> dict:
             raise UserError(f"'trainer.{key}' is set by the zoo; use the top-level 'logger', "
                             "'callbacks', 'checkpoint' or 'run_dir' keys instead")
     return validate_call(L.Trainer.__init__, options, f"{where} [trainer] (lightning.Trainer arguments)",
-                         what="key")
+                         what="key", ranges=TRAINER_RANGES)
 
 
 def to_yaml(cfg: dict) -> str:

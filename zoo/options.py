@@ -10,8 +10,9 @@ the keyword arguments of a callable (``lightning.Trainer``, callbacks). Either w
   as field defaults; a number without a declared range must be >= 0 (no option of the zoo is
   negative: sizes, rates, counts, seeds) unless its default is negative (a sentinel such as -1);
   ``signed(x)`` lifts that.
-- ``validate_call(fn, options, where)``: keys against the signature, types against its annotations
-  (``Optional``, ``Union``, ``Literal``, ``list[int]``, classes), before ``fn`` is ever called.
+- ``validate_call(fn, options, where, ranges=...)``: keys against the signature, types against its
+  annotations (``Optional``, ``Union``, ``Literal``, ``list[int]``, classes), and optionally ranges,
+  before ``fn`` is ever called.
 - ``parse_kv(items)``: command-line ``key=value`` items (OmegaConf dotlist grammar) -> a flat dict
   ``{"data.root": "x", "n": 3}``.
 """
@@ -112,8 +113,8 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key") -> d
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), options)
         plain = OmegaConf.to_container(merged, resolve=True)
-    except OmegaConfBaseException as err:
-        key = getattr(err, "full_key", None) or ""
+    except (OmegaConfBaseException, TypeError, ValueError) as err:  # TypeError: a mapping where a list is
+        key = getattr(err, "full_key", None) or _first_bad_key(schema, options) or ""
         raise UserError(f"bad value for '{key}' in {where}: {str(err).splitlines()[0]}") from None
     for key, value in specs.items():
         plain[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
@@ -126,6 +127,19 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key") -> d
     except (ValueError, TypeError) as err:
         raise UserError(f"invalid options in {where}: {err}") from None
     return plain
+
+
+def _first_bad_key(schema: type, options: Mapping) -> str | None:
+    """The first key whose value alone fails to merge into ``schema`` (OmegaConf's plain TypeErrors
+    do not name it)."""
+    from omegaconf import OmegaConf
+
+    for key, value in options.items():
+        try:
+            OmegaConf.merge(OmegaConf.structured(schema), {key: value})
+        except Exception:
+            return key
+    return None
 
 
 # ---- signatures (lightning.Trainer, callbacks) ------------------------------------------------------
@@ -184,8 +198,12 @@ def signature_types(fn: Callable) -> tuple[dict[str, inspect.Parameter], dict[st
     return params, hints, takes_kwargs
 
 
-def validate_call(fn: Callable, options: Mapping, where: str, what: str = "option") -> dict:
-    """Check keyword ``options`` for ``fn`` against its signature before calling it."""
+def validate_call(fn: Callable, options: Mapping, where: str, what: str = "option",
+                  ranges: Mapping[str, Mapping] | None = None) -> dict:
+    """Check keyword ``options`` for ``fn`` against its signature before calling it. With ``ranges``
+    (``{name: {"gt": 0}}``, the metadata of ``positive``/``at_least``/...), numbers are range-checked
+    too: a name listed there by its range, any other number must be >= 0. Without it, numbers are
+    not range-checked (a callable's own checks apply)."""
     params, hints, takes_kwargs = signature_types(fn)
     valid = [k for k, p in params.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     for key, value in options.items():
@@ -196,8 +214,8 @@ def validate_call(fn: Callable, options: Mapping, where: str, what: str = "optio
         annotation = hints.get(key, inspect.Parameter.empty)
         if not conforms(value, annotation):
             raise UserError(f"'{key}' in {where} must be {type_name(annotation)}, got {value!r}")
-        if isinstance(value, NUMBER_TYPES) and not isinstance(value, bool):
-            check_value(key, value, {"signed": True}, where)
+        if ranges is not None:
+            check_value(key, value, ranges.get(key, {}), where)
     return dict(options)
 
 

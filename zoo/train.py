@@ -92,6 +92,14 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
     return run_dir, ckpt
 
 
+def check_writable(run_dir: Path) -> None:
+    """Refuse a run folder that cannot be made, before any data or model is built."""
+    existing = next(p for p in (run_dir, *run_dir.parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        what = "is not a folder" if not existing.is_dir() else "is not writable"
+        raise UserError(f"cannot write the run folder {run_dir}: {existing} {what}; choose another run_dir=")
+
+
 def slurm_run_dir(root: Path) -> Path | None:
     """``root/slurm-<job id>`` (``<array job>_<task>`` for an array task) in a SLURM batch job as
     Lightning detects one (``SLURM_NTASKS`` set, job name not bash/interactive), else None."""
@@ -127,6 +135,24 @@ def build(cfg: dict) -> tuple[Any, Any]:
 
 
 def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False) -> Any:
+    """The lightning.Trainer of a run; a setting Lightning refuses is a UserError (nothing is
+    written yet: the run folder is made after this)."""
+    from zoo.tracking import quiet_lightning
+
+    quiet_lightning()
+    try:
+        return _make_trainer(cfg, run_dir, model, extra_callbacks, resumed)
+    except (ValueError, TypeError) as err:
+        raise UserError(f"invalid trainer settings {cfg['trainer']}: {err}") from None
+    except ImportError as err:  # e.g. trainer.accelerator=tpu without torch_xla
+        raise UserError(f"the trainer settings need a package that is not installed: {err}") from None
+    except Exception as err:
+        if type(err).__name__ == "MisconfigurationException":
+            raise UserError(f"invalid trainer settings: {err}") from None
+        raise
+
+
+def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool) -> Any:
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -138,9 +164,8 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
         RNGState,
         SignalCheckpoint,
     )
-    from zoo.tracking import make_loggers, quiet_lightning
+    from zoo.tracking import make_loggers
 
-    quiet_lightning()
     ck = cfg["checkpoint"]
     ckpt_dir = run_dir / "checkpoints"
     # "best" by the model's metric, and "last" = the latest state (a separate callback: with a
@@ -156,15 +181,19 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
     trainer_opts = dict(cfg["trainer"])
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
-    try:
-        return L.Trainer(default_root_dir=str(run_dir), logger=make_loggers(cfg, run_dir, resumed), callbacks=callbacks,
-                         plugins=[AtomicCheckpointIO()], **trainer_opts)
-    except (ValueError, TypeError) as err:
-        raise UserError(f"invalid trainer settings {cfg['trainer']}: {err}") from None
-    except Exception as err:
-        if type(err).__name__ == "MisconfigurationException":
-            raise UserError(f"invalid trainer settings: {err}") from None
-        raise
+    return L.Trainer(default_root_dir=str(run_dir), logger=make_loggers(cfg, run_dir, resumed), callbacks=callbacks,
+                     plugins=[AtomicCheckpointIO()], **trainer_opts)
+
+
+def user_error_in_fit(err: Exception) -> UserError | None:
+    """Lightning's complaints about the user's settings that only show once training runs (a
+    monitored metric the model never logs): a UserError, or None for anything else (a bug)."""
+    message = " ".join(str(err).split())
+    if type(err).__name__ == "MisconfigurationException":
+        return UserError(f"invalid settings: {message}")
+    if isinstance(err, RuntimeError) and message.startswith("Early stopping conditioned on metric"):
+        return UserError(f"callback 'early_stopping': {message}")
+    return None
 
 
 def train(argv: list[str]) -> RunResult | None:
@@ -179,6 +208,7 @@ def train(argv: list[str]) -> RunResult | None:
 
     from zoo.callbacks.safety import RunInfo
     run_dir, ckpt = resolve_run_dir(cfg)
+    check_writable(run_dir)
     if cfg["threads"]:
         import torch
 
@@ -190,23 +220,37 @@ def train(argv: list[str]) -> RunResult | None:
     info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],
             "command": command, "config": cfg}
     trainer = make_trainer(cfg, run_dir, model, [RunInfo(info)], resumed=ckpt is not None)
-    fresh = not run_dir.exists()  # this call creates the folder (not a resumed or a DDP child's run)
+    # the folders this call creates (none for a resumed run or a DDP child's): removed again if the
+    # run fails on a user error before its first checkpoint
+    created = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
     if trainer.is_global_zero:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(f"# {command}\n" + to_yaml(cfg))
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "config.yaml").write_text(f"# {command}\n" + to_yaml(cfg))
+        except OSError as err:
+            raise UserError(f"cannot write the run folder {run_dir}: {err.strerror or err}; "
+                            "choose another run_dir=") from None
     distributed = trainer.world_size > 1
     if distributed:  # Lightning re-launches this script for the other ranks; they must share the folder
         os.environ["ZOO_RUN_DIR"] = str(run_dir)
     try:
         trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt)
-    except UserError:
-        # a mistake found only once training started (e.g. in the model's setup): leave nothing behind
-        if fresh and trainer.is_global_zero and not any((run_dir / "checkpoints").glob("*.ckpt")):
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
     except Exception as err:
-        err.run_dir = run_dir  # for the message: where the last good checkpoint is
-        raise
+        user = err if isinstance(err, UserError) else user_error_in_fit(err)
+        if user is None:
+            err.run_dir = run_dir  # for the message: where the last good checkpoint is
+            raise
+        # a mistake found only once training started (e.g. in the model's setup): leave nothing behind
+        if created and trainer.is_global_zero and not any((run_dir / "checkpoints").glob("*.ckpt")):
+            shutil.rmtree(run_dir, ignore_errors=True)
+            for parent in created[1:]:  # runs/<recipe>/ (and runs/) when this run made them
+                try:
+                    parent.rmdir()
+                except OSError:  # not empty: another run's
+                    break
+        if user is err:
+            raise
+        raise user from None
     finally:
         if distributed and trainer.is_global_zero:
             os.environ.pop("ZOO_RUN_DIR", None)

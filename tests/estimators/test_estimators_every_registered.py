@@ -6,7 +6,9 @@
   ones more than 4 standard errors away;
 - every registered estimator that fits a registered model trains that model's stochastic node
   (its gradient reaches the parameters before the node);
-- every registered model has a recipe, and its smallest recipe loads and validates.
+- every registered model has a recipe, and its smallest recipe loads and validates; every recipe
+  then builds its model and runs a batch in ``tests/test_recipes.py`` (``test_recipe_smoke``);
+- every registered model with a stochastic node declares it as designed: ``test_estimators_seam.py``.
 """
 
 from __future__ import annotations

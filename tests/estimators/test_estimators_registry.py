@@ -41,11 +41,11 @@ def test_unknown_option_names_option_estimator_and_valid_options():
 
 
 def test_bad_option_values():
-    with pytest.raises(UserError, match="baseline must be one of"):
+    with pytest.raises(UserError, match="'baseline' in estimator 'reinforce' must be one of"):
         get_estimator("reinforce", baseline="mean")
     with pytest.raises(UserError, match="'tau'.*(?i:float)"):
         get_estimator("gumbel_softmax", tau="hot")
-    with pytest.raises(UserError, match="tau must be > 0"):
+    with pytest.raises(UserError, match="'tau' in estimator 'gumbel_softmax' must be > 0"):
         get_estimator({"name": "gumbel_softmax", "tau": 0.0})
     with pytest.raises(UserError, match="no 'name'"):
         get_estimator({"baseline": "ema"})

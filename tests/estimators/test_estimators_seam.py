@@ -3,6 +3,8 @@ recipe loader checks the pair (name, every option, fit) before any data is touch
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -22,7 +24,9 @@ EXPECTED_FITS = {
     "sat": ["gumbel_softmax", "reinforce", "rloo", "straight_through"],
     "seqgan": ["reinforce"],
     "ood": ["reinforce", "reparam"],
+    "maml_rl": ["reinforce", "rloo"],
 }
+NODE_MODELS = [m for m in MODELS.list() if getattr(MODELS.get(m), "stochastic_node", None) is not None]
 
 
 @pytest.mark.parametrize("name", ESTIMATORS.list())
@@ -43,10 +47,24 @@ def test_capabilities_follow_the_options():
     assert not ESTIMATORS.get("gumbel_softmax").capabilities.unbiased
 
 
-@pytest.mark.parametrize("model", sorted(EXPECTED_FITS))
+@pytest.mark.parametrize("model", NODE_MODELS)
 def test_models_declare_their_node_and_the_fits_are_as_designed(model):
-    node = MODELS.get(model).stochastic_node
+    """Every registered model with a node: the node is a StochasticNode, its option is declared
+    with ``estimator_option`` (so ``zoo.options.validate`` hands it to the seam) and its default
+    fits; the fits are the designed ones (a new model adds its line to EXPECTED_FITS)."""
+    cls = MODELS.get(model)
+    node = cls.stochastic_node
     assert isinstance(node, StochasticNode)
+    fields = {f.name: f for f in dataclasses.fields(cls.Config)}
+    assert node.option in fields and fields[node.option].metadata.get("estimator"), \
+        f"{model}: declare '{node.option}' with estimator_option(default)"
+    for option in filter(None, (node.samples_option, node.active_when[:1] and node.active_when[0])):
+        assert option in fields, f"{model}: the node names the unknown option '{option}'"
+    if node.context_dim_from and not node.context_dim_from.startswith("data_info."):
+        assert node.context_dim_from in fields, f"{model}: context_dim_from names an unknown option"
+    defaults = dataclasses.asdict(cls.Config())
+    check_spec(defaults[node.option], node, defaults, f"{model}'s default")  # the default fits
+    assert model in EXPECTED_FITS, f"{model} declares a node: add the estimators it should fit to EXPECTED_FITS"
     assert compatible(node) == EXPECTED_FITS[model]
 
 
@@ -71,7 +89,7 @@ def test_misfits_are_refused_when_the_recipe_loads(recipe, override, why):
 def test_estimator_options_are_checked_when_the_recipe_loads():
     with pytest.raises(UserError, match="unknown option 'tua'.*did you mean: tau"):
         load_config("dvae_digits", ["model.estimator={name: gumbel_softmax, tua: 0.5}"])
-    with pytest.raises(UserError, match="tau must be > 0"):
+    with pytest.raises(UserError, match="'tau' in estimator 'gumbel_softmax' must be > 0"):
         load_config("dvae_digits", ["model.estimator={name: gumbel_softmax, tau: 0}"])
     with pytest.raises(UserError, match="unknown estimator 'reinfroce'"):
         load_config("seqgan_oracle_small", ["model.estimator=reinfroce"])

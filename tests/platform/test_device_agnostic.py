@@ -5,8 +5,8 @@ A CPU machine cannot run CUDA, so two checks stand in for it:
 - a source scan: every ``torch.arange/zeros/ones/empty/full/rand*/tensor/eye/linspace`` call and
   every ``torch.Generator()`` in zoo/ and benchmarks/ passes ``device=``, or says on its line why it
   belongs on the CPU (``# cpu: <reason>``), or sits in a file listed in ``CPU_FILES`` (data
-  pipelines, whose batches Lightning moves to the device, and plotting), or in an ``__init__``
-  (parameters and buffers, which move with their module);
+  pipelines, whose batches Lightning moves to the device, and plotting), or is the value of a
+  parameter or buffer (``nn.Parameter(...)``, ``register_buffer(...)``: they move with their module);
 - runs in float64 (skip-gram's hand-written updates, each model's stochastic loss and gradient):
   a tensor made with a fixed dtype either breaks them or shows up as a float32 result.
 """
@@ -21,7 +21,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTORIES = {"arange", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "tensor",
-             "eye", "linspace", "Generator", "bernoulli_", "normal"}
+             "eye", "linspace", "logspace", "Generator", "bernoulli_", "normal", "tril_indices", "triu_indices",
+             "scalar_tensor", "empty_strided"}
+MODULE_STATE = {"Parameter", "register_buffer", "Buffer"}  # values that move with their module
 # files whose tensors are made on the CPU on purpose, with the reason
 CPU_FILES = {
     "zoo/core/data.py": "samplers: index permutations for the DataLoader",
@@ -50,11 +52,13 @@ def factory_calls_without_device(path: Path) -> list[str]:
     lines = source.splitlines()
     found = []
     tree = ast.parse(source)
-    # parameters and buffers made in __init__ move with their module (.to / Lightning)
-    in_init = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "__init__"
-               for n in ast.walk(f)}
+    # parameters and buffers move with their module (.to / Lightning); any other tensor, also one
+    # made in an __init__ and kept as a plain attribute, stays where it was made
+    module_state = {id(n) for call in ast.walk(tree) if isinstance(call, ast.Call)
+                    and getattr(call.func, "attr", getattr(call.func, "id", None)) in MODULE_STATE
+                    for arg in [*call.args, *(k.value for k in call.keywords)] for n in ast.walk(arg)}
     for node in ast.walk(tree):
-        if id(node) in in_init:
+        if id(node) in module_state:
             continue
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
@@ -79,15 +83,20 @@ def test_every_factory_call_names_its_device():
 
 
 def test_the_scan_catches_a_cpu_tensor(tmp_path: Path):
-    """The scan itself can fail: the skip-gram bug of issue 13, written out again."""
+    """The scan itself can fail: the skip-gram bug of issue 13, written out again, and a table kept
+    as a plain attribute (it does not move with a module); parameters and buffers pass."""
     bad = ROOT / "zoo" / "_scan_probe.py"
     try:
         bad.write_text("import torch\n\ndef offsets(b):\n    return torch.cat([torch.arange(-b, 0), "
-                       "torch.arange(1, b + 1, device='cpu')])\n")
+                       "torch.arange(1, b + 1, device='cpu')])\n\n\n"
+                       "class Sampler(torch.nn.Module):\n    def __init__(self, n):\n"
+                       "        self.table = torch.arange(n)\n"
+                       "        self.w = torch.nn.Parameter(torch.zeros(n))\n"
+                       "        self.register_buffer('b', torch.ones(n))\n")
         hits = factory_calls_without_device(bad)
     finally:
         bad.unlink()
-    assert len(hits) == 1 and ":4:" in hits[0]
+    assert sorted(hit.split(":")[1] for hit in hits) == ["4", "9"], hits
 
 
 def test_cpu_files_exist():
@@ -146,12 +155,16 @@ def test_models_follow_float64(recipe, overrides):
 
 
 def test_every_benchmark_takes_device_and_records_it():
-    """benchmarks/*.py: a --device option (benchmarks/devices.py) and the device in the JSON."""
-    scripts = [p for p in sorted((ROOT / "benchmarks").glob("*.py")) if p.name != "devices.py"]
+    """benchmarks/*.py: a --device option (benchmarks/devices.py) and the device in the JSON. A
+    benchmark is a script (``if __name__ == "__main__":``); helpers it imports (devices.py,
+    spread.py) are not."""
+    scripts = [p for p in sorted((ROOT / "benchmarks").glob("*.py")) if '__name__ == "__main__"' in p.read_text()]
     assert len(scripts) >= 6
     for path in scripts:
         source = path.read_text()
-        assert "resolve_device(" in source, f"{path.name}: no --device (use benchmarks/devices.py)"
+        takes_option = "add_device_option(" in source or '"--device"' in source
+        assert "resolve_device(" in source and takes_option, \
+            f"{path.name}: no --device (use benchmarks/devices.py)"
         assert '"device": str(' in source or '"device": args.device' in source, f"{path.name}: device not in the JSON"
 
 

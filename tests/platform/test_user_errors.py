@@ -4,6 +4,7 @@ import pickle
 import subprocess
 import sys
 
+import lightning  # noqa: F401  (imported here, not first inside a test: its log handler keeps the real stderr)
 import pytest
 import torch
 from platform_testlib import subprocess_env
@@ -130,11 +131,79 @@ def test_mapping_override_with_a_name_replaces_instead_of_merging():
     (["recipe=vae_digits", "trainer.devices=[a]"], "must be list[int] | str | int"),
     (["recipe=vae_digits", "trainer.precision=bf17"], "'precision' in recipe"),
     (["recipe=vae_digits", "callbacks=[{name: grad_variance, every_n_steps: often}]"], "'every_n_steps'"),
+    (["recipe=vae_digits", "trainer.devices=1.5"], "must be list[int] | str | int, got 1.5"),
+    # trainer ranges Lightning checks only inside fit (a ZeroDivisionError there) or never
+    (["recipe=vae_digits", "trainer.accumulate_grad_batches=0"], "'accumulate_grad_batches' in recipe"),
+    (["recipe=vae_digits", "trainer.check_val_every_n_epoch=0"], "'check_val_every_n_epoch' in recipe"),
+    (["recipe=vae_digits", "trainer.val_check_interval=0"], "must be > 0, got 0"),
+    (["recipe=vae_digits", "trainer.log_every_n_steps=-3"], "must be >= 0, got -3"),
+    (["recipe=vae_digits", "trainer.gradient_clip_val=-1"], "'gradient_clip_val' in recipe"),
+    (["recipe=vae_digits", "trainer.num_sanity_val_steps=-2"], "must be >= -1, got -2"),
+    (["recipe=vae_digits", "checkpoint.mode=maximum"], "must be one of [None, 'min', 'max']"),
+    (["recipe=vae_digits", "wandb.mode=onlin"], "'mode' in recipe"),
+    # callbacks: checked (and constructed once) with the recipe, before data or model
+    (["recipe=vae_digits", "callbacks=5"], "'callbacks' in recipe"),
+    (["recipe=vae_digits", "callbacks={a: 1}"], "must be a list"),
+    (["recipe=vae_digits", "callbacks=[5]"], "callback entry 5"),
+    (["recipe=vae_digits", "callbacks=[{name: swa, swa_lrs: -1}]"], "callback 'swa'"),
+    # zero sizes, counts and unknown choices, model by model
+    (["recipe=dvae_digits", "model.n_latents=0"], "'n_latents' in recipe"),
+    (["recipe=vae_digits", "model.arch=cnn"], "must be one of ['mlp', 'conv']"),
+    (["recipe=vae_digits", "data.binarize=otsu"], "'binarize' in recipe"),
+    (["recipe=sat_shapes_soft", "model.hidden_dim=0"], "'hidden_dim' in recipe"),
+    (["recipe=sat_shapes_soft", "data.batch_size=0"], "'batch_size' in recipe"),
+    (["recipe=sat_shapes_soft", "model.encoder=vgg"], "'encoder' in recipe"),
+    (["recipe=seqgan_oracle_small", "model.gen_hidden_dim=0"], "'gen_hidden_dim' in recipe"),
+    (["recipe=seqgan_oracle_small", "data.seq_len=0"], "seq_len"),
+    (["recipe=seqgan_oracle_small", "model.eval_samples=0"], "'eval_samples' in recipe"),  # was 0/0 in fit
+    (["recipe=seqgan_oracle_small", "model.bleu_refs=0"], "'bleu_refs' in recipe"),
+    (["recipe=skipgram_synthetic", "model.dim=0"], "'dim' in recipe"),
+    (["recipe=skipgram_synthetic", "data.window=0"], "'window' in recipe"),
+    (["recipe=skipgram_synthetic", "model.negative=0"], "'negative' in recipe"),  # was refused after the corpus
+    (["recipe=skipgram_synthetic", "model.analogy_restrict=0"], "'analogy_restrict' in recipe"),
+    (["recipe=skipgram_synthetic", "model.objective=softmax"], "'objective' in recipe"),
+    (["recipe=ood_digits_ce", "data.batch_size=0"], "'batch_size' in recipe"),  # was a ValueError in fit
+    (["recipe=ood_toy2d", "data.n_train=0"], "'n_train' in recipe"),
+    (["recipe=ood_svhn_joint", "data.val_size=0"], "'val_size' in recipe"),
+    (["recipe=maml_sinusoid", "model.hidden=0"], "'hidden' in recipe"),  # trained a net with no units
+    (["recipe=maml_sinusoid", "data.meta_batch=0"], "'meta_batch' in recipe"),
+    (["recipe=maml_nav2d", "model.horizon=0"], "'horizon' in recipe"),  # crashed in fit
+    (["recipe=maml_nav2d", "model.init_std=0"], "'init_std' in recipe"),  # math domain error (log 0)
+    (["recipe=maml_omniglot_5w1s", "data.n_way=0"], "'n_way' in recipe"),
 ])
 def test_bad_values_exit_2_before_anything_is_built(argv, expected, tmp_path, capsys):
     code, err = run_main([*argv, f"run_dir={tmp_path}/runs"], capsys)
     assert code == 2 and expected in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1, err  # one message
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unwritable_run_dir_is_a_user_error(toy_recipe, tmp_path, capsys):
+    blocker = tmp_path / "runs"
+    blocker.write_text("a file where the run folder should go")
+    code, err = run_main([f"recipe={toy_recipe}", f"run_dir={blocker}"], capsys)
+    assert code == 2 and "cannot write the run folder" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and blocker.is_file()
+
+
+def test_a_monitor_lightning_cannot_find_is_a_user_error_and_leaves_no_folder(toy_recipe, tmp_path, capsys):
+    # found only once validation has run: the folder made for the run, and runs/toy/, go again
+    code, err = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1",
+                          "callbacks=[{name: early_stopping, monitor: val/nope}]"], capsys)
+    assert code == 2 and "callback 'early_stopping'" in err and "val/nope" in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("error: ")
+    assert not (tmp_path / "runs").exists(), list((tmp_path / "runs").rglob("*"))
+
+
+def test_an_accelerator_without_its_package_is_a_user_error(tmp_path, capsys):
+    pytest.importorskip("lightning")
+    try:
+        import torch_xla  # noqa: F401
+        pytest.skip("torch_xla is installed here")
+    except ImportError:
+        pass
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "trainer.accelerator=tpu"], capsys)
+    assert code == 2 and "not installed" in err and "torch_xla" in err and "Traceback" not in err, err
     assert not (tmp_path / "runs").exists()
 
 
@@ -162,9 +231,25 @@ def test_a_user_error_during_fit_leaves_no_run_folder(toy_recipe, tmp_path, caps
 
 def test_training_always_ends_with_last_ckpt(toy_recipe, tmp_path, capsys):
     # checkpoints every 5 epochs and 2 epochs of training: only the end-of-training save writes one
-    code, _ = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=2",
-                        "checkpoint.every_n_epochs=5"], capsys)
+    import logging
+
+    class Lines(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.DEBUG)
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    lines = Lines()
+    logging.getLogger("lightning.pytorch").addHandler(lines)
+    try:
+        code, _ = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=2",
+                            "checkpoint.every_n_epochs=5"], capsys)
+    finally:
+        logging.getLogger("lightning.pytorch").removeHandler(lines)
     assert code == 0
+    assert not any("weights_only" in line for line in lines.lines), "the final save is explicit: no log line"
     (last,) = (tmp_path / "runs").glob("*/*/checkpoints/last.ckpt")
     state = torch.load(last, weights_only=True)
     assert state["epoch"] == 2 or state["global_step"] > 0

@@ -16,24 +16,48 @@ NAMED_CALLBACKS = {
 }
 
 
-def build_callbacks(items: list) -> list:
-    out = []
-    for item in items:
-        spec = {"name": item} if isinstance(item, str) else dict(item)
-        name = spec.pop("name", None)
-        if name is None:
-            raise UserError(f"callback entry {item!r} needs a 'name' (one of {', '.join(NAMED_CALLBACKS)})")
-        if name not in NAMED_CALLBACKS and ":" not in name:
-            raise UserError(f"unknown callback '{name}'{closest(name, list(NAMED_CALLBACKS))}. Known: "
-                            f"{', '.join(NAMED_CALLBACKS)}, or a dotted path 'package.module:Class'")
-        cls = import_dotted(NAMED_CALLBACKS.get(name, name))
-        validate_call(cls.__init__, spec, f"callback '{name}'", what="option")  # keys and types
-        out.append(_construct(cls, name, spec))
-    return out
+def resolve(item: Any) -> tuple[str, type, dict]:
+    """A ``callbacks:`` entry (a name, or a mapping with a ``name`` and options) -> (name, class,
+    options), its keys and types checked against the class's signature."""
+    if not isinstance(item, (str, dict)):
+        raise UserError(f"callback entry {item!r} must be a name or a mapping with a 'name' "
+                        f"(one of {', '.join(NAMED_CALLBACKS)})")
+    spec = {"name": item} if isinstance(item, str) else dict(item)
+    name = spec.pop("name", None)
+    if not isinstance(name, str) or not name:
+        raise UserError(f"callback entry {item!r} needs a 'name' (one of {', '.join(NAMED_CALLBACKS)})")
+    if name not in NAMED_CALLBACKS and ":" not in name:
+        raise UserError(f"unknown callback '{name}'{closest(name, list(NAMED_CALLBACKS))}. Known: "
+                        f"{', '.join(NAMED_CALLBACKS)}, or a dotted path 'package.module:Class'")
+    cls = import_dotted(NAMED_CALLBACKS.get(name, name))
+    validate_call(cls.__init__, spec, f"callback '{name}'", what="option")  # keys and types
+    return name, cls, spec
 
 
-def _construct(cls: type, name: str, options: dict) -> Any:
+def _as_list(items: Any, where: str) -> list:
+    if not isinstance(items, list):
+        raise UserError(f"'callbacks' in {where} must be a list, e.g. [grad_variance] or "
+                        f"[{{name: early_stopping, monitor: val/loss}}], got {items!r}")
+    return items
+
+
+def check_callbacks(items: Any, where: str = "the recipe") -> None:
+    """Check a recipe's ``callbacks:`` before any data or model is built: each entry resolves and
+    its class accepts the options (constructed once and dropped: the class's own checks run)."""
+    for item in _as_list(items, where):
+        _construct(*resolve(item))
+
+
+def build_callbacks(items: Any) -> list:
+    return [_construct(*resolve(item)) for item in _as_list(items, "the recipe")]
+
+
+def _construct(name: str, cls: type, options: dict) -> Any:
     try:
         return cls(**options)
     except (TypeError, ValueError) as err:
         raise UserError(f"callback '{name}': {err}") from None
+    except Exception as err:
+        if type(err).__name__ == "MisconfigurationException":  # Lightning's callbacks check their options
+            raise UserError(f"callback '{name}': {err}") from None
+        raise

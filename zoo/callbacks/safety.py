@@ -65,7 +65,7 @@ class FinalCheckpoint(L.Callback):
         # counter; if it moves, saving again is merely redundant)
         if path.is_file() and getattr(self.last, "_last_global_step_saved", -1) == trainer.global_step:
             return
-        trainer.save_checkpoint(path)
+        trainer.save_checkpoint(path, weights_only=False)  # the full state, to resume from
 
 
 class SignalCheckpoint(L.Callback):
@@ -94,7 +94,7 @@ class SignalCheckpoint(L.Callback):
         if not stop:
             return
         path = self.ckpt_dir / "last.ckpt"
-        trainer.save_checkpoint(path)
+        trainer.save_checkpoint(path, weights_only=False)  # explicit: Lightning logs a line when it is not
         trainer.should_stop = True
         if trainer.is_global_zero:
             name = signal.Signals(self.received).name if self.received else "a stop signal (on another rank)"

@@ -39,11 +39,19 @@ from zoo.estimators.gumbel import (
 from zoo.estimators.reinforce import RLOO, Reinforce, reward_to_go
 from zoo.estimators.relaxed import GumbelSoftmax, StraightThrough
 from zoo.estimators.reparam import Reparam
-from zoo.estimators.seam import StochasticNode, build_for_node, check_spec, compatible, estimator_option
+from zoo.estimators.seam import (
+    EstimatorSpec,
+    StochasticNode,
+    build_for_node,
+    check_spec,
+    compatible,
+    estimator_option,
+)
 from zoo.estimators.unordered_set import UnorderedSet
 
 __all__ = [
-    "ESTIMATORS", "Capabilities", "Estimator", "StochasticNode", "build_for_node", "check_spec", "compatible",
+    "ESTIMATORS", "Capabilities", "Estimator", "EstimatorSpec", "StochasticNode", "build_for_node", "check_spec",
+    "compatible",
     "estimator_option", "EstimatorOptions", "StochasticSample", "describe", "get_estimator",
     "list_estimators", "register_estimator", "BeamResult", "beam_search", "stochastic_beam_search",
     "Expectation", "gumbel_max_sample", "gumbel_softmax_sample", "gumbel_topk", "gumbel_with_maximum",

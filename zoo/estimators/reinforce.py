@@ -32,31 +32,26 @@ from zoo.estimators.base import (
     sum_trailing,
 )
 from zoo.estimators.baselines import BASELINES, make_baseline
+from zoo.options import between, choice, positive
 
 
 @dataclass
 class ReinforceOptions:
-    baseline: str = "none"  # none | ema | batch_mean | rloo | learned (see baselines.py)
-    decay: float = 0.9  # EMA baseline: b <- decay * b + (1 - decay) * mean cost (Show, Attend and Tell)
-    entropy_weight: float = 0.0  # entropy bonus: loss -= weight * mean entropy of the distribution
-    n: int = 1  # samples per input when sample() is called without n (rloo needs >= 2)
-    context_dim: int | None = None  # learned baseline input size; None: inferred lazily, 0: a constant
-    hidden: int = 64  # learned baseline MLP hidden width
-    baseline_weight: float = 1.0  # weight of the learned baseline's MSE regression loss
+    """Checked by ``zoo.options.validate`` (choices, ranges; numbers without a range are >= 0)."""
 
-    def __post_init__(self):
-        if self.baseline not in BASELINES:
-            raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, got '{self.baseline}'")
-        if not 0.0 <= self.decay < 1.0:
-            raise ValueError(f"decay must be in [0, 1), got {self.decay}")
-        if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
+    baseline: str = choice("none", list(BASELINES))  # none | ema | batch_mean | rloo | learned (baselines.py)
+    decay: float = between(0.9, 0.0, 1.0, high_open=True)  # EMA baseline: b <- decay * b + (1 - decay) * mean cost
+    entropy_weight: float = 0.0  # entropy bonus: loss -= weight * mean entropy of the distribution
+    n: int = positive(1)  # samples per input when sample() is called without n (rloo needs >= 2)
+    context_dim: int | None = None  # learned baseline input size; None: the node's (seam) or lazily, 0: a constant
+    hidden: int = positive(64)  # learned baseline MLP hidden width
+    baseline_weight: float = 1.0  # weight of the learned baseline's MSE regression loss
 
 
 @dataclass
 class RLOOOptions(ReinforceOptions):
-    baseline: str = "rloo"  # leave-one-out over the n samples of each input
-    n: int = 2  # samples per input when sample() is called without n (>= 2)
+    baseline: str = choice("rloo", list(BASELINES))  # leave-one-out over the n samples of each input
+    n: int = positive(2)  # samples per input when sample() is called without n (>= 2: requirements())
 
 
 def reward_to_go(rewards: Tensor, gamma: float = 1.0, dim: int = -1) -> Tensor:

@@ -32,20 +32,20 @@ from zoo.estimators.base import (
     register_estimator,
 )
 from zoo.estimators.gumbel import sample_gumbel
+from zoo.options import positive
 
 
 @dataclass
 class GumbelSoftmaxOptions:
-    tau: float = 1.0  # temperature at step 0 (> 0); lower: less bias, more variance
+    """Checked by ``zoo.options.validate`` (ranges; numbers without a range are >= 0), then the
+    cross-option check below."""
+
+    tau: float = positive(1.0)  # temperature at step 0 (> 0); lower: less bias, more variance
     tau_min: float = 0.5  # floor of the annealed temperature (used when anneal_rate > 0)
     anneal_rate: float = 0.0  # tau(step) = max(tau_min, tau * exp(-anneal_rate * step)); 0: constant
-    n: int = 1  # samples per input when sample() is called without n
+    n: int = positive(1)  # samples per input when sample() is called without n
 
     def __post_init__(self):
-        if self.tau <= 0:
-            raise ValueError(f"tau must be > 0, got {self.tau}")
-        if self.anneal_rate < 0:
-            raise ValueError(f"anneal_rate must be >= 0, got {self.anneal_rate}")
         if self.anneal_rate > 0 and not 0 < self.tau_min <= self.tau:
             raise ValueError(f"tau_min must be in (0, tau={self.tau}] when annealing, got {self.tau_min}")
 

@@ -5,7 +5,7 @@ A model declares its node in one line, as a class attribute:
     stochastic_node = StochasticNode(kind="categorical", differentiable_cost=False,
                                      context_dim_from="gen_hidden_dim")
 
-and types the option that names the estimator (``estimator: Any = estimator_option("reinforce")``
+and types the option that names the estimator (``estimator: EstimatorSpec = estimator_option("reinforce")``
 in its config). Every estimator declares its ``Capabilities`` (``base.py``). The recipe loader calls
 ``check_spec`` before any data is touched: the estimator's name, every one of its options, and its
 fit to the node; a mismatch is a ``UserError`` that lists the estimators that do fit. The model
@@ -26,6 +26,11 @@ from zoo.errors import UserError
 from zoo.estimators.base import ESTIMATORS, Capabilities, Estimator, build_options
 
 NODE_KINDS = ("continuous", "categorical", "discrete")
+
+# The type of a model option that names an estimator: a registry name ("reinforce"), a dotted path
+# ("pkg.mod:Cls") or a mapping {name: ..., **options}. To OmegaConf it is Any (its unions hold no
+# mappings); ``check_spec`` checks it, name, options and fit, when the recipe loads.
+EstimatorSpec = Any
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,7 @@ class StochasticNode:
         return int(options[src])
 
 
-def estimator_option(default: Any, doc: str = "") -> Any:
+def estimator_option(default: EstimatorSpec, doc: str = "") -> Any:
     """A model config field that names the estimator of its node: a name or {name: ..., options}.
     The default is copied per instance; ``metadata['estimator']`` marks the field for the docs."""
     factory = (lambda: dict(default)) if isinstance(default, Mapping) else (lambda: default)
@@ -79,7 +84,7 @@ def split_spec(spec: Any, where: str = "") -> tuple[str, dict]:
         name = options.pop("name", None)
         if not isinstance(name, str):
             raise UserError(f"estimator {dict(spec)} in {where} has no 'name' (e.g. {{name: reinforce, "
-                            "baseline: ema}})")
+                            "baseline: ema})")
         return name, options
     raise UserError(f"estimator in {where} must be a name or a mapping with 'name', got {spec!r}")
 

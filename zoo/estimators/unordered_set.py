@@ -38,16 +38,13 @@ from zoo.estimators.base import (
     register_estimator,
 )
 from zoo.estimators.gumbel import gumbel_topk
+from zoo.options import positive
 
 
 @dataclass
 class UnorderedSetOptions:
-    n: int = 2  # k, samples without replacement per input (<= number of categories; <= ~6)
+    n: int = positive(2)  # k, samples without replacement per input (<= number of categories; <= ~6)
     baseline: bool = True  # built-in leave-one-out baseline (needs n >= 2)
-
-    def __post_init__(self):
-        if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
 
 
 def log_set_prob(logp: Tensor, log_mass: Tensor) -> Tensor:

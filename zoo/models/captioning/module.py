@@ -10,7 +10,6 @@ Where things are:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -21,12 +20,12 @@ from torchmetrics.text import BLEUScore
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import StochasticNode, StochasticSample, estimator_option, reward_to_go
-from zoo.options import at_least, between, positive
+from zoo.estimators import EstimatorSpec, StochasticNode, StochasticSample, estimator_option, reward_to_go
+from zoo.options import at_least, between, choice, positive
 from zoo.registry import MODELS
 
 from . import decode as D
-from .nets import AttentionDecoder, build_encoder, doubly_stochastic
+from .nets import TORCHVISION, AttentionDecoder, build_encoder, doubly_stochastic
 from .vocab import Vocab
 
 PAPER_ESTIMATOR = {"name": "reinforce", "baseline": "ema", "decay": 0.9, "entropy_weight": 0.002}
@@ -35,7 +34,7 @@ PAPER_ESTIMATOR = {"name": "reinforce", "baseline": "ema", "decay": 0.9, "entrop
 @dataclass
 class SATConfig:
     attention: str = field(default="soft", metadata={"choices": ["soft", "hard"]})  # soft | hard (sampled)
-    estimator: Any = estimator_option(PAPER_ESTIMATOR)  # hard only: name or {name: ..., options};
+    estimator: EstimatorSpec = estimator_option(PAPER_ESTIMATOR)  # hard only: name or {name: ..., options};
     # the paper's: reinforce, EMA baseline 0.9, entropy bonus
     expected_context_prob: float = between(0.0, 0, 1)  # hard: per word, use the expected context with this probability
     expected_context_hold: int = 0  # steps at expected_context_prob before it starts to fall
@@ -46,7 +45,7 @@ class SATConfig:
     # L_s); mean: the same / caption length; reward_to_go: each s_t weighed by the words from t on
     # (unbiased, less variance); word: by its own word only (biased; the reference code's default)
     hard_decode: str = field(default="argmax", metadata={"choices": ["argmax", "expected"]})  # hard at test
-    encoder: str = "cnn"  # cnn (shapes) | vgg16 | vgg19 | resnet50 | resnet101 | resnet152
+    encoder: str = choice("cnn", ["cnn", *TORCHVISION])  # cnn (shapes) or a torchvision net
     feat_dim: int = positive(128)  # cnn: D of the annotation vectors (torchvision encoders: 512 / 2048)
     cnn_width: int = positive(32)  # cnn: channels of the first stage (then 2x, 4x)
     cnn_stages: int = at_least(3, 3)  # cnn: stride-2 stages; a 64-px canvas gives 8x8 (3) or 4x4 (4) locations

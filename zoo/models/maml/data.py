@@ -20,20 +20,21 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import EpochSampler, ZooDataModule
 from zoo.errors import UserError
+from zoo.options import positive
 from zoo.registry import DATAMODULES
 
 
 @dataclass
 class SinusoidConfig:
     root: str = "data"  # unused (tasks are generated); kept for a uniform interface
-    shots: int = 10  # K: support points per task (the paper: 5 or 10)
-    query: int = 10  # query points per training task (the paper uses K)
-    eval_query: int = 100  # query points per validation / test task
-    meta_batch: int = 25  # T: tasks per meta-iteration (the paper: 25)
-    steps_per_epoch: int = 1000  # meta-iterations per Lightning epoch
-    val_tasks: int = 100  # fixed validation tasks
-    test_tasks: int = 600  # fixed test tasks (the paper's table: 600)
-    eval_batch_tasks: int = 600  # tasks per validation / test batch (600: the test split is one batch)
+    shots: int = positive(10)  # K: support points per task (the paper: 5 or 10)
+    query: int = positive(10)  # query points per training task (the paper uses K)
+    eval_query: int = positive(100)  # query points per validation / test task
+    meta_batch: int = positive(25)  # T: tasks per meta-iteration (the paper: 25)
+    steps_per_epoch: int = positive(1000)  # meta-iterations per Lightning epoch
+    val_tasks: int = positive(100)  # fixed validation tasks
+    test_tasks: int = positive(600)  # fixed test tasks (the paper's table: 600)
+    eval_batch_tasks: int = positive(600)  # tasks per validation / test batch (600: the test split is one batch)
     amplitude: tuple[float, float] = (0.1, 5.0)  # A ~ U[lo, hi]
     phase: tuple[float, float] = (0.0, math.pi)  # phi ~ U[lo, hi]
     x_range: tuple[float, float] = (-5.0, 5.0)  # x ~ U[lo, hi]

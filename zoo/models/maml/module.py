@@ -22,21 +22,22 @@ from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.models.maml import meta
 from zoo.models.maml.nets import MLP, ConvNet
+from zoo.options import positive
 from zoo.registry import MODELS
 
 
 @dataclass
 class MAMLConfig:
-    hidden: int = 40  # MLP (regression) hidden width (the paper: 40)
-    layers: int = 2  # MLP hidden layers (the paper: 2)
-    filters: int = 64  # conv net filters per layer (classification; the paper: 64)
+    hidden: int = positive(40)  # MLP (regression) hidden width (the paper: 40)
+    layers: int = positive(2)  # MLP hidden layers (the paper: 2)
+    filters: int = positive(64)  # conv net filters per layer (classification; the paper: 64)
     inner_lr: float = 0.01  # alpha: inner-loop step size (sinusoid 0.01, Omniglot 0.4)
     inner_steps: int = 1  # inner gradient steps in meta-training (0: the pretrained-on-all-tasks baseline)
     eval_inner_steps: int = 10  # validation / test: losses after 0, 1, ..., this many steps
     eval_inner_lr: float = 0.0  # step size for evaluation fine-tuning (0: inner_lr, or the learned ones)
     first_order: bool = False  # FOMAML: no gradient through the inner gradients
     meta_sgd: bool = False  # Meta-SGD: learn a per-parameter inner step size, initialised at inner_lr
-    lr: float = 1e-3  # beta: Adam learning rate of the meta-update
+    lr: float = positive(1e-3)  # beta: Adam learning rate of the meta-update
     path: str = "auto"  # meta-gradient implementation: auto | batched | vmap_grad | loop (meta.py)
     plot_every_n_epochs: int = 5  # adaptation plots during validation (0: only at test)
 

@@ -22,7 +22,6 @@ is Adam on the outer surrogate (simpler; the comparison against the baselines is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -30,24 +29,25 @@ from torch.distributions import Independent, Normal
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import StochasticNode, estimator_option, reward_to_go
+from zoo.estimators import EstimatorSpec, StochasticNode, estimator_option, reward_to_go
 from zoo.models.maml.nav2d_env import GaussianPolicy, policy_out, rollout
+from zoo.options import positive
 from zoo.registry import MODELS
 
 
 @dataclass
 class Nav2dMAMLConfig:
-    hidden: int = 100  # policy hidden width (the paper: 100)
-    layers: int = 2  # policy hidden layers (the paper: 2)
-    init_std: float = 0.1  # initial action standard deviation (learned afterwards)
+    hidden: int = positive(100)  # policy hidden width (the paper: 100)
+    layers: int = positive(2)  # policy hidden layers (the paper: 2)
+    init_std: float = positive(0.1)  # initial action standard deviation (learned afterwards)
     inner_lr: float = 0.1  # alpha (the paper: 0.1)
     inner_steps: int = 1  # adaptation steps in meta-training (0: the pretrained-on-all-goals baseline)
     eval_steps: int = 3  # validation / test: returns after 0, 1, ..., this many adaptation steps
     first_order: bool = False  # drop the gradient through the inner policy gradient too
-    trajectories: int = 20  # n: trajectories per task per step (the paper: 20)
-    horizon: int = 100  # H: steps per trajectory (the paper: 100)
-    lr: float = 3e-3  # Adam learning rate of the meta-update
-    estimator: Any = estimator_option({"name": "reinforce", "baseline": "rloo"})  # policy gradient estimator
+    trajectories: int = positive(20)  # n: trajectories per task per step (the paper: 20)
+    horizon: int = positive(100)  # H: steps per trajectory (the paper: 100)
+    lr: float = positive(3e-3)  # Adam learning rate of the meta-update
+    estimator: EstimatorSpec = estimator_option({"name": "reinforce", "baseline": "rloo"})  # policy gradient estimator
     eval_seed: int = 0  # seeds the evaluation rollouts and the random-init baseline policy
 
     def __post_init__(self):

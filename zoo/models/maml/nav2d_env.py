@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader, Dataset
 from zoo.core.data import EpochSampler, ZooDataModule
 from zoo.errors import UserError
 from zoo.models.maml.nets import MLP
+from zoo.options import positive
 from zoo.registry import DATAMODULES
 
 
@@ -66,11 +67,11 @@ def rollout(policy: nn.Module, params: dict[str, Tensor], goals: Tensor, n: int,
 @dataclass
 class Nav2dConfig:
     root: str = "data"  # unused (tasks are generated); kept for a uniform interface
-    meta_batch: int = 20  # T: tasks per meta-iteration (the paper: 20)
-    steps_per_epoch: int = 50  # meta-iterations per Lightning epoch
-    goal_range: float = 0.5  # goals ~ U[-range, range]^2
-    val_tasks: int = 20  # fixed validation goals
-    test_tasks: int = 40  # fixed test goals
+    meta_batch: int = positive(20)  # T: tasks per meta-iteration (the paper: 20)
+    steps_per_epoch: int = positive(50)  # meta-iterations per Lightning epoch
+    goal_range: float = positive(0.5)  # goals ~ U[-range, range]^2
+    val_tasks: int = positive(20)  # fixed validation goals
+    test_tasks: int = positive(40)  # fixed test goals
     seed: int = 0  # training-goal seed
     eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) goals
     num_workers: int = 0  # DataLoader worker processes

@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import EpochSampler, ZooDataModule
 from zoo.errors import UserError
+from zoo.options import positive
 from zoo.registry import DATAMODULES
 
 SPLITS = ("images_background", "images_evaluation")
@@ -37,17 +38,17 @@ LAYOUT = ("<root>/omniglot/images_background/<alphabet>/<character>/*.png and "
 @dataclass
 class OmniglotConfig:
     root: str = "data"  # looks in <root>/omniglot, <root>/omniglot-py, <root>
-    n_way: int = 5  # N: classes per task
-    shots: int = 1  # K: support images per class
-    query: int = 15  # query images per class
-    meta_batch: int = 32  # T: tasks per meta-iteration (the paper: 32 for 5-way, 16 for 20-way)
-    steps_per_epoch: int = 1000  # meta-iterations per Lightning epoch
-    train_characters: int = 1200  # characters for meta-training; the rest are held out
+    n_way: int = positive(5)  # N: classes per task
+    shots: int = positive(1)  # K: support images per class
+    query: int = positive(15)  # query images per class
+    meta_batch: int = positive(32)  # T: tasks per meta-iteration (the paper: 32 for 5-way, 16 for 20-way)
+    steps_per_epoch: int = positive(1000)  # meta-iterations per Lightning epoch
+    train_characters: int = positive(1200)  # characters for meta-training; the rest are held out
     rotations: bool = True  # 90/180/270-degree rotations as extra classes
-    image_size: int = 28  # images are resized to image_size x image_size
-    val_tasks: int = 100  # fixed validation tasks (from the held-out characters)
-    test_tasks: int = 600  # fixed test tasks (the paper: 600)
-    eval_batch_tasks: int = 50  # tasks per validation / test batch
+    image_size: int = positive(28)  # images are resized to image_size x image_size
+    val_tasks: int = positive(100)  # fixed validation tasks (from the held-out characters)
+    test_tasks: int = positive(600)  # fixed test tasks (the paper: 600)
+    eval_batch_tasks: int = positive(50)  # tasks per validation / test batch
     split_seed: int = 1  # shuffles the 1,623 characters before the train / held-out split
     seed: int = 0  # training-task seed
     eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) tasks

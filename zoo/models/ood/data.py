@@ -37,6 +37,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError
+from zoo.options import positive
 from zoo.registry import DATAMODULES
 
 
@@ -150,8 +151,8 @@ def noise_images(kind: str, n: int, shape: list[int], seed: int) -> torch.Tensor
 @dataclass
 class OODDigitsConfig:
     root: str = "data"  # unused (everything ships inside scikit-learn); kept for a uniform interface
-    batch_size: int = 64  # training images per batch
-    eval_batch_size: int = 360  # images per validation / test batch
+    batch_size: int = positive(64)  # training images per batch
+    eval_batch_size: int = positive(360)  # images per validation / test batch
     num_workers: int = 0  # DataLoader worker processes
     seed: int = 0  # shuffling seed (the splits and OOD sets are fixed, see the module docstring)
     ood_train: bool = False  # also serve the explicit OOD training set (china.jpg patches) for mode=confidence
@@ -190,13 +191,13 @@ class OODDigits(OODDataModule):
 @dataclass
 class Toy2DConfig:
     root: str = "data"  # unused (generated); kept for a uniform interface
-    batch_size: int = 128  # training points per batch
-    eval_batch_size: int = 1000  # points per validation / test batch
+    batch_size: int = positive(128)  # training points per batch
+    eval_batch_size: int = positive(1000)  # points per validation / test batch
     num_workers: int = 0  # DataLoader worker processes
     seed: int = 0  # shuffling seed (the points themselves are fixed)
-    n_train: int = 2000  # training points (half per class)
+    n_train: int = positive(2000)  # training points (half per class)
     separation: float = 2.0  # the class means are (-separation, 0) and (+separation, 0)
-    std: float = 0.5  # per-coordinate standard deviation of each class
+    std: float = positive(0.5)  # per-coordinate standard deviation of each class
     ood_train: bool = False  # also serve an OOD training set (uniform on [-8, 8]^2) for mode=confidence
 
 

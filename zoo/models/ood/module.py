@@ -22,7 +22,7 @@ from torch.distributions import Independent, Normal
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import StochasticNode, estimator_option
+from zoo.estimators import EstimatorSpec, StochasticNode, estimator_option
 from zoo.models.ood import evaluate as ev
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
@@ -52,7 +52,7 @@ class OODConfig:
     gan_width: int = positive(256)  # G / D width (mlp hidden units; dcgan base channels, 64 in DCGAN)
     noise_dim: int = positive(32)  # size of G's noise z
     saturating: bool = False  # G's GAN term: log(1 - D(G(z))) as written (True) or -log D(G(z)) (False)
-    estimator: Any = estimator_option("reparam")  # how G's noise z ~ N(0, I) is drawn (reparam: pathwise)
+    estimator: EstimatorSpec = estimator_option("reparam")  # how G's noise z ~ N(0, I) is drawn (reparam: pathwise)
     classifier_optim: OptimConfig = field(default_factory=OptimConfig)  # optimizer of the classifier
     generator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of G
     discriminator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of D

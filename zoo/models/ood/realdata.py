@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from zoo.errors import UserError
 from zoo.models.ood.data import OODDataModule, noise_images
+from zoo.options import positive
 from zoo.registry import DATAMODULES
 
 DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")
@@ -170,11 +171,11 @@ class OODImagesConfig:
     ood: list = field(default_factory=lambda: ["uniform", "gaussian"])
     ood_train: bool = False  # serve an explicit OOD training set (ood_train_folder) for mode=confidence
     ood_train_folder: str = ""  # folder of OOD training images (mode=confidence)
-    val_size: int = 5000  # validation images carved from the training files
-    ood_val_size: int = 1000  # validation images carved from each OOD set (the rest are test images)
-    noise_size: int = 10000  # test images of each noise set
-    batch_size: int = 64  # training images per batch
-    eval_batch_size: int = 500  # images per validation / test batch
+    val_size: int = positive(5000)  # validation images carved from the training files
+    ood_val_size: int = positive(1000)  # validation images carved from each OOD set (the rest are test images)
+    noise_size: int = positive(10000)  # test images of each noise set
+    batch_size: int = positive(64)  # training images per batch
+    eval_batch_size: int = positive(500)  # images per validation / test batch
     num_workers: int = 0  # DataLoader worker processes
     seed: int = 0  # shuffling seed (the splits are fixed)
 

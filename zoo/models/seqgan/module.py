@@ -20,7 +20,7 @@ from torch.distributions import Categorical
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import StochasticNode, StochasticSample, estimator_option
+from zoo.estimators import EstimatorSpec, StochasticNode, StochasticSample, estimator_option
 from zoo.models.seqgan.evaluation import SeqGANEvaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
 from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
@@ -59,12 +59,12 @@ class SeqGANConfig:
     rollout_keep: float = between(0.8, 0, 1)  # rollout net update: beta <- keep * beta + (1 - keep) * theta
     batched_rollouts: bool = True  # all prefixes x rollouts in one generation (False: per-step loop)
     d_chunk: int = positive(4096)  # sequences per D call when scoring rollouts (bounds memory)
-    estimator: Any = estimator_option({"name": "reinforce", "baseline": "none"})  # G's gradient
-    eval_samples: int = 10000  # generator samples for val/nll_oracle (the paper: 10,000)
-    test_samples: int = 10000  # generator samples for test/nll_oracle
-    bleu_samples: int = 100  # samples for val BLEU (text data)
-    test_bleu_samples: int = 200  # samples for test BLEU and self-BLEU (text data)
-    bleu_refs: int = 300  # held-out references per BLEU sample (cost grows as samples x refs)
+    estimator: EstimatorSpec = estimator_option({"name": "reinforce", "baseline": "none"})  # G's gradient
+    eval_samples: int = positive(10000)  # generator samples for val/nll_oracle (the paper: 10,000)
+    test_samples: int = positive(10000)  # generator samples for test/nll_oracle
+    bleu_samples: int = positive(100)  # samples for val BLEU (text data)
+    test_bleu_samples: int = positive(200)  # samples for test BLEU and self-BLEU (text data)
+    bleu_refs: int = positive(300)  # held-out references per BLEU sample (cost grows as samples x refs)
     eval_seed: int = 1234  # seed of the evaluation samples (same G, same number)
 
     def __post_init__(self):

@@ -16,15 +16,15 @@ from zoo.models.skipgram.evaluation import analogy_score, nearest, similarity_sc
 from zoo.models.skipgram.export import save_word2vec
 from zoo.models.skipgram.loop import train_chunk
 from zoo.models.skipgram.nets import OBJECTIVES, SkipGram
-from zoo.options import positive
+from zoo.options import choice, positive
 from zoo.registry import MODELS
 
 
 @dataclass
 class SkipGramConfig:
     dim: int = positive(100)  # embedding size D
-    objective: str = "negative_sampling"  # nce | negative_sampling | full_softmax (exact, small vocabularies)
-    negative: int = 5  # k noise words per positive pair
+    objective: str = choice("negative_sampling", list(OBJECTIVES))  # full_softmax: exact, small vocabularies
+    negative: int = positive(5)  # k noise words per positive pair
     noise_power: float = 0.75  # noise q(w) ~ count(w)^noise_power
     share_negatives: bool = True  # k noise words per window (Ji et al. 2016) instead of per pair (word2vec.c)
     lr: float = positive(0.025)  # initial SGD learning rate (word2vec's skip-gram default)
@@ -37,7 +37,7 @@ class SkipGramConfig:
     # minibatches made an 18k-word Wikipedia run diverge without it); off otherwise (~25 % faster)
     neighbours: list = field(default_factory=list)  # probe words whose neighbours are printed at validation
     topn: int = positive(8)  # neighbours shown per probe word
-    analogy_restrict: int = 30000  # analogies are answered among this many most frequent words (word2vec)
+    analogy_restrict: int = positive(30000)  # analogies are answered among this many most frequent words (word2vec)
 
 
 @MODELS.register("skipgram")

@@ -31,18 +31,18 @@ from torch.distributions import Distribution, Normal
 from zoo.core.module import ZooModule, check_options
 from zoo.errors import UserError
 from zoo.models.vae import plots
-from zoo.models.vae.nets import build_nets
-from zoo.options import positive
+from zoo.models.vae.nets import ARCHS, build_nets
+from zoo.options import choice, positive
 
 LIKELIHOODS = ("bernoulli", "gaussian")
 
 
 @dataclass
 class CommonConfig:
-    arch: str = "mlp"  # encoder/decoder family: mlp | conv
+    arch: str = choice("mlp", list(ARCHS))  # encoder/decoder family: mlp | conv
     hidden: int = positive(256)  # width of the hidden layers
     channels: int = positive(32)  # conv arch: channels of the first convolution (then 2x)
-    likelihood: str = "bernoulli"  # decoder p(x|z): bernoulli (binarised data) | gaussian (grey values)
+    likelihood: str = choice("bernoulli", list(LIKELIHOODS))  # p(x|z): bernoulli (binary) | gaussian (grey)
     decoder_std: float = 0.1  # gaussian decoder: fixed pixel std; 0 = learned per pixel (floor 0.01)
     n_samples: int = 0  # latent samples per image per step; 0 = the estimator's own default
     beta: float = 1.0  # weight of the KL term (beta-VAE); val/test losses always use 1

@@ -22,7 +22,7 @@ from torch.utils.data import Dataset
 
 from zoo.core.data import EpochSampler, ZooDataModule, plain_loader
 from zoo.errors import UserError
-from zoo.options import between, positive
+from zoo.options import between, choice, positive
 from zoo.registry import DATAMODULES
 
 BINARIZE = ("static", "dynamic", "none")
@@ -186,7 +186,7 @@ class DigitsConfig:
     batch_size: int = positive(64)  # training images per batch
     eval_batch_size: int = positive(270)  # images per validation / test batch
     num_workers: int = 0  # DataLoader worker processes
-    binarize: str = "static"  # static (threshold) | dynamic (fresh Bernoulli draws) | none (grey)
+    binarize: str = choice("static", list(BINARIZE))  # static (threshold) | dynamic (fresh draws) | none
     threshold: float = between(0.5, 0, 1)  # intensity threshold for static binarisation (intensities are /16)
     val_size: int = positive(270)  # validation images, carved from the 1,527 non-test images
     test_size: int = positive(270)  # test images, held out first
@@ -220,7 +220,7 @@ class MnistConfig:
     batch_size: int = positive(100)  # training images per batch
     eval_batch_size: int = positive(500)  # images per validation / test batch
     num_workers: int = 0  # DataLoader worker processes
-    binarize: str = "dynamic"  # static (threshold) | dynamic (fresh Bernoulli draws) | none (grey)
+    binarize: str = choice("dynamic", list(BINARIZE))  # static (threshold) | dynamic (fresh draws) | none
     threshold: float = between(0.5, 0, 1)  # intensity threshold for static binarisation (intensities are /255)
     val_size: int = positive(10000)  # validation images carved from the 60,000 training images
     seed: int = 0  # split, shuffling and binarisation seed

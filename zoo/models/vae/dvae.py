@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +29,7 @@ from torch import Tensor
 from torch.distributions import Categorical, Distribution, kl_divergence
 
 from zoo.errors import UserError
-from zoo.estimators import StochasticNode, estimator_option
+from zoo.estimators import EstimatorSpec, StochasticNode, estimator_option
 from zoo.models.vae.common import CommonConfig, LatentVAE
 from zoo.options import at_least, positive
 from zoo.registry import MODELS
@@ -40,7 +39,7 @@ from zoo.registry import MODELS
 class DVAEConfig(CommonConfig):
     n_latents: int = positive(20)  # N categorical latent variables
     n_classes: int = at_least(10, 2)  # K classes each
-    estimator: Any = estimator_option("gumbel_softmax")  # a name or {name: ..., options}: gumbel_softmax,
+    estimator: EstimatorSpec = estimator_option("gumbel_softmax")  # a name or {name: ..., options}: gumbel_softmax,
     # straight_through, reinforce (baseline: none|ema|batch_mean|learned), rloo (n >= 2 samples)
     traversal_latents: int = positive(10)  # traversal picture: how many latents (largest KL first) to sweep
 
