@@ -17,7 +17,20 @@ steadier measure of efficiency. Both models are scored by the same evaluation co
 Other processes share the CPU: the load average (``uptime``) is recorded with the numbers, and
 the runs alternate so that both tools see the same load.
 
+Whole command (``--what e2e``): from the text file to vectors on disk, each tool in a fresh process
+timed from launch to exit: ``python -m zoo.train recipe=skipgram_lee data.files=FILE ...`` (start-up,
+vocabulary and encoding, training, validation, last.ckpt) against a gensim script that streams the
+file with ``LineSentence``, trains and saves the vectors in word2vec format. The zoo's part
+breakdown (start-up = importing torch/lightning/zoo; vocabulary; training loop; the rest: Lightning
+set-up, validation, checkpoints) comes from the same settings run in-process.
+
+Agreement: for the 1,000 most frequent words, the share of their 10 nearest neighbours (cosine,
+among the words both vocabularies have) that two embeddings have in common; zoo vs gensim with the
+same seed, against gensim vs gensim and zoo vs zoo with different seeds. Quality and agreement are
+reported per seed and as median (min-max) over the seeds (``--repeats``, default 3).
+
     python benchmarks/skipgram_vs_gensim.py [--repeats 3] [--epochs 5] [--corpora lee,synthetic] [--device cuda]
+    python benchmarks/skipgram_vs_gensim.py --what e2e --corpora lee,wiki,wiki10m     # whole commands
 """
 
 from __future__ import annotations
@@ -189,7 +202,7 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, mod
     shutil.rmtree(cache, ignore_errors=True)  # time a cold vocabulary + encoding pass
     start = time.perf_counter()
     data = TextCorpusData({"files": str(corpus), "root": str(cache), "min_count": HYPER["min_count"],
-                           "sample": HYPER["sample"], "window": HYPER["window"], "chunk_tokens": 250_000,
+                           "sample": HYPER["sample"], "window": HYPER["window"], "chunk_tokens": 250_000, "seed": seed,
                            "val_similarity": ["gensim:wordsim353.tsv"]})
     data.prepare_data()
     data.setup("fit")
@@ -215,14 +228,194 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, mod
     return stats, model.vectors.cpu().clone(), list(model.words)
 
 
+def big_corpus(folder: Path, tokens: int) -> Path:
+    """The Wikipedia text repeated to ``tokens`` words (text8's format: one line, lowercase words)."""
+    src = wiki_corpus(folder).read_text().split()[:453_000]  # one copy of the 106 articles
+    path = folder / f"enwiki_{tokens // 1_000_000}m.txt"
+    if not path.exists():
+        with path.open("w") as f:
+            for start in range(0, tokens, len(src)):
+                f.write(" ".join(src[: min(len(src), tokens - start)]) + " ")
+    return path
+
+
+GENSIM_E2E = r"""
+import sys, time
+t0 = time.perf_counter()
+from gensim.models import Word2Vec
+from gensim.models.word2vec import LineSentence
+path, out, epochs, seed, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+t1 = time.perf_counter()
+model = Word2Vec(LineSentence(path), vector_size=100, window=5, min_count=5, sample=1e-3, sg=1, hs=0, negative=5,
+                 alpha=0.025, min_alpha=1e-4, workers=workers, epochs=epochs, seed=seed)
+t2 = time.perf_counter()
+model.wv.save_word2vec_format(out, binary=True)
+print("PARTS", t1 - t0, t2 - t1, time.perf_counter() - t2)
+"""
+
+
+def e2e_gensim(corpus: Path, epochs: int, seed: int, work: Path) -> tuple[dict, torch.Tensor, list[str]]:
+    """gensim from the text file to saved vectors, in a fresh process."""
+    import subprocess
+
+    from gensim.models import KeyedVectors
+
+    out = work / f"gensim_{seed}.bin"
+    start = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", GENSIM_E2E, str(corpus), str(out), str(epochs), str(seed), "2"],
+                       capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - start
+    parts = [float(x) for x in p.stdout.split("PARTS")[1].split()]
+    kv = KeyedVectors.load_word2vec_format(str(out), binary=True)
+    stats = {"wall_s": round(wall, 2), "import_s": round(parts[0], 2), "vocab_and_train_s": round(parts[1], 2),
+             "save_s": round(parts[2], 2)}
+    return stats, torch.from_numpy(kv.vectors.copy()), list(kv.index_to_key)
+
+
+def e2e_zoo(corpus: Path, epochs: int, seed: int, threads: int, work: Path,
+            model_options: dict, device: torch.device) -> tuple[dict, torch.Tensor, list[str]]:
+    """``python -m zoo.train recipe=skipgram_lee`` on the file, cold cache, in a fresh process."""
+    import subprocess
+
+    import zoo
+
+    run_dir, cache = work / f"zoo_run_{seed}", work / f"zoo_cache_{seed}"
+    for folder in (run_dir, cache):
+        shutil.rmtree(folder, ignore_errors=True)
+    acc, devices = accelerator(device)
+    args = ["recipe=skipgram_lee", f"data.files={corpus}", f"data.root={cache}", "data.lowercase=false",
+            "data.strip_punctuation=false", f"model.threads={threads}", f"trainer.max_epochs={epochs}",
+            f"seed={seed}", f"data.seed={seed}", f"run_dir={run_dir}", "test_after_fit=false",
+            "trainer.enable_progress_bar=false", f"trainer.accelerator={acc}", f"trainer.devices={devices}",
+            *[f"model.{k}={v}" for k, v in model_options.items()]]
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "zoo.train", *args], capture_output=True, text=True, check=True, cwd=ROOT)
+    wall = time.perf_counter() - start
+    model = zoo.load(str(next(run_dir.glob("**/checkpoints/last.ckpt"))))  # run_dir/<recipe>/<timestamp>/
+    return {"wall_s": round(wall, 2), "command": "python -m zoo.train " + " ".join(args)}, \
+        model.vectors.cpu().clone(), list(model.words)
+
+
+def import_seconds() -> float:
+    """Start-up of the zoo's command: importing torch, lightning and the zoo's trainer."""
+    import subprocess
+
+    code = "import time; t = time.perf_counter(); import zoo.train, lightning, torch; print(time.perf_counter() - t)"
+    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                cwd=ROOT).stdout.split()[-1])
+
+
+def neighbour_agreement(a: torch.Tensor, words_a: list[str], b: torch.Tensor, words_b: list[str],
+                        n: int = 1000, k: int = 10) -> float:
+    """Mean share of common top-k cosine neighbours of the n most frequent words (the first n of
+    words_a that b also has), neighbours searched among the words both embeddings have."""
+    index_b = {w: i for i, w in enumerate(words_b)}
+    common = [w for w in words_a if w in index_b]  # in a's order: most frequent first
+    ia = {w: i for i, w in enumerate(words_a)}
+    va = torch.nn.functional.normalize(a[[ia[w] for w in common]].float(), dim=1)
+    vb = torch.nn.functional.normalize(b[[index_b[w] for w in common]].float(), dim=1)
+    m = min(n, len(common))
+    top = []
+    for v in (va, vb):
+        sims = v[:m] @ v.T  # (m, C)
+        sims[torch.arange(m), torch.arange(m)] = -2.0  # not oneself
+        top.append(sims.topk(k, dim=1).indices)
+    same = [len(set(x.tolist()) & set(y.tolist())) / k for x, y in zip(*top)]
+    return round(sum(same) / m, 4)
+
+
+def median_range(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
+
+
+def run_corpus(name: str, path: Path, similarity: list[str], analogies: list[str], args, threads: list[int],
+               model_options: dict, device: torch.device, work: Path) -> dict:
+    """Every run of one corpus: the training loop (in-process) and/or whole commands, per seed."""
+    entry: dict = {"file": str(path), "runs": {}, "summary": {}}
+    vectors: dict[str, list] = {}
+    if "loop" in args.what:
+        probe = objective_probe(path)
+        runs: dict[str, list] = {"gensim": [], **{f"zoo_threads{t}": [] for t in threads}}
+        for rep in range(args.repeats):
+            for key in runs:  # alternate, so both tools see the same machine load
+                if key == "gensim":
+                    stats, vec, words = run_gensim(path, args.epochs, seed=rep)
+                else:
+                    stats, vec, words = run_zoo(path, args.epochs, rep, int(key[len("zoo_threads"):]),
+                                                work / "cache", model_options, device)
+                stats["quality"] = score(vec, words, similarity, analogies)
+                stats["quality"]["probe"] = {"ns_loss": objective_loss(probe, vec, stats.pop("context_vectors"), words)}
+                runs[key].append(stats)
+                vectors.setdefault(f"loop_{key}", []).append((vec, words))
+                print(f"{name} loop {key} seed {rep}: {stats['words_per_s']:,} words/s, "
+                      f"load {stats['load_before']}, {stats['quality']}", flush=True)
+        summary = {key: {"words_per_s": median_range([r["words_per_s"] for r in rs]),
+                         "words_per_cpu_s": median_range([r["words_per_cpu_s"] for r in rs]),
+                         "vocab_s": median_range([r["vocab_s"] for r in rs]),
+                         "quality": {f"{f}.{m}": median_range([r["quality"][f][m] for r in rs])
+                                     for f in rs[0]["quality"] for m in rs[0]["quality"][f]}}
+                   for key, rs in runs.items()}
+        best = f"zoo_threads{threads[0]}"
+        summary["speed_ratio_zoo_over_gensim"] = round(summary[best]["words_per_s"]["median"]
+                                                       / summary["gensim"]["words_per_s"]["median"], 3)
+        summary["per_cpu_ratio_zoo_over_gensim"] = round(summary[best]["words_per_cpu_s"]["median"]
+                                                         / summary["gensim"]["words_per_cpu_s"]["median"], 3)
+        entry["runs"]["loop"], entry["summary"]["loop"] = runs, summary
+    if "e2e" in args.what:
+        runs = {"gensim": [], "zoo": []}
+        for rep in range(args.repeats):
+            for key in runs:
+                if key == "gensim":
+                    stats, vec, words = e2e_gensim(path, args.epochs, rep, work)
+                else:
+                    stats, vec, words = e2e_zoo(path, args.epochs, rep, threads[0], work, model_options, device)
+                stats["quality"] = score(vec, words, similarity, analogies)
+                runs[key].append(stats)
+                vectors.setdefault(f"e2e_{key}", []).append((vec, words))
+                print(f"{name} e2e {key} seed {rep}: {stats['wall_s']} s, {stats['quality']}", flush=True)
+        summary = {key: {"wall_s": median_range([r["wall_s"] for r in rs]),
+                         "quality": {f"{f}.{m}": median_range([r["quality"][f][m] for r in rs])
+                                     for f in rs[0]["quality"] for m in rs[0]["quality"][f]}}
+                   for key, rs in runs.items()}
+        summary["speed_ratio_gensim_over_zoo"] = round(summary["gensim"]["wall_s"]["median"]
+                                                       / summary["zoo"]["wall_s"]["median"], 3)
+        if "loop" in entry["summary"]:  # where the zoo's whole command spends its time
+            loop = entry["summary"]["loop"][f"zoo_threads{threads[0]}"]
+            train_s = statistics.median(r["train_s"] for r in entry["runs"]["loop"][f"zoo_threads{threads[0]}"])
+            startup = import_seconds()
+            summary["zoo_breakdown_s"] = {
+                "start_up_imports": round(startup, 2), "vocabulary_and_encoding": loop["vocab_s"]["median"],
+                "training_loop": train_s,
+                "rest_lightning_validation_checkpoints": round(summary["zoo"]["wall_s"]["median"] - startup
+                                                               - loop["vocab_s"]["median"] - train_s, 2)}
+        entry["runs"]["e2e"], entry["summary"]["e2e"] = runs, summary
+    # neighbour agreement: zoo vs gensim (same seed) against each tool's seed-to-seed agreement
+    agreement = {}
+    for kind in ("e2e", "loop"):
+        g = vectors.get(f"{kind}_gensim")
+        z = vectors.get(f"{kind}_zoo") or vectors.get(f"{kind}_zoo_threads{threads[0]}")
+        if not g or not z:
+            continue
+        pairs = [(i, j) for i in range(len(g)) for j in range(i + 1, len(g))]
+        agreement[kind] = {
+            "zoo_vs_gensim": median_range([neighbour_agreement(*z[i], *g[i]) for i in range(len(g))]),
+            "gensim_vs_gensim": median_range([neighbour_agreement(*g[i], *g[j]) for i, j in pairs]) if pairs else None,
+            "zoo_vs_zoo": median_range([neighbour_agreement(*z[i], *z[j]) for i, j in pairs]) if pairs else None,
+        }
+    entry["summary"]["neighbour_agreement_top10_of_1000"] = agreement
+    return entry
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="seeds per tool")
     parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--corpora", default="lee,wiki,synthetic")
-    parser.add_argument("--threads", default="2,1", help="zoo thread counts; the first is compared")
+    parser.add_argument("--corpora", default="lee,wiki,synthetic",
+                        help="lee, wiki, synthetic, wiki10m, wiki50m (the Wikipedia text repeated, text8's format)")
+    parser.add_argument("--what", default="loop,e2e", help="loop (training loop, in-process), e2e (whole commands)")
+    parser.add_argument("--threads", default="2", help="zoo thread counts for the loop; the first is compared")
     parser.add_argument("--zoo", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="extra options of the zoo's model, e.g. batch_centres=2048 step_cap=true")
+                        help="extra options of the zoo's model, e.g. updates=minibatch batch_centres=2048")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_vs_gensim.json"))
     add_device_option(parser)
@@ -232,55 +425,31 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     import gensim
 
-    ws353 = str(Path(gensim.__file__).parent / "test" / "test_data" / "wordsim353.tsv")
-    simlex = str(Path(gensim.__file__).parent / "test" / "test_data" / "simlex999.txt")
-    questions = str(Path(gensim.__file__).parent / "test" / "test_data" / "questions-words.txt")
+    test_data = Path(gensim.__file__).parent / "test" / "test_data"
+    ws353, simlex, questions = (str(test_data / f) for f in ("wordsim353.tsv", "simlex999.txt", "questions-words.txt"))
+    builders = {"lee": lambda: lee_corpus(work), "wiki": lambda: wiki_corpus(work),
+                "wiki10m": lambda: big_corpus(work, 10_000_000), "wiki50m": lambda: big_corpus(work, 50_000_000)}
     corpora = {}
-    if "lee" in args.corpora:
-        corpora["lee"] = (lee_corpus(work), [ws353, simlex], [questions])
-    if "wiki" in args.corpora:
-        corpora["wiki"] = (wiki_corpus(work), [ws353, simlex], [questions])
-    if "synthetic" in args.corpora:
-        corpora["synthetic"] = synthetic_corpus(work)
+    for name in args.corpora.split(","):
+        if name == "synthetic":
+            corpora[name] = synthetic_corpus(work)
+        elif name in builders:
+            corpora[name] = (builders[name](), [ws353, simlex], [questions])
+        else:
+            raise SystemExit(f"unknown corpus {name!r}: choose from synthetic, {', '.join(builders)}")
     threads = [int(t) for t in args.threads.split(",")]
     model_options = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.zoo)}
     report = {"hyperparameters": {**HYPER, "epochs": args.epochs, "sg": 1, "gensim_workers": 2},
               "zoo_options": model_options, "device": str(device), "device_name": describe(device),
-              "command": "python " + " ".join(sys.argv),
+              "command": "python " + " ".join(sys.argv), "repeats": args.repeats, "what": args.what,
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
-                          "gensim": gensim.__version__}, "corpora": {}}
+                          "gensim": gensim.__version__, "load_average_at_start": load_average()}, "corpora": {}}
     for name, (path, similarity, analogies) in corpora.items():
-        probe = objective_probe(path)
-        runs: dict[str, list] = {"gensim": [], **{f"zoo_threads{t}": [] for t in threads}}
-        quality: dict[str, list] = {k: [] for k in runs}
-        for rep in range(args.repeats):
-            for key in runs:  # alternate, so both tools see the same machine load
-                if key == "gensim":
-                    stats, vectors, words = run_gensim(path, args.epochs, seed=rep)
-                else:
-                    stats, vectors, words = run_zoo(path, args.epochs, rep, int(key[len("zoo_threads"):]),
-                                                    work / "cache", model_options, device)
-                stats["quality"] = score(vectors, words, similarity, analogies)
-                loss = objective_loss(probe, vectors, stats.pop("context_vectors"), words)
-                stats["quality"]["probe"] = {"ns_loss": loss}
-                runs[key].append(stats)
-                quality[key].append(stats["quality"])
-                print(f"{name} {key} run {rep}: {stats['words_per_s']:,} words/s, "
-                      f"load {stats['load_before']}, {stats['quality']}", flush=True)
-        summary = {key: {"median_words_per_s": statistics.median(r["words_per_s"] for r in rs),
-                         "median_words_per_cpu_s": statistics.median(r["words_per_cpu_s"] for r in rs),
-                         "median_quality": {f"{f}.{m}": statistics.median(q[f][m] for q in quality[key])
-                                            for f in quality[key][0] for m in quality[key][0][f]}}
-                   for key, rs in runs.items()}
-        best_zoo = f"zoo_threads{threads[0]}"
-        summary["speed_ratio_zoo_over_gensim"] = round(summary[best_zoo]["median_words_per_s"]
-                                                       / summary["gensim"]["median_words_per_s"], 3)
-        summary["per_cpu_ratio_zoo_over_gensim"] = round(summary[best_zoo]["median_words_per_cpu_s"]
-                                                         / summary["gensim"]["median_words_per_cpu_s"], 3)
-        report["corpora"][name] = {"file": str(path), "summary": summary, "runs": runs}
-        print(name, json.dumps(summary, indent=1), flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        report["corpora"][name] = run_corpus(name, path, similarity, analogies, args, threads, model_options,
+                                             device, work)
+        print(name, json.dumps(report["corpora"][name]["summary"], indent=1), flush=True)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")  # after every corpus: nothing lost
     print(f"wrote {args.out}")
 
 

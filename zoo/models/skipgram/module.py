@@ -29,6 +29,12 @@ class SkipGramConfig:
     share_negatives: bool = True  # k noise words per window (Ji et al. 2016) instead of per pair (word2vec.c)
     lr: float = positive(0.025)  # initial SGD learning rate (word2vec's skip-gram default)
     min_lr_ratio: float = 1e-4  # lr falls linearly to lr * min_lr_ratio over all epochs (word2vec)
+    updates: str = choice("auto", ["auto", "sequential", "minibatch"])  # how SGD visits the pairs:
+    # sequential = word2vec's update after every pair, in a compiled CPU kernel (kernel.py; best
+    # quality and speed on a CPU); minibatch = batch_centres windows per vectorised update (torch,
+    # any device: the GPU path, and the only one for full_softmax); auto = sequential on a CPU for
+    # nce / negative_sampling, else minibatch. batch_centres, share_negatives and step_cap are
+    # minibatch settings.
     batch_centres: int = positive(5120)  # window centres per minibatch (bucketed by half-width: ~1k per update)
     threads: int = positive(1)  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
     step_cap: Optional[bool] = None  # cap a row's minibatch step at its Newton step (nets.SkipGram.cap);
@@ -55,6 +61,9 @@ class SkipGramModule(ZooModule):
         if c.dim < 1 or c.negative < 1 or c.batch_centres < 1 or c.threads < 1 or c.lr <= 0:
             raise UserError("model.dim, model.negative, model.batch_centres, model.threads must be >= 1 and "
                             "model.lr > 0")
+        if c.updates == "sequential" and c.objective == "full_softmax":
+            raise UserError("model.updates=sequential is word2vec's per-pair update for nce / negative_sampling; "
+                            "full_softmax trains with model.updates=minibatch (or auto)")
         if "vocab" not in self.data_info:
             raise UserError("the skipgram model needs a corpus datamodule "
                             "(skipgram_text or skipgram_synthetic)")
@@ -77,6 +86,19 @@ class SkipGramModule(ZooModule):
         self._index: dict[str, int] | None = None
         self._seed = torch.initial_seed()
         self._anchors: list[torch.Tensor] | None = None  # DDP: tables after the last synchronisation
+        self._noise = None  # the kernel's (keep, alias) noise table, built on first use
+
+    def sequential(self) -> bool:
+        """Whether training steps use the sequential kernel (see ``SkipGramConfig.updates``)."""
+        from zoo.models.skipgram import kernel
+
+        mode = self.cfg.updates
+        if mode == "auto":
+            return self.device.type == "cpu" and self.cfg.objective != "full_softmax" and kernel.available()
+        if mode == "sequential" and (self.device.type != "cpu" or self.cfg.objective == "full_softmax"):
+            raise UserError(f"model.updates=sequential runs on the CPU for nce / negative_sampling (here: "
+                            f"{self.device.type}, {self.cfg.objective}); use model.updates=minibatch or auto")
+        return mode == "sequential"
 
     @property
     def index(self) -> dict[str, int]:
@@ -116,10 +138,13 @@ class SkipGramModule(ZooModule):
         # the hand-written updates add into the float32 tables: no autocast (trainer.precision=bf16-mixed
         # runs the rest of the loop as usual, these updates in float32)
         with torch.autocast(self.device.type, enabled=False):
-            stats = train_chunk(self.net, batch["tokens"], batch["sentence"], batch["window"],
-                                int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,
-                                self.threads, self.cfg.share_negatives, self.intra_op_threads,
-                                1 if self.small_vocabulary else world)  # ranks whose updates are summed
+            if self.sequential():
+                stats = self.sequential_chunk(batch, lr0, lr1, seed)
+            else:
+                stats = train_chunk(self.net, batch["tokens"], batch["sentence"], batch["window"],
+                                    int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,
+                                    self.threads, self.cfg.share_negatives, self.intra_op_threads,
+                                    1 if self.small_vocabulary else world)  # ranks whose updates are summed
         if not math.isfinite(stats["loss"]):
             from zoo.callbacks.safety import NonFiniteLossError
 
@@ -129,6 +154,17 @@ class SkipGramModule(ZooModule):
         seconds = time.perf_counter() - start
         metrics = {"train/loss": stats["loss"], "train/lr": lr1, "train/words_per_s": len(batch["tokens"]) / seconds}
         self.log_train(metrics, batch_size=1, prog_bar=("train/loss", "train/words_per_s"))
+
+    def sequential_chunk(self, batch: dict, lr0: float, lr1: float, seed: int) -> dict[str, float]:
+        """One chunk through word2vec's per-pair updates (kernel.py), Hogwild over cfg.threads."""
+        from zoo.models.skipgram import kernel
+
+        if self._noise is None:
+            self._noise = kernel.noise_table(self.net.sampler)
+        log_kq = self.net.log_kq if self.cfg.objective == "nce" else None
+        return kernel.train_chunk(self.net.centre, self.net.context, batch["tokens"], batch["sentence"],
+                                  batch["window"], self._noise, log_kq, self.cfg.negative, lr0, lr1, seed,
+                                  self.cfg.threads)
 
     def estimator_loss(self, batch: dict, centres: int = 512) -> torch.Tensor:
         """A fresh Monte Carlo estimate (new noise words) of the mean loss per pair on the first

@@ -1,0 +1,161 @@
+"""word2vec's sequential SGD as a compiled CPU kernel (numba): one update per (context, word) pair.
+
+The minibatch path (``loop.py`` + ``nets.py``) applies the gradients of thousands of windows at
+once; that is what a GPU wants, but on a CPU it costs quality (a frequent word's row receives
+hundreds of stale gradients per minibatch) and speed (gathers and scatters of (B, S, D) blocks).
+word2vec.c and gensim instead update the two tables after every pair: for the word w at position i
+and each word c of its reduced window, with k noise words w' ~ q drawn per pair,
+
+    g_o = lr * (y_o - sigmoid(v_c . u_o))     o in {w, w'_1..w'_k}, y = 1 for w, 0 for noise
+    u_o += g_o v_c;   v_c += sum_o g_o u_o     (v_c's step uses the u_o before their update)
+
+with v = ``centre`` (syn0, the exported vectors) and u = ``context`` (syn1neg). ``nce`` subtracts
+log(k q(o)) from every score. Threads split the chunk into contiguous parts and update the shared
+tables without locks (Hogwild, as word2vec.c and gensim do); one thread is deterministic.
+
+No maintained library offers this loop on torch tensors (gensim has it in Cython, inside its own
+model and vocabulary), so it is written here; numba compiles it on first use and caches the
+machine code next to this file (``cache=True``; a read-only install compiles once per process).
+Noise words come from the alias table of ``sampling.AliasSampler`` (O(1), a table of 12 bytes a word
+that stays in cache; a binary search over cumulative weights, as gensim does, was 2x slower here),
+random numbers from word2vec.c's linear congruential generator, one stream per thread.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+try:  # optional at import time so that the minibatch (GPU) path never needs it
+    import numba
+    from numba import njit, prange
+except ImportError:  # pragma: no cover - numba is a dependency; this keeps a broken install usable
+    numba = None
+
+MAX_SCORE = 6.0  # word2vec.c's MAX_EXP: beyond it sigmoid is taken as 0 or 1 for the step
+SIGMOID = 1.0 / (1.0 + np.exp(-(np.arange(1001) / 500.0 - 1.0) * MAX_SCORE))  # (1001,) sigmoid on a grid
+LOSS_PAIRS = 20_000  # pairs per thread and chunk whose loss is summed (the reported train/loss)
+
+
+def available() -> bool:
+    return numba is not None
+
+
+if numba is not None:
+
+    @njit(inline="always")
+    def _noise_word(rng, keep, alias):
+        """(next state, a noise word): one step of word2vec.c's generator, then the alias table."""
+        rng = rng * np.uint64(25214903917) + np.uint64(11)
+        r = rng >> np.uint64(16)  # 48 random bits: a column from all of them, a coin from the top 24
+        column = np.int64(r % np.uint64(keep.shape[0]))
+        coin = float(r >> np.uint64(24)) * (1.0 / 16777216.0)
+        return rng, (column if coin < keep[column] else alias[column])
+
+    @njit(cache=True)
+    def _draw_noise(keep, alias, n, seed):
+        rng = np.uint64(seed)
+        out = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            rng, out[i] = _noise_word(rng, keep, alias)
+        return out
+
+    @njit(fastmath=True, nogil=True, cache=True)
+    def _train_part(tokens, sentence, reduced, lo, hi, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1,
+                    n_total, seed, work):
+        dim = syn0.shape[1]
+        nce = log_kq.shape[0] > 0
+        rng = np.uint64(seed)
+        loss = 0.0
+        pairs = 0
+        for i in range(lo, hi):
+            word = tokens[i]
+            half = reduced[i]
+            lr = lr0 + (lr1 - lr0) * (i / n_total)
+            first = max(lo, i - half)
+            last = min(hi - 1, i + half)
+            for j in range(first, last + 1):
+                if j == i or sentence[j] != sentence[i]:
+                    continue
+                ctx = tokens[j]
+                for d in range(dim):
+                    work[d] = 0.0
+                for k in range(negative + 1):
+                    if k == 0:
+                        target = word
+                        label = 1.0
+                    else:
+                        rng, target = _noise_word(rng, keep, alias)
+                        if target == word:
+                            continue
+                        label = 0.0
+                    f = 0.0
+                    for d in range(dim):
+                        f += syn0[ctx, d] * syn1[target, d]
+                    if nce:
+                        f -= log_kq[target]
+                    if pairs < LOSS_PAIRS:  # the loss of the first pairs only: logs cost as much as the update
+                        z = f if label > 0.5 else -f  # -log sigmoid(z) is this term's loss
+                        loss += math.log1p(math.exp(-z)) if z > -30.0 else -z
+                    if f > MAX_SCORE:
+                        g = (label - 1.0) * lr
+                    elif f < -MAX_SCORE:
+                        g = label * lr
+                    else:  # word2vec.c's table of sigmoid over [-6, 6] in 1000 steps
+                        g = (label - SIGMOID[int((f + MAX_SCORE) * (500.0 / MAX_SCORE))]) * lr
+                    for d in range(dim):
+                        work[d] += g * syn1[target, d]
+                    for d in range(dim):
+                        syn1[target, d] += g * syn0[ctx, d]
+                for d in range(dim):
+                    syn0[ctx, d] += work[d]
+                pairs += 1
+        return loss, pairs
+
+    @njit(parallel=True, cache=True)
+    def _train_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1, seed):
+        parts = bounds.shape[0] - 1
+        losses = np.zeros(parts)
+        pairs = np.zeros(parts, dtype=np.int64)
+        for t in prange(parts):
+            work = np.empty(syn0.shape[1], dtype=syn0.dtype)
+            losses[t], pairs[t] = _train_part(tokens, sentence, reduced, bounds[t], bounds[t + 1], syn0, syn1,
+                                              keep, alias, log_kq, negative, lr0, lr1, tokens.shape[0],
+                                              seed + 7919 * (t + 1), work)
+        return losses.sum() / max(1, np.minimum(pairs, LOSS_PAIRS).sum()), pairs.sum()
+
+
+def noise_table(sampler) -> tuple[np.ndarray, np.ndarray]:
+    """The (keep probability, alias) columns of an ``AliasSampler`` as the kernel reads them."""
+    return sampler.prob.numpy().astype(np.float64), sampler.alias.numpy().astype(np.int64)
+
+
+def draw_noise(noise: tuple[np.ndarray, np.ndarray], n: int, seed: int = 1) -> np.ndarray:
+    """n noise words as the kernel draws them (for tests)."""
+    return _draw_noise(*noise, n, seed)
+
+
+def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tensor, sentence: torch.Tensor,
+                reduced: torch.Tensor, noise: tuple[np.ndarray, np.ndarray], log_kq: torch.Tensor | None, negative: int,
+                lr_start: float, lr_end: float, seed: int, threads: int = 1) -> dict[str, float]:
+    """Sequential SGD over every (context -> word) pair of a chunk, in place on the CPU tables.
+
+    centre, context: (V, D) float32 CPU tables; tokens, sentence, reduced: (N,) subsampled ids,
+    sentence numbers and reduced half-widths (``corpus.CorpusChunks``); log_kq: (V,) for NCE or
+    None; lr falls linearly from lr_start to lr_end across the chunk. Returns {"loss": mean loss
+    per pair over the first pairs of every thread, "pairs": pairs trained}."""
+    if numba is None:
+        raise RuntimeError("numba is not installed: pip install numba, or use model.updates=minibatch")
+    n = len(tokens)
+    if n == 0:
+        return {"loss": 0.0, "pairs": 0.0}
+    threads = max(1, min(threads, n // 1000 or 1))
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    bounds = np.linspace(0, n, threads + 1).round().astype(np.int64)
+    nce = np.empty(0, np.float32) if log_kq is None else log_kq.detach().cpu().float().numpy()
+    as_np = [x.detach().cpu().numpy() for x in (tokens, sentence, reduced)]
+    loss, pairs = _train_chunk(*as_np, bounds, centre.detach().numpy(), context.detach().numpy(), *noise, nce,
+                               int(negative), float(lr_start), float(lr_end), int(seed) % (1 << 62))
+    return {"loss": float(loss), "pairs": float(pairs)}
