@@ -37,7 +37,9 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     seed = info.get("config", {}).get("seed", info.get("card", {}).get("seed", 0))
     plots_dir = None
     for key, value in options.items():
-        if key.startswith("data."):
+        if key == "data" and isinstance(value, dict):  # data.name=... parses as one {name: ...} mapping
+            data_cfg.update(value)
+        elif key.startswith("data."):
             data_cfg[key[5:]] = value
         elif key.startswith("trainer."):
             trainer_opts[key[8:]] = value

@@ -290,3 +290,13 @@ def test_predict_inputs_may_look_like_flags(capsys):
     assert predict.main(["no-such-model", "-4,1.5", "steps=3"]) == 2
     err = capsys.readouterr().err
     assert "unknown pretrained model" in err and "unrecognized arguments" not in err
+
+
+def test_evaluate_switches_the_datamodule_with_data_name(tmp_path, capsys):
+    """`zoo.evaluate NAME data.name=OTHER` evaluates on another datamodule (here: the real-image one,
+    whose files are missing, so its own clear error), instead of 'unknown option data'."""
+    from zoo.evaluate import main as evaluate_main
+
+    code = evaluate_main(["ood-digits-ce", "data.name=ood_images", f"data.root={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "not found" in err and str(tmp_path) in err and "unknown option" not in err, err
