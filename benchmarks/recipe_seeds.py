@@ -96,6 +96,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--parallel", type=int, default=1, help="runs at once (each uses one torch thread)")
     ap.add_argument("--extra", nargs="*", default=[], help="key=value overrides added to every run")
+    ap.add_argument("--tag", default="", help="added to the JSON's name, for a variant made with --extra")
     ap.add_argument("--runs", default="runs/bench_recipe_seeds", help="run folders go here")
     ap.add_argument("--write-cards", action="store_true", help="record the spread on the recipe's cards")
     args = ap.parse_args()
@@ -112,12 +113,12 @@ def main() -> None:
             "machine": f"{platform.machine()}, {platform.python_version()}", "parallel": args.parallel,
             "total_s": round(time.time() - t0, 1), "summary": summarise(rows), "runs": rows,
         }
-        out = ROOT / "benchmarks" / "results" / f"seeds_{recipe}_{device.type}.json"
+        out = ROOT / "benchmarks" / "results" / f"seeds_{recipe}{'_' + args.tag if args.tag else ''}_{device.type}.json"
         out.write_text(json.dumps(record, indent=1) + "\n")
         print(f"{recipe} over seeds {seeds} ({record['total_s']:.0f} s) -> {out.relative_to(ROOT)}")
         for k, s in record["summary"].items():
             print(f"  {k:<36} {fmt(s, 4):>20}   runs {s['values']}")
-        if args.write_cards:
+        if args.write_cards and not args.extra:  # a card records its own recipe, not a variant
             print("  cards updated:", ", ".join(write_cards(recipe, record, out)) or "none")
 
 
