@@ -3,6 +3,7 @@
     python benchmarks/recipe_seeds.py --recipes vae_digits,skipgram_synthetic --seeds 0,1,2,3,4
     python benchmarks/recipe_seeds.py --recipes sat_shapes_soft --seeds 0,1,2 --parallel 2
     python benchmarks/recipe_seeds.py --recipes vae_digits --write-cards   # + the spread onto its card
+    python benchmarks/recipe_seeds.py --recipes vae_digits --cards-only    # recorded spread -> cards
 
 Every run is `python -m zoo.train recipe=R seed=S` in its own process with one torch thread (as
 the cards were trained), then `zoo.evaluate` of its `last.ckpt`: the same scoring as
@@ -99,10 +100,16 @@ def main() -> None:
     ap.add_argument("--tag", default="", help="added to the JSON's name, for a variant made with --extra")
     ap.add_argument("--runs", default="runs/bench_recipe_seeds", help="run folders go here")
     ap.add_argument("--write-cards", action="store_true", help="record the spread on the recipe's cards")
+    ap.add_argument("--cards-only", action="store_true",
+                    help="train nothing: copy the recorded spreads (results/seeds_RECIPE_DEVICE.json) to the cards")
     args = ap.parse_args()
     device = resolve_device(args.device)
     seeds = [int(s) for s in args.seeds.split(",")]
     for recipe in args.recipes.split(","):
+        if args.cards_only:  # e.g. after a card was re-exported
+            out = ROOT / "benchmarks" / "results" / f"seeds_{recipe}_{device.type}.json"
+            print(recipe, "cards updated:", ", ".join(write_cards(recipe, json.loads(out.read_text()), out)) or "none")
+            continue
         t0 = time.time()
         with ThreadPoolExecutor(args.parallel) as ex:
             rows = list(ex.map(lambda s, r=recipe: run(r, s, device, args.runs, args.extra), seeds))
