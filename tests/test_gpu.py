@@ -59,3 +59,13 @@ def test_recipe_on_cuda(name: str, precision: str, tmp_path: Path):
     # Lightning moves the model back to the CPU at teardown; the run trained on the GPU
     assert result.model.trainer.strategy.root_device.type == "cuda"
     assert all(torch.isfinite(p).all() for p in params), "non-finite weights after one step"
+
+
+def test_skipgram_learns_on_cuda(tmp_path: Path):
+    """On a GPU skip-gram takes the minibatch path (the sequential kernel is the CPU's) and still
+    learns the planted groups: 2 epochs, seed 0; the CPU reaches ~0.94 in 5."""
+    result = train(["recipe=skipgram_synthetic", f"run_dir={tmp_path}/runs", f"data.root={tmp_path}/data",
+                    "trainer.accelerator=gpu", "trainer.devices=1", "trainer.max_epochs=2",
+                    "trainer.enable_progress_bar=false"])
+    assert result.model.trainer.strategy.root_device.type == "cuda"
+    assert result.test_metrics["test/planted_spearman"] > 0.85
