@@ -235,7 +235,9 @@ class SkipGramModule(ZooModule):
             return
         if self.cfg.neighbours and self.trainer.is_global_zero:
             self.print(self.neighbour_table(self.cfg.neighbours, self.cfg.topn))
-        self._plot()
+
+    def on_train_end(self) -> None:
+        self._plot()  # once, not every epoch: the figure costs about as much as a small epoch's validation
 
     def on_test_epoch_end(self) -> None:
         self._plot()
