@@ -135,5 +135,11 @@ class RunInfo(L.Callback):
     def __init__(self, info: dict):
         self.info = info
 
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # the loggers get the recipe's resolved config (the model keeps its hyperparameters, which
+        # may hold a whole vocabulary, out of the loggers: see ZooModule.__init__)
+        for logger in trainer.loggers:
+            logger.log_hyperparams(self.info["config"])
+
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
         checkpoint["zoo"] = self.info

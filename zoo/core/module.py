@@ -44,7 +44,10 @@ class ZooModule(L.LightningModule):
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__()
-        self.save_hyperparameters({"cfg": dict(cfg), "data_info": dict(data_info or {})})
+        # in the checkpoint (to rebuild the model), not sent to the loggers: data_info can hold a
+        # vocabulary, which Lightning's CSV logger writes through OmegaConf at ~1 ms a node (9 s for
+        # 7k words); zoo.train logs the recipe's config to every logger instead (train.make_trainer)
+        self.save_hyperparameters({"cfg": dict(cfg), "data_info": dict(data_info or {})}, logger=False)
         self.cfg = self.Config(**cfg)
         self.data_info = dict(data_info or {})
         self.plots_dir: Path | None = None  # set by zoo.train / zoo.evaluate

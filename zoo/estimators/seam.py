@@ -45,7 +45,8 @@ class StochasticNode:
     # or "data_info.KEY" (a list: its product); None: the model passes no context
     option: str = "estimator"  # the model option that names the estimator
     samples_option: str | None = None  # a model option overriding the estimator's n (0: the estimator's)
-    active_when: tuple = ()  # (option, value): the node exists only then (e.g. ("attention", "hard"))
+    active_when: tuple = ()  # (option, value, ...): the node exists only when the option has one of the
+    # values (e.g. ("attention", "hard"), ("mode", "joint", "boundary_gan"))
     hint: str = ""  # appended to misfit errors, e.g. a model option that avoids sampling altogether
 
     def __post_init__(self):
@@ -53,7 +54,7 @@ class StochasticNode:
             raise ValueError(f"StochasticNode.kind must be one of {NODE_KINDS}, got {self.kind!r}")
 
     def active(self, options: Mapping) -> bool:
-        return not self.active_when or options.get(self.active_when[0]) == self.active_when[1]
+        return not self.active_when or options.get(self.active_when[0]) in self.active_when[1:]
 
     def context_dim(self, options: Mapping, data_info: Mapping | None) -> int | None:
         """The size of the features the model passes as ``context`` (None: it passes none)."""

@@ -172,8 +172,9 @@ class OODEvaluation:
     def save_pictures(self, test_points: dict | None = None) -> None:
         was_training = self.training
         self.eval()
-        fake = self.generate(64) if self.cfg.mode == "joint" else None
-        if len(self.input_shape) == 1 and self.input_shape[0] == 2:
+        points_2d = len(self.input_shape) == 1 and self.input_shape[0] == 2
+        fake = self.generate(256 if points_2d else 64) if hasattr(self, "generator") else None
+        if points_2d:
             dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
             train = getattr(dm, "train_set", None)
             points = (train.x, train.y) if train is not None else None

@@ -4,7 +4,11 @@
 - ``confidence``: CE + beta * KL(U || p(y|x_out)) on an explicit OOD training set (``data.ood_train``);
 - ``joint``: the joint confidence loss. Each step: a D step, a G step with beta * KL(U || p(y|G(z))),
   a classifier step with CE + beta * KL(U || p(y|G(z))) (formulas in ``losses.py``). The generator's
-  noise z ~ N(0, I) is drawn by the registry's ``reparam`` estimator in ``noise()``.
+  noise z ~ N(0, I) is drawn by the registry's ``reparam`` estimator in ``noise()``;
+- ``boundary_gan``: two stages, the paper's GAN loss (its eq. 3) against a *given* classifier: for
+  ``classifier_epochs`` epochs the classifier alone, with the confidence loss on ``data.ood_train``;
+  then it is frozen and only D and G train (D step, G step as in ``joint``). G's samples move to the
+  boundary of the data (the paper's 2-D toy figure; ``recipes/ood/ood_toy2d_boundary.yaml``).
 
 Manual optimisation with up to three optimizers (classifier, generator, discriminator), each set
 in the recipe. Evaluation (``evaluate.py``): accuracy, ECE before/after temperature scaling, and
@@ -29,7 +33,8 @@ from zoo.models.ood.nets import Classifier, Discriminator, Generator
 from zoo.options import between, positive
 from zoo.registry import MODELS
 
-MODES = ("ce", "confidence", "joint")
+MODES = ("ce", "confidence", "joint", "boundary_gan")
+GAN_MODES = ("joint", "boundary_gan")  # the modes with a generator and a discriminator
 
 
 @dataclass
@@ -42,15 +47,16 @@ class OptimConfig:
 
 @dataclass
 class OODConfig:
-    mode: str = field(default="ce", metadata={"choices": list(MODES)})  # ce | confidence | joint
+    mode: str = field(default="ce", metadata={"choices": list(MODES)})  # ce | confidence | joint | boundary_gan
     beta: float = 1.0  # weight of the KL(U || p) term (>= 0; the paper: 1 for SVHN, 0.1 for CIFAR-10)
     classifier: str = field(default="cnn", metadata={"choices": ["mlp", "cnn", "vgg13"]})  # classifier net
     width: int = positive(32)  # classifier width (mlp hidden units; cnn first channels; vgg13: 64 = the paper's)
     dropout: float = between(0.0, 0, 1, high_open=True)  # dropout before the classifier's last layer
-    generator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # G (joint mode)
-    discriminator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # D (joint mode)
+    generator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # G (joint, boundary_gan)
+    discriminator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # D (joint, boundary_gan)
     gan_width: int = positive(256)  # G / D width (mlp hidden units; dcgan base channels, 64 in DCGAN)
     noise_dim: int = positive(32)  # size of G's noise z
+    classifier_epochs: int = positive(50)  # boundary_gan: epochs of the classifier alone before it is frozen
     saturating: bool = False  # G's GAN term: log(1 - D(G(z))) as written (True) or -log D(G(z)) (False)
     estimator: EstimatorSpec = estimator_option("reparam")  # how G's noise z ~ N(0, I) is drawn (reparam: pathwise)
     classifier_optim: OptimConfig = field(default_factory=OptimConfig)  # optimizer of the classifier
@@ -84,9 +90,10 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
     Config = OODConfig
     monitor, monitor_mode = "val/acc", "max"
     ddp_find_unused_parameters = True  # the G and D steps leave the other nets without gradients
-    # G's noise z ~ N(0, I) (joint mode only); G's loss is a differentiable function of z
+    # G's noise z ~ N(0, I) (joint and boundary_gan); G's loss is a differentiable function of z
     stochastic_node = StochasticNode(kind="continuous", differentiable_cost=True, multi_sample=False,
-                                     active_when=("mode", "joint"), hint="or model.mode=ce / confidence (no GAN)")
+                                     active_when=("mode", "joint", "boundary_gan"),
+                                     hint="or model.mode=ce / confidence (no GAN)")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
@@ -99,16 +106,16 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
         self.input_shape = [int(s) for s in d["input_shape"]]
         self.num_classes = int(d["num_classes"])
         is_image = len(self.input_shape) == 3
-        conv_gan = c.mode == "joint" and "dcgan" in (c.generator, c.discriminator)
+        conv_gan = c.mode in GAN_MODES and "dcgan" in (c.generator, c.discriminator)
         if not is_image and (c.classifier != "mlp" or conv_gan):
             raise UserError(f"input of shape {self.input_shape} is not an image: use model.classifier=mlp "
                             "and model.generator=mlp model.discriminator=mlp")
-        if c.mode == "confidence" and not d.get("ood_train"):
-            raise UserError("model.mode=confidence needs an explicit OOD training set: set data.ood_train=true "
+        if c.mode in ("confidence", "boundary_gan") and not d.get("ood_train"):
+            raise UserError(f"model.mode={c.mode} needs an explicit OOD training set: set data.ood_train=true "
                             "(ood_images: also data.ood_train_folder=PATH)")
         self.classifier = Classifier(c.classifier, self.input_shape, self.num_classes, c.width,
                                      d["mean"], d["std"], c.dropout)
-        if c.mode == "joint":
+        if c.mode in GAN_MODES:
             self.generator = Generator(c.generator, self.input_shape, c.noise_dim, c.gan_width,
                                        bounded=bool(d.get("bounded", is_image)))
             self.discriminator = Discriminator(c.discriminator, self.input_shape, c.gan_width)
@@ -140,6 +147,11 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
         if dm is not None and hasattr(dm, "info"):
             info = dm.info()
             self._check_fits(info["input_shape"], info["num_classes"], f"the data ({info.get('dataset', '?')})")
+        epochs = self.trainer.max_epochs if self._trainer is not None else None
+        if stage == "fit" and self.cfg.mode == "boundary_gan" and epochs is not None \
+                and 0 <= epochs <= self.cfg.classifier_epochs and not self.trainer.fast_dev_run:
+            raise UserError(f"model.mode=boundary_gan trains G only after model.classifier_epochs="
+                            f"{self.cfg.classifier_epochs}: set trainer.max_epochs above it (got {epochs})")
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         # runs before the state dict is loaded: resuming with other data is a clear error, not a size mismatch
@@ -162,7 +174,7 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
     def configure_optimizers(self):
         c = self.cfg
         opts = [_optimizer(self.classifier.parameters(), c.classifier_optim)]
-        if c.mode == "joint":
+        if c.mode in GAN_MODES:
             opts += [_optimizer(self.generator.parameters(), c.generator_optim),
                      _optimizer(self.discriminator.parameters(), c.discriminator_optim)]
         return opts
@@ -186,7 +198,8 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
         opts = self.optimizers()
         opts = opts if isinstance(opts, list) else [opts]
         metrics = {}
-        if c.mode == "joint":
+        gan_stage = c.mode == "joint" or (c.mode == "boundary_gan" and self.current_epoch >= c.classifier_epochs)
+        if gan_stage:
             opt_c, opt_g, opt_d = opts
             fake = self.generate(len(x))
             # (1) D step: max log D(x) + log(1 - D(G(z)))
@@ -194,15 +207,18 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
             d_loss = discriminator_loss(d_real, d_fake)
             self._step(opt_d, d_loss)
             # (2) G step: min GAN term + beta * KL(U || p(y|G(z))); D and the classifier get gradients
-            # here too, but their own steps zero them before use
+            # here too, but their own steps zero them before use (boundary_gan: the classifier's never
+            # steps again, it is frozen)
             g_loss, g_kl = self.generator_loss(fake)
             self._step(opt_g, g_loss)
-            x_out = fake.detach()  # (3) the classifier sees this step's generated batch as OOD
+            x_out = fake.detach()  # (3) joint: the classifier sees this step's generated batch as OOD
             metrics.update({"train/d_loss": d_loss.detach(), "train/g_loss": g_loss.detach(),
                             "train/g_kl": g_kl.detach(), "train/d_real": torch.sigmoid(d_real).mean().detach(),
                             "train/d_fake": torch.sigmoid(d_fake).mean().detach()})
-        else:
-            opt_c = opts[0]
+            if c.mode == "boundary_gan":
+                self.log_train(metrics, batch_size=len(x), prog_bar=("train/g_loss",))
+                return
+        opt_c = opts[0]
         logits = self.classifier(x)  # (B, K)
         logits_out = self.classifier(x_out) if (x_out is not None and c.mode != "ce") else None
         loss = confidence_loss(logits, y, logits_out, c.beta)
@@ -214,9 +230,9 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
         self.log_train(metrics, batch_size=len(x), prog_bar=("train/loss",))
 
     def estimator_loss(self, batch: Any) -> Tensor:
-        """A fresh estimate of G's loss (for GradientVarianceCallback): joint mode only."""
-        if self.cfg.mode != "joint":
-            raise UserError("the grad_variance callback needs model.mode=joint (the only mode with noise z)")
+        """A fresh estimate of G's loss (for GradientVarianceCallback): the GAN modes only."""
+        if self.cfg.mode not in GAN_MODES:
+            raise UserError("the grad_variance callback needs model.mode=joint or boundary_gan (the modes with z)")
         x = batch["in"][0] if isinstance(batch, dict) else batch[0]
         return self.generator_loss(self.generate(len(x)))[0]
 

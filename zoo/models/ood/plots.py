@@ -100,7 +100,7 @@ def confidence_map(classifier, points: tuple[Tensor, Tensor] | None, fake: Tenso
         x, y = points
         ax.scatter(x[:, 0].cpu(), x[:, 1].cpu(), c=y.cpu(), s=2, cmap="coolwarm", alpha=0.5)
     if fake is not None:
-        ax.scatter(fake[:, 0].cpu(), fake[:, 1].cpu(), marker="x", s=14, color="red", label="G(z)")
+        ax.scatter(fake[:, 0].cpu(), fake[:, 1].cpu(), marker="x", s=14, color="black", label="G(z)")
         ax.legend(loc="upper right", fontsize=7)
     ax.set_title(f"confidence, mode={mode}")
     return fig
