@@ -75,6 +75,15 @@ def test_vocabulary_counts_and_encoded_ids(tmp_path):
     assert build_corpus([path], tmp_path / "cache", min_count=1) != folder  # options are in the key
 
 
+def test_vocabulary_keeps_every_word_above_min_count_beyond_30k(tmp_path):
+    """tokenizers' WordLevelTrainer keeps 30,000 words unless told otherwise; text8 has 71k."""
+    path = tmp_path / "c.txt"
+    words = [f"w{i}" for i in range(30_500)]
+    path.write_text("\n".join(" ".join(words) for _ in range(2)) + "\n")
+    vocab, counts, _ = load_corpus(build_corpus([path], tmp_path / "cache", min_count=2))
+    assert len(vocab) == 30_500 and counts.min() == 2
+
+
 def test_vocabulary_ties_are_alphabetical_and_max_vocab(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text("z y x z y x w\n")

@@ -32,7 +32,7 @@ from torch.utils.data import IterableDataset
 from zoo.errors import UserError
 from zoo.models.skipgram.sampling import keep_probability
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # bumped when the cached vocabulary or encoding changes (v2: no 30k cap)
 _PUNCTUATION = re.compile(r"[^\w\s]+")
 
 
@@ -118,9 +118,11 @@ def train_vocabulary(sentences: Iterator[list[str]], min_count: int, max_vocab: 
 
     tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    kwargs = {"vocab_size": max_vocab + 1} if max_vocab else {}
-    trainer = trainers.WordLevelTrainer(min_frequency=min_count, special_tokens=["[UNK]"],
-                                        show_progress=False, **kwargs)
+    # the trainer's own default vocab_size is 30,000: without a max_vocab every word seen min_count
+    # times must stay (text8 has 71k of them)
+    vocab_size = max_vocab + 1 if max_vocab else 1 << 31
+    trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, min_frequency=min_count, special_tokens=["[UNK]"],
+                                        show_progress=False)
     tokenizer.train_from_iterator((" ".join(s) for s in sentences), trainer=trainer)
     return tokenizer
 
