@@ -318,7 +318,7 @@ def neighbour_agreement(a: torch.Tensor, words_a: list[str], b: torch.Tensor, wo
     top = []
     for v in (va, vb):
         sims = v[:m] @ v.T  # (m, C)
-        sims[torch.arange(m), torch.arange(m)] = -2.0  # not oneself
+        sims[:, :m].fill_diagonal_(-2.0)  # not oneself (row i is word i)
         top.append(sims.topk(k, dim=1).indices)
     same = [len(set(x.tolist()) & set(y.tolist())) / k for x, y in zip(*top)]
     return round(sum(same) / m, 4)
