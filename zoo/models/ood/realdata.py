@@ -134,7 +134,7 @@ def to_shape(x: torch.Tensor, shape: list[int]) -> torch.Tensor:
     c, h, w = shape
     out = x.float()
     if out.shape[1] == 3 and c == 1:
-        out = (out * torch.tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)).sum(1, keepdim=True)
+        out = (out * out.new_tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)).sum(1, keepdim=True)
     elif out.shape[1] == 1 and c == 3:
         out = out.repeat(1, 3, 1, 1)
     if out.shape[-2:] != (h, w):
