@@ -47,10 +47,13 @@ print("BENCH", json.dumps({"fit_s": fit, "metrics": m}))
 """
 
 
-def run(recipe: str, seed: int, device, run_root: str, extra: list[str]) -> dict:
+def run(recipe: str, seed: int, device, run_root: str, extra: list[str], name: str = "") -> dict:
+    """One `zoo.train` + `zoo.evaluate` of its last.ckpt in a fresh process (one torch thread);
+    the run folder is <run_root>/<name or recipe>_<seed>. Returns the row: args, wall_s, rc,
+    fit_s, metrics (or the end of stderr when it failed)."""
     acc, devices = accelerator(device)
     args = [f"recipe={recipe}", f"seed={seed}", f"trainer.accelerator={acc}", f"trainer.devices={devices}",
-            f"run_dir={run_root}/{recipe}_{seed}", "trainer.enable_progress_bar=false", *extra]
+            f"run_dir={run_root}/{name or recipe}_{seed}", "trainer.enable_progress_bar=false", *extra]
     t0 = time.time()
     p = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, cwd=ROOT)
     row = {"recipe": recipe, "seed": seed, "args": args, "wall_s": round(time.time() - t0, 1), "rc": p.returncode}
@@ -59,7 +62,7 @@ def run(recipe: str, seed: int, device, run_root: str, extra: list[str]) -> dict
             row.update(json.loads(line[6:]))
     if p.returncode:
         row["error"] = p.stderr[-2000:]
-    print(f"{recipe} seed {seed}: rc {p.returncode}, {row['wall_s']:.0f} s", flush=True)
+    print(f"{name or recipe} seed {seed}: rc {p.returncode}, {row['wall_s']:.0f} s", flush=True)
     return row
 
 
