@@ -37,13 +37,14 @@ PAPER_ITERATIONS = 70_000
 REPORT_STEPS = (1, 5, 10)
 
 
-def build(method: str, shots: int, seed: int, device: str):
+def build(method: str, shots: int, seed: int, device: str, init: str = "torch"):
     from zoo.models.maml.data import SinusoidData
     from zoo.models.maml.module import MAML
 
     data = SinusoidData({"shots": shots, "seed": seed, "steps_per_epoch": 1000, "eval_query": 100})
     data.setup("fit")
-    cfg = {"inner_steps": 1 if method == "maml" else 0, "inner_lr": 0.01, "lr": 1e-3, "eval_inner_steps": 10}
+    cfg = {"inner_steps": 1 if method == "maml" else 0, "inner_lr": 0.01, "lr": 1e-3, "eval_inner_steps": 10,
+           "init": init}
     torch.manual_seed(seed)
     model = MAML(cfg, data.info()).to(device)
     return data, model
@@ -112,6 +113,8 @@ def main() -> None:
     p.add_argument("--methods", nargs="+", default=["maml", "pretrained"])
     add_device_option(p)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--init", choices=["torch", "paper"], default="torch",
+                   help="MLP initialisation: PyTorch's defaults, or the paper code's truncated normal (std 0.01)")
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/maml_sinusoid.json"))
     p.add_argument("--plots", default=str(ROOT / "docs/img"), help="folder for the Figure-2 style plots")
     p.add_argument("--plot-from", default="", help="only draw MSE vs steps (MAML vs pretrained) from this JSON")
@@ -134,7 +137,7 @@ def main() -> None:
               "note": "2-core CPU shared with other jobs; times are wall-clock under that load",
               "schedule": {"iterations": args.iterations, "paper_iterations": PAPER_ITERATIONS,
                            "scaled": scaled, "meta_batch": 25, "inner_lr": 0.01, "meta_lr": 1e-3,
-                           "train_inner_steps": {"maml": 1, "pretrained": 0}, "test_tasks": 600,
+                           "train_inner_steps": {"maml": 1, "pretrained": 0}, "test_tasks": 600, "init": args.init,
                            "query_points_per_test_task": 100},
               "seconds_per_iteration": per_iter, "projected_minutes": round(total / 60, 1),
               "paper_5shot": PAPER_5SHOT, "runs": [], "status": "running"}
@@ -143,7 +146,7 @@ def main() -> None:
     for shots in args.shots:
         for seed in args.seeds:
             for method in args.methods:
-                data, model = build(method, shots, seed, args.device)
+                data, model = build(method, shots, seed, args.device, args.init)
                 seconds, trace = train(model, data, args.iterations, args.device)
                 lrs = [0.01] if method == "maml" else [0.01, 0.02]
                 evals = [evaluate(model, data, args.device, lr) for lr in lrs]

@@ -69,3 +69,18 @@ def test_skipgram_learns_on_cuda(tmp_path: Path):
                     "trainer.enable_progress_bar=false"])
     assert result.model.trainer.strategy.root_device.type == "cuda"
     assert result.test_metrics["test/planted_spearman"] > 0.85
+
+
+def test_rng_state_restores_cuda_generators():
+    """A resumed GPU run draws the same CUDA random numbers as the uninterrupted one (RNGState)."""
+    from zoo.callbacks.safety import RNGState
+
+    torch.cuda.manual_seed_all(0)
+    torch.rand(1, device="cuda")  # CUDA in use, as in a run
+    cb = RNGState()
+    state = cb.state_dict()
+    assert len(state["cuda"]) == torch.cuda.device_count()
+    expected = torch.rand(5, device="cuda")
+    torch.rand(100, device="cuda")
+    cb.load_state_dict(state)
+    assert torch.equal(torch.rand(5, device="cuda"), expected)

@@ -74,6 +74,19 @@ def test_zoo_train_reports_losses_after_each_inner_step(tmp_path):
     assert (result.run_dir / "plots" / "steps_curve.png").is_file()
 
 
+def test_paper_init_is_a_truncated_normal_with_zero_biases():
+    """model.init=paper: every MLP weight in [-0.02, 0.02] with the std of a normal(0, 0.01) cut at
+    2 std, 0.0088 (seed 0, 1,680 weights: tolerance 0.0005, ~3 standard errors), every bias 0; the
+    default keeps PyTorch's uniform init (the first layer's fan-in is 1: weights up to 1)."""
+    torch.manual_seed(0)
+    paper = MAML({"init": "paper"}, {"task": "regression"}).net
+    weights = torch.cat([p.flatten() for n, p in paper.named_parameters() if n.endswith("weight")])
+    assert weights.abs().max() <= 0.02 and abs(float(weights.std()) - 0.0088) < 0.0005
+    assert all(float(p.abs().max()) == 0 for n, p in paper.named_parameters() if n.endswith("bias"))
+    default = MAML({}, {"task": "regression"}).net
+    assert float(default.body[0].weight.abs().max()) > 0.5
+
+
 def test_meta_sgd_learns_its_step_sizes():
     torch.manual_seed(0)
     data = SinusoidData({"shots": 10, "seed": 0})
@@ -95,6 +108,7 @@ def test_meta_sgd_learns_its_step_sizes():
     ("model.eval_inner_steps=-2", "eval_inner_steps"),
     ("data.shots=0", "shots"),
     ("model.path=fast", "path"),
+    ("model.init=xavier", "init"),
 ])
 def test_bad_sinusoid_settings_exit_2(override, words, tmp_path, capsys):
     code = main(["recipe=maml_sinusoid", f"run_dir={tmp_path}", override, "trainer.fast_dev_run=true"])

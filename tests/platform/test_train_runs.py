@@ -156,3 +156,20 @@ def test_ddp_two_cpu_processes_match_single_process(toy_recipe, tmp_path):
     b = state(runs[0] / "checkpoints" / "last.ckpt")
     for key in a:
         assert torch.allclose(a[key], b[key], atol=1e-5), key
+
+
+def test_rng_state_round_trips_through_a_safe_load_and_ignores_foreign_cuda_states(tmp_path):
+    """RNGState restores the CPU generator from a weights_only checkpoint; a CUDA state saved on a
+    machine with another number of GPUs (here: 7, none visible) is skipped, not an error.
+    The CUDA half itself is tests/test_gpu.py::test_rng_state_restores_cuda_generators."""
+    from zoo.callbacks.safety import RNGState
+
+    cb = RNGState()
+    torch.manual_seed(0)
+    state = cb.state_dict()
+    expected = torch.rand(5)
+    state["cuda"] = [torch.zeros(16, dtype=torch.uint8)] * 7
+    torch.save({"rng": state}, tmp_path / "s.pt")
+    torch.rand(100)
+    cb.load_state_dict(torch.load(tmp_path / "s.pt", weights_only=True)["rng"])
+    assert torch.equal(torch.rand(5), expected)

@@ -108,19 +108,27 @@ class SignalCheckpoint(L.Callback):
 
 
 class RNGState(L.Callback):
-    """Store torch / numpy / python RNG states in the checkpoint and restore them on resume, so
-    the stochastic parts of training (sampled latents, tokens, noise) continue identically."""
+    """Store torch (CPU and CUDA) / numpy / python RNG states in the checkpoint and restore them on
+    resume, so the stochastic parts of training (sampled latents, tokens, noise) continue
+    identically. CUDA generators are saved only once CUDA is in use, and restored only onto as many
+    visible devices as were saved (a GPU checkpoint resumed on a CPU keeps the CPU state only)."""
 
     def state_dict(self) -> dict:
         np_state = np.random.get_state()
-        return {
+        state = {
             "torch": torch.get_rng_state(),
             "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]],
             "python": list(random.getstate()),
         }
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            state["cuda"] = torch.cuda.get_rng_state_all()  # one ByteTensor per visible device
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         torch.set_rng_state(state["torch"])
+        cuda = state.get("cuda")
+        if cuda and torch.cuda.is_available() and torch.cuda.device_count() == len(cuda):
+            torch.cuda.set_rng_state_all(cuda)
         kind, keys, *rest = state["numpy"]
         np.random.set_state((kind, keys.numpy().astype(np.uint32), *rest))
         version, internal, gauss = state["python"]

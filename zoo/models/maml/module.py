@@ -22,7 +22,7 @@ from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.models.maml import meta
 from zoo.models.maml.nets import MLP, ConvNet
-from zoo.options import positive
+from zoo.options import choice, positive
 from zoo.registry import MODELS
 
 
@@ -39,6 +39,8 @@ class MAMLConfig:
     meta_sgd: bool = False  # Meta-SGD: learn a per-parameter inner step size, initialised at inner_lr
     lr: float = positive(1e-3)  # beta: Adam learning rate of the meta-update
     path: str = "auto"  # meta-gradient implementation: auto | batched | vmap_grad | loop (meta.py)
+    init: str = choice("torch", ["torch", "paper"])  # MLP weights: PyTorch's defaults, or the paper's
+    # code (truncated normal, std 0.01, zero biases); the conv net always keeps PyTorch's
     plot_every_n_epochs: int = 5  # adaptation plots during validation (0: only at test)
 
     def __post_init__(self):
@@ -68,6 +70,8 @@ class MAML(ZooModule):
         self.task = info.get("task", "regression")
         if self.task == "regression":
             self.net = MLP(info.get("in_dim", 1), info.get("out_dim", 1), c.hidden, c.layers)
+            if c.init == "paper":
+                self.net.paper_init()
             self.loss_fn, self.metric = F.mse_loss, None
         elif self.task == "classification":
             self.net = ConvNet(info["n_way"], info.get("image_shape", [1, 28, 28])[0], c.filters)

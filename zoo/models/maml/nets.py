@@ -25,6 +25,15 @@ class MLP(nn.Module):
     def forward(self, x: Tensor) -> Tensor:  # (..., in) -> (..., out)
         return self.body(x)
 
+    @torch.no_grad()
+    def paper_init(self, std: float = 0.01) -> None:
+        """The initialisation of the paper's code: weights from a normal with std 0.01 truncated at
+        2 std, biases 0 (PyTorch's default is uniform, +-1/sqrt(fan_in), biases included)."""
+        for layer in self.body:
+            if isinstance(layer, nn.Linear):
+                nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
+                nn.init.zeros_(layer.bias)
+
     def batched_forward(self, params: dict[str, Tensor], x: Tensor) -> Tensor:
         """T tasks at once, each under its own parameters: ``params`` keyed like named_parameters(),
         each (T, *shape); x (T, ..., in) -> (T, ..., out). One ``bmm`` per layer: what
