@@ -71,8 +71,14 @@ def evaluate(model, data, device: str, inner_lr: float) -> dict:
     test = tuple(t.to(device) for t in data.fixed_tasks(data.cfg.test_tasks, data.cfg.eval_seed + 1))
     losses, _ = meta.adaptation_curve(model.net, model.params(), inner_lr, test, model.loss_fn, 10)  # (600, 11)
     mean, ci = losses.mean(0), 1.96 * losses.std(0) / math.sqrt(len(losses))
+    # a mean over 600 tasks is inf when one task's fine-tuning overflows: the median and the count of
+    # tasks that blew up (MSE after 10 steps non-finite or above 10x its value before adapting)
+    # tell a few unstable tasks from a bad model
+    diverged = (~torch.isfinite(losses[:, -1]) | (losses[:, -1] > 10 * losses[:, 0])).sum()
     return {"inner_lr": inner_lr, "mse": [round(float(v), 4) for v in mean],
-            "ci95": [round(float(v), 4) for v in ci], "tasks": len(losses)}
+            "ci95": [round(float(v), 4) for v in ci], "tasks": len(losses),
+            "median_mse": [round(float(v), 4) for v in losses.nanmedian(0).values],
+            "tasks_blown_up_by_10_steps": int(diverged)}
 
 
 def measure(device: str, n: int = 300) -> dict:
@@ -117,6 +123,8 @@ def main() -> None:
                    help="MLP initialisation: PyTorch's defaults, or the paper code's truncated normal (std 0.01)")
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/maml_sinusoid.json"))
     p.add_argument("--plots", default=str(ROOT / "docs/img"), help="folder for the Figure-2 style plots")
+    p.add_argument("--save-models", default="", help="folder: keep each run's meta-trained weights "
+                   "(safetensors, <method>_<K>shot_seed<S>.safetensors) for later analysis")
     p.add_argument("--plot-from", default="", help="only draw MSE vs steps (MAML vs pretrained) from this JSON")
     args = p.parse_args()
     args.device = str(resolve_device(args.device))
@@ -150,6 +158,12 @@ def main() -> None:
                 seconds, trace = train(model, data, args.iterations, args.device)
                 lrs = [0.01] if method == "maml" else [0.01, 0.02]
                 evals = [evaluate(model, data, args.device, lr) for lr in lrs]
+                if args.save_models:
+                    from safetensors.torch import save_file
+
+                    Path(args.save_models).mkdir(parents=True, exist_ok=True)
+                    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
+                              str(Path(args.save_models) / f"{method}_{shots}shot_seed{seed}.safetensors"))
                 run = {"method": method, "shots": shots, "seed": seed, "train_seconds": round(seconds, 1),
                        "loss_trace_every_1000": trace, "eval": evals}
                 record["runs"].append(run)

@@ -28,11 +28,21 @@ from zoo.registry import DATAMODULES
 
 
 class GaussianPolicy(nn.Module):
-    """pi(a | s) = N(MLP(s), diag exp(log_std)^2)."""
+    """pi(a | s) = N(MLP(s), diag exp(log_std)^2).
+
+    The mean's output layer starts near zero (weights x 0.01, bias 0), so every initial policy
+    moves by its noise inside the action box. With PyTorch's default init the mean itself can start
+    beyond the clip (seed 2: (-0.085, -0.102) at the origin, growing further out): every sampled
+    action is then clipped to the same corner, all n trajectories earn the same return, the
+    leave-one-out advantages are 0 and the policy gradient is 0 for good (docs/maml.md)."""
 
     def __init__(self, hidden: int = 100, layers: int = 2, init_std: float = 0.1):
         super().__init__()
         self.mean = MLP(2, 2, hidden, layers)
+        out = self.mean.body[-1]  # the last nn.Linear
+        with torch.no_grad():
+            out.weight.mul_(0.01)
+            out.bias.zero_()
         self.log_std = nn.Parameter(torch.full((2,), math.log(init_std)))
 
     def forward(self, s: Tensor) -> tuple[Tensor, Tensor]:  # (..., 2) -> mean (..., 2), std (2,)
