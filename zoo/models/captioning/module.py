@@ -49,8 +49,6 @@ class SATConfig:
     feat_dim: int = positive(128)  # cnn: D of the annotation vectors (torchvision encoders: 512 / 2048)
     cnn_width: int = positive(32)  # cnn: channels of the first stage (then 2x, 4x)
     cnn_stages: int = at_least(3, 3)  # cnn: stride-2 stages; a 64-px canvas gives 8x8 (3) or 4x4 (4) locations
-    cnn_norm: str = choice("batch", ["batch", "group"])  # cnn: BatchNorm or GroupNorm (per image: no
-    # batch statistics, so test-time features are the training ones; see docs/captioning.md, seeds)
     grid: int = positive(14)  # torchvision encoders: output grid (14 x 14 for 224-px images)
     pretrained_encoder: bool = True  # torchvision: ImageNet weights from the torch hub cache
     freeze_encoder: bool = False  # keep the encoder fixed (eval mode, no gradient)
@@ -108,7 +106,7 @@ class ShowAttendTell(ZooModule):
                             "a vocabulary")
         self.vocab = Vocab(info["vocab"])
         self.encoder = build_encoder(c.encoder, c.feat_dim, c.cnn_width, c.pretrained_encoder, c.grid,
-                                     c.cnn_stages, c.cnn_norm)
+                                     c.cnn_stages)
         if c.freeze_encoder:
             self.encoder.requires_grad_(False)
         self.decoder = AttentionDecoder(len(self.vocab), self.encoder.feat_dim, c.embed_dim, c.hidden_dim,

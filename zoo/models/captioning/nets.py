@@ -15,7 +15,6 @@ Decoder, one step t (paper section 3.1.2; equation numbers of the paper):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,17 +30,14 @@ class ShapesCNN(nn.Module):
     Two coordinate channels (x, y in [-1, 1]) are appended to the input (CoordConv): relation
     words ("left of") need to know *where* the attended object is, and the context vector only
     carries what the features at that cell encode.
-
-    norm: "batch" (BatchNorm) or "group" (GroupNorm, up to 8 groups: each image normalised on its
-    own, the same in training and at test time; see docs/captioning.md, seeds).
     """
 
-    def __init__(self, feat_dim: int = 128, width: int = 32, stages: int = 3, norm: str = "batch"):
+    def __init__(self, feat_dim: int = 128, width: int = 32, stages: int = 3):
         super().__init__()
 
         def conv(c_in: int, c_out: int, stride: int = 1) -> list[nn.Module]:
-            bn = nn.BatchNorm2d(c_out) if norm == "batch" else nn.GroupNorm(math.gcd(8, c_out), c_out)
-            return [nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1), bn, nn.ReLU(inplace=True)]
+            return [nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1), nn.BatchNorm2d(c_out),
+                    nn.ReLU(inplace=True)]
 
         w = width  # stage widths w, 2w, 4w; the first stage is a single conv (cheap at full resolution)
         layers = [*conv(5, w, 2), *conv(w, 2 * w, 2), *conv(2 * w, 2 * w)]
@@ -105,9 +101,9 @@ class TorchvisionEncoder(nn.Module):
 
 
 def build_encoder(name: str, feat_dim: int, width: int, pretrained: bool, grid: int,
-                  stages: int = 3, norm: str = "batch") -> nn.Module:
+                  stages: int = 3) -> nn.Module:
     if name == "cnn":
-        return ShapesCNN(feat_dim, width, stages, norm)
+        return ShapesCNN(feat_dim, width, stages)
     return TorchvisionEncoder(name, pretrained, grid)
 
 
