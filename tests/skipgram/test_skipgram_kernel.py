@@ -20,10 +20,13 @@ from zoo.models.skipgram.sampling import AliasSampler
 pytestmark = pytest.mark.skipif(not kernel.available(), reason="numba is a dependency; never skipped in CI")
 
 
-def reference(centre, context, tokens, sentence, reduced, noise_word, negative, lr0, lr1, log_kq=None):
-    """The kernel's update in plain Python (same sigmoid table and clipping, one thread)."""
+def reference(centre, context, tokens, sentence, reduced, noise_word, negative, lr0, lr1, log_kq=None,
+              skip=False):
+    """The kernel's update in plain Python (same sigmoid table and clipping, one thread). Also
+    returns how many terms saturated on the wrong side (the word below -6, a noise word above 6),
+    the only terms where the two rules differ (on the right side both make no step)."""
     v, u = centre.double().clone(), context.double().clone()
-    n, loss, pairs = len(tokens), 0.0, 0
+    n, loss, pairs, saturated = len(tokens), 0.0, 0, 0
     for i in range(n):
         lr = lr0 + (lr1 - lr0) * i / n
         for j in range(max(0, i - reduced[i]), min(n - 1, i + reduced[i]) + 1):
@@ -36,6 +39,10 @@ def reference(centre, context, tokens, sentence, reduced, noise_word, negative, 
                     continue
                 f = float(v[c] @ u[o]) - (float(log_kq[o]) if log_kq is not None else 0.0)
                 loss += math.log1p(math.exp(-(f if label else -f)))
+                if abs(f) > kernel.MAX_SCORE:
+                    saturated += (f < 0) == (label == 1.0)
+                    if skip:
+                        continue
                 if f > kernel.MAX_SCORE:
                     g = (label - 1.0) * lr
                 elif f < -kernel.MAX_SCORE:
@@ -46,28 +53,37 @@ def reference(centre, context, tokens, sentence, reduced, noise_word, negative, 
                 u[o] += g * v[c]
             v[c] += work
             pairs += 1
-    return v, u, loss / pairs, pairs
+    return v, u, loss / pairs, pairs, saturated
 
 
-def tiny(seed=0, vocab=6, dim=8, n=40):
+def tiny(seed=0, vocab=6, dim=8, n=40, scale=0.5):
     g = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, vocab - 1, (n,), generator=g)  # the last word is the noise word only
     sentence = torch.cat([torch.zeros(n // 2, dtype=torch.long), torch.ones(n - n // 2, dtype=torch.long)])
     reduced = torch.randint(1, 4, (n,), generator=g)
-    centre = (torch.rand(vocab, dim, generator=g) - 0.5) * 0.5
-    context = (torch.rand(vocab, dim, generator=g) - 0.5) * 0.5
+    centre = (torch.rand(vocab, dim, generator=g) - 0.5) * scale
+    context = (torch.rand(vocab, dim, generator=g) - 0.5) * scale
     probs = torch.zeros(vocab, dtype=torch.float64)
     probs[-1] = 1.0  # every noise draw is word vocab-1: the reference knows them
     return tokens, sentence, reduced, centre, context, kernel.noise_table(AliasSampler(probs))
 
 
-@pytest.mark.parametrize("nce", [False, True])
-def test_kernel_equals_the_reference_update(nce):
-    tokens, sentence, reduced, centre, context, noise = tiny()
+@pytest.mark.parametrize("nce, skip", [(False, False), (True, False), (False, True), (True, True)])
+def test_kernel_equals_the_reference_update(nce, skip):
+    """Tables of scale 4 in the skip cases, so that some scores pass +-6 on the wrong side and the two
+    rules differ."""
+    tokens, sentence, reduced, centre, context, noise = tiny(scale=4.0 if skip else 0.5)
     log_kq = torch.linspace(-1.0, 0.5, len(centre)) if nce else None
-    v_ref, u_ref, loss_ref, pairs_ref = reference(centre, context, tokens.tolist(), sentence.tolist(),
-                                                  reduced.tolist(), len(centre) - 1, 3, 0.5, 0.1, log_kq)
-    stats = kernel.train_chunk(centre, context, tokens, sentence, reduced, noise, log_kq, 3, 0.5, 0.1, seed=7)
+    v_ref, u_ref, loss_ref, pairs_ref, saturated = reference(
+        centre, context, tokens.tolist(), sentence.tolist(), reduced.tolist(), len(centre) - 1, 3, 0.5, 0.1,
+        log_kq, skip)
+    if skip:
+        assert saturated >= 3
+        v_clip = reference(centre, context, tokens.tolist(), sentence.tolist(), reduced.tolist(),
+                           len(centre) - 1, 3, 0.5, 0.1, log_kq, False)[0]
+        assert not torch.allclose(v_clip, v_ref, atol=1e-3)  # the rule matters here
+    stats = kernel.train_chunk(centre, context, tokens, sentence, reduced, noise, log_kq, 3, 0.5, 0.1, seed=7,
+                               skip_saturated=skip)
     assert stats["pairs"] == pairs_ref > 50
     assert torch.allclose(centre.double(), v_ref, atol=1e-5) and torch.allclose(context.double(), u_ref, atol=1e-5)
     assert stats["loss"] == pytest.approx(loss_ref, rel=1e-5)

@@ -66,7 +66,7 @@ if numba is not None:
 
     @njit(fastmath=True, nogil=True, cache=True)
     def _train_part(tokens, sentence, reduced, lo, hi, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1,
-                    n_total, seed, work):
+                    n_total, seed, work, skip_saturated):
         dim = syn0.shape[1]
         nce = log_kq.shape[0] > 0
         rng = np.uint64(seed)
@@ -101,10 +101,10 @@ if numba is not None:
                     if pairs < LOSS_PAIRS:  # the loss of the first pairs only: logs cost as much as the update
                         z = f if label > 0.5 else -f  # -log sigmoid(z) is this term's loss
                         loss += math.log1p(math.exp(-z)) if z > -30.0 else -z
-                    if f > MAX_SCORE:
-                        g = (label - 1.0) * lr
-                    elif f < -MAX_SCORE:
-                        g = label * lr
+                    if f > MAX_SCORE or f < -MAX_SCORE:
+                        if skip_saturated:  # gensim: no update from a saturated score
+                            continue
+                        g = (label - 1.0) * lr if f > 0 else label * lr  # word2vec.c: sigmoid taken as 1 or 0
                     else:  # word2vec.c's table of sigmoid over [-6, 6] in 1000 steps
                         g = (label - SIGMOID[int((f + MAX_SCORE) * (500.0 / MAX_SCORE))]) * lr
                     for d in range(dim):
@@ -117,7 +117,8 @@ if numba is not None:
         return loss, pairs
 
     @njit(parallel=True, cache=True)
-    def _train_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1, seed):
+    def _train_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1, seed,
+                     skip_saturated):
         parts = bounds.shape[0] - 1
         losses = np.zeros(parts)
         pairs = np.zeros(parts, dtype=np.int64)
@@ -125,7 +126,7 @@ if numba is not None:
             work = np.empty(syn0.shape[1], dtype=syn0.dtype)
             losses[t], pairs[t] = _train_part(tokens, sentence, reduced, bounds[t], bounds[t + 1], syn0, syn1,
                                               keep, alias, log_kq, negative, lr0, lr1, tokens.shape[0],
-                                              seed + 7919 * (t + 1), work)
+                                              seed + 7919 * (t + 1), work, skip_saturated)
         return losses.sum() / max(1, np.minimum(pairs, LOSS_PAIRS).sum()), pairs.sum()
 
 
@@ -141,12 +142,14 @@ def draw_noise(noise: tuple[np.ndarray, np.ndarray], n: int, seed: int = 1) -> n
 
 def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tensor, sentence: torch.Tensor,
                 reduced: torch.Tensor, noise: tuple[np.ndarray, np.ndarray], log_kq: torch.Tensor | None, negative: int,
-                lr_start: float, lr_end: float, seed: int, threads: int = 1) -> dict[str, float]:
+                lr_start: float, lr_end: float, seed: int, threads: int = 1,
+                skip_saturated: bool = False) -> dict[str, float]:
     """Sequential SGD over every (context -> word) pair of a chunk, in place on the CPU tables.
 
     centre, context: (V, D) float32 CPU tables; tokens, sentence, reduced: (N,) subsampled ids,
     sentence numbers and reduced half-widths (``corpus.CorpusChunks``); log_kq: (V,) for NCE or
-    None; lr falls linearly from lr_start to lr_end across the chunk. Returns {"loss": mean loss
+    None; lr falls linearly from lr_start to lr_end across the chunk; a score beyond +-6 takes the
+    sigmoid as 1 or 0 (word2vec.c) or, with ``skip_saturated``, makes no update (gensim). Returns {"loss": mean loss
     per pair over the first pairs of every thread, "pairs": pairs trained}."""
     if numba is None:
         raise RuntimeError("numba is not installed: pip install numba, or use model.updates=minibatch")
@@ -159,5 +162,6 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
     nce = np.empty(0, np.float32) if log_kq is None else log_kq.detach().cpu().float().numpy()
     as_np = [x.detach().cpu().numpy() for x in (tokens, sentence, reduced)]
     loss, pairs = _train_chunk(*as_np, bounds, centre.detach().numpy(), context.detach().numpy(), *noise, nce,
-                               int(negative), float(lr_start), float(lr_end), int(seed) % (1 << 62))
+                               int(negative), float(lr_start), float(lr_end), int(seed) % (1 << 62),
+                               bool(skip_saturated))
     return {"loss": float(loss), "pairs": float(pairs)}

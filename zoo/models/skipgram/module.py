@@ -35,6 +35,8 @@ class SkipGramConfig:
     # any device: the GPU path, and the only one for full_softmax); auto = sequential on a CPU for
     # nce / negative_sampling, else minibatch. batch_centres, share_negatives and step_cap are
     # minibatch settings.
+    saturated: str = choice("clip", ["clip", "skip"])  # sequential updates, a score beyond +-6: clip =
+    # word2vec.c (sigmoid taken as 0 or 1: a full step), skip = gensim (no update from that term)
     batch_centres: int = positive(5120)  # window centres per minibatch (bucketed by half-width: ~1k per update)
     threads: int = positive(1)  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
     step_cap: Optional[bool] = None  # cap a row's minibatch step at its Newton step (nets.SkipGram.cap);
@@ -164,7 +166,7 @@ class SkipGramModule(ZooModule):
         log_kq = self.net.log_kq if self.cfg.objective == "nce" else None
         return kernel.train_chunk(self.net.centre, self.net.context, batch["tokens"], batch["sentence"],
                                   batch["window"], self._noise, log_kq, self.cfg.negative, lr0, lr1, seed,
-                                  self.cfg.threads)
+                                  self.cfg.threads, skip_saturated=self.cfg.saturated == "skip")
 
     def estimator_loss(self, batch: dict, centres: int = 512) -> torch.Tensor:
         """A fresh Monte Carlo estimate (new noise words) of the mean loss per pair on the first
