@@ -4,7 +4,8 @@
 
 Every variant is a recipe (sat_shapes_soft / sat_shapes_hard, or sat_shapes_hard with its `model:`
 options changed, written to a temporary recipe file) trained through `python -m zoo.train` in its
-own process, with the recipes' budget (6 epochs of 2,000 scenes, batch 32, seed 0). The last
+own process, with the recipes' budget (6 epochs of 2,000 scenes, batch 32, seed 0, when the
+recorded table was made; the recipes now train 12 epochs and keep EMA weights, issue 15). The last
 checkpoint is then evaluated on the 500 test scenes (greedy captions). Writes
 benchmarks/results/sat_shapes.json and sat_shapes.md (the table in docs/captioning.md).
 "s/epoch" is wall time of training + validation on this machine while the others run beside it.
