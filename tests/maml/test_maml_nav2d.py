@@ -76,3 +76,22 @@ def test_every_initial_policy_acts_inside_the_action_box():
         mean, std = GaussianPolicy()(grid.reshape(-1, 2))
         assert mean.abs().max() < 0.01, (seed, float(mean.abs().max()))
         assert torch.allclose(std, torch.full((2,), 0.1))
+
+
+def test_zoo_train_reports_returns_after_each_step_and_draws_the_paths(tmp_path):
+    """A tiny run through zoo.train: test returns after 0..2 steps (and a random init's), and the
+    figure with each goal's trajectories after 0, 1 and 2 steps."""
+    from zoo.train import train
+
+    result = train(["recipe=maml_nav2d", f"run_dir={tmp_path}", "model.hidden=16", "model.trajectories=4",
+                    "model.horizon=10", "model.eval_steps=2", "data.meta_batch=2", "data.steps_per_epoch=2",
+                    "data.val_tasks=2", "data.test_tasks=5", "trainer.max_epochs=1",
+                    "trainer.enable_progress_bar=false"])
+    m = result.test_metrics
+    assert {f"test/return_{j}" for j in range(3)} <= set(m) and "test/random_init_return_2" in m
+    assert all(v <= 0 for k, v in m.items() if k.startswith("test/return_") and "ci95" not in k)  # -distance^2
+    assert (result.run_dir / "plots" / "navigation.png").stat().st_size > 10_000
+    model = result.model
+    paths = model.paths(torch.tensor([[0.3, -0.2]]), (0, 2), n=3)
+    assert set(paths) == {0, 2} and paths[2].shape == (1, 3, 11, 2)
+    assert torch.equal(paths[0][:, :, 0], torch.zeros(1, 3, 2))  # every path starts at the origin

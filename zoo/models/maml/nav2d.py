@@ -134,6 +134,24 @@ class Nav2dMAML(ZooModule):
             returns.append(rewards.sum(-1).mean(1))
         return torch.stack(returns, 1)
 
+    def paths(self, goals: Tensor, steps: tuple[int, ...] = (0, 1, 3), n: int = 2) -> dict[int, Tensor]:
+        """Positions (G, n, H + 1, 2) of n fresh trajectories per goal after each number of
+        adaptation steps in ``steps`` (the same evaluation generator as ``returns_curve``)."""
+        c = self.cfg
+        g = torch.Generator(device=goals.device).manual_seed(c.eval_seed)
+        out, done = {}, 0
+        with torch.inference_mode(False), torch.enable_grad():
+            goals = goals.clone()
+            params = {k: v.detach().clone().expand(len(goals), *v.shape).requires_grad_()
+                      for k, v in self.policy.named_parameters()}
+            for k in sorted(steps):
+                params, _ = self.adapt(params, goals, k - done, create_graph=False, generator=g)
+                done = k
+                states, actions, _ = rollout(self.policy, params, goals, n, c.horizon, generator=g)
+                last = states[:, :, -1:] + actions[:, :, -1:].clamp(-0.1, 0.1)  # (G, n, 1, 2)
+                out[k] = torch.cat([states, last], 2).detach()
+        return out
+
     def random_init_params(self) -> dict[str, Tensor]:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.cfg.eval_seed)
@@ -150,10 +168,20 @@ class Nav2dMAML(ZooModule):
                 out[f"test/return_{j}_ci95"] = v
             rand = self.returns_curve(goals, self.random_init_params())
             out.update({f"test/random_init_return_{j}": v for j, v in enumerate(rand.mean(0))})
+            if not self._plotted:  # the first test batch: 4 goals' trajectories and the returns
+                from zoo.models.maml import plots
+
+                k = self.cfg.eval_steps
+                steps = tuple(sorted({0, min(1, k), k}))  # before, after one step, after all
+                self.save_figure("navigation", plots.nav2d_paths(self.paths(goals[:4], steps), goals[:4], curve, rand))
+                self._plotted = True
         self.log_dict(out, batch_size=len(goals), sync_dist=True)
 
     def validation_step(self, goals: Tensor, batch_idx: int) -> None:
         self._evaluate(goals, "val")
+
+    def on_test_epoch_start(self) -> None:
+        self._plotted = False
 
     def test_step(self, goals: Tensor, batch_idx: int) -> None:
         self._evaluate(goals, "test")

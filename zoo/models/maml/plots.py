@@ -97,3 +97,45 @@ def sinusoid_adaptation(model, seed: int = 3, steps: tuple[int, ...] = (0, 1, 10
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def nav2d_paths(paths: dict[int, Tensor], goals: Tensor, returns: Tensor, random_returns: Tensor):
+    """The paper's figure 5 for 2-D navigation. Left panels: trajectories after 0, 1, ... policy
+    gradient steps, ``paths[k]`` (G, n, H + 1, 2) positions for G goals (G, 2), one panel a goal.
+    Right: mean test return vs steps, MAML against a random initialisation (tasks, steps + 1)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    G = len(goals)
+    fig, axes = plt.subplots(1, G + 1, figsize=(3.2 * G + 4.2, 3.4), squeeze=False)
+    shades = plt.cm.viridis(torch.linspace(0.0, 0.85, len(paths)).tolist())  # cpu: colours
+    for g, ax in enumerate(axes[0, :G]):
+        for (k, pos), colour in zip(sorted(paths.items()), shades):
+            for i, traj in enumerate(pos[g].detach().float().cpu()):  # (H + 1, 2)
+                ax.plot(traj[:, 0], traj[:, 1], color=colour, lw=1.2, alpha=0.8,
+                        label=f"after {k} step{'s' * (k != 1)}" if i == 0 else None)
+        gx, gy = goals[g].detach().float().cpu().tolist()
+        ax.plot([gx], [gy], marker="*", color="red", ms=14, ls="none", label="goal" if g == 0 else None)
+        ax.plot([0], [0], marker="o", color="black", ms=4, ls="none")
+        ax.set_xlim(-0.6, 0.6)
+        ax.set_ylim(-0.6, 0.6)
+        ax.set_aspect("equal")
+        ax.set_title(f"goal ({gx:+.2f}, {gy:+.2f})", fontsize=9)
+    ax = axes[0, G]
+    for name, values in (("MAML", returns), ("random init", random_returns)):
+        values = values.detach().float().cpu()
+        mean, ci = values.mean(0), 1.96 * values.std(0) / max(len(values), 2) ** 0.5
+        steps = torch.arange(len(mean))  # cpu: for matplotlib
+        ax.plot(steps, mean, marker="o", label=name)
+        ax.fill_between(steps, mean - ci, mean + ci, alpha=0.25)
+    ax.set_yscale("symlog")
+    ax.set_xlabel("policy-gradient steps at test time")
+    ax.set_ylabel(f"return ({len(returns)} goals)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
