@@ -112,3 +112,27 @@ def test_cosine_schedule_takes_the_learning_rate_to_zero_over_the_run():
         _trainer(max_epochs=1, limit_val_batches=0).fit(model, datamodule=dm)
         lr = model.trainer.optimizers[0].param_groups[0]["lr"]
         assert lr == pytest.approx(last, abs=1e-9), (schedule, lr)
+
+
+def test_soft_recipe_checkpoints_and_scores_the_averaged_weights(tmp_path):
+    """sat_shapes_soft keeps an exponential moving average of the weights and BatchNorm statistics
+    (Lightning's EMAWeightAveraging): validation, last.ckpt and so zoo.evaluate / the card use the
+    average, not the last step's weights (docs/captioning.md, seeds). A tiny run of the recipe: the
+    checkpoint's weights differ from the current ones that Lightning keeps beside them, and zoo.hub
+    loads the averaged ones. sat_shapes_hard (the same base) opts out: its checkpoint has no average."""
+    from zoo.hub import load_checkpoint, read_checkpoint
+
+    tiny = [f"model.{k}={v}" for k, v in SMALL.items()] + [
+        "data.n_train=32", "data.n_val=8", "data.n_test=8", "data.batch_size=16", "trainer.max_epochs=2",
+        "test_after_fit=false", "trainer.enable_progress_bar=false", f"run_dir={tmp_path}"]
+    result = train(["recipe=sat_shapes_soft", *tiny])
+    ckpt = result.run_dir / "checkpoints" / "last.ckpt"
+    raw = read_checkpoint(ckpt)
+    averaged, current = raw["state_dict"], raw["current_model_state"]  # the latter: Lightning's key
+    assert averaged.keys() == current.keys()
+    moved = [k for k in averaged if not torch.equal(averaged[k], current[k])]
+    assert any(k.startswith("decoder.") for k in moved) and any("running_mean" in k for k in moved), moved
+    model, _ = load_checkpoint(ckpt)
+    assert torch.equal(model.state_dict()["decoder.out.weight"], averaged["decoder.out.weight"])
+    hard = train(["recipe=sat_shapes_hard", *tiny])
+    assert "current_model_state" not in read_checkpoint(hard.run_dir / "checkpoints" / "last.ckpt")
