@@ -84,8 +84,9 @@ def analyse(path: Path, shots: int, device: str) -> dict:
     def group(mask):
         if not mask.any():
             return {"tasks": 0}
+        scaled = (ALPHA * lams[mask]).median(0).values  # (3,) median alpha * lambda at theta_0, 1, 2
         return {"tasks": int(mask.sum()),
-                "alpha_lambda_median_at_theta_0_1_2": [round(float(v), 3) for v in (ALPHA * lams[mask]).median(0).values],
+                "alpha_lambda_median_at_theta_0_1_2": [round(float(v), 3) for v in scaled],
                 "share_unstable_at_theta_0_1_2": [round(float(v), 3) for v in unstable[mask].float().mean(0)],
                 "amplitude_median": round(float(amplitude[mask].median()), 2),
                 "mse_median_after_0_1_10": [round(float(curve[mask][:, j].nanmedian()), 3) for j in (0, 1, STEPS)]}
