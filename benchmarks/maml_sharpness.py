@@ -26,6 +26,8 @@ from torch.func import functional_call, grad, vmap
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from devices import add_device_option, resolve_device  # noqa: E402  (benchmarks/devices.py)
+
 ALPHA, STEPS, POWER_ITERATIONS = 0.01, 10, 60
 
 
@@ -48,7 +50,7 @@ def top_eigenvalue(net, params: dict, x, y, loss_fn, v: dict) -> torch.Tensor:
     return lam
 
 
-def analyse(path: Path, shots: int, device: str) -> dict:
+def analyse(path: Path, shots: int, device: torch.device) -> dict:
     from safetensors.torch import load_file
 
     from zoo.models.maml import meta
@@ -64,7 +66,7 @@ def analyse(path: Path, shots: int, device: str) -> dict:
     curve, _ = meta.adaptation_curve(net, theta, ALPHA, (xs, ys, xq, yq), model.loss_fn, STEPS)  # (600, 11)
 
     g = torch.Generator().manual_seed(0)  # cpu: one fixed start vector for every task
-    v0 = {k: torch.randn(p.shape, generator=g).to(p) for k, p in theta.items()}
+    v0 = {k: torch.randn(p.shape, generator=g).to(p) for k, p in theta.items()}  # cpu: seeded draw, then moved
 
     def per_task(x, y):  # lambda_max at theta_0, theta_1, theta_2 of one task
         p, lams = theta, []
@@ -101,16 +103,17 @@ def analyse(path: Path, shots: int, device: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", required=True, help="folder of <method>_<K>shot_seed<S>.safetensors")
-    p.add_argument("--device", default="cpu")
+    add_device_option(p)
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/maml_sharpness.json"))
     args = p.parse_args()
+    device = resolve_device(args.device)
     torch.set_num_threads(1)
     rows = []
     for path in sorted(Path(args.models).glob("maml_*shot_seed*.safetensors")):
         shots = int(path.stem.split("_")[1].removesuffix("shot"))
-        rows.append(analyse(path, shots, args.device))
+        rows.append(analyse(path, shots, device))
         print(json.dumps(rows[-1]), flush=True)
-    record = {"command": "python " + " ".join(sys.argv), "torch": torch.__version__,
+    record = {"command": "python " + " ".join(sys.argv), "device": str(device), "torch": torch.__version__,
               "stability_rule": "gradient descent is stable along an eigenvector only if alpha * lambda < 2",
               "runs": rows}
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n")

@@ -1,6 +1,6 @@
 """Issue 15's diagnosis of a shapes captioning checkpoint: is it the weights or BatchNorm's statistics?
 
-    python benchmarks/sat_diagnose.py RUN/checkpoints/last.ckpt [MORE.ckpt ...] [--out FILE.json]
+    python benchmarks/sat_diagnose.py RUN/checkpoints/last.ckpt [MORE.ckpt ...] [--out FILE.json] [--device cuda]
 
 For each checkpoint, on the 200 validation scenes of its data options (one torch thread):
 - the validation metrics as saved, and again after the encoder's BatchNorm statistics are
@@ -20,6 +20,7 @@ import json
 
 import lightning as L
 import torch
+from devices import accelerator, add_device_option, resolve_device
 
 from zoo.hub import load_any
 from zoo.models.captioning.data import ShapesData
@@ -28,8 +29,9 @@ COLOURS = ["red", "green", "blue", "yellow", "purple"]
 
 
 def validate(model, dm: ShapesData) -> dict:
-    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False)
+    acc, devices = accelerator(model.device)
+    trainer = L.Trainer(accelerator=acc, devices=devices, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
     return {k: round(float(v), 4) for k, v in trainer.validate(model, dm.val_dataloader(), verbose=False)[0].items()}
 
 
@@ -42,7 +44,7 @@ def recompute_batchnorm(model, dm: ShapesData) -> None:
             m.momentum = None
     model.train()
     for batch in dm.train_dataloader():
-        model.encode(batch["image"])
+        model.encode(batch["image"].to(model.device))
     model.eval()
 
 
@@ -50,7 +52,7 @@ def recompute_batchnorm(model, dm: ShapesData) -> None:
 def colour_counts(model, dm: ShapesData) -> dict:
     gen, ref = collections.Counter(), collections.Counter()
     for batch in dm.val_dataloader():
-        res, _, _ = model.generate(batch["image"])
+        res, _, _ = model.generate(batch["image"].to(model.device))
         for seq, refs in zip(res.sequences[:, 0].tolist(), batch["refs"]):
             gen.update(w for w in model.vocab.decode(seq).split() if w in COLOURS)
             ref.update(w for w in refs[0].split() if w in COLOURS)
@@ -60,10 +62,10 @@ def colour_counts(model, dm: ShapesData) -> dict:
 @torch.no_grad()
 def dead_units(model, dm: ShapesData) -> list[str]:
     """'dead/total' channels after each ReLU of the shapes CNN on the first validation batch."""
-    x = next(iter(dm.val_dataloader()))["image"]
+    x = next(iter(dm.val_dataloader()))["image"].to(model.device)
     B, _, H, W = x.shape
-    ys = torch.linspace(-1, 1, H).view(1, 1, H, 1).expand(B, 1, H, W)  # the CNN's coordinate channels
-    xs = torch.linspace(-1, 1, W).view(1, 1, 1, W).expand(B, 1, H, W)
+    ys = torch.linspace(-1, 1, H, device=x.device).view(1, 1, H, 1).expand(B, 1, H, W)  # coordinate channels
+    xs = torch.linspace(-1, 1, W, device=x.device).view(1, 1, 1, W).expand(B, 1, H, W)
     h, out = torch.cat([x, xs, ys], 1), []
     for layer in model.encoder.net:
         h = layer(h)
@@ -73,8 +75,9 @@ def dead_units(model, dm: ShapesData) -> list[str]:
     return out
 
 
-def diagnose(ckpt: str) -> dict:
+def diagnose(ckpt: str, device: torch.device) -> dict:
     model, info = load_any(ckpt)
+    model = model.to(device)
     data = {k: v for k, v in info["data"].items() if k != "name"}
     dm = ShapesData(data)
     dm.setup()
@@ -89,16 +92,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkpoints", nargs="+")
     ap.add_argument("--out", help="write every row to this JSON file")
+    add_device_option(ap)
     args = ap.parse_args()
+    device = resolve_device(args.device)
     torch.set_num_threads(1)
     rows = []
     for ckpt in args.checkpoints:
-        rows.append(diagnose(ckpt))
+        rows.append(diagnose(ckpt, device))
         print(json.dumps(rows[-1]), flush=True)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"command": "python benchmarks/sat_diagnose.py " + " ".join(args.checkpoints), "rows": rows},
-                      f, indent=1)
+            json.dump({"command": "python benchmarks/sat_diagnose.py " + " ".join(args.checkpoints),
+                       "device": str(device), "rows": rows}, f, indent=1)
             f.write("\n")
 
 
