@@ -9,6 +9,15 @@ from torch import Tensor
 from zoo.models.maml import meta
 
 
+def mean_with_interval(ax, values: Tensor, label: str) -> None:
+    """values (tasks, steps + 1): their mean against the step, with a 95 % interval band."""
+    values = values.detach().float().cpu()
+    mean, ci = values.mean(0), 1.96 * values.std(0) / max(len(values), 2) ** 0.5
+    steps = torch.arange(len(mean))  # cpu: for matplotlib
+    ax.plot(steps, mean, marker="o", label=label)
+    ax.fill_between(steps, mean - ci, mean + ci, alpha=0.25)
+
+
 def steps_curve(losses: Tensor, metrics: Tensor | None = None, label: str = "MAML"):
     """losses (tasks, steps + 1) [and metrics (tasks, steps + 1)] -> mean +- 95 % CI vs steps."""
     import matplotlib
@@ -19,11 +28,7 @@ def steps_curve(losses: Tensor, metrics: Tensor | None = None, label: str = "MAM
     panels = [("query loss", losses)] + ([("query accuracy", metrics)] if metrics is not None else [])
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
     for ax, (name, values) in zip(axes[0], panels):
-        values = values.detach().float().cpu()
-        mean, ci = values.mean(0), 1.96 * values.std(0) / max(len(values), 2) ** 0.5
-        steps = torch.arange(len(mean))  # cpu: for matplotlib
-        ax.plot(steps, mean, marker="o", label=label)
-        ax.fill_between(steps, mean - ci, mean + ci, alpha=0.25)
+        mean_with_interval(ax, values, label)
         ax.set_xlabel("gradient steps at test time")
         ax.set_ylabel(f"{name} ({len(values)} tasks)")
         ax.grid(alpha=0.3)
@@ -125,11 +130,7 @@ def nav2d_paths(paths: dict[int, Tensor], goals: Tensor, returns: Tensor, random
         ax.set_title(f"goal ({gx:+.2f}, {gy:+.2f})", fontsize=9)
     ax = axes[0, G]
     for name, values in (("MAML", returns), ("random init", random_returns)):
-        values = values.detach().float().cpu()
-        mean, ci = values.mean(0), 1.96 * values.std(0) / max(len(values), 2) ** 0.5
-        steps = torch.arange(len(mean))  # cpu: for matplotlib
-        ax.plot(steps, mean, marker="o", label=name)
-        ax.fill_between(steps, mean - ci, mean + ci, alpha=0.25)
+        mean_with_interval(ax, values, name)
     ax.set_yscale("symlog")
     ax.set_xlabel("policy-gradient steps at test time")
     ax.set_ylabel(f"return ({len(returns)} goals)")
