@@ -149,8 +149,8 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
     centre, context: (V, D) float32 CPU tables; tokens, sentence, reduced: (N,) subsampled ids,
     sentence numbers and reduced half-widths (``corpus.CorpusChunks``); log_kq: (V,) for NCE or
     None; lr falls linearly from lr_start to lr_end across the chunk; a score beyond +-6 takes the
-    sigmoid as 1 or 0 (word2vec.c) or, with ``skip_saturated``, makes no update (gensim). Returns {"loss": mean loss
-    per pair over the first pairs of every thread, "pairs": pairs trained}."""
+    sigmoid as 1 or 0 (word2vec.c) or, with ``skip_saturated``, makes no update (gensim). Returns
+    {"loss": mean loss per pair over the first pairs of every thread, "pairs": pairs trained}."""
     if numba is None:
         raise RuntimeError("numba is not installed: pip install numba, or use model.updates=minibatch")
     n = len(tokens)
