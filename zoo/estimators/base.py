@@ -79,7 +79,7 @@ class Capabilities:
         parts += ["differentiable cost"] if self.differentiable_cost else []
         parts += ["cost per variable"] if self.per_variable_cost else []
         parts += [f"n >= {self.min_samples}"] if self.min_samples > 1 else []
-        parts += ["context"] if self.context else []
+        parts += ["may read model features (learned baseline)"] if self.context else []  # an option, not a need
         return ", ".join(parts)
 
 
