@@ -121,6 +121,10 @@ class Nav2dMAML(ZooModule):
         return loss
 
     # ---- evaluation -------------------------------------------------------------------------------
+    def per_task_copy(self, source: dict[str, Tensor], T: int) -> dict[str, Tensor]:
+        """T detached copies of ``source`` (T, *shape) that autograd can adapt (evaluation)."""
+        return {k: v.detach().clone().expand(T, *v.shape).requires_grad_() for k, v in source.items()}
+
     def returns_curve(self, goals: Tensor, policy_params: dict[str, Tensor] | None = None) -> Tensor:
         """Mean return per task after 0, 1, ..., eval_steps adaptation steps: (T, eval_steps + 1)."""
         c = self.cfg
@@ -128,7 +132,7 @@ class Nav2dMAML(ZooModule):
         with torch.inference_mode(False), torch.enable_grad():
             goals = goals.clone()
             source = policy_params if policy_params is not None else dict(self.policy.named_parameters())
-            params = {k: v.detach().clone().expand(len(goals), *v.shape).requires_grad_() for k, v in source.items()}
+            params = self.per_task_copy(source, len(goals))
             params, returns = self.adapt(params, goals, c.eval_steps, create_graph=False, generator=g)
             _, _, rewards = rollout(self.policy, params, goals, c.trajectories, c.horizon, generator=g)
             returns.append(rewards.sum(-1).mean(1))
@@ -142,8 +146,7 @@ class Nav2dMAML(ZooModule):
         out, done = {}, 0
         with torch.inference_mode(False), torch.enable_grad():
             goals = goals.clone()
-            params = {k: v.detach().clone().expand(len(goals), *v.shape).requires_grad_()
-                      for k, v in self.policy.named_parameters()}
+            params = self.per_task_copy(dict(self.policy.named_parameters()), len(goals))
             for k in sorted(steps):
                 params, _ = self.adapt(params, goals, k - done, create_graph=False, generator=g)
                 done = k
@@ -158,7 +161,7 @@ class Nav2dMAML(ZooModule):
             fresh = GaussianPolicy(self.cfg.hidden, self.cfg.layers, self.cfg.init_std)
         return {k: v.to(self.device) for k, v in fresh.named_parameters()}
 
-    def _evaluate(self, goals: Tensor, split: str) -> None:
+    def _evaluate(self, goals: Tensor, split: str, batch_idx: int) -> None:
         curve = self.returns_curve(goals)  # (T, steps + 1)
         out = {f"{split}/return_{j}": v for j, v in enumerate(curve.mean(0))}
         out[f"{split}/return"] = curve[:, -1].mean()
@@ -168,20 +171,16 @@ class Nav2dMAML(ZooModule):
                 out[f"test/return_{j}_ci95"] = v
             rand = self.returns_curve(goals, self.random_init_params())
             out.update({f"test/random_init_return_{j}": v for j, v in enumerate(rand.mean(0))})
-            if not self._plotted:  # the first test batch: 4 goals' trajectories and the returns
+            if batch_idx == 0:  # the first test batch: 4 goals' trajectories and the returns
                 from zoo.models.maml import plots
 
                 k = self.cfg.eval_steps
                 steps = tuple(sorted({0, min(1, k), k}))  # before, after one step, after all
                 self.save_figure("navigation", plots.nav2d_paths(self.paths(goals[:4], steps), goals[:4], curve, rand))
-                self._plotted = True
         self.log_dict(out, batch_size=len(goals), sync_dist=True)
 
     def validation_step(self, goals: Tensor, batch_idx: int) -> None:
-        self._evaluate(goals, "val")
-
-    def on_test_epoch_start(self) -> None:
-        self._plotted = False
+        self._evaluate(goals, "val", batch_idx)
 
     def test_step(self, goals: Tensor, batch_idx: int) -> None:
-        self._evaluate(goals, "test")
+        self._evaluate(goals, "test", batch_idx)
