@@ -2,6 +2,7 @@
 
     python benchmarks/seqgan_oracle.py --oracle /work/shared/data/seqgan_oracle_lantaoyu.npz [--device cuda]
     python benchmarks/seqgan_oracle.py --oracle ... --seeds 0 1 2 --out benchmarks/results/seqgan_oracle_seeds.json
+    python benchmarks/seqgan_oracle.py --merge seed0.json seed1.json seed2.json --out ...  # seeds run apart
 
 1. MLE pre-training of G for --mle-epochs epochs (the zoo's `seqgan` module, MLE phase only).
 2. From that G, in parallel (one process each):
@@ -234,6 +235,30 @@ def one_seed(args: argparse.Namespace, device: torch.device, schedule: dict) -> 
     return report
 
 
+def over_seeds(runs: list[dict], schedule: dict) -> dict:
+    """One report for several seeds: every run, each method's spread, SeqGAN - MLE paired by seed."""
+    finals = {m: [r["nll_oracle"][m] for r in runs] for m in runs[0]["nll_oracle"]}
+    diff = paired(finals["SeqGAN"], finals["MLE"])
+    seeds = [r["seed"] for r in runs]
+    print(f"\nover seeds {seeds}: " + "; ".join(f"{m} {fmt(spread(v), 3)}" for m, v in finals.items()))
+    print(f"SeqGAN - MLE, paired by seed: {diff['mean']:+.3f} (s.e. {diff['se']:.3f}); "
+          "paper 8.736 - 9.038 = -0.302")
+    return {"seeds": seeds, "command": "python " + " ".join(sys.argv), "schedule": schedule,
+            "summary": {m: spread(v) for m, v in finals.items()}, "seqgan_minus_mle": diff,
+            "paper_nll_oracle": PAPER_RESULTS, "runs": runs}
+
+
+def merged(paths: list[str]) -> dict:
+    """The over-seeds report of single-seed reports written apart (same schedule and oracle)."""
+    runs = [json.loads(Path(path).read_text()) for path in paths]
+    for key in ("schedule", "oracle", "rollouts", "eval_samples"):
+        if len({json.dumps(r.get(key)) for r in runs}) > 1:
+            raise SystemExit(f"--merge: the reports differ in {key!r}; only runs of one setting merge")
+    if any("seed" not in r for r in runs) or len({r["seed"] for r in runs}) < len(runs):
+        raise SystemExit("--merge: every report must be a single-seed run with its own seed")
+    return over_seeds(sorted(runs, key=lambda r: r["seed"]), runs[0]["schedule"])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--oracle", default=None, help=".npz oracle (default: a seeded N(0,1) oracle)")
@@ -251,8 +276,14 @@ def main() -> None:
         "--threads", type=int, default=1, help="torch threads per process (2 processes in stage 2)"
     )
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "seqgan_oracle.json"))
+    p.add_argument("--merge", nargs="+", metavar="JSON", help="combine single-seed reports, train nothing")
     add_device_option(p)
     args = p.parse_args()
+    if args.merge:
+        report = merged(args.merge)
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        print(f"wrote {args.out}")
+        return
     device = resolve_device(args.device)
     args.device = str(device)
     base = PAPER if args.paper else SCALED
@@ -266,16 +297,7 @@ def main() -> None:
     for seed in args.seeds:
         args.seed = seed
         runs.append(one_seed(args, device, schedule))
-    report = runs[0]
-    if len(runs) > 1:
-        finals = {m: [r["nll_oracle"][m] for r in runs] for m in runs[0]["nll_oracle"]}
-        diff = paired(finals["SeqGAN"], finals["MLE"])
-        report = {"seeds": args.seeds, "command": "python " + " ".join(sys.argv), "schedule": schedule,
-                  "summary": {m: spread(v) for m, v in finals.items()}, "seqgan_minus_mle": diff,
-                  "paper_nll_oracle": PAPER_RESULTS, "runs": runs}
-        print(f"\nover seeds {args.seeds}: " + "; ".join(f"{m} {fmt(spread(v), 3)}" for m, v in finals.items()))
-        print(f"SeqGAN - MLE, paired by seed: {diff['mean']:+.3f} (s.e. {diff['se']:.3f}); "
-              "paper 8.736 - 9.038 = -0.302")
+    report = runs[0] if len(runs) == 1 else over_seeds(runs, schedule)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
