@@ -55,9 +55,10 @@ def recipe_arg(name: str, recipe: str, changes: dict, tmp: Path) -> str:
         return recipe
     from omegaconf import OmegaConf
 
-    from zoo.config import find_recipe
+    from zoo.config import find_recipe, load_recipe
 
-    raw = OmegaConf.to_container(OmegaConf.load(find_recipe(recipe)))
+    # the recipe with its base: chain merged in, so the variant file stands alone wherever it is written
+    raw = OmegaConf.to_container(OmegaConf.create(load_recipe(find_recipe(recipe))))
     raw["model"].update(changes)  # replaces whole values (an estimator spec is not merged key by key)
     raw["description"] = f"benchmark variant: {name}"
     slug = "".join(c if c.isalnum() else "_" for c in name.lower()).strip("_")[:40]

@@ -157,14 +157,14 @@ def objective_loss(probe: dict, centre: torch.Tensor, context: torch.Tensor, wor
     return round(float(loss.mean()), 4)
 
 
-def run_gensim(corpus: Path, epochs: int, seed: int) -> tuple[dict, torch.Tensor, list[str]]:
+def run_gensim(corpus: Path, epochs: int, seed: int, workers: int = 2) -> tuple[dict, torch.Tensor, list[str]]:
     from gensim.models import Word2Vec
     from gensim.models.word2vec import LineSentence
 
     sentences = list(LineSentence(str(corpus)))  # in memory, so reading the file is not timed
     model = Word2Vec(vector_size=HYPER["dim"], window=HYPER["window"], min_count=HYPER["min_count"],
                      sample=HYPER["sample"], sg=1, hs=0, negative=HYPER["negative"], alpha=HYPER["lr"],
-                     min_alpha=HYPER["min_lr"], workers=2, seed=seed)
+                     min_alpha=HYPER["min_lr"], workers=workers, seed=seed)
     start = time.perf_counter()
     model.build_vocab(sentences)
     vocab_s = time.perf_counter() - start
@@ -339,7 +339,7 @@ def run_corpus(name: str, path: Path, similarity: list[str], analogies: list[str
         for rep in range(args.repeats):
             for key in runs:  # alternate, so both tools see the same machine load
                 if key == "gensim":
-                    stats, vec, words = run_gensim(path, args.epochs, seed=rep)
+                    stats, vec, words = run_gensim(path, args.epochs, rep, args.gensim_workers)
                 else:
                     stats, vec, words = run_zoo(path, args.epochs, rep, int(key[len("zoo_threads"):]),
                                                 work / "cache", model_options, device)
@@ -414,6 +414,7 @@ def main() -> None:
                         help="lee, wiki, synthetic, wiki10m, wiki50m (the Wikipedia text repeated, text8's format)")
     parser.add_argument("--what", default="loop,e2e", help="loop (training loop, in-process), e2e (whole commands)")
     parser.add_argument("--threads", default="2", help="zoo thread counts for the loop; the first is compared")
+    parser.add_argument("--gensim-workers", type=int, default=2, help="gensim's threads in the loop runs")
     parser.add_argument("--zoo", nargs="*", default=[], metavar="KEY=VALUE",
                         help="extra options of the zoo's model, e.g. updates=minibatch batch_centres=2048")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
@@ -439,7 +440,7 @@ def main() -> None:
             raise SystemExit(f"unknown corpus {name!r}: choose from synthetic, {', '.join(builders)}")
     threads = [int(t) for t in args.threads.split(",")]
     model_options = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.zoo)}
-    report = {"hyperparameters": {**HYPER, "epochs": args.epochs, "sg": 1, "gensim_workers": 2},
+    report = {"hyperparameters": {**HYPER, "epochs": args.epochs, "sg": 1, "gensim_workers": args.gensim_workers},
               "zoo_options": model_options, "device": str(device), "device_name": describe(device),
               "command": "python " + " ".join(sys.argv), "repeats": args.repeats, "what": args.what,
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
