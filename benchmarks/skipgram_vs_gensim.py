@@ -402,6 +402,12 @@ def run_corpus(name: str, path: Path, similarity: list[str], analogies: list[str
             "gensim_vs_gensim": median_range([neighbour_agreement(*g[i], *g[j]) for i, j in pairs]) if pairs else None,
             "zoo_vs_zoo": median_range([neighbour_agreement(*z[i], *z[j]) for i, j in pairs]) if pairs else None,
         }
+        for t in threads[1:] if kind == "loop" else []:  # the other thread counts, against gensim and the first
+            other = vectors[f"loop_zoo_threads{t}"]
+            agreement[kind][f"zoo_threads{t}_vs_gensim"] = median_range(
+                [neighbour_agreement(*other[i], *g[i]) for i in range(len(g))])
+            agreement[kind][f"zoo_threads{t}_vs_zoo_threads{threads[0]}"] = median_range(
+                [neighbour_agreement(*other[i], *z[i]) for i in range(len(g))])
     entry["summary"]["neighbour_agreement_top10_of_1000"] = agreement
     return entry
 
