@@ -251,8 +251,12 @@ def over_seeds(runs: list[dict], schedule: dict) -> dict:
 def merged(paths: list[str]) -> dict:
     """The over-seeds report of single-seed reports written apart (same schedule and oracle)."""
     runs = [json.loads(Path(path).read_text()) for path in paths]
+    def setting(run: dict, key: str) -> str:  # the oracle file by name: runs may give it by other paths
+        value = run.get(key)
+        return Path(value).name if key == "oracle" and str(value).endswith(".npz") else json.dumps(value)
+
     for key in ("schedule", "oracle", "rollouts", "eval_samples"):
-        if len({json.dumps(r.get(key)) for r in runs}) > 1:
+        if len({setting(r, key) for r in runs}) > 1:
             raise SystemExit(f"--merge: the reports differ in {key!r}; only runs of one setting merge")
     if any("seed" not in r for r in runs) or len({r["seed"] for r in runs}) < len(runs):
         raise SystemExit("--merge: every report must be a single-seed run with its own seed")

@@ -142,3 +142,16 @@ def test_step_cap_keeps_a_huge_coherent_minibatch_stable():
         losses[cap] = float(net.loss(net.centre, net.context, cond, valid, out)) / before
     assert losses[True] < 0.9, losses
     assert not losses[False] < 1.0, losses
+
+
+@pytest.mark.parametrize("init_range", [0.5, 1.0])
+def test_initial_word_vectors_span_the_chosen_range(init_range):
+    """word2vec.c starts v ~ U(-0.5/D, 0.5/D), gensim 4 U(-1/D, 1/D); the context table starts at 0.
+    With 4,000 x 50 draws (seed 0) the extremes lie within 0.1 % of the bound."""
+    torch.manual_seed(0)
+    dim = 50
+    net = SkipGram(torch.full((4000,), 10), dim=dim, init_range=init_range)
+    bound = init_range / dim
+    assert net.centre.abs().max() <= bound
+    assert net.centre.max() > 0.999 * bound and net.centre.min() < -0.999 * bound
+    assert net.context.abs().max() == 0

@@ -27,6 +27,7 @@ class SkipGramConfig:
     negative: int = positive(5)  # k noise words per positive pair
     noise_power: float = 0.75  # noise q(w) ~ count(w)^noise_power
     share_negatives: bool = True  # k noise words per window (Ji et al. 2016) instead of per pair (word2vec.c)
+    init_range: float = positive(0.5)  # word vectors start U(-r/D, r/D): 0.5 = word2vec.c, 1.0 = gensim 4
     lr: float = positive(0.025)  # initial SGD learning rate (word2vec's skip-gram default)
     min_lr_ratio: float = 1e-4  # lr falls linearly to lr * min_lr_ratio over all epochs (word2vec)
     updates: str = choice("auto", ["auto", "sequential", "minibatch"])  # how SGD visits the pairs:
@@ -82,7 +83,8 @@ class SkipGramModule(ZooModule):
         if small and c.threads > 1:
             rank_zero_info(f"skipgram: vocabulary of {vocab} words < batch_centres / 4: {c.threads} intra-op "
                            f"threads instead of {c.threads} Hogwild threads (Hogwild needs sparse updates)")
-        self.net = SkipGram(self.data_info["counts"], c.dim, c.objective, c.negative, c.noise_power, step_cap)
+        self.net = SkipGram(self.data_info["counts"], c.dim, c.objective, c.negative, c.noise_power, step_cap,
+                            c.init_range)
         self.register_buffer("words_done", torch.zeros((), dtype=torch.float64))  # raw words trained on
         self.automatic_optimization = False  # updates are hand-written sparse SGD (see nets.py)
         self._index: dict[str, int] | None = None

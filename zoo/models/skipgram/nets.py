@@ -36,7 +36,7 @@ OBJECTIVES = ("nce", "negative_sampling", "full_softmax")
 
 class SkipGram(nn.Module):
     def __init__(self, counts: list[int] | torch.Tensor, dim: int = 100, objective: str = "negative_sampling",
-                 negative: int = 5, noise_power: float = 0.75, step_cap: bool = True):
+                 negative: int = 5, noise_power: float = 0.75, step_cap: bool = True, init_range: float = 0.5):
         super().__init__()
         self.step_cap = step_cap
         if objective not in OBJECTIVES:
@@ -44,9 +44,9 @@ class SkipGram(nn.Module):
         counts = torch.as_tensor(counts, dtype=torch.float64)
         vocab = len(counts)
         self.objective, self.negative = objective, negative
-        # word2vec's initialisation: v ~ U(-0.5/D, 0.5/D), u = 0
+        # v ~ U(-r/D, r/D) (word2vec.c: r = 0.5; gensim 4: r = 1), u = 0
         # (requires_grad only so that DDP accepts the module; updates never go through autograd)
-        self.centre = nn.Parameter(torch.empty(vocab, dim).uniform_(-0.5 / dim, 0.5 / dim))
+        self.centre = nn.Parameter(torch.empty(vocab, dim).uniform_(-init_range / dim, init_range / dim))
         self.context = nn.Parameter(torch.zeros(vocab, dim))
         q = noise_distribution(counts, noise_power)
         self.register_buffer("log_kq", (max(negative, 1) * q).log().float(), persistent=False)  # (V,)
