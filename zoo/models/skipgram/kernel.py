@@ -10,8 +10,9 @@ and each word c of its reduced window, with k noise words w' ~ q drawn per pair,
     u_o += g_o v_c;   v_c += sum_o g_o u_o     (v_c's step uses the u_o before their update)
 
 with v = ``centre`` (syn0, the exported vectors) and u = ``context`` (syn1neg). ``nce`` subtracts
-log(k q(o)) from every score. Threads split the chunk into contiguous parts and update the shared
-tables without locks (Hogwild, as word2vec.c and gensim do); one thread is deterministic.
+log(k q(o)) from every score. Threads take turns on jobs of ~10^4 tokens of the chunk and update
+the shared tables without locks (Hogwild, as word2vec.c and gensim do); one thread is
+deterministic.
 
 No maintained library offers this loop on torch tensors (gensim has it in Cython, inside its own
 model and vocabulary), so it is written here; numba compiles it on first use and caches the
@@ -79,8 +80,8 @@ if numba is not None:
             word = tokens[i]
             half = reduced[i]
             lr = np.float32(lr0 + (lr1 - lr0) * (i / n_total))
-            first = max(lo, i - half)
-            last = min(hi - 1, i + half)
+            first = max(0, i - half)  # contexts may lie in a neighbouring job: every pair once, whatever the jobs
+            last = min(n_total - 1, i + half)
             for j in range(first, last + 1):
                 if j == i or sentence[j] != sentence[i]:
                     continue
@@ -120,17 +121,22 @@ if numba is not None:
         return loss, pairs
 
     @njit(parallel=True, cache=True)
-    def _train_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1, seed,
-                     skip_saturated):
-        parts = bounds.shape[0] - 1
-        losses = np.zeros(parts)
-        pairs = np.zeros(parts, dtype=np.int64)
-        for t in prange(parts):
+    def _train_chunk(tokens, sentence, reduced, bounds, threads, syn0, syn1, keep, alias, log_kq, negative, lr0,
+                     lr1, seed, skip_saturated):
+        jobs = bounds.shape[0] - 1
+        losses = np.zeros(threads)
+        loss_pairs = np.zeros(threads, dtype=np.int64)
+        pairs = np.zeros(threads, dtype=np.int64)
+        for t in prange(threads):
             work = np.empty(syn0.shape[1], dtype=syn0.dtype)
-            losses[t], pairs[t] = _train_part(tokens, sentence, reduced, bounds[t], bounds[t + 1], syn0, syn1,
-                                              keep, alias, log_kq, negative, lr0, lr1, tokens.shape[0],
-                                              seed + 7919 * (t + 1), work, skip_saturated)
-        return losses.sum() / max(1, np.minimum(pairs, LOSS_PAIRS).sum()), pairs.sum()
+            for j in range(t, jobs, threads):  # thread t takes jobs t, t + T, ...: all near one lr
+                loss, p = _train_part(tokens, sentence, reduced, bounds[j], bounds[j + 1], syn0, syn1, keep,
+                                      alias, log_kq, negative, lr0, lr1, tokens.shape[0],
+                                      seed + 7919 * (j + 1), work, skip_saturated)
+                if j == t:  # the loss of each thread's first job
+                    losses[t], loss_pairs[t] = loss, min(p, LOSS_PAIRS)
+                pairs[t] += p
+        return losses.sum() / max(1, loss_pairs.sum()), pairs.sum()
 
 
 def noise_table(sampler) -> tuple[np.ndarray, np.ndarray]:
@@ -146,14 +152,16 @@ def draw_noise(noise: tuple[np.ndarray, np.ndarray], n: int, seed: int = 1) -> n
 def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tensor, sentence: torch.Tensor,
                 reduced: torch.Tensor, noise: tuple[np.ndarray, np.ndarray], log_kq: torch.Tensor | None, negative: int,
                 lr_start: float, lr_end: float, seed: int, threads: int = 1,
-                skip_saturated: bool = False) -> dict[str, float]:
+                skip_saturated: bool = False, job_tokens: int = 0) -> dict[str, float]:
     """Sequential SGD over every (context -> word) pair of a chunk, in place on the CPU tables.
 
     centre, context: (V, D) float32 CPU tables; tokens, sentence, reduced: (N,) subsampled ids,
     sentence numbers and reduced half-widths (``corpus.CorpusChunks``); log_kq: (V,) for NCE or
     None; lr falls linearly from lr_start to lr_end across the chunk; a score beyond +-6 takes the
-    sigmoid as 1 or 0 (word2vec.c) or, with ``skip_saturated``, makes no update (gensim). Returns
-    {"loss": mean loss per pair over the first pairs of every thread, "pairs": pairs trained}."""
+    sigmoid as 1 or 0 (word2vec.c) or, with ``skip_saturated``, makes no update (gensim). The chunk
+    is cut into jobs of ``job_tokens`` tokens that the threads take in turn (gensim's workers take
+    jobs of 10,000 words from a queue); 0 (and one thread) = one contiguous part per thread. Returns {"loss": mean
+    loss per pair over the first pairs of every thread's first job, "pairs": pairs trained}."""
     if numba is None:
         raise RuntimeError("numba is not installed: pip install numba, or use model.updates=minibatch")
     n = len(tokens)
@@ -161,10 +169,11 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
         return {"loss": 0.0, "pairs": 0.0}
     threads = max(1, min(threads, n // 1000 or 1))
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    bounds = np.linspace(0, n, threads + 1).round().astype(np.int64)
+    jobs = threads if job_tokens <= 0 or threads == 1 else max(threads, round(n / job_tokens))
+    bounds = np.linspace(0, n, jobs + 1).round().astype(np.int64)
     nce = np.empty(0, np.float32) if log_kq is None else log_kq.detach().cpu().float().numpy()
     as_np = [x.detach().cpu().numpy() for x in (tokens, sentence, reduced)]
-    loss, pairs = _train_chunk(*as_np, bounds, centre.detach().numpy(), context.detach().numpy(), *noise, nce,
+    loss, pairs = _train_chunk(*as_np, bounds, threads, centre.detach().numpy(), context.detach().numpy(), *noise, nce,
                                int(negative), float(lr_start), float(lr_end), int(seed) % (1 << 62),
                                bool(skip_saturated))
     return {"loss": float(loss), "pairs": float(pairs)}

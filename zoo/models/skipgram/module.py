@@ -40,6 +40,8 @@ class SkipGramConfig:
     # word2vec.c (sigmoid taken as 0 or 1: a full step), skip = gensim (no update from that term)
     batch_centres: int = positive(5120)  # window centres per minibatch (bucketed by half-width: ~1k per update)
     threads: int = positive(1)  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
+    job_tokens: int = 10000  # sequential updates: threads take turns on jobs of this many tokens of a chunk
+    # (gensim's 10,000-word jobs); 0 = each thread one contiguous part of the chunk
     step_cap: Optional[bool] = None  # cap a row's minibatch step at its Newton step (nets.SkipGram.cap);
     # None = auto: on when the vocabulary is smaller than batch_centres / 4 (then every word gets
     # hundreds of coherent terms per minibatch) or with Hogwild threads (whose stale, overlapping
@@ -168,7 +170,8 @@ class SkipGramModule(ZooModule):
         log_kq = self.net.log_kq if self.cfg.objective == "nce" else None
         return kernel.train_chunk(self.net.centre, self.net.context, batch["tokens"], batch["sentence"],
                                   batch["window"], self._noise, log_kq, self.cfg.negative, lr0, lr1, seed,
-                                  self.cfg.threads, skip_saturated=self.cfg.saturated == "skip")
+                                  self.cfg.threads, skip_saturated=self.cfg.saturated == "skip",
+                                  job_tokens=self.cfg.job_tokens)
 
     def estimator_loss(self, batch: dict, centres: int = 512) -> torch.Tensor:
         """A fresh Monte Carlo estimate (new noise words) of the mean loss per pair on the first
