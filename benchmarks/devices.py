@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import platform
 
 import torch
 
@@ -42,3 +43,15 @@ def synchronize(device: torch.device) -> None:
 def describe(device: torch.device) -> str:
     """'cpu' or the GPU's name, for the JSON."""
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def processor() -> str:
+    """The CPU's model name: runs that sample (hard attention, SeqGAN) repeat exactly only on the
+    same kind of processor, whose kernels fix the order of float sums."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -29,7 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from devices import accelerator, add_device_option, describe, resolve_device
+from devices import accelerator, add_device_option, describe, processor, resolve_device
 from spread import fmt, spread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,6 +84,7 @@ def write_cards(recipe: str, record: dict, out: Path) -> list[str]:
         card["recipe_seeds"] = {
             "what": "this card's recipe re-trained with each seed and scored like the card",
             "command": record["command"], "device": record["device"], "threads": 1,
+            "processor": record.get("processor", "not recorded"),
             "seeds": record["seeds"], "record": out.relative_to(ROOT).as_posix(),
             "metrics": {k: {f: s[f] for f in ("mean", "sd", "min", "max", "n", "failed")}
                         for k, s in record["summary"].items() if k in card["metrics"]},
@@ -120,7 +121,8 @@ def main() -> None:
             "recipe": recipe, "seeds": seeds, "extra": args.extra,
             "command": " ".join(["python", "benchmarks/recipe_seeds.py", *sys.argv[1:]]),
             "device": str(device), "device_name": describe(device),
-            "machine": f"{platform.machine()}, {platform.python_version()}", "parallel": args.parallel,
+            "machine": f"{platform.machine()}, {platform.python_version()}", "processor": processor(),
+            "parallel": args.parallel,
             "total_s": round(time.time() - t0, 1), "summary": summarise(rows), "runs": rows,
         }
         out = ROOT / "benchmarks" / "results" / f"seeds_{recipe}{'_' + args.tag if args.tag else ''}_{device.type}.json"

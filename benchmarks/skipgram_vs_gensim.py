@@ -2,7 +2,9 @@
 
 Same corpus file, same hyperparameters (sg=1, dim 100, window 5, negative 5, min_count 5,
 sample 1e-3, lr 0.025 -> 0.0001, same epochs), 2 threads each (gensim workers=2; ours 2 Hogwild
-threads of single-threaded torch ops). Corpora:
+threads of the compiled kernel). The zoo's other settings (saturated scores, initial range, job size)
+are the ``skipgram_lee`` recipe's, in the loop runs as in the whole command; ``--zoo`` overrides them.
+Corpora:
 - ``lee``: gensim's real English ``lee_background.cor`` (simple_preprocess'ed), repeated to >= 1M tokens;
 - ``wiki``: the 106 Wikipedia articles of gensim's shortened enwiki dump (453k tokens), repeated x3;
 - ``synthetic``: the zoo's planted-groups corpus (1M tokens), with its ground-truth similarity.
@@ -207,9 +209,9 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, mod
     data.prepare_data()
     data.setup("fit")
     vocab_s = time.perf_counter() - start
-    model = SkipGramModule({"dim": HYPER["dim"], "negative": HYPER["negative"], "lr": HYPER["lr"],
-                            "min_lr_ratio": HYPER["min_lr"] / HYPER["lr"], "threads": threads, **model_options},
-                           data.info())
+    model = SkipGramModule({**recipe_model_options(), "dim": HYPER["dim"], "negative": HYPER["negative"],
+                            "lr": HYPER["lr"], "min_lr_ratio": HYPER["min_lr"] / HYPER["lr"], "threads": threads,
+                            **model_options}, data.info())
     clock = Clock()
     acc, devices = accelerator(device)
     trainer = L.Trainer(max_epochs=epochs, accelerator=acc, devices=devices, logger=False, enable_checkpointing=False,
@@ -226,6 +228,15 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, mod
              "intra_op_threads": model.intra_op_threads}
     stats["context_vectors"] = model.net.context.detach().cpu().clone()
     return stats, model.vectors.cpu().clone(), list(model.words)
+
+
+def recipe_model_options() -> dict:
+    """The model settings of ``skipgram_lee`` that no hyperparameter here fixes (saturated, init_range,
+    job_tokens, ...), so that the loop runs train as the whole command (the recipe) does."""
+    from zoo.config import load_config
+
+    model = load_config("skipgram_lee")["model"]
+    return {k: v for k, v in model.items() if k not in ("name", "neighbours")}
 
 
 def big_corpus(folder: Path, tokens: int) -> Path:
