@@ -70,7 +70,7 @@ if numba is not None:
 
     @njit(fastmath=True, nogil=True, cache=True)
     def _train_part(tokens, sentence, reduced, lo, hi, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1,
-                    n_total, seed, work, skip_saturated):
+                    n_total, seed, work, skip_saturated, loss_pairs):
         dim = syn0.shape[1]
         nce = log_kq.shape[0] > 0
         rng = np.uint64(seed)
@@ -102,7 +102,7 @@ if numba is not None:
                         f += syn0[ctx, d] * syn1[target, d]
                     if nce:
                         f -= log_kq[target]
-                    if pairs < LOSS_PAIRS:  # the loss of the first pairs only: logs cost as much as the update
+                    if pairs < loss_pairs:  # the loss of the first pairs only: logs cost as much as the update
                         z = f if label > 0.5 else -f  # -log sigmoid(z) is this term's loss
                         loss += math.log1p(math.exp(-z)) if z > -30.0 else -z
                     if f > MAX_SCORE or f < -MAX_SCORE:
@@ -125,18 +125,19 @@ if numba is not None:
                      lr1, seed, skip_saturated):
         jobs = bounds.shape[0] - 1
         losses = np.zeros(threads)
-        loss_pairs = np.zeros(threads, dtype=np.int64)
+        counted = np.zeros(threads, dtype=np.int64)
         pairs = np.zeros(threads, dtype=np.int64)
         for t in prange(threads):
             work = np.empty(syn0.shape[1], dtype=syn0.dtype)
             for j in range(t, jobs, threads):  # thread t takes jobs t, t + T, ...: all near one lr
                 loss, p = _train_part(tokens, sentence, reduced, bounds[j], bounds[j + 1], syn0, syn1, keep,
                                       alias, log_kq, negative, lr0, lr1, tokens.shape[0],
-                                      seed + 7919 * (j + 1), work, skip_saturated)
+                                      seed + 7919 * (j + 1), work, skip_saturated,
+                                      LOSS_PAIRS if j == t else 0)  # loss of each thread's first job only
                 if j == t:  # the loss of each thread's first job
-                    losses[t], loss_pairs[t] = loss, min(p, LOSS_PAIRS)
+                    losses[t], counted[t] = loss, min(p, LOSS_PAIRS)
                 pairs[t] += p
-        return losses.sum() / max(1, loss_pairs.sum()), pairs.sum()
+        return losses.sum() / max(1, counted.sum()), pairs.sum()
 
 
 def noise_table(sampler) -> tuple[np.ndarray, np.ndarray]:
