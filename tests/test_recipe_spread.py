@@ -12,21 +12,16 @@ names it lands on that run's numbers.
 from __future__ import annotations
 
 import math
-import platform
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
 
 from zoo.hub import pretrained_cards
 
-
-def processor() -> str:
-    """This CPU's model name (benchmarks/devices.py records the same on the spread)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-    return names[0] if names else platform.processor() or "unknown"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from devices import processor  # noqa: E402  (the name recipe_seeds.py records with the spread)
 
 CARDS = pretrained_cards()
 WITH_SPREAD = sorted(n for n, c in CARDS.items() if "recipe_seeds" in c)

@@ -133,8 +133,8 @@ if numba is not None:
                 loss, p = _train_part(tokens, sentence, reduced, bounds[j], bounds[j + 1], syn0, syn1, keep,
                                       alias, log_kq, negative, lr0, lr1, tokens.shape[0],
                                       seed + 7919 * (j + 1), work, skip_saturated,
-                                      LOSS_PAIRS if j == t else 0)  # loss of each thread's first job only
-                if j == t:  # the loss of each thread's first job
+                                      LOSS_PAIRS if j == t else 0)
+                if j == t:  # the reported loss: each thread's first job only (logs cost as much as updates)
                     losses[t], counted[t] = loss, min(p, LOSS_PAIRS)
                 pairs[t] += p
         return losses.sum() / max(1, counted.sum()), pairs.sum()
@@ -161,8 +161,9 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
     None; lr falls linearly from lr_start to lr_end across the chunk; a score beyond +-6 takes the
     sigmoid as 1 or 0 (word2vec.c) or, with ``skip_saturated``, makes no update (gensim). The chunk
     is cut into jobs of ``job_tokens`` tokens that the threads take in turn (gensim's workers take
-    jobs of 10,000 words from a queue); 0 (and one thread) = one contiguous part per thread. Returns {"loss": mean
-    loss per pair over the first pairs of every thread's first job, "pairs": pairs trained}."""
+    jobs of 10,000 words from a queue); 0 (and one thread) = one contiguous part per thread.
+    Returns {"loss": mean loss per pair over the first pairs of every thread's first job,
+    "pairs": pairs trained}."""
     if numba is None:
         raise RuntimeError("numba is not installed: pip install numba, or use model.updates=minibatch")
     n = len(tokens)
