@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The checks that need a CUDA GPU, packed for a session that is lent one through the device tool:
+# one command runs at most 10 minutes there, a session gets ~30 minutes in all, nothing can be
+# downloaded there, and its Python 3.12 has torch, lightning, torchmetrics, numba, tokenizers,
+# safetensors, matplotlib and scikit-learn but not omegaconf, wandb, gensim or pytorch-ood.
+#
+# Here (PyPI reachable), once:      bash benchmarks/gpu_check.sh pack
+#   -> .gpu/wheels1/  what the tests need (omegaconf, wandb and its needs, pytorch-ood, higher) and
+#                     the project's shared data (the SeqGAN oracle file), 26 MB
+#      .gpu/wheels2/  gensim (27 MB): apart, so that each call carries less than its 64 MiB
+#      (.gpu/ is git-ignored: the device tool sends it only when a call names it in carry)
+# There, one device `run` each, in this order, back to back (the machine keeps /tmp between calls
+# only while it is warm, 30 s after the last one):
+#   bash benchmarks/gpu_check.sh install     with carry [".gpu/wheels1"]
+#   bash benchmarks/gpu_check.sh install     with carry [".gpu/wheels2"]
+#   bash benchmarks/gpu_check.sh gpu-tests   every recipe on CUDA in fp32 and bf16-mixed (pytest -m gpu)
+#   bash benchmarks/gpu_check.sh tests       the whole default suite with the GPU visible (pytest -n 8)
+#   bash benchmarks/gpu_check.sh bench       the timing benchmarks with --device cuda
+#   bash benchmarks/gpu_check.sh seeds       sat_shapes_hard and sat_shapes_soft, seeds 0-2, on the GPU
+# Each stage writes its log and JSON to $OUT (what the device tool brings back; at most 8 files),
+# else to benchmarks/results/gpu/. Copy the JSON you keep into benchmarks/results/ with a row in
+# benchmarks/README.md. DEVICE=cpu runs the bench and seeds stages on the CPU (to try this script).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+STAGE="${1:-}"
+PY="${PY:-python3}"
+DEVICE="${DEVICE:-cuda}"
+SITE="${SITE:-/tmp/zoo_site}"                 # the carried wheels are installed here
+OUT="${OUT:-benchmarks/results/gpu}"
+mkdir -p "$OUT"
+
+# the wheels the GPU image lacks, for CPython 3.12 on x86-64 (resolved 2026-11-24 against the
+# image's package list in the device tool's KINDS.md; versions as in this project's venv)
+WHEELS1=(omegaconf==2.4.0 wandb==0.31.0 cwevals==0.0.1b1 opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2
+         opentelemetry-proto==1.45.2 opentelemetry-semantic-conventions==0.66b2
+         opentelemetry-exporter-otlp-proto-http==1.45.2 opentelemetry-exporter-otlp-proto-common==1.45.2
+         opentelemetry-exporter-otlp-common==0.66b2 opentelemetry-exporter-http-transport==0.66b2
+         googleapis-common-protos==1.76.0 platformdirs==4.14.8 pydantic==2.14.4 pydantic-core==2.50.5
+         annotated-types==0.8.0 typing-inspection==0.4.5 distro==1.9.0 sniffio==1.3.1
+         pytorch-ood==0.4.0 higher==0.2.1)
+WHEELS2=(gensim==4.4.0 smart-open==9.0.2)
+PLATFORMS=(manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manylinux_2_17_x86_64
+           manylinux2014_x86_64 manylinux1_x86_64)
+
+env_there() {  # the zoo from this checkout, the carried packages after the image's own
+  if [ ! -d "$SITE/omegaconf" ]; then
+    echo "gpu_check: $SITE has no omegaconf: run 'bash benchmarks/gpu_check.sh install' with carry" \
+         "[\".gpu/wheels1\"] first (then with .gpu/wheels2), in calls while the machine is warm" >&2
+    exit 2
+  fi
+  export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+  export ZOO_SHARED_DATA="$SITE/shared_data" WANDB_MODE=offline PYTHONUNBUFFERED=1
+}
+
+case "$STAGE" in
+  pack)
+    rm -rf .gpu && mkdir -p .gpu/wheels1/shared_data .gpu/wheels2
+    args=(download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp)
+    for p in "${PLATFORMS[@]}"; do args+=(--platform "$p"); done
+    "$PY" -m pip "${args[@]}" -d .gpu/wheels1 "${WHEELS1[@]}" || exit 1
+    "$PY" -m pip "${args[@]}" -d .gpu/wheels2 "${WHEELS2[@]}" || exit 1
+    cp ../shared/data/*.npz .gpu/wheels1/shared_data/ 2>/dev/null \
+      || echo "gpu_check: ../shared/data/*.npz not found: the SeqGAN oracle test will fail there" >&2
+    du -sh .gpu/wheels1 .gpu/wheels2
+    ;;
+  install)
+    mkdir -p "$SITE/shared_data"
+    for folder in .gpu/wheels1 .gpu/wheels2; do
+      [ -d "$folder" ] || continue
+      "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+        "$folder"/*.whl || exit 1
+      cp "$folder"/shared_data/* "$SITE/shared_data/" 2>/dev/null || true
+    done
+    env_there
+    "$PY" - <<'EOF' 2>&1 | tee "$OUT/install.log"
+import importlib, torch
+for name in ["omegaconf", "wandb", "pytorch_ood", "lightning", "torchmetrics", "numba", "gensim", "zoo.train"]:
+    try:
+        m = importlib.import_module(name)
+        print(f"{name:12s} {getattr(m, '__version__', 'ok')}")
+    except ImportError as e:
+        print(f"{name:12s} MISSING ({e})")
+print("torch", torch.__version__, "cuda", torch.cuda.is_available(),
+      torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+EOF
+    ;;
+  gpu-tests)
+    env_there
+    timeout 580 "$PY" -m pytest -q -m gpu -p no:cacheprovider -n 8 2>&1 | tee "$OUT/pytest_gpu.log"
+    ;;
+  tests)
+    env_there
+    timeout 580 "$PY" -m pytest -q -p no:cacheprovider -n 8 2>&1 | tee "$OUT/pytest_all.log"
+    ;;
+  bench)
+    env_there
+    # each under its own limit, so that one slow benchmark leaves time for the others (~9 min in all)
+    timeout 100 "$PY" benchmarks/maml_vs_loop.py --device "$DEVICE" --out "$OUT/maml_vs_loop_$DEVICE.json" \
+      2>&1 | tee "$OUT/bench.log"
+    timeout 150 "$PY" benchmarks/seqgan_rollouts.py --device "$DEVICE" --repeats 5 \
+      --out "$OUT/seqgan_rollouts_$DEVICE.json" 2>&1 | tee -a "$OUT/bench.log"
+    timeout 200 "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora lee,wiki \
+      --zoo updates=minibatch --out "$OUT/skipgram_vs_gensim_$DEVICE.json" 2>&1 | tee -a "$OUT/bench.log"
+    timeout 90 "$PY" benchmarks/overhead.py --device "$DEVICE" --recipe vae_digits --steps 300 --repeats 3 \
+      --out "$OUT/overhead_vae_digits_$DEVICE.json" 2>&1 | tee -a "$OUT/bench.log"
+    ;;
+  seeds)
+    env_there
+    # six runs at once (one CPU thread each, one GPU); sat_seeds.py rewrites its JSON as each run ends,
+    # so a sweep cut by the time limit keeps what finished (VARIANTS=hard for half the runs)
+    timeout 580 "$PY" benchmarks/sat_seeds.py --device "$DEVICE" --variants "${VARIANTS:-hard,soft}" --seeds 0,1,2 \
+      --runs /tmp/zoo_sat_seeds --out "$OUT/sat_seeds_$DEVICE.json" 2>&1 | tee "$OUT/seeds.log"
+    ;;
+  *)
+    sed -n '2,24p' "$0"
+    exit 2
+    ;;
+esac
