@@ -8,7 +8,14 @@ import pytest
 import torch
 
 from zoo.errors import UserError
-from zoo.models.skipgram.corpus import CorpusChunks, build_corpus, load_corpus, read_sentences, resolve_files
+from zoo.models.skipgram.corpus import (
+    CorpusChunks,
+    build_corpus,
+    load_corpus,
+    read_sentences,
+    resolve_files,
+    train_vocabulary,
+)
 
 TEXT = "the cat sat on the mat\n\nthe dog  sat\tdown\nélan vital the end\nlast line no newline"
 
@@ -89,6 +96,26 @@ def test_vocabulary_ties_are_alphabetical_and_max_vocab(tmp_path):
     path.write_text("z y x z y x w\n")
     words, _, _ = load_corpus(build_corpus([path], tmp_path / "cache", min_count=1, max_vocab=3))
     assert words == ["x", "y", "z"]
+
+
+@pytest.mark.parametrize("min_count,max_vocab", [(1, None), (2, None), (2, 5), (3, 1)])
+def test_vocabulary_equals_the_tokenizers_trainer(min_count, max_vocab):
+    """Words are counted with a Counter and handed to WordLevel; the vocabulary (ids and order:
+    count descending, ties in code-point order, [UNK] 0) must be what tokenizers' own
+    WordLevelTrainer gives, so that caches and released embeddings keep their word ids."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    rng = np.random.default_rng(0)
+    pool = ["a", "z", "Z", "a.", "aa", "b", "ß", "ä", "é", "日本", "x", "y", "w1", "w10", "w2"]
+    sentences = [list(rng.choice(pool, size=int(rng.integers(1, 12)))) for _ in range(40)]
+    reference = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    reference.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    trainer = trainers.WordLevelTrainer(vocab_size=max_vocab + 1 if max_vocab else 1 << 31, min_frequency=min_count,
+                                        special_tokens=["[UNK]"], show_progress=False)
+    reference.train_from_iterator((" ".join(s) for s in sentences), trainer=trainer)
+    ours = train_vocabulary(iter(sentences), min_count, max_vocab)
+    assert ours.get_vocab() == reference.get_vocab()
+    assert len(ours.get_vocab()) > 1
 
 
 def test_chunks_end_at_sentences_and_cover_the_corpus(tmp_path):

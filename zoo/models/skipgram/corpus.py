@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,17 +114,20 @@ def _cache_key(paths: list[Path], options: dict) -> str:
 
 
 def train_vocabulary(sentences: Iterator[list[str]], min_count: int, max_vocab: int | None):
-    """A ``tokenizers`` WordLevel vocabulary of the words seen at least ``min_count`` times."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    """A ``tokenizers`` WordLevel vocabulary of the words seen at least ``min_count`` times: id 0
+    is [UNK], then the words by count, descending, ties in code-point order (what tokenizers'
+    ``WordLevelTrainer`` gives; tested). The words are counted with ``collections.Counter``, which
+    takes half the trainer's time (10M words: 2.9 s vs 6.2 s), and the vocabulary handed to
+    ``WordLevel``, so the saved tokenizer is the same."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
 
-    tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    counts: Counter[str] = Counter()
+    for sentence in sentences:
+        counts.update(sentence)
+    kept = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(kept[:max_vocab] if max_vocab else kept)}}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    # the trainer's own default vocab_size is 30,000: without a max_vocab every word seen min_count
-    # times must stay (text8 has 71k of them)
-    vocab_size = max_vocab + 1 if max_vocab else 1 << 31
-    trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, min_frequency=min_count, special_tokens=["[UNK]"],
-                                        show_progress=False)
-    tokenizer.train_from_iterator((" ".join(s) for s in sentences), trainer=trainer)
     return tokenizer
 
 
