@@ -99,9 +99,9 @@ EOF
       2>&1 | tee "$OUT/bench.log"
     timeout 150 "$PY" benchmarks/seqgan_rollouts.py --device "$DEVICE" --repeats 5 \
       --out "$OUT/seqgan_rollouts_$DEVICE.json" 2>&1 | tee -a "$OUT/bench.log"
-    timeout 200 "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora lee,wiki \
+    timeout 240 "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora lee,wiki \
       --zoo updates=minibatch --out "$OUT/skipgram_vs_gensim_$DEVICE.json" 2>&1 | tee -a "$OUT/bench.log"
-    timeout 90 "$PY" benchmarks/overhead.py --device "$DEVICE" --recipe vae_digits --steps 300 --repeats 3 \
+    timeout 60 "$PY" benchmarks/overhead.py --device "$DEVICE" --recipe vae_digits --steps 300 --repeats 3 \
       --out "$OUT/overhead_vae_digits_$DEVICE.json" 2>&1 | tee -a "$OUT/bench.log"
     ;;
   seeds)
