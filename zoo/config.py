@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.errors import UserError
-from zoo.options import at_least, choice, validate_call
+from zoo.options import at_least, between, choice, validate_call
 from zoo.options import validate as validate_options
 from zoo.registry import closest
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 LOGGERS = ("csv", "wandb", "tensorboard")
+SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit: Lightning's seed_everything refuses larger ones
 WANDB_MODES = ("online", "offline", "disabled", "shared")
 # Ranges of lightning.Trainer's numeric arguments where they differ from the zoo's ">= 0" rule:
 # -1 sentinels (all devices, no limit, the whole validation set) and counts that must be >= 1.
@@ -56,7 +57,7 @@ class RunConfig:
     model: Any = None  # {name: <registered model or pkg.mod:Class>, ...its options}
     data: Any = None  # {name: <registered datamodule or pkg.mod:Class>, ...its options}
     trainer: Any = field(default_factory=dict)  # keyword arguments of lightning.Trainer
-    seed: int = 0  # seeds python, numpy and torch (and dataloader workers)
+    seed: int = between(0, 0, SEED_MAX)  # seeds python, numpy and torch (and dataloader workers)
     threads: int = 0  # torch intra-op CPU threads; 0 = torch's default (one per core)
     logger: Any = field(default_factory=lambda: ["csv"])  # any of csv, wandb, tensorboard
     wandb: WandbConfig = field(default_factory=WandbConfig)
@@ -118,6 +119,13 @@ def load_yaml(path: Path) -> Any:
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise UserError(f"YAML syntax error in {path}{where}: {problem}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"recipe {path} is not a text file (not UTF-8): give a YAML recipe") from None
+    except OSError as err:  # OmegaConf refuses a scalar top level ("Invalid loaded object type: int")
+        if not str(err).startswith("Invalid loaded object type"):
+            raise
+        raise UserError(f"recipe {path} must be a YAML mapping of keys to values (model:, data:, trainer:, ...); "
+                        f"its top level is a single value ({str(err).rsplit(' ', 1)[-1]})") from None
 
 
 def named_keys(cfg: Any, prefix: str = "") -> list[str]:
@@ -234,8 +242,8 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     cfg = validate_options(RunConfig, cfg, where)
     cfg["model"] = _section(raw, "model", MODELS, where)
     cfg["data"] = _section(raw, "data", DATAMODULES, where)
-    cfg["wandb"] = validate_options(WandbConfig, raw.get("wandb") or {}, f"{where} [wandb]")
-    cfg["checkpoint"] = validate_options(CheckpointConfig, raw.get("checkpoint") or {}, f"{where} [checkpoint]")
+    cfg["wandb"] = validate_options(WandbConfig, _mapping(raw, "wandb", where), f"{where} [wandb]")
+    cfg["checkpoint"] = validate_options(CheckpointConfig, _mapping(raw, "checkpoint", where), f"{where} [checkpoint]")
     cfg["trainer"] = _trainer_options(raw.get("trainer") or {}, where)
     loggers = cfg["logger"] if isinstance(cfg["logger"], list) else [cfg["logger"]]
     for name in loggers:
@@ -245,6 +253,16 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     cfg["logger"] = loggers
     cfg["recipe"] = cfg["recipe"] or path.stem
     return cfg
+
+
+def _mapping(raw: dict, key: str, where: str) -> dict:
+    """A section of keys (``wandb:``, ``checkpoint:``); absent or null means its defaults."""
+    section = raw.get(key)
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise UserError(f"'{key}' in {where} must be a mapping of its options ({key}.KEY=VALUE), got {section!r}")
+    return section
 
 
 RESERVED_TRAINER_KEYS = ("logger", "callbacks", "plugins", "default_root_dir", "enable_checkpointing")

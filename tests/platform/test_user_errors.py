@@ -170,6 +170,10 @@ def test_mapping_override_with_a_name_replaces_instead_of_merging():
     (["recipe=maml_nav2d", "model.horizon=0"], "'horizon' in recipe"),  # crashed in fit
     (["recipe=maml_nav2d", "model.init_std=0"], "'init_std' in recipe"),  # math domain error (log 0)
     (["recipe=maml_omniglot_5w1s", "data.n_way=0"], "'n_way' in recipe"),
+    # sections given a single value (a TypeError from dict()), a seed numpy cannot take
+    (["recipe=vae_digits", "checkpoint=5"], "'checkpoint' in recipe"),
+    (["recipe=vae_digits", "wandb=[1]"], "'wandb' in recipe"),
+    (["recipe=vae_digits", "seed=4294967296"], "must be <= 4294967295"),  # was a ValueError in seed_everything
 ])
 def test_bad_values_exit_2_before_anything_is_built(argv, expected, tmp_path, capsys):
     code, err = run_main([*argv, f"run_dir={tmp_path}/runs"], capsys)
@@ -213,6 +217,18 @@ def test_recipe_whose_top_level_is_a_list(tmp_path, capsys):
     code, err = run_main([f"recipe={bad}", f"run_dir={tmp_path}/runs"], capsys)
     assert code == 2 and "must be a YAML mapping" in err and "its top level is a list" in err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"42\n", "its top level is a single value (int)"),  # was an OSError from OmegaConf.load
+    (bytes(range(128, 256)), "is not a text file"),  # was a UnicodeDecodeError
+])
+def test_recipe_that_is_not_a_mapping_of_text(content, expected, tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(content)
+    code, err = run_main([f"recipe={bad}", f"run_dir={tmp_path}/runs"], capsys)
+    assert code == 2 and expected in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
 
 
 def test_a_user_error_during_fit_leaves_no_run_folder(toy_recipe, tmp_path, capsys, monkeypatch):
