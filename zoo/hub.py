@@ -29,11 +29,20 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def first_line(err: Exception) -> str:
+    """An exception's first line for a one-line message (an empty file gives an EOFError with none)."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
 def pretrained_cards() -> dict[str, dict]:
     cards = {}
     for path in sorted(PRETRAINED_DIR.glob("*.json")):
-        card = json.loads(path.read_text())
-        cards[card["name"]] = card
+        try:
+            card = json.loads(path.read_text())
+            cards[card["name"]] = card
+        except (ValueError, KeyError, TypeError) as err:  # an edited or half-copied card
+            raise UserError(f"pretrained card {path} is not valid (a JSON object with 'name' expected: "
+                            f"{first_line(err)}); restore it or remove it with its .safetensors") from None
     return cards
 
 
@@ -47,9 +56,9 @@ def read_checkpoint(path: str | Path) -> dict:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         raise UserError(f"refusing {path}: it holds objects that are not plain weights "
-                        f"(torch.load weights_only=True said: {str(err).splitlines()[0]})") from None
+                        f"(torch.load weights_only=True said: {first_line(err)})") from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as err:
-        raise UserError(f"checkpoint {path} is corrupt or not a PyTorch file ({str(err).splitlines()[0]})") from None
+        raise UserError(f"checkpoint {path} is corrupt or not a PyTorch file ({first_line(err)})") from None
     if not isinstance(ckpt, dict) or "zoo" not in ckpt or "state_dict" not in ckpt:
         raise UserError(f"{path} is not a zoo checkpoint (no 'zoo' section): only checkpoints written by "
                         "`python -m zoo.train` can be loaded")
@@ -66,7 +75,7 @@ def build_model(model_name: str, hparams: dict, state_dict: dict, source: str) -
     try:
         model.load_state_dict(state_dict, strict=True)
     except RuntimeError as err:
-        raise UserError(f"{source} does not match model '{model_name}': {str(err).splitlines()[0]}") from None
+        raise UserError(f"{source} does not match model '{model_name}': {first_line(err)}") from None
     model.eval()
     return model
 

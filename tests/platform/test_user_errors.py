@@ -78,12 +78,24 @@ def test_checkpoint_missing_corrupt_foreign_unsafe(tmp_path, capsys):
 
     with open(unsafe, "wb") as f:
         pickle.dump({"zoo": Evil()}, f)
-    cases = [(tmp_path / "missing.ckpt", "checkpoint not found"), (corrupt, "corrupt"),
+    empty = tmp_path / "empty.ckpt"
+    empty.write_bytes(b"")  # an EOFError with no message: was an IndexError building the message
+    cases = [(tmp_path / "missing.ckpt", "checkpoint not found"), (corrupt, "corrupt"), (empty, "corrupt"),
              (foreign, "not a zoo checkpoint"), (unsafe, "")]
     for path, expected in cases:
         assert evaluate.main([str(path)]) == 2
         err = capsys.readouterr()
         assert expected in err.err and "Traceback" not in err.err and "pwned" not in err.out
+
+
+def test_a_broken_pretrained_card_is_refused(tmp_path, capsys, monkeypatch):
+    import zoo.hub
+
+    (tmp_path / "vae-digits.json").write_text("{not json")  # was a JSONDecodeError traceback
+    monkeypatch.setattr(zoo.hub, "PRETRAINED_DIR", tmp_path)
+    assert evaluate.main(["vae-digits"]) == 2
+    err = capsys.readouterr().err
+    assert "pretrained card" in err and "vae-digits.json" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
