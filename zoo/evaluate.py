@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from zoo.config import SEED_MAX
 from zoo.errors import UserError
 
 
@@ -36,23 +37,30 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
                     "enable_model_summary": False}
     seed = info.get("config", {}).get("seed", info.get("card", {}).get("seed", 0))
     plots_dir = None
+    given: set[str] = set()  # the data options named on the command line
     for key, value in options.items():
         if key == "data" and isinstance(value, dict):  # data.name=... parses as one {name: ...} mapping
             data_cfg.update(value)
+            given.update(value)
         elif key.startswith("data."):
             data_cfg[key[5:]] = value
+            given.add(key[5:])
         elif key.startswith("trainer."):
             trainer_opts[key[8:]] = value
         elif key == "seed":
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise UserError(f"seed must be an integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
+                raise UserError(f"seed must be an integer from 0 to {SEED_MAX}, got {value!r}")
             seed = value
         elif key == "plots_dir":
-            plots_dir = Path(value)
+            plots_dir = Path(str(value))
+            if plots_dir.exists() and not plots_dir.is_dir():
+                raise UserError(f"plots_dir={plots_dir} is a file, not a folder; choose another plots_dir=")
         else:
             raise UserError(f"unknown option '{key}' for zoo.evaluate: use data.KEY=, trainer.KEY=, seed=, plots_dir=")
     name = data_cfg.pop("name")
     entry = DATAMODULES.entry(name)
+    if name != info["data"]["name"] and entry.config is not None:
+        data_cfg = _carried_over(data_cfg, given, entry.config)
     opts = validate(entry.config, data_cfg, f"data options of {target}") if entry.config else data_cfg
     user_trainer = {k: v for k, v in trainer_opts.items() if k not in ("logger", "enable_checkpointing")}
     trainer_opts.update(_trainer_options(user_trainer, f"zoo.evaluate {target}"))
@@ -62,15 +70,37 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     L.seed_everything(seed, verbose=False)
     with tempfile.TemporaryDirectory() as tmp:
         model.plots_dir = plots_dir or Path(tmp)
-        try:
-            from zoo.tracking import quiet_lightning
-
-            quiet_lightning()
-            trainer = L.Trainer(**trainer_opts)
-        except (TypeError, ValueError) as err:
-            raise UserError(f"invalid trainer option: {err}") from None
+        trainer = _trainer(trainer_opts)
         results = trainer.test(model, datamodule=datamodule, verbose=False)
     return {k: float(v) for k, v in (results[0] if results else {}).items()}
+
+
+def _carried_over(data_cfg: dict, given: set[str], schema: type) -> dict:
+    """Data options for another datamodule (``data.name=OTHER``): the ones the user gave, and those
+    of the model's own datamodule that the other one also has (root, batch_size, ...); the rest
+    belong to the old datamodule and would be refused as unknown keys the user never wrote."""
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(schema)}
+    return {k: v for k, v in data_cfg.items() if k in known or k in given}
+
+
+def _trainer(trainer_opts: dict) -> Any:
+    """lightning.Trainer for the test run; a setting Lightning refuses is a UserError."""
+    import lightning as L
+
+    from zoo.tracking import lightning_messages_held, quiet_lightning
+
+    quiet_lightning()
+    try:
+        with lightning_messages_held():
+            return L.Trainer(**trainer_opts)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"invalid trainer option: {err}") from None
+    except Exception as err:  # e.g. limit_test_batches=1.5, found halfway through Trainer.__init__
+        if type(err).__name__ == "MisconfigurationException":
+            raise UserError(f"invalid trainer option: {err}") from None
+        raise
 
 
 def format_table(metrics: dict[str, float]) -> str:

@@ -6,11 +6,13 @@ with a warning."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import netrc
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +26,42 @@ def quiet_lightning() -> None:
     """Drop two messages Lightning prints on every run that a zoo user cannot act on: the
     advertisement for its cloud logger, and torch's deprecation of ``LeafSpec`` raised from
     Lightning's own code. Everything else Lightning says is kept."""
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+    for name in RANK_ZERO_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropCloudTip) for f in logger.filters):
             logger.addFilter(_DropCloudTip())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
+
+
+RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+
+
+class _Hold(logging.Filter):
+    def __init__(self):
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.records.append(record)
+        return False
+
+
+@contextlib.contextmanager
+def lightning_messages_held() -> Iterator[None]:
+    """Hold what Lightning logs while a Trainer is built ("GPU available: ...") and let it out only
+    when the block succeeds: a setting Lightning refuses halfway through its __init__
+    (limit_train_batches=1.5) then prints the zoo's one error line, not three."""
+    hold = _Hold()
+    loggers = [logging.getLogger(name) for name in RANK_ZERO_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(hold)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(hold)
+    for record in hold.records:  # reached only without an exception
+        logging.getLogger(record.name).handle(record)
 
 
 def wandb_logged_in() -> bool:

@@ -137,11 +137,12 @@ def build(cfg: dict) -> tuple[Any, Any]:
 def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False) -> Any:
     """The lightning.Trainer of a run; a setting Lightning refuses is a UserError (nothing is
     written yet: the run folder is made after this)."""
-    from zoo.tracking import quiet_lightning
+    from zoo.tracking import lightning_messages_held, quiet_lightning
 
     quiet_lightning()
     try:
-        return _make_trainer(cfg, run_dir, model, extra_callbacks, resumed)
+        with lightning_messages_held():
+            return _make_trainer(cfg, run_dir, model, extra_callbacks, resumed)
     except (ValueError, TypeError) as err:
         raise UserError(f"invalid trainer settings {cfg['trainer']}: {err}") from None
     except ImportError as err:  # e.g. trainer.accelerator=tpu without torch_xla

@@ -114,6 +114,29 @@ def test_evaluate_and_predict_bad_options(trained, capsys):
     assert "unknown pretrained model" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option, expected", [
+    ("seed=-1", "seed must be an integer from 0"),  # were ValueErrors from seed_everything
+    ("seed=4294967296", "seed must be an integer from 0"),
+    ("plots_dir=FILE", "is a file, not a folder"),  # was a FileExistsError from the model's plots
+    ("trainer.limit_test_batches=1.5", "invalid trainer option"),  # was a MisconfigurationException
+])
+def test_evaluate_bad_options(option, expected, trained, tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    assert evaluate.main([str(trained), option.replace("FILE", str(tmp_path / "file"))]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_trainer_setting_refused_inside_lightning_prints_one_line(tmp_path):
+    # Lightning logs "GPU available: ..." before it refuses limit_train_batches=1.5: those lines are
+    # held back, so stderr holds the one error line (a subprocess: Lightning's handler writes to the
+    # real stderr, which capsys does not see)
+    proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=vae_digits", "trainer.limit_train_batches=1.5",
+                           f"run_dir={tmp_path}/runs"], env=subprocess_env(), capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: invalid trainer settings"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists(), proc.stderr
+
+
 def test_exit_status_and_no_traceback_from_the_shell(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=definitely_not_a_recipe"],
                           env=subprocess_env(), capture_output=True, text=True, cwd=tmp_path)
@@ -328,3 +351,7 @@ def test_evaluate_switches_the_datamodule_with_data_name(tmp_path, capsys):
     code = evaluate_main(["ood-digits-ce", "data.name=ood_images", f"data.root={tmp_path}"])
     err = capsys.readouterr().err
     assert code == 2 and "not found" in err and str(tmp_path) in err and "unknown option" not in err, err
+    # the old datamodule's own options (digits' test_size) are dropped, not refused as unknown keys
+    code = evaluate_main(["vae-digits", "data.name=mnist", f"data.root={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown key" not in err and str(tmp_path) in err, err
