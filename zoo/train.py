@@ -134,6 +134,20 @@ def build(cfg: dict) -> tuple[Any, Any]:
     return datamodule, model
 
 
+def check_resumable(ckpt: str, model: Any) -> None:
+    """The weights of a checkpoint to resume must fit the model the recipe builds: a size option
+    changed since (model.latent_dim=3 on a run trained with 8) fails inside fit otherwise, after the
+    run folder is written."""
+    from zoo.hub import read_checkpoint
+
+    own = model.state_dict()
+    for key, value in read_checkpoint(ckpt)["state_dict"].items():
+        if key in own and tuple(value.shape) != tuple(own[key].shape):
+            raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "
+                            f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. Resume with the "
+                            "model options the run was trained with (its config.yaml)")
+
+
 def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False) -> Any:
     """The lightning.Trainer of a run; a setting Lightning refuses is a UserError (nothing is
     written yet: the run folder is made after this)."""
@@ -216,6 +230,8 @@ def train(argv: list[str]) -> RunResult | None:
         torch.set_num_threads(cfg["threads"])
     L.seed_everything(cfg["seed"], workers=True, verbose=False)
     datamodule, model = build(cfg)
+    if ckpt is not None:
+        check_resumable(ckpt, model)
     model.plots_dir = run_dir / "plots"
     command = "python -m zoo.train " + shlex.join(argv)
     info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],

@@ -105,6 +105,14 @@ def test_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
     assert code == 2 and "Toy2" in err
 
 
+def test_resuming_with_other_sizes_is_refused_before_the_run_folder(trained, tmp_path, capsys):
+    # was a size-mismatch RuntimeError inside fit, with a new run folder (logs/resume-1) left behind
+    code, err = run_main([f"recipe={tmp_path / 'toy.yaml'}", f"ckpt_path={trained}", "model.hidden=3",
+                          f"run_dir={tmp_path}/again"], capsys)
+    assert code == 2 and "does not fit the model" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "again").exists()
+
+
 def test_evaluate_and_predict_bad_options(trained, capsys):
     assert evaluate.main([str(trained), "bogus=1"]) == 2
     assert "unknown option 'bogus'" in capsys.readouterr().err
