@@ -54,8 +54,9 @@ def closest(name: str, choices: list[str], n: int = 3) -> str:
 
 
 class Registry:
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, base: str | None = None):
         self.kind = kind  # "model", "datamodule", "estimator"
+        self.base = base  # dotted path of the class a user's own entry must subclass (None: any object)
         self._entries: dict[str, Entry] = {}
         self._loaded_plugins = False
 
@@ -83,6 +84,7 @@ class Registry:
             return self._entries[name]
         if ":" in name:  # a user's own class by dotted path; its schema is its `Config` attribute
             obj = import_dotted(name)
+            self._check_base(name, obj)
             return Entry(name, obj, getattr(obj, "Config", None))
         self._load_plugins()
         if name in self._entries:
@@ -92,6 +94,16 @@ class Registry:
             f"unknown {self.kind} '{name}'{closest(name, names)}. Known: {', '.join(names)}. "
             f"A {self.kind} of your own can be named by dotted path 'package.module:Name'."
         )
+
+    def _check_base(self, name: str, obj: Any) -> None:
+        """A dotted path to a function or an unrelated class would fail only when the run calls it."""
+        if self.base is None:
+            return
+        base = import_dotted(self.base)
+        if not (isinstance(obj, type) and issubclass(obj, base)):
+            what = f"class {obj.__name__}" if isinstance(obj, type) else type(obj).__name__
+            raise UserError(f"'{name}' is a {what}, not a {self.kind}: a {self.kind} named by dotted path "
+                            f"must be a subclass of {self.base}")
 
     def get(self, name: str) -> Any:
         return self.entry(name).obj
@@ -104,5 +116,5 @@ class Registry:
         return name in self._entries
 
 
-MODELS = Registry("model")
-DATAMODULES = Registry("datamodule")
+MODELS = Registry("model", base="lightning.pytorch:LightningModule")
+DATAMODULES = Registry("datamodule", base="lightning.pytorch:LightningDataModule")

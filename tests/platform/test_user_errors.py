@@ -33,6 +33,9 @@ def run_main(argv, capsys):
     ("logger=[csv,wandbb]", "unknown logger 'wandbb'"),  # wrong choice
     ("trainer.max_epochs", "malformed override"),  # no '='
     ("model.name=vea", "unknown model 'vea'"),  # unknown model
+    ("model.name=os:getcwd", "is a builtin_function_or_method, not a model"),  # were TypeErrors in build
+    ("model.name=collections:OrderedDict", "class OrderedDict, not a model"),
+    ("data.name=os:getcwd", "not a datamodule"),
     ("callbacks=[{name: grad_varience}]", "did you mean: grad_variance"),  # unknown callback
     ("ckpt_path=last", "no earlier run"),  # nothing to resume
     ("trainer.logger=false", "is set by the zoo"),  # reserved trainer key
