@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -65,6 +66,8 @@ def choice(default: Any, choices: list) -> Any:
 def _range_error(name: str, value: Any, meta: Mapping) -> str | None:
     if isinstance(value, bool) or not isinstance(value, NUMBER_TYPES):
         return None
+    if not math.isfinite(value):  # .inf passes "> 0", .nan every comparison: no option means either
+        return "must be a finite number"
     if "gt" in meta and not value > meta["gt"]:
         return f"must be > {meta['gt']}"
     if "ge" in meta and not value >= meta["ge"]:

@@ -172,6 +172,8 @@ def test_mapping_override_with_a_name_replaces_instead_of_merging():
     (["recipe=sat_shapes_soft", "model.dropout=1.0"], "must be < 1, got 1.0"),  # a probability range
     (["recipe=seqgan_oracle_small", "model.dis_filter_sizes=[2, 0]"], "must be > 0"),  # list elements
     (["recipe=vae_digits", "model.lr=-0.1"], "'lr' in recipe"),  # a negative rate
+    (["recipe=vae_digits", "model.lr=.inf"], "must be a finite number"),  # was a NaN loss inside fit
+    (["recipe=dvae_digits", "model.estimator.tau=.inf"], "must be a finite number"),  # trained on uniform samples
     (["recipe=vae_digits", "trainer.max_epochs=abc"], "'max_epochs' in recipe"),  # not an int, for Lightning
     (["recipe=vae_digits", "trainer.max_epochs=2.5"], "must be int | None, got 2.5"),
     (["recipe=vae_digits", "trainer.devices=[a]"], "must be list[int] | str | int"),
