@@ -230,6 +230,16 @@ def test_bad_values_exit_2_before_anything_is_built(argv, expected, tmp_path, ca
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("recipe", ["vae_digits", "ood_digits_ce"])
+def test_a_batch_larger_than_the_training_set_is_refused(recipe, tmp_path, capsys):
+    # the last partial batch is dropped: was an exit 0 "Trainer.fit stopped: No training batches"
+    # with a run folder holding only config.yaml
+    code, err = run_main([f"recipe={recipe}", "data.batch_size=100000", "trainer.fast_dev_run=true",
+                          f"run_dir={tmp_path}/runs"], capsys)
+    assert code == 2 and "data.batch_size=100000 is larger than" in err and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith("error: ") and not (tmp_path / "runs").exists()
+
+
 def test_an_unwritable_run_dir_is_a_user_error(toy_recipe, tmp_path, capsys):
     blocker = tmp_path / "runs"
     blocker.write_text("a file where the run folder should go")

@@ -21,6 +21,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from zoo.errors import UserError
+
 
 class ZooDataModule(L.LightningDataModule):
     """Default loaders: a subclass whose ``setup`` fills ``train_set`` / ``val_set`` / ``test_set``
@@ -65,7 +67,18 @@ class EpochSampler(Sampler[int]):
         return self.n
 
 
+def check_full_batch(n_examples: int, batch_size: int) -> None:
+    """A training loader that drops its last partial batch needs one full batch: without, Lightning
+    "trains" on no batch and the run exits 0 having learnt nothing."""
+    if batch_size > n_examples:
+        raise UserError(f"data.batch_size={batch_size} is larger than the {n_examples} training examples, "
+                        "and the last partial batch is dropped: an epoch would have no batch. "
+                        f"Choose data.batch_size <= {n_examples}")
+
+
 def shuffled_loader(dataset: Dataset, batch_size: int, seed: int = 0, **kwargs: Any) -> DataLoader:
+    if kwargs.get("drop_last"):
+        check_full_batch(len(dataset), batch_size)
     return DataLoader(dataset, batch_size=batch_size, sampler=EpochSampler(len(dataset), seed), **kwargs)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from zoo.core.data import EpochSampler, ZooDataModule, plain_loader
+from zoo.core.data import EpochSampler, ZooDataModule, check_full_batch, plain_loader
 from zoo.errors import UserError
 from zoo.options import between, choice, positive
 from zoo.registry import DATAMODULES
@@ -169,6 +169,7 @@ class _BinaryImageData(ZooDataModule):
     def train_dataloader(self):
         from torch.utils.data import DataLoader
 
+        check_full_batch(len(self.train_set), self.cfg.batch_size)
         sampler = EpochTaggedSampler(len(self.train_set), self.cfg.seed)
         return DataLoader(self.train_set, batch_size=self.cfg.batch_size, sampler=sampler,
                           num_workers=self.cfg.num_workers, drop_last=True)
