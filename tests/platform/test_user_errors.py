@@ -148,6 +148,16 @@ def test_trainer_setting_refused_inside_lightning_prints_one_line(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists(), proc.stderr
 
 
+@pytest.mark.parametrize("name", ["", "../escape", "a/b", ".hidden"])
+def test_export_refuses_a_name_that_is_not_a_file_stem(name, trained, capsys):
+    # '' wrote zoo/pretrained/.json and .safetensors; '../x' a SafetensorError traceback
+    from zoo.pretrained.__main__ import main as pretrained_main
+
+    assert pretrained_main(["export", str(trained), "--name", name]) == 2
+    err = capsys.readouterr().err
+    assert "cannot name an entry" in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_exit_status_and_no_traceback_from_the_shell(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=definitely_not_a_recipe"],
                           env=subprocess_env(), capture_output=True, text=True, cwd=tmp_path)

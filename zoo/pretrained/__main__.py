@@ -6,6 +6,7 @@ python -m zoo.pretrained export CKPT --name NAME [--description TEXT] [key=value
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 import time
@@ -34,6 +35,17 @@ def portable_command(command: str) -> str:
     return shlex.join(a for a in shlex.split(command) if not a.startswith(MACHINE_SPECIFIC))
 
 
+ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_entry_name(name: str) -> None:
+    """An entry's name is a file stem in zoo/pretrained/: '' wrote hidden '.json' files, and a name
+    with '/' or '..' a path outside it (or a traceback from safetensors)."""
+    if not ENTRY_NAME.fullmatch(name):
+        raise UserError(f"--name {name!r} cannot name an entry: use letters, digits, '.', '_' and '-', "
+                        "starting with a letter or digit (e.g. vae-digits)")
+
+
 def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: Path | None = None) -> Path:
     from safetensors.torch import save_file
 
@@ -41,6 +53,7 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
     from zoo.evaluate import evaluate
     from zoo.hub import PRETRAINED_DIR, read_checkpoint, sha256
 
+    check_entry_name(name)
     ckpt = read_checkpoint(ckpt_path)
     info = ckpt["zoo"]
     metrics = evaluate(ckpt_path, options)
