@@ -376,6 +376,20 @@ def test_predict_inputs_may_look_like_flags(capsys):
     assert "unknown pretrained model" in err and "unrecognized arguments" not in err
 
 
+@pytest.mark.parametrize("argv, expected", [
+    (["vae-digits", "n=-1", "out=OUT/x.png"], "must be a finite number >= 0"),  # was a negative-dimension RuntimeError
+    (["vae-digits", "n=0", "out=OUT/x.png"], "must be >= 1"),
+    (["vae-digits", "n=4", "out=OUT/no/x.png"], "does not exist"),  # were FileNotFoundError / ValueError
+    (["vae-digits", "n=4", "out=OUT"], "is a folder"),  # tracebacks from save_image
+    (["maml-sinusoid", "out=OUT"], "is a folder"),  # found by savefig after the fine-tuning
+])
+def test_predict_refuses_bad_counts_and_output_paths(argv, expected, tmp_path, capsys):
+    assert predict.main([a.replace("OUT", str(tmp_path)) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and len(err.strip().splitlines()) == 1, err
+    assert not any(tmp_path.iterdir())
+
+
 def test_evaluate_switches_the_datamodule_with_data_name(tmp_path, capsys):
     """`zoo.evaluate NAME data.name=OTHER` evaluates on another datamodule (here: the real-image one,
     whose files are missing, so its own clear error), instead of 'unknown option data'."""

@@ -23,6 +23,7 @@ Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -157,5 +158,23 @@ def check_options(options: dict, defaults: dict, what: str) -> dict:
             value = str(value)  # key=value parsing read a number where a name or path was meant
         if default is not None and not conforms(value, type(default)):
             raise UserError(f"option '{key}' for {what} must be {type(default).__name__}, got {value!r}")
+        if _is_number(value) and _is_number(default) and (not math.isfinite(value) or (value < 0 <= default)):
+            # as for recipe options: counts, sizes and seeds are finite and not negative
+            raise UserError(f"option '{key}' for {what} must be a finite number >= 0, got {value!r}")
         out[key] = value
     return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_output_file(path: str | Path, option: str) -> Path:
+    """A file a command is about to write: its folder must exist and the path must not be a folder
+    (save_image / savefig fail with a traceback only after the work is done)."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{option}={path} is a folder; give a file name, e.g. {option}={path / 'out.png'}")
+    if not path.parent.is_dir():
+        raise UserError(f"{option}={path}: the folder {path.parent} does not exist; create it or choose another")
+    return path

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from zoo.core.module import check_options
+from zoo.core.module import check_options, check_output_file
 from zoo.errors import UserError
 
 DEFAULTS = {"steps": 10, "seed": 0, "out": "maml_adaptation.png", "shots": 0}
@@ -37,6 +37,7 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
     steps, seed, shots = int(opts["steps"]), int(opts["seed"]), int(opts["shots"])
     if steps < 0:
         raise UserError(f"steps={steps} must be >= 0")
+    check_output_file(opts["out"], "out")  # before fine-tuning, not after
     shown = sorted({0, min(1, steps), steps})
     with torch.inference_mode(False):
         if inputs:

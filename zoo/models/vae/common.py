@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.distributions import Distribution, Normal
 
-from zoo.core.module import ZooModule, check_options
+from zoo.core.module import ZooModule, check_options, check_output_file
 from zoo.errors import UserError
 from zoo.models.vae import plots
 from zoo.models.vae.nets import ARCHS, build_nets
@@ -252,6 +252,10 @@ class LatentVAE(ZooModule):
         defaults = {"n": 64, "out": "", "seed": 0, "nrow": 8, "mean": True, "invert": "auto"}
         o = check_options(options, defaults, "VAE predict")
         n, seed, nrow = int(o["n"]), int(o["seed"]), int(o["nrow"])
+        if n < 1 or nrow < 1:
+            raise UserError(f"n={n} and nrow={nrow} must be >= 1 (images to draw, images per row)")
+        if o["out"] or not inputs:
+            check_output_file(o["out"] or "samples.png", "out")
         mean = str(o["mean"]).lower() in ("1", "true", "yes")
         self.eval()
         from torchvision.utils import save_image
