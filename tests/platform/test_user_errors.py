@@ -184,6 +184,8 @@ def test_mapping_override_with_a_name_replaces_instead_of_merging():
     (["recipe=vae_digits", "model.lr=-0.1"], "'lr' in recipe"),  # a negative rate
     (["recipe=vae_digits", "model.lr=.inf"], "must be a finite number"),  # was a NaN loss inside fit
     (["recipe=dvae_digits", "model.estimator.tau=.inf"], "must be a finite number"),  # trained on uniform samples
+    (["recipe=dvae_digits", "model.estimator=os:getcwd"], "not a class"),  # was an AttributeError inside fit
+    (["recipe=dvae_digits", "model.estimator=collections:OrderedDict"], "has no sample() or loss()"),
     (["recipe=vae_digits", "trainer.max_epochs=abc"], "'max_epochs' in recipe"),  # not an int, for Lightning
     (["recipe=vae_digits", "trainer.max_epochs=2.5"], "must be int | None, got 2.5"),
     (["recipe=vae_digits", "trainer.devices=[a]"], "must be list[int] | str | int"),

@@ -179,6 +179,17 @@ def build_options(config_cls: type, name: str, kwargs: Mapping[str, Any]) -> Any
     return config_cls(**validate(config_cls, dict(kwargs), f"estimator '{name}'", what="option"))
 
 
+def check_estimator_class(name: str, cls: Any) -> None:
+    """A user's estimator may be duck-typed, but it is a class with the two methods every model
+    calls; a dotted path to anything else (a function, a dict type) would fail only inside fit."""
+    hint = "an estimator of your own is a class with sample() and loss() (see zoo.estimators.Estimator)"
+    if not isinstance(cls, type):
+        raise UserError(f"estimator '{name}' is a {type(cls).__name__}, not a class: {hint}")
+    missing = [m for m in ("sample", "loss") if not callable(getattr(cls, m, None))]
+    if missing:
+        raise UserError(f"estimator '{name}' ({cls.__name__}) has no {' or '.join(m + '()' for m in missing)}: {hint}")
+
+
 def get_estimator(spec: str | Mapping | Estimator, **options: Any) -> Estimator:
     """Build an estimator from a name, a ``{"name": ..., **options}`` mapping (a recipe's
     ``estimator:`` section), or a dotted path ``"pkg.mod:Cls"``; an Estimator is returned as is."""
@@ -199,6 +210,7 @@ def get_estimator(spec: str | Mapping | Estimator, **options: Any) -> Estimator:
         raise UserError(f"estimator must be a name, a mapping with 'name', or an Estimator; got {spec!r}")
     entry = ESTIMATORS.entry(name)
     cls = entry.obj
+    check_estimator_class(name, cls)
     config_cls = entry.config or getattr(cls, "Config", None)
     if config_cls is None:
         est = cls(**options)

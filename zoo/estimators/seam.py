@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.errors import UserError
-from zoo.estimators.base import ESTIMATORS, Capabilities, Estimator, build_options
+from zoo.estimators.base import ESTIMATORS, Capabilities, Estimator, build_options, check_estimator_class
 
 NODE_KINDS = ("continuous", "categorical", "discrete")
 
@@ -94,6 +94,7 @@ def resolve(spec: Any, where: str = "") -> tuple[str, type, Any]:
     """(name, class, validated options object) of an estimator spec; every mistake a UserError."""
     name, options = split_spec(spec, where)
     entry = ESTIMATORS.entry(name)
+    check_estimator_class(name, entry.obj)
     config_cls = entry.config or getattr(entry.obj, "Config", None)
     opts = build_options(config_cls, name, options) if config_cls is not None else options
     return name, entry.obj, opts

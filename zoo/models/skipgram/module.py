@@ -293,9 +293,12 @@ class SkipGramModule(ZooModule):
         if not inputs and not opts["analogy"] and not opts["export"]:
             raise UserError("give words to look up, analogy=a,b,c (a : b = c : ?) or export=vectors.bin")
         if inputs:
-            print(self.neighbour_table(inputs, int(opts["topn"])))
             missing = [w for w in inputs if w not in self.index and w.lower() not in self.index]
-            if missing:
+            if len(missing) == len(inputs):  # nothing to show: a mistake, not a result
+                raise UserError(f"not in the vocabulary: {', '.join(missing)} ({len(self.words)} words, "
+                                f"min_count applied; e.g. {', '.join(self.words[:5])})")
+            print(self.neighbour_table(inputs, int(opts["topn"])))
+            if missing:  # some words known: their neighbours above, the others named
                 print(f"not in the vocabulary: {', '.join(missing)}")
         if opts["analogy"]:
             parts = str(opts["analogy"]).split(",")
