@@ -25,7 +25,8 @@ table of 1,000 steps over [-6, 6] (~10% faster than ``exp``). Scores, steps and 
 float32 like the tables (gensim's BLAS calls are float32 too): mixing in float64 halves the
 SIMD width and cost 1.44x in CPU time per word (dim 100, V 30,000, one thread). The noise or
 positive word's row is read and updated in one pass (its old value feeds the context's step):
-two passes cost 1.4x the CPU time per chunk (Lee, 300k tokens, one thread), same tables to the bit.
+two passes took 1.17x the time per chunk (Lee, 300k tokens, one thread, quiet AMD EPYC; 1.06x with
+2 threads on 780k tokens, 1.4x on a loaded machine), with the same tables to the bit.
 """
 
 from __future__ import annotations
