@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config import SEED_MAX
-from zoo.errors import UserError
+from zoo.errors import CommandLineParser, UserError
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from zoo.options import parse_kv
 
-    parser = argparse.ArgumentParser(prog="python -m zoo.evaluate", description=__doc__.split("\n")[0],
+    parser = CommandLineParser(prog="python -m zoo.evaluate", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 2)[-1])
     parser.add_argument("target", help="a checkpoint path or a pretrained name")

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import sys
 
-from zoo.errors import UserError
+from zoo.errors import CommandLineParser, UserError
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m zoo.predict", description=__doc__.split("\n")[0],
+    parser = CommandLineParser(prog="python -m zoo.predict", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[-1])
     parser.add_argument("target", help="a checkpoint path or a pretrained name")

@@ -404,3 +404,24 @@ def test_evaluate_switches_the_datamodule_with_data_name(tmp_path, capsys):
     code = evaluate_main(["vae-digits", "data.name=mnist", f"data.root={tmp_path}"])
     err = capsys.readouterr().err
     assert code == 2 and "unknown key" not in err and str(tmp_path) in err, err
+
+
+@pytest.mark.parametrize("module, argv", [
+    ("zoo.evaluate", []),  # no target
+    ("zoo.evaluate", ["vae-digits", "--jsn"]),  # a mistyped flag
+    ("zoo.predict", []),
+    ("zoo.pretrained.__main__", ["exprt"]),  # a mistyped sub-command
+    ("zoo.pretrained.__main__", ["export", "x.ckpt"]),  # export without --name
+    ("zoo.estimators.__main__", ["compar"]),
+])
+def test_command_line_usage_mistakes_are_one_line(module, argv, capsys):
+    """argparse's own errors (it printed its usage block, then the error) are one 'error:' line too."""
+    import importlib
+
+    try:
+        code = importlib.import_module(module).main(argv)
+    except SystemExit as exit:
+        code = exit.code
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "--help" in lines[0], err

@@ -6,15 +6,14 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from zoo.errors import UserError
+from zoo.errors import CommandLineParser, UserError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m zoo.estimators", description=__doc__.split("\n")[0])
+    parser = CommandLineParser(prog="python -m zoo.estimators", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     cmp = sub.add_parser("compare", help="bias and variance of estimators on problems with exact gradients")
     cmp.add_argument("--theta", type=float, default=0.0, help="theta in z ~ N(2 theta + 3, 1) (default 0)")

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from zoo.errors import UserError
+from zoo.errors import CommandLineParser, UserError
 
 
 def list_entries() -> str:
@@ -77,13 +77,12 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
 
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m zoo.pretrained", description="pretrained entries: list, export")
+    parser = CommandLineParser(prog="python -m zoo.pretrained", description="pretrained entries: list, export")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("list", help="entries with their metrics (the default)")
-    exp = argparse.ArgumentParser(prog="python -m zoo.pretrained export",
+    exp = CommandLineParser(prog="python -m zoo.pretrained export",
                                   description="evaluate a checkpoint and write NAME.safetensors + NAME.json")
     sub.add_parser("export", help=exp.description, add_help=False)
     exp.add_argument("ckpt", help="the checkpoint to export (e.g. RUN/checkpoints/last.ckpt)")
