@@ -158,6 +158,19 @@ def test_export_refuses_a_name_that_is_not_a_file_stem(name, trained, capsys):
     assert "cannot name an entry" in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_export_does_not_overwrite_an_entry_without_replace(trained, capsys):
+    """A released card (here vae-digits) is not overwritten by a reused --name."""
+    from zoo.hub import PRETRAINED_DIR
+    from zoo.pretrained.__main__ import main as pretrained_main
+
+    card = PRETRAINED_DIR / "vae-digits.json"
+    before = card.read_bytes()
+    assert pretrained_main(["export", str(trained), "--name", "vae-digits"]) == 2
+    err = capsys.readouterr().err
+    assert "exists" in err and "--replace" in err and len(err.strip().splitlines()) == 1, err
+    assert card.read_bytes() == before
+
+
 def test_exit_status_and_no_traceback_from_the_shell(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=definitely_not_a_recipe"],
                           env=subprocess_env(), capture_output=True, text=True, cwd=tmp_path)

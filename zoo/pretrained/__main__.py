@@ -1,5 +1,5 @@
 """python -m zoo.pretrained                       list entries with their metrics
-python -m zoo.pretrained export CKPT --name NAME [--description TEXT] [key=value ...]
+python -m zoo.pretrained export CKPT --name NAME [--description TEXT] [--replace] [key=value ...]
     evaluate the checkpoint on its test split (key=value as for zoo.evaluate) and write
     zoo/pretrained/NAME.safetensors + NAME.json (the card)."""
 
@@ -46,7 +46,8 @@ def check_entry_name(name: str) -> None:
                         "starting with a letter or digit (e.g. vae-digits)")
 
 
-def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: Path | None = None) -> Path:
+def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: Path | None = None,
+           replace: bool = False) -> Path:
     from safetensors.torch import save_file
 
     import zoo
@@ -54,10 +55,13 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
     from zoo.hub import PRETRAINED_DIR, read_checkpoint, sha256
 
     check_entry_name(name)
+    out_dir = out_dir or PRETRAINED_DIR
+    if (out_dir / f"{name}.json").exists() and not replace:  # a released card is not overwritten by a typo
+        raise UserError(f"entry '{name}' exists ({out_dir / name}.json): choose another --name, or add --replace "
+                        "to overwrite it")
     ckpt = read_checkpoint(ckpt_path)
     info = ckpt["zoo"]
     metrics = evaluate(ckpt_path, options)
-    out_dir = out_dir or PRETRAINED_DIR
     weights = out_dir / f"{name}.safetensors"
     state = {k: v.detach().clone().contiguous() for k, v in ckpt["state_dict"].items()}
     save_file(state, str(weights), metadata={"zoo_model": info["model"], "name": name})
@@ -83,11 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("list", help="entries with their metrics (the default)")
     exp = CommandLineParser(prog="python -m zoo.pretrained export",
-                                  description="evaluate a checkpoint and write NAME.safetensors + NAME.json")
+                            description="evaluate a checkpoint and write NAME.safetensors + NAME.json")
     sub.add_parser("export", help=exp.description, add_help=False)
     exp.add_argument("ckpt", help="the checkpoint to export (e.g. RUN/checkpoints/last.ckpt)")
     exp.add_argument("--name", required=True, help="the entry's name, e.g. vae-digits")
     exp.add_argument("--description", default="", help="one line shown by list")
+    exp.add_argument("--replace", action="store_true", help="overwrite an entry of that name")
     exp.add_argument("overrides", nargs="*", metavar="key=value", help="evaluation options, as for zoo.evaluate")
     try:  # argparse cannot mix sub-commands with intermixed positionals: export has its own parser
         if argv and argv[0] == "export":
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from zoo.options import parse_kv
 
-        path = export(args.ckpt, args.name, args.description, parse_kv(args.overrides))
+        path = export(args.ckpt, args.name, args.description, parse_kv(args.overrides), replace=args.replace)
         print(f"wrote {path} and {path.with_suffix('.json')}")
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
