@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     from zoo.options import parse_kv
 
     parser = CommandLineParser(prog="python -m zoo.evaluate", description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 2)[-1])
+                               formatter_class=argparse.RawDescriptionHelpFormatter,
+                               epilog=__doc__.split("\n\n", 2)[-1])
     parser.add_argument("target", help="a checkpoint path or a pretrained name")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="data.KEY=, trainer.KEY=, seed=, plots_dir=")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")

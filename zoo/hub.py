@@ -46,14 +46,16 @@ def pretrained_cards() -> dict[str, dict]:
     return cards
 
 
-def read_checkpoint(path: str | Path) -> dict:
+def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
+    """A zoo checkpoint, loaded safely. ``mmap``: map the tensors instead of reading them, for checks
+    that look only at the metadata and shapes (a resume reads the file again in Lightning)."""
     import torch
 
     path = Path(path)
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
         raise UserError(f"refusing {path}: it holds objects that are not plain weights "
                         f"(torch.load weights_only=True said: {first_line(err)})") from None

@@ -20,8 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = CommandLineParser(prog="python -m zoo.predict", description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[-1])
+                               formatter_class=argparse.RawDescriptionHelpFormatter,
+                               epilog=__doc__.split("\n\n", 1)[-1])
     parser.add_argument("target", help="a checkpoint path or a pretrained name")
     parser.add_argument("args", nargs="*", metavar="input | key=value",
                         help="the model's inputs (files, words) and options")

@@ -73,7 +73,7 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
     if ckpt:
         from zoo.hub import read_checkpoint
 
-        info = read_checkpoint(ckpt)["zoo"]
+        info = read_checkpoint(ckpt, mmap=True)["zoo"]
         if info["model"] != cfg["model"]["name"]:
             raise UserError(f"checkpoint {ckpt} is a '{info['model']}' model, but the recipe trains "
                             f"'{cfg['model']['name']}'")
@@ -141,7 +141,7 @@ def check_resumable(ckpt: str, model: Any) -> None:
     from zoo.hub import read_checkpoint
 
     own = model.state_dict()
-    for key, value in read_checkpoint(ckpt)["state_dict"].items():
+    for key, value in read_checkpoint(ckpt, mmap=True)["state_dict"].items():  # shapes only: no tensor read
         if key in own and tuple(value.shape) != tuple(own[key].shape):
             raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "
                             f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. Resume with the "
