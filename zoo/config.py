@@ -27,9 +27,11 @@ WANDB_MODES = ("online", "offline", "disabled", "shared")
 # Lightning checks some of these itself, but only once it runs (accumulate_grad_batches=0 and
 # check_val_every_n_epoch=0 crashed inside fit with a ZeroDivisionError).
 TRAINER_RANGES = {
-    "devices": {"ge": -1}, "max_epochs": {"ge": -1}, "max_steps": {"ge": -1}, "num_sanity_val_steps": {"ge": -1},
-    "num_nodes": {"gt": 0}, "accumulate_grad_batches": {"gt": 0}, "check_val_every_n_epoch": {"gt": 0},
-    "val_check_interval": {"gt": 0},
+    "devices": {"ge": -1}, "num_sanity_val_steps": {"ge": -1},
+    "max_epochs": {"ge": -1, "ne": 0, "why": "it would train nothing; -1 trains until max_steps"},
+    "max_steps": {"ge": -1, "ne": 0, "why": "it would train nothing; -1 means no step limit"},
+    "limit_train_batches": {"gt": 0}, "num_nodes": {"gt": 0}, "accumulate_grad_batches": {"gt": 0},
+    "check_val_every_n_epoch": {"gt": 0}, "val_check_interval": {"gt": 0},
 }
 
 
@@ -279,8 +281,28 @@ def _trainer_options(options: dict, where: str) -> dict:
         if key in RESERVED_TRAINER_KEYS:
             raise UserError(f"'trainer.{key}' is set by the zoo; use the top-level 'logger', "
                             "'callbacks', 'checkpoint' or 'run_dir' keys instead")
-    return validate_call(L.Trainer.__init__, options, f"{where} [trainer] (lightning.Trainer arguments)",
-                         what="key", ranges=TRAINER_RANGES)
+    options = validate_call(L.Trainer.__init__, options, f"{where} [trainer] (lightning.Trainer arguments)",
+                            what="key", ranges=TRAINER_RANGES)
+    _check_cpu_processes(options)
+    return options
+
+
+def _check_cpu_processes(options: dict) -> None:
+    """Training on the CPU with more processes than cores: Lightning starts them all (64 gloo
+    processes on 2 cores hang in their set-up), so it is refused here."""
+    import torch
+
+    devices, accelerator = options.get("devices"), options.get("accelerator", "auto")
+    if not isinstance(devices, int) or isinstance(devices, bool) or devices <= 1:
+        return
+    accelerators_found = torch.cuda.is_available() or torch.backends.mps.is_available()
+    if accelerator != "cpu" and (accelerator != "auto" or accelerators_found):
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if devices > cores:
+        raise UserError(f"trainer.devices={devices} starts {devices} training processes on the CPU, but this "
+                        f"machine gives this run {cores} core(s): use trainer.devices={cores} or fewer "
+                        "(or a GPU: trainer.accelerator=gpu)")
 
 
 def to_yaml(cfg: dict) -> str:

@@ -54,8 +54,15 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
+    with open(path, "rb") as f:
+        head = f.read(1)
+    is_zip = zipfile.is_zipfile(path)  # torch.save's format; b"\x80" opens its older plain pickle one
+    if not is_zip and head != b"\x80":
+        what = "empty" if not head else "neither a zip archive nor a pickle, as torch.save writes"
+        raise UserError(f"checkpoint {path} is corrupt or not a PyTorch file (it is {what}); "
+                        "pass a .ckpt written by `python -m zoo.train`")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and is_zip)
     except pickle.UnpicklingError as err:
         raise UserError(f"refusing {path}: it holds objects that are not plain weights "
                         f"(torch.load weights_only=True said: {first_line(err)})") from None

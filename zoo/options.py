@@ -76,6 +76,8 @@ def _range_error(name: str, value: Any, meta: Mapping) -> str | None:
         return f"must be < {meta['lt']}"
     if "le" in meta and not value <= meta["le"]:
         return f"must be <= {meta['le']}"
+    if "ne" in meta and value == meta["ne"]:
+        return f"must not be {meta['ne']}" + (f" ({meta['why']})" if "why" in meta else "")
     if not meta.get("signed") and not {"gt", "ge"} & set(meta) and value < 0:
         return "must be >= 0"
     return None

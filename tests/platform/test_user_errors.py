@@ -39,6 +39,10 @@ def run_main(argv, capsys):
     ("callbacks=[{name: grad_varience}]", "did you mean: grad_variance"),  # unknown callback
     ("ckpt_path=last", "no earlier run"),  # nothing to resume
     ("trainer.logger=false", "is set by the zoo"),  # reserved trainer key
+    ("trainer.limit_train_batches=0", "must be > 0"),  # trained nothing and exited 0
+    ("trainer.max_epochs=0", "it would train nothing"),
+    ("trainer.max_steps=0", "it would train nothing"),
+    ("trainer.devices=4096", "training processes on the CPU"),  # 64 gloo processes on 2 cores hung
 ])
 def test_bad_overrides(toy_recipe, tmp_path, capsys, override, expected):
     code, err = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}", override], capsys)
@@ -83,7 +87,11 @@ def test_checkpoint_missing_corrupt_foreign_unsafe(tmp_path, capsys):
         pickle.dump({"zoo": Evil()}, f)
     empty = tmp_path / "empty.ckpt"
     empty.write_bytes(b"")  # an EOFError with no message: was an IndexError building the message
+    noise = tmp_path / "noise.ckpt"  # was blamed on "objects that are not plain weights"
+    noise_bytes = torch.randint(0, 256, (300,), generator=torch.Generator().manual_seed(0)).tolist()
+    noise.write_bytes(bytes([0x17, *noise_bytes]))
     cases = [(tmp_path / "missing.ckpt", "checkpoint not found"), (corrupt, "corrupt"), (empty, "corrupt"),
+             (noise, "corrupt or not a PyTorch file"),
              (foreign, "not a zoo checkpoint"), (unsafe, "")]
     for path, expected in cases:
         assert evaluate.main([str(path)]) == 2
