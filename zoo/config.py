@@ -168,8 +168,15 @@ def load_recipe(path: Path, chain: tuple = ()) -> Any:
         return raw
     if not isinstance(base, str) or not base:
         raise UserError(f"'base' in recipe {path} must be a recipe name or path, got {base!r}")
-    relative = path.parent / base
-    base_path = relative if base.endswith((".yaml", ".yml")) and relative.is_file() else find_recipe(base)
+    try:
+        if base.endswith((".yaml", ".yml")):  # a path, relative to this recipe's folder
+            base_path = path.parent / base
+            if not base_path.is_file():
+                raise UserError(f"recipe file not found: {base_path}")
+        else:
+            base_path = find_recipe(base)
+    except UserError as err:  # say which recipe asked for it
+        raise UserError(f"'base: {base}' in recipe {path}: {err}") from None
     if base_path.resolve() in chain or base_path.resolve() == path.resolve():
         names = " -> ".join(p.stem for p in (*chain, path.resolve(), base_path.resolve()))
         raise UserError(f"recipe {path}: 'base' recipes form a cycle ({names})")

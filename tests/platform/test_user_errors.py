@@ -390,6 +390,11 @@ def test_recipe_inheritance_holds_only_the_differences(tmp_path, capsys):
     assert code == 2 and "cycle" in err
     code, err = run_main([f"recipe={tmp_path / 'a.yaml'}", "model.estimator=expectation"], capsys)
     assert code == 2 and "Estimators that fit" in err
+    # a missing base names the recipe that asked for it and where it was looked for (the folder of
+    # that recipe, not the working directory)
+    (tmp_path / "e.yaml").write_text("base: ./nope.yaml\n")
+    code, err = run_main([f"recipe={tmp_path / 'e.yaml'}"], capsys)
+    assert code == 2 and f"in recipe {tmp_path / 'e.yaml'}" in err and str(tmp_path / "nope.yaml") in err, err
 
 
 def test_predict_inputs_may_look_like_flags(capsys):
