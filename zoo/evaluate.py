@@ -29,6 +29,7 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     from zoo.hub import load_any
     from zoo.options import validate
     from zoo.registry import DATAMODULES
+    from zoo.tracking import build_trainer
 
     options = dict(options or {})
     model, info = load_any(target)
@@ -70,7 +71,7 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     L.seed_everything(seed, verbose=False)
     with tempfile.TemporaryDirectory() as tmp:
         model.plots_dir = plots_dir or Path(tmp)
-        trainer = _trainer(trainer_opts)
+        trainer = build_trainer(lambda: L.Trainer(**trainer_opts), "trainer option")
         results = trainer.test(model, datamodule=datamodule, verbose=False)
     return {k: float(v) for k, v in (results[0] if results else {}).items()}
 
@@ -83,24 +84,6 @@ def _carried_over(data_cfg: dict, given: set[str], schema: type) -> dict:
 
     known = {f.name for f in dataclasses.fields(schema)}
     return {k: v for k, v in data_cfg.items() if k in known or k in given}
-
-
-def _trainer(trainer_opts: dict) -> Any:
-    """lightning.Trainer for the test run; a setting Lightning refuses is a UserError."""
-    import lightning as L
-
-    from zoo.tracking import lightning_messages_held, quiet_lightning
-
-    quiet_lightning()
-    try:
-        with lightning_messages_held():
-            return L.Trainer(**trainer_opts)
-    except (TypeError, ValueError) as err:
-        raise UserError(f"invalid trainer option: {err}") from None
-    except Exception as err:  # e.g. limit_test_batches=1.5, found halfway through Trainer.__init__
-        if type(err).__name__ == "MisconfigurationException":
-            raise UserError(f"invalid trainer option: {err}") from None
-        raise
 
 
 def format_table(metrics: dict[str, float]) -> str:

@@ -12,7 +12,7 @@ import netrc
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,26 @@ def lightning_messages_held() -> Iterator[None]:
             logger.removeFilter(hold)
     for record in hold.records:  # reached only without an exception
         logging.getLogger(record.name).handle(record)
+
+
+def build_trainer(make: Callable[[], Any], what: str) -> Any:
+    """``make()`` (which builds a lightning.Trainer) with Lightning's start-up lines held back; a
+    setting Lightning refuses, on the way in or halfway through its __init__, is one UserError
+    "invalid <what>: ..." (nothing is written yet: run folders are made after this)."""
+    from zoo.errors import UserError
+
+    quiet_lightning()
+    try:
+        with lightning_messages_held():
+            return make()
+    except (ValueError, TypeError) as err:
+        raise UserError(f"invalid {what}: {err}") from None
+    except ImportError as err:  # e.g. trainer.accelerator=tpu without torch_xla
+        raise UserError(f"the trainer settings need a package that is not installed: {err}") from None
+    except Exception as err:
+        if type(err).__name__ == "MisconfigurationException":  # e.g. limit_train_batches=1.5
+            raise UserError(f"invalid {what}: {err}") from None
+        raise
 
 
 def wandb_logged_in() -> bool:

@@ -149,22 +149,11 @@ def check_resumable(ckpt: str, model: Any) -> None:
 
 
 def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False) -> Any:
-    """The lightning.Trainer of a run; a setting Lightning refuses is a UserError (nothing is
-    written yet: the run folder is made after this)."""
-    from zoo.tracking import lightning_messages_held, quiet_lightning
+    """The lightning.Trainer of a run; a setting Lightning refuses is a UserError."""
+    from zoo.tracking import build_trainer
 
-    quiet_lightning()
-    try:
-        with lightning_messages_held():
-            return _make_trainer(cfg, run_dir, model, extra_callbacks, resumed)
-    except (ValueError, TypeError) as err:
-        raise UserError(f"invalid trainer settings {cfg['trainer']}: {err}") from None
-    except ImportError as err:  # e.g. trainer.accelerator=tpu without torch_xla
-        raise UserError(f"the trainer settings need a package that is not installed: {err}") from None
-    except Exception as err:
-        if type(err).__name__ == "MisconfigurationException":
-            raise UserError(f"invalid trainer settings: {err}") from None
-        raise
+    return build_trainer(lambda: _make_trainer(cfg, run_dir, model, extra_callbacks, resumed),
+                         f"trainer settings {cfg['trainer']}")
 
 
 def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool) -> Any:
