@@ -13,3 +13,11 @@ def subprocess_env() -> dict:
     env["PYTHONPATH"] = os.pathsep.join([str(PLATFORM), str(ROOT), env.get("PYTHONPATH", "")])
     env["OMP_NUM_THREADS"] = "1"
     return env
+
+
+def run_main(argv: list[str], capsys) -> tuple[int, str]:
+    """``python -m zoo.train ARGV`` in this process: (exit status, what it wrote to stderr)."""
+    from zoo.train import main
+
+    code = main(argv)
+    return code, capsys.readouterr().err

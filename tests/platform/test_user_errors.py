@@ -1,28 +1,12 @@
 """User mistakes: one message, exit status 2, no traceback, nothing half-written."""
 
-import pickle
 import subprocess
 import sys
 
 import lightning  # noqa: F401  (imported here, not first inside a test: its log handler keeps the real stderr)
 import pytest
 import torch
-from platform_testlib import subprocess_env
-
-from zoo import evaluate, predict
-from zoo.train import main
-
-
-@pytest.fixture
-def trained(toy_recipe, tmp_path):
-    assert main([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1"]) == 0
-    return next((tmp_path / "runs").glob("*/*/checkpoints/last.ckpt"))
-
-
-def run_main(argv, capsys):
-    code = main(argv)
-    err = capsys.readouterr().err
-    return code, err
+from platform_testlib import run_main, subprocess_env
 
 
 @pytest.mark.parametrize("override, expected", [
@@ -72,80 +56,6 @@ def test_missing_recipe_file(capsys):
     assert code == 2 and "recipe file not found" in err
 
 
-def test_checkpoint_missing_corrupt_foreign_unsafe(tmp_path, capsys):
-    corrupt = tmp_path / "corrupt.ckpt"
-    corrupt.write_bytes(b"\x00garbage" * 100)
-    foreign = tmp_path / "foreign.ckpt"
-    torch.save({"state_dict": {"w": torch.zeros(2)}}, foreign)
-    unsafe = tmp_path / "unsafe.ckpt"
-
-    class Evil:
-        def __reduce__(self):
-            return (print, ("pwned",))
-
-    with open(unsafe, "wb") as f:
-        pickle.dump({"zoo": Evil()}, f)
-    empty = tmp_path / "empty.ckpt"
-    empty.write_bytes(b"")  # an EOFError with no message: was an IndexError building the message
-    noise = tmp_path / "noise.ckpt"  # was blamed on "objects that are not plain weights"
-    noise_bytes = torch.randint(0, 256, (300,), generator=torch.Generator().manual_seed(0)).tolist()
-    noise.write_bytes(bytes([0x17, *noise_bytes]))
-    cases = [(tmp_path / "missing.ckpt", "checkpoint not found"), (corrupt, "corrupt"), (empty, "corrupt"),
-             (noise, "corrupt or not a PyTorch file"),
-             (foreign, "not a zoo checkpoint"), (unsafe, "")]
-    for path, expected in cases:
-        assert evaluate.main([str(path)]) == 2
-        err = capsys.readouterr()
-        assert expected in err.err and "Traceback" not in err.err and "pwned" not in err.out
-
-
-def test_a_broken_pretrained_card_is_refused(tmp_path, capsys, monkeypatch):
-    import zoo.hub
-
-    (tmp_path / "vae-digits.json").write_text("{not json")  # was a JSONDecodeError traceback
-    monkeypatch.setattr(zoo.hub, "PRETRAINED_DIR", tmp_path)
-    assert evaluate.main(["vae-digits"]) == 2
-    err = capsys.readouterr().err
-    assert "pretrained card" in err and "vae-digits.json" in err and len(err.strip().splitlines()) == 1, err
-
-
-def test_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
-    other = tmp_path / "other.yaml"
-    other.write_text("model: {name: 'toymodel:Toy2'}\ndata: {name: 'toymodel:ToyData'}\n")
-    code, err = run_main([f"recipe={other}", f"ckpt_path={trained}"], capsys)
-    assert code == 2 and "Toy2" in err
-
-
-def test_resuming_with_other_sizes_is_refused_before_the_run_folder(trained, tmp_path, capsys):
-    # was a size-mismatch RuntimeError inside fit, with a new run folder (logs/resume-1) left behind
-    code, err = run_main([f"recipe={tmp_path / 'toy.yaml'}", f"ckpt_path={trained}", "model.hidden=3",
-                          f"run_dir={tmp_path}/again"], capsys)
-    assert code == 2 and "does not fit the model" in err and "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "again").exists()
-
-
-def test_evaluate_and_predict_bad_options(trained, capsys):
-    assert evaluate.main([str(trained), "bogus=1"]) == 2
-    assert "unknown option 'bogus'" in capsys.readouterr().err
-    assert evaluate.main([str(trained), "data.batch_sise=3"]) == 2
-    assert "batch_size" in capsys.readouterr().err
-    assert predict.main(["no-such-model"]) == 2
-    assert "unknown pretrained model" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("option, expected", [
-    ("seed=-1", "seed must be an integer from 0"),  # were ValueErrors from seed_everything
-    ("seed=4294967296", "seed must be an integer from 0"),
-    ("plots_dir=FILE", "is a file, not a folder"),  # was a FileExistsError from the model's plots
-    ("trainer.limit_test_batches=1.5", "invalid trainer option"),  # was a MisconfigurationException
-])
-def test_evaluate_bad_options(option, expected, trained, tmp_path, capsys):
-    (tmp_path / "file").write_text("x")
-    assert evaluate.main([str(trained), option.replace("FILE", str(tmp_path / "file"))]) == 2
-    err = capsys.readouterr().err
-    assert expected in err and len(err.strip().splitlines()) == 1, err
-
-
 def test_trainer_setting_refused_inside_lightning_prints_one_line(tmp_path):
     # Lightning logs "GPU available: ..." before it refuses limit_train_batches=1.5: those lines are
     # held back, so stderr holds the one error line (a subprocess: Lightning's handler writes to the
@@ -154,29 +64,6 @@ def test_trainer_setting_refused_inside_lightning_prints_one_line(tmp_path):
                            f"run_dir={tmp_path}/runs"], env=subprocess_env(), capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("error: invalid trainer settings"), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists(), proc.stderr
-
-
-@pytest.mark.parametrize("name", ["", "../escape", "a/b", ".hidden"])
-def test_export_refuses_a_name_that_is_not_a_file_stem(name, trained, capsys):
-    # '' wrote zoo/pretrained/.json and .safetensors; '../x' a SafetensorError traceback
-    from zoo.pretrained.__main__ import main as pretrained_main
-
-    assert pretrained_main(["export", str(trained), "--name", name]) == 2
-    err = capsys.readouterr().err
-    assert "cannot name an entry" in err and len(err.strip().splitlines()) == 1, err
-
-
-def test_export_does_not_overwrite_an_entry_without_replace(trained, capsys):
-    """A released card (here vae-digits) is not overwritten by a reused --name."""
-    from zoo.hub import PRETRAINED_DIR
-    from zoo.pretrained.__main__ import main as pretrained_main
-
-    card = PRETRAINED_DIR / "vae-digits.json"
-    before = card.read_bytes()
-    assert pretrained_main(["export", str(trained), "--name", "vae-digits"]) == 2
-    err = capsys.readouterr().err
-    assert "exists" in err and "--replace" in err and len(err.strip().splitlines()) == 1, err
-    assert card.read_bytes() == before
 
 
 def test_exit_status_and_no_traceback_from_the_shell(tmp_path):
@@ -395,59 +282,3 @@ def test_recipe_inheritance_holds_only_the_differences(tmp_path, capsys):
     (tmp_path / "e.yaml").write_text("base: ./nope.yaml\n")
     code, err = run_main([f"recipe={tmp_path / 'e.yaml'}"], capsys)
     assert code == 2 and f"in recipe {tmp_path / 'e.yaml'}" in err and str(tmp_path / "nope.yaml") in err, err
-
-
-def test_predict_inputs_may_look_like_flags(capsys):
-    # a 2-D point "-4,1.5" is an input, not an unknown flag: the message is about the target
-    assert predict.main(["no-such-model", "-4,1.5", "steps=3"]) == 2
-    err = capsys.readouterr().err
-    assert "unknown pretrained model" in err and "unrecognized arguments" not in err
-
-
-@pytest.mark.parametrize("argv, expected", [
-    (["vae-digits", "n=-1", "out=OUT/x.png"], "must be a finite number >= 0"),  # was a negative-dimension RuntimeError
-    (["vae-digits", "n=0", "out=OUT/x.png"], "must be >= 1"),
-    (["vae-digits", "n=4", "out=OUT/no/x.png"], "does not exist"),  # were FileNotFoundError / ValueError
-    (["vae-digits", "n=4", "out=OUT"], "is a folder"),  # tracebacks from save_image
-    (["maml-sinusoid", "out=OUT"], "is a folder"),  # found by savefig after the fine-tuning
-])
-def test_predict_refuses_bad_counts_and_output_paths(argv, expected, tmp_path, capsys):
-    assert predict.main([a.replace("OUT", str(tmp_path)) for a in argv]) == 2
-    err = capsys.readouterr().err
-    assert expected in err and len(err.strip().splitlines()) == 1, err
-    assert not any(tmp_path.iterdir())
-
-
-def test_evaluate_switches_the_datamodule_with_data_name(tmp_path, capsys):
-    """`zoo.evaluate NAME data.name=OTHER` evaluates on another datamodule (here: the real-image one,
-    whose files are missing, so its own clear error), instead of 'unknown option data'."""
-    from zoo.evaluate import main as evaluate_main
-
-    code = evaluate_main(["ood-digits-ce", "data.name=ood_images", f"data.root={tmp_path}"])
-    err = capsys.readouterr().err
-    assert code == 2 and "not found" in err and str(tmp_path) in err and "unknown option" not in err, err
-    # the old datamodule's own options (digits' test_size) are dropped, not refused as unknown keys
-    code = evaluate_main(["vae-digits", "data.name=mnist", f"data.root={tmp_path}"])
-    err = capsys.readouterr().err
-    assert code == 2 and "unknown key" not in err and str(tmp_path) in err, err
-
-
-@pytest.mark.parametrize("module, argv", [
-    ("zoo.evaluate", []),  # no target
-    ("zoo.evaluate", ["vae-digits", "--jsn"]),  # a mistyped flag
-    ("zoo.predict", []),
-    ("zoo.pretrained.__main__", ["exprt"]),  # a mistyped sub-command
-    ("zoo.pretrained.__main__", ["export", "x.ckpt"]),  # export without --name
-    ("zoo.estimators.__main__", ["compar"]),
-])
-def test_command_line_usage_mistakes_are_one_line(module, argv, capsys):
-    """argparse's own errors (it printed its usage block, then the error) are one 'error:' line too."""
-    import importlib
-
-    try:
-        code = importlib.import_module(module).main(argv)
-    except SystemExit as exit:
-        code = exit.code
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "--help" in lines[0], err
