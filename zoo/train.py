@@ -131,6 +131,8 @@ def build(cfg: dict) -> tuple[Any, Any]:
     datamodule.prepare_data()
     datamodule.setup("fit")
     model = MODELS.get(cfg["model"]["name"])(model_opts, datamodule.info())
+    if hasattr(model, "before_fit"):  # a ZooModule (a plain LightningModule named by dotted path has none)
+        model.before_fit()
     return datamodule, model
 
 

@@ -10,6 +10,7 @@ Where things are:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +53,8 @@ class SATConfig:
     grid: int = positive(14)  # torchvision encoders: output grid (14 x 14 for 224-px images)
     pretrained_encoder: bool = True  # torchvision: ImageNet weights from the torch hub cache
     freeze_encoder: bool = False  # keep the encoder fixed (eval mode, no gradient)
+    encoder_from: Optional[str] = None  # a captioning checkpoint or pretrained name whose encoder weights
+    # start this one (the paper's encoder is a fixed pretrained CNN); read when training starts
     embed_dim: int = positive(128)  # word embedding size m
     hidden_dim: int = positive(256)  # LSTM size n
     att_dim: int = positive(128)  # hidden size of the attention MLP f_att
@@ -107,8 +110,8 @@ class ShowAttendTell(ZooModule):
         self.vocab = Vocab(info["vocab"])
         self.encoder = build_encoder(c.encoder, c.feat_dim, c.cnn_width, c.pretrained_encoder, c.grid,
                                      c.cnn_stages)
-        if c.freeze_encoder:
-            self.encoder.requires_grad_(False)
+        if c.freeze_encoder:  # eval mode here too: Lightning restores each module's mode as it found it
+            self.encoder.requires_grad_(False).eval()  # before validation, and never calls train() itself
         self.decoder = AttentionDecoder(len(self.vocab), self.encoder.feat_dim, c.embed_dim, c.hidden_dim,
                                         c.att_dim, c.dropout, c.gate, c.deep_output, c.init_state)
         self.estimator = self.build_estimator() if c.attention == "hard" else None
@@ -125,6 +128,28 @@ class ShowAttendTell(ZooModule):
         for key in ("loss", "att_localisation", "att_chance", "att_entropy", "att_moves"):
             m[key] = MeanMetric()
         return torch.nn.ModuleDict(m)
+
+    def before_fit(self) -> None:
+        if self.cfg.encoder_from:
+            self.load_encoder(self.cfg.encoder_from)
+
+    def load_encoder(self, target: str) -> None:
+        """The encoder weights of another captioning model (a checkpoint path or a pretrained name)."""
+        from zoo.hub import load_any
+
+        try:
+            source, info = load_any(target)
+        except UserError as err:
+            raise UserError(f"model.encoder_from: {err}") from None
+        if not isinstance(source, ShowAttendTell):
+            raise UserError(f"model.encoder_from={target} is a '{info['model']}' model, not a captioning "
+                            "one ('sat'): give a sat checkpoint or pretrained name (python -m zoo.pretrained)")
+        try:
+            self.encoder.load_state_dict(source.encoder.state_dict())
+        except RuntimeError as err:  # "Error(s) in loading ...:" then one line per mismatch
+            detail = (str(err).strip().splitlines() + [""])[1].strip()
+            raise UserError(f"the encoder of {target} does not fit this model's (model.encoder, feat_dim, "
+                            f"cnn_width and cnn_stages must match it): {detail}") from None
 
     def train(self, mode: bool = True):
         super().train(mode)
