@@ -31,12 +31,14 @@ VARIANTS = {  # name -> (recipe, overrides)
     "soft_long": ("sat_shapes_soft", ["trainer.max_epochs=12"]),
     "soft_cos": ("sat_shapes_soft", COSINE),
     "soft_long_cos": ("sat_shapes_soft", COSINE + ["trainer.max_epochs=12"]),
-    "hard": ("sat_shapes_hard", []),  # the recipe (20 epochs, Adam 1e-3; 6 epochs in the H100 record)
-    "hard_rloo4": ("sat_shapes_hard", RLOO),
-    "hard_long": ("sat_shapes_hard", LONG_HARD),
-    "hard_long_rloo4": ("sat_shapes_hard", LONG_HARD + RLOO),
-    "hard_long_cos": ("sat_shapes_hard", COSINE + LONG_HARD),
-    "hard_long_rloo4_cos": ("sat_shapes_hard", COSINE + LONG_HARD + RLOO),
+    "hard": ("sat_shapes_hard", []),  # the recipe (the soft card's frozen encoder, 20 epochs, Adam 1e-3)
+    "hard_scratch": ("sat_shapes_hard_scratch", []),  # the same, encoder trained from pixels
+    # the H100 record's hard variants (encoder from pixels; 6 epochs then)
+    "hard_rloo4": ("sat_shapes_hard_scratch", RLOO),
+    "hard_long": ("sat_shapes_hard_scratch", LONG_HARD),
+    "hard_long_rloo4": ("sat_shapes_hard_scratch", LONG_HARD + RLOO),
+    "hard_long_cos": ("sat_shapes_hard_scratch", COSINE + LONG_HARD),
+    "hard_long_rloo4_cos": ("sat_shapes_hard_scratch", COSINE + LONG_HARD + RLOO),
 }
 SHOWN = ("variant", "seed", "rc", "wall_s", "test/bleu4", "test/att_localisation")
 

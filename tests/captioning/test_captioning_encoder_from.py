@@ -25,7 +25,7 @@ def _encoder(ckpt):
 
 def test_a_frozen_encoder_from_another_run_is_used_and_kept(source, tmp_path):
     wanted = _encoder(source)
-    run = train(["recipe=sat_shapes_hard", f"run_dir={tmp_path}", f"model.encoder_from={source}",
+    run = train(["recipe=sat_shapes_hard_scratch", f"run_dir={tmp_path}", f"model.encoder_from={source}",
                  "model.freeze_encoder=true", *TINY])
     trained = run.model.encoder.state_dict()
     for key, value in wanted.items():  # weights and BatchNorm statistics: unchanged by a frozen encoder
@@ -44,8 +44,8 @@ def test_a_frozen_encoder_from_another_run_is_used_and_kept(source, tmp_path):
 
 def test_an_encoder_from_that_is_fine_tuned_starts_from_the_source(source, tmp_path):
     wanted = _encoder(source)
-    fresh = train(["recipe=sat_shapes_hard", f"run_dir={tmp_path}/fresh", "trainer.max_steps=1", *TINY])
-    tuned = train(["recipe=sat_shapes_hard", f"run_dir={tmp_path}/tuned", f"model.encoder_from={source}",
+    fresh = train(["recipe=sat_shapes_hard_scratch", f"run_dir={tmp_path}/fresh", "trainer.max_steps=1", *TINY])
+    tuned = train(["recipe=sat_shapes_hard_scratch", f"run_dir={tmp_path}/tuned", f"model.encoder_from={source}",
                    "trainer.max_steps=1", "model.lr=1e-9", *TINY])
     w = "net.0.weight"
     # one step at lr 1e-9 leaves the copied weights where they were; without encoder_from they differ
@@ -63,3 +63,15 @@ def test_a_wrong_encoder_from_is_refused_before_the_run_folder(target, extra, ex
     err = capsys.readouterr().err
     assert code == 2 and expected in err and "Traceback" not in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_hard_recipe_starts_from_the_soft_cards_encoder_and_keeps_it(tmp_path):
+    from zoo.hub import load
+
+    wanted = load("sat-shapes-soft").encoder.state_dict()
+    run = train(["recipe=sat_shapes_hard", f"run_dir={tmp_path}", "data.n_train=32", "data.n_val=8", "data.n_test=8",
+                 "data.batch_size=16", "trainer.max_steps=3", "test_after_fit=false",
+                 "trainer.enable_progress_bar=false"])
+    trained = run.model.encoder.state_dict()
+    assert run.model.global_step == 3 and wanted.keys() == trained.keys()
+    assert all(torch.equal(trained[k].cpu(), v) for k, v in wanted.items())

@@ -119,7 +119,7 @@ def test_soft_recipe_checkpoints_and_scores_the_averaged_weights(tmp_path):
     (Lightning's EMAWeightAveraging): validation, last.ckpt and so zoo.evaluate / the card use the
     average, not the last step's weights (docs/captioning.md, seeds). A tiny run of the recipe: the
     checkpoint's weights differ from the current ones that Lightning keeps beside them, and zoo.hub
-    loads the averaged ones. sat_shapes_hard (the same base) opts out: its checkpoint has no average."""
+    loads the averaged ones. sat_shapes_hard(_scratch) (the same base) opts out: its checkpoint has no average."""
     from zoo.hub import load_checkpoint, read_checkpoint
 
     tiny = [f"model.{k}={v}" for k, v in SMALL.items()] + [
@@ -134,5 +134,5 @@ def test_soft_recipe_checkpoints_and_scores_the_averaged_weights(tmp_path):
     assert any(k.startswith("decoder.") for k in moved) and any("running_mean" in k for k in moved), moved
     model, _ = load_checkpoint(ckpt)
     assert torch.equal(model.state_dict()["decoder.out.weight"], averaged["decoder.out.weight"])
-    hard = train(["recipe=sat_shapes_hard", *tiny])
+    hard = train(["recipe=sat_shapes_hard_scratch", *tiny])  # tiny widths: not the pretrained encoder
     assert "current_model_state" not in read_checkpoint(hard.run_dir / "checkpoints" / "last.ckpt")
