@@ -57,6 +57,8 @@ def test_an_encoder_from_that_is_fine_tuned_starts_from_the_source(source, tmp_p
     ("vae-digits", [], "is a 'vae' model, not a captioning one"),
     ("sat-shapes-sof", [], "model.encoder_from: unknown pretrained model 'sat-shapes-sof'"),
     ("sat-shapes-soft", [], "does not fit this model's"),  # TINY's widths against the card's
+    ("/nope/x.ckpt", [], "model.encoder_from: checkpoint not found"),
+    ("''", [], "encoder_from must be a captioning checkpoint or pretrained name"),  # trained a random frozen CNN
 ])
 def test_a_wrong_encoder_from_is_refused_before_the_run_folder(target, extra, expected, tmp_path, capsys):
     code = main(["recipe=sat_shapes_hard", f"run_dir={tmp_path}/runs", f"model.encoder_from={target}", *TINY, *extra])

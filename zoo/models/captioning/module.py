@@ -83,6 +83,8 @@ class SATConfig:
             raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
         if self.cnn_stages < 3:
             raise ValueError(f"cnn_stages must be >= 3, got {self.cnn_stages}")
+        if self.encoder_from is not None and not str(self.encoder_from).strip():
+            raise ValueError("encoder_from must be a captioning checkpoint or pretrained name, or null for none")
 
 
 def token_nll(logits: Tensor, target: Tensor, valid: Tensor) -> Tensor:
