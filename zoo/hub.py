@@ -34,6 +34,12 @@ def first_line(err: Exception) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
+def mismatch_line(err: RuntimeError) -> str:
+    """The first specific line of load_state_dict's error (its first line only names the class)."""
+    lines = [line.strip() for line in str(err).strip().splitlines()]
+    return (lines[1:] or lines or [type(err).__name__])[0]
+
+
 def pretrained_cards() -> dict[str, dict]:
     cards = {}
     for path in sorted(PRETRAINED_DIR.glob("*.json")):
@@ -55,9 +61,9 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
     with open(path, "rb") as f:
-        head = f.read(1)
-    is_zip = zipfile.is_zipfile(path)  # torch.save's format; b"\x80" opens its older plain pickle one
-    if not is_zip and head != b"\x80":
+        head = f.read(2)
+    is_zip = head == b"PK"  # torch.save's format; b"\x80" opens its older plain pickle one
+    if not is_zip and head[:1] != b"\x80":
         what = "empty" if not head else "neither a zip archive nor a pickle, as torch.save writes"
         raise UserError(f"checkpoint {path} is corrupt or not a PyTorch file (it is {what}); "
                         "pass a .ckpt written by `python -m zoo.train`")
@@ -84,7 +90,7 @@ def build_model(model_name: str, hparams: dict, state_dict: dict, source: str) -
     try:
         model.load_state_dict(state_dict, strict=True)
     except RuntimeError as err:
-        raise UserError(f"{source} does not match model '{model_name}': {first_line(err)}") from None
+        raise UserError(f"{source} does not match model '{model_name}': {mismatch_line(err)}") from None
     model.eval()
     return model
 

@@ -70,13 +70,6 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
             raise UserError(f"ckpt_path=last: no earlier run of '{cfg['recipe']}' with checkpoints/last.ckpt "
                             f"under {root}")
         return found[-1].parent.parent, str(found[-1])
-    if ckpt:
-        from zoo.hub import read_checkpoint
-
-        info = read_checkpoint(ckpt, mmap=True)["zoo"]
-        if info["model"] != cfg["model"]["name"]:
-            raise UserError(f"checkpoint {ckpt} is a '{info['model']}' model, but the recipe trains "
-                            f"'{cfg['model']['name']}'")
     if os.environ.get("ZOO_RUN_DIR"):  # set by the launching process for DDP children, or by the user
         return Path(os.environ["ZOO_RUN_DIR"]), ckpt
     slurm = slurm_run_dir(root)
@@ -136,14 +129,18 @@ def build(cfg: dict) -> tuple[Any, Any]:
     return datamodule, model
 
 
-def check_resumable(ckpt: str, model: Any) -> None:
-    """The weights of a checkpoint to resume must fit the model the recipe builds: a size option
-    changed since (model.latent_dim=3 on a run trained with 8) fails inside fit otherwise, after the
-    run folder is written."""
+def check_resumable(ckpt: str, model_name: str, model: Any) -> None:
+    """A checkpoint to resume must be of the model the recipe builds, and its weights must fit it: a
+    size option changed since (model.latent_dim=3 on a run trained with 8) fails inside fit
+    otherwise, after the run folder is written."""
     from zoo.hub import read_checkpoint
 
+    saved = read_checkpoint(ckpt, mmap=True)  # metadata and shapes only: no tensor is read
+    if saved["zoo"]["model"] != model_name:
+        raise UserError(f"checkpoint {ckpt} is a '{saved['zoo']['model']}' model, but the recipe trains "
+                        f"'{model_name}'")
     own = model.state_dict()
-    for key, value in read_checkpoint(ckpt, mmap=True)["state_dict"].items():  # shapes only: no tensor read
+    for key, value in saved["state_dict"].items():
         if key in own and tuple(value.shape) != tuple(own[key].shape):
             raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "
                             f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. Resume with the "
@@ -222,7 +219,7 @@ def train(argv: list[str]) -> RunResult | None:
     L.seed_everything(cfg["seed"], workers=True, verbose=False)
     datamodule, model = build(cfg)
     if ckpt is not None:
-        check_resumable(ckpt, model)
+        check_resumable(ckpt, cfg["model"]["name"], model)
     model.plots_dir = run_dir / "plots"
     command = "python -m zoo.train " + shlex.join(argv)
     info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],

@@ -137,7 +137,7 @@ class ShowAttendTell(ZooModule):
 
     def load_encoder(self, target: str) -> None:
         """The encoder weights of another captioning model (a checkpoint path or a pretrained name)."""
-        from zoo.hub import load_any
+        from zoo.hub import load_any, mismatch_line
 
         try:
             source, info = load_any(target)
@@ -148,10 +148,9 @@ class ShowAttendTell(ZooModule):
                             "one ('sat'): give a sat checkpoint or pretrained name (python -m zoo.pretrained)")
         try:
             self.encoder.load_state_dict(source.encoder.state_dict())
-        except RuntimeError as err:  # "Error(s) in loading ...:" then one line per mismatch
-            detail = (str(err).strip().splitlines() + [""])[1].strip()
+        except RuntimeError as err:
             raise UserError(f"the encoder of {target} does not fit this model's (model.encoder, feat_dim, "
-                            f"cnn_width and cnn_stages must match it): {detail}") from None
+                            f"cnn_width and cnn_stages must match it): {mismatch_line(err)}") from None
 
     def train(self, mode: bool = True):
         super().train(mode)
