@@ -52,6 +52,7 @@ import yaml
 from devices import accelerator, add_device_option, describe, resolve_device, synchronize
 
 ROOT = Path(__file__).resolve().parent.parent
+NORM_BANDS = [(0, 100), (100, 1000), (1000, 5000), (5000, 15000), (15000, 10**9)]  # frequency ranks
 HYPER = {"dim": 100, "window": 5, "negative": 5, "min_count": 5, "sample": 1e-3, "lr": 0.025, "min_lr": 1e-4}
 
 
@@ -112,6 +113,11 @@ def score(vectors: torch.Tensor, words: list[str], similarity: list[str], analog
     for path in analogies:
         r = analogy_score(vectors, index, read_analogies(path), 30000, lowercase=True)
         out[Path(path).stem] = {"accuracy": round(r.get("all", float("nan")), 4), "oov": round(r["oov"], 3)}
+    # mean vector length by frequency rank (both tools list words most frequent first): a small
+    # systematic difference in training shows here when the scores cannot tell (docs/skipgram.md)
+    norms = vectors.float().norm(dim=1)
+    out["mean_norm"] = {f"rank{a}-{min(b, len(norms))}": round(float(norms[a:b].mean()), 3)
+                        for a, b in NORM_BANDS if a < len(norms)}
     return out
 
 
@@ -297,6 +303,7 @@ def e2e_zoo(corpus: Path, epochs: int, seed: int, threads: int, work: Path,
     args = ["recipe=skipgram_lee", f"data.files={corpus}", f"data.root={cache}", "data.lowercase=false",
             "data.strip_punctuation=false", f"model.threads={threads}", f"trainer.max_epochs={epochs}",
             f"seed={seed}", f"data.seed={seed}", f"run_dir={run_dir}", "test_after_fit=false",
+            *hyper_overrides(),
             "trainer.enable_progress_bar=false", f"trainer.accelerator={acc}", f"trainer.devices={devices}",
             *[f"model.{k}={v}" for k, v in model_options.items()]]
     start = time.perf_counter()
@@ -305,6 +312,14 @@ def e2e_zoo(corpus: Path, epochs: int, seed: int, threads: int, work: Path,
     model = zoo.load(str(next(run_dir.glob("**/checkpoints/last.ckpt"))))  # run_dir/<recipe>/<timestamp>/
     return {"wall_s": round(wall, 2), "command": "python -m zoo.train " + " ".join(args)}, \
         model.vectors.cpu().clone(), list(model.words)
+
+
+def hyper_overrides() -> list[str]:
+    """HYPER as the zoo's command-line options: the whole command trains with gensim's settings,
+    not the recipe's (whose lr floor is word2vec.c's lr * 1e-4, gensim's min_alpha is 1e-4)."""
+    return [f"model.dim={HYPER['dim']}", f"model.negative={HYPER['negative']}", f"model.lr={HYPER['lr']}",
+            f"model.min_lr_ratio={HYPER['min_lr'] / HYPER['lr']}", f"data.window={HYPER['window']}",
+            f"data.min_count={HYPER['min_count']}", f"data.sample={HYPER['sample']}"]
 
 
 def import_seconds() -> float:

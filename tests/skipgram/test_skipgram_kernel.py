@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not kernel.available(), reason="numba is a depen
 
 
 def reference(centre, context, tokens, sentence, reduced, noise_word, negative, lr0, lr1, log_kq=None,
-              skip=False):
+              skip=False, index="exact"):
     """The kernel's update in plain Python (same sigmoid table and clipping, one thread). Also
     returns how many terms saturated on the wrong side (the word below -6, a noise word above 6),
     the only terms where the two rules differ (on the right side both make no step)."""
@@ -48,7 +48,8 @@ def reference(centre, context, tokens, sentence, reduced, noise_word, negative, 
                 elif f < -kernel.MAX_SCORE:
                     g = label * lr
                 else:
-                    g = (label - kernel.SIGMOID[int((f + kernel.MAX_SCORE) * (500.0 / kernel.MAX_SCORE))]) * lr
+                    cell = int((f + kernel.MAX_SCORE) * (1000 // 6 // 2 if index == "word2vec" else 1000 / 12))
+                    g = (label - kernel.SIGMOID[cell]) * lr
                 work += g * u[o]
                 u[o] += g * v[c]
             v[c] += work
@@ -68,25 +69,41 @@ def tiny(seed=0, vocab=6, dim=8, n=40, scale=0.5):
     return tokens, sentence, reduced, centre, context, kernel.noise_table(AliasSampler(probs))
 
 
-@pytest.mark.parametrize("nce, skip", [(False, False), (True, False), (False, True), (True, True)])
-def test_kernel_equals_the_reference_update(nce, skip):
+@pytest.mark.parametrize("nce, skip, index", [(False, False, "exact"), (True, False, "exact"), (False, True, "exact"),
+                                             (True, True, "exact"), (False, False, "word2vec"),
+                                             (True, True, "word2vec")])
+def test_kernel_equals_the_reference_update(nce, skip, index):
     """Tables of scale 4 in the skip cases, so that some scores pass +-6 on the wrong side and the two
-    rules differ."""
+    rules differ. index = how a score is looked up in the sigmoid table (model.sigmoid_index)."""
     tokens, sentence, reduced, centre, context, noise = tiny(scale=4.0 if skip else 0.5)
     log_kq = torch.linspace(-1.0, 0.5, len(centre)) if nce else None
     v_ref, u_ref, loss_ref, pairs_ref, saturated = reference(
         centre, context, tokens.tolist(), sentence.tolist(), reduced.tolist(), len(centre) - 1, 3, 0.5, 0.1,
-        log_kq, skip)
+        log_kq, skip, index)
+    if index == "word2vec":  # the lookup matters here
+        v_exact = reference(centre, context, tokens.tolist(), sentence.tolist(), reduced.tolist(),
+                            len(centre) - 1, 3, 0.5, 0.1, log_kq, skip, "exact")[0]
+        assert not torch.allclose(v_exact, v_ref, atol=1e-4)
     if skip:
         assert saturated >= 3
         v_clip = reference(centre, context, tokens.tolist(), sentence.tolist(), reduced.tolist(),
                            len(centre) - 1, 3, 0.5, 0.1, log_kq, False)[0]
         assert not torch.allclose(v_clip, v_ref, atol=1e-3)  # the rule matters here
     stats = kernel.train_chunk(centre, context, tokens, sentence, reduced, noise, log_kq, 3, 0.5, 0.1, seed=7,
-                               skip_saturated=skip)
+                               skip_saturated=skip, sigmoid_index=index)
     assert stats["pairs"] == pairs_ref > 50
     assert torch.allclose(centre.double(), v_ref, atol=1e-5) and torch.allclose(context.double(), u_ref, atol=1e-5)
     assert stats["loss"] == pytest.approx(loss_ref, rel=1e-5)
+
+
+def test_word2vec_sigmoid_index_reads_word2vec_c_cells():
+    """word2vec.c and gensim index their table with (f + 6) * (1000 / 6 / 2) in C integer arithmetic
+    (= 83): a score of 0 reads cell 498, sigmoid(-0.024) < 0.5, and 5.99 reads cell 995; the exact
+    lookup reads cells 500 (sigmoid 0.5) and 999."""
+    for f, w2v_cell, exact_cell in [(0.0, 498, 500), (5.99, 995, 999), (-5.99, 0, 0)]:
+        assert int((f + kernel.MAX_SCORE) * kernel.TABLE_SCALE["word2vec"]) == w2v_cell
+        assert int((f + kernel.MAX_SCORE) * kernel.TABLE_SCALE["exact"]) == exact_cell
+    assert kernel.SIGMOID[500] == pytest.approx(0.5) and kernel.SIGMOID[498] == pytest.approx(0.494, abs=1e-3)
 
 
 def test_noise_draws_follow_the_noise_distribution():

@@ -45,6 +45,11 @@ except ImportError:  # pragma: no cover - numba is a dependency; this keeps a br
 MAX_SCORE = 6.0  # word2vec.c's MAX_EXP: beyond it sigmoid is taken as 0 or 1 for the step
 SIGMOID = 1.0 / (1.0 + np.exp(-(np.arange(1001) / 500.0 - 1.0) * MAX_SCORE))  # (1001,) sigmoid on a grid
 SIGMOID32 = SIGMOID.astype(np.float32)  # the kernel computes in float32, like the tables (and gensim's BLAS)
+# Cells per unit score when looking a score up in SIGMOID. word2vec.c and gensim write it as
+# EXP_TABLE_SIZE / MAX_EXP / 2 in C integer arithmetic: 1000 / 6 / 2 = 83, not 83.33, so they read
+# sigmoid(~0.996 f - 0.024) (then rounded down to the grid): a small bias towards larger positive
+# steps and smaller noise steps. "word2vec" reproduces it, "exact" reads sigmoid(f) on the grid.
+TABLE_SCALE = {"word2vec": float(1000 // 6 // 2), "exact": 500.0 / MAX_SCORE}
 LOSS_PAIRS = 20_000  # pairs per thread and chunk whose loss is summed (the reported train/loss)
 
 
@@ -73,7 +78,7 @@ if numba is not None:
 
     @njit(fastmath=True, nogil=True, cache=True)
     def _train_part(tokens, sentence, reduced, lo, hi, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1,
-                    n_total, seed, work, skip_saturated, loss_pairs):
+                    n_total, seed, work, skip_saturated, loss_pairs, table_scale):
         dim = syn0.shape[1]
         nce = log_kq.shape[0] > 0
         rng = np.uint64(seed)
@@ -113,7 +118,7 @@ if numba is not None:
                             continue
                         g = np.float32((label - 1.0) * lr if f > 0 else label * lr)  # word2vec.c: sigmoid 1 or 0
                     else:  # word2vec.c's table of sigmoid over [-6, 6] in 1000 steps
-                        g = (label - SIGMOID32[int((f + MAX_SCORE) * (500.0 / MAX_SCORE))]) * lr
+                        g = (label - SIGMOID32[int((f + MAX_SCORE) * table_scale)]) * lr
                     for d in range(dim):  # one pass over the row: work gets the row before its update
                         row = syn1[target, d]
                         work[d] += g * row
@@ -125,7 +130,7 @@ if numba is not None:
 
     @njit(parallel=True, cache=True)
     def _train_chunk(tokens, sentence, reduced, bounds, threads, syn0, syn1, keep, alias, log_kq, negative, lr0,
-                     lr1, seed, skip_saturated):
+                     lr1, seed, skip_saturated, table_scale):
         jobs = bounds.shape[0] - 1
         losses = np.zeros(threads)
         counted = np.zeros(threads, dtype=np.int64)
@@ -136,7 +141,7 @@ if numba is not None:
                 loss, p = _train_part(tokens, sentence, reduced, bounds[j], bounds[j + 1], syn0, syn1, keep,
                                       alias, log_kq, negative, lr0, lr1, tokens.shape[0],
                                       seed + 7919 * (j + 1), work, skip_saturated,
-                                      LOSS_PAIRS if j == t else 0)
+                                      LOSS_PAIRS if j == t else 0, table_scale)
                 if j == t:  # the reported loss: each thread's first job only (logs cost as much as updates)
                     losses[t], counted[t] = loss, min(p, LOSS_PAIRS)
                 pairs[t] += p
@@ -156,13 +161,14 @@ def draw_noise(noise: tuple[np.ndarray, np.ndarray], n: int, seed: int = 1) -> n
 def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tensor, sentence: torch.Tensor,
                 reduced: torch.Tensor, noise: tuple[np.ndarray, np.ndarray], log_kq: torch.Tensor | None, negative: int,
                 lr_start: float, lr_end: float, seed: int, threads: int = 1,
-                skip_saturated: bool = False, job_tokens: int = 0) -> dict[str, float]:
+                skip_saturated: bool = False, job_tokens: int = 0, sigmoid_index: str = "exact") -> dict[str, float]:
     """Sequential SGD over every (context -> word) pair of a chunk, in place on the CPU tables.
 
     centre, context: (V, D) float32 CPU tables; tokens, sentence, reduced: (N,) subsampled ids,
     sentence numbers and reduced half-widths (``corpus.CorpusChunks``); log_kq: (V,) for NCE or
     None; lr falls linearly from lr_start to lr_end across the chunk; a score beyond +-6 takes the
-    sigmoid as 1 or 0 (word2vec.c) or, with ``skip_saturated``, makes no update (gensim). The chunk
+    sigmoid as 1 or 0 (word2vec.c) or, with ``skip_saturated``, makes no update (gensim); a score
+    inside is looked up in the sigmoid table as ``sigmoid_index`` says (``TABLE_SCALE``). The chunk
     is cut into jobs of ``job_tokens`` tokens that the threads take in turn (gensim's workers take
     jobs of 10,000 words from a queue); 0 (and one thread) = one contiguous part per thread.
     Returns {"loss": mean loss per pair over the first pairs of every thread's first job,
@@ -180,5 +186,5 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
     as_np = [x.detach().cpu().numpy() for x in (tokens, sentence, reduced)]
     loss, pairs = _train_chunk(*as_np, bounds, threads, centre.detach().numpy(), context.detach().numpy(), *noise, nce,
                                int(negative), float(lr_start), float(lr_end), int(seed) % (1 << 62),
-                               bool(skip_saturated))
+                               bool(skip_saturated), TABLE_SCALE[sigmoid_index])
     return {"loss": float(loss), "pairs": float(pairs)}

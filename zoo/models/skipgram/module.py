@@ -38,6 +38,9 @@ class SkipGramConfig:
     # minibatch settings.
     saturated: str = choice("clip", ["clip", "skip"])  # sequential updates, a score beyond +-6: clip =
     # word2vec.c (sigmoid taken as 0 or 1: a full step), skip = gensim (no update from that term)
+    sigmoid_index: str = choice("exact", ["exact", "word2vec"])  # sequential updates, where a score is
+    # read in the sigmoid table: word2vec = word2vec.c's and gensim's (f + 6) * 83, from C integer
+    # division, i.e. sigmoid(~0.996 f - 0.024); exact = (f + 6) * 1000 / 12 (kernel.TABLE_SCALE)
     batch_centres: int = positive(5120)  # window centres per minibatch (bucketed by half-width: ~1k per update)
     threads: int = positive(1)  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
     job_tokens: int = 10000  # sequential updates: threads take turns on jobs of this many tokens of a chunk
@@ -171,7 +174,7 @@ class SkipGramModule(ZooModule):
         return kernel.train_chunk(self.net.centre, self.net.context, batch["tokens"], batch["sentence"],
                                   batch["window"], self._noise, log_kq, self.cfg.negative, lr0, lr1, seed,
                                   self.cfg.threads, skip_saturated=self.cfg.saturated == "skip",
-                                  job_tokens=self.cfg.job_tokens)
+                                  job_tokens=self.cfg.job_tokens, sigmoid_index=self.cfg.sigmoid_index)
 
     def estimator_loss(self, batch: dict, centres: int = 512) -> torch.Tensor:
         """A fresh Monte Carlo estimate (new noise words) of the mean loss per pair on the first
