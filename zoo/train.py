@@ -124,8 +124,6 @@ def build(cfg: dict) -> tuple[Any, Any]:
     datamodule.prepare_data()
     datamodule.setup("fit")
     model = MODELS.get(cfg["model"]["name"])(model_opts, datamodule.info())
-    if hasattr(model, "before_fit"):  # a ZooModule (a plain LightningModule named by dotted path has none)
-        model.before_fit()
     return datamodule, model
 
 
@@ -220,6 +218,8 @@ def train(argv: list[str]) -> RunResult | None:
     datamodule, model = build(cfg)
     if ckpt is not None:
         check_resumable(ckpt, cfg["model"]["name"], model)
+    elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
+        model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
     model.plots_dir = run_dir / "plots"
     command = "python -m zoo.train " + shlex.join(argv)
     info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],

@@ -42,6 +42,23 @@ def test_a_frozen_encoder_from_another_run_is_used_and_kept(source, tmp_path):
         moved.rename(source)
 
 
+def test_a_resumed_run_does_not_read_the_source_again(source, tmp_path):
+    """The checkpoint holds the copied encoder: resuming needs neither the source nor its reading."""
+    wanted = _encoder(source)
+    first = train(["recipe=sat_shapes_hard_scratch", f"run_dir={tmp_path}", f"model.encoder_from={source}",
+                   "model.freeze_encoder=true", *TINY])
+    moved = tmp_path / "elsewhere.ckpt"
+    source.rename(moved)
+    try:
+        resumed = train(["recipe=sat_shapes_hard_scratch", f"run_dir={tmp_path}", f"model.encoder_from={source}",
+                         "model.freeze_encoder=true", *TINY, "trainer.max_epochs=2",
+                         f"ckpt_path={first.run_dir / 'checkpoints' / 'last.ckpt'}"])
+    finally:
+        moved.rename(source)
+    assert resumed.model.current_epoch == 2 > first.model.current_epoch
+    assert all(torch.equal(resumed.model.encoder.state_dict()[k].cpu(), v) for k, v in wanted.items())
+
+
 def test_an_encoder_from_that_is_fine_tuned_starts_from_the_source(source, tmp_path):
     wanted = _encoder(source)
     fresh = train(["recipe=sat_shapes_hard_scratch", f"run_dir={tmp_path}/fresh", "trainer.max_steps=1", *TINY])

@@ -16,9 +16,10 @@ Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on
   through an estimator; its config then has an ``estimator`` option (``estimator_option(...)``),
   checked against the node when the recipe loads, and ``self.build_estimator()`` builds it.
 - ``predict_cli(inputs, options)``: what ``python -m zoo.predict`` does for this model.
-- ``before_fit()``: work done once when ``zoo.train`` has built the model, before the run folder
-  exists and before a resumed run's weights are restored (e.g. weights taken from another model);
-  a ``UserError`` there leaves nothing behind. Loading a trained model does not call it.
+- ``before_fit()``: work done once when ``zoo.train`` has built the model for a fresh run, before
+  the run folder exists (e.g. weights taken from another model); a ``UserError`` there leaves
+  nothing behind. A resumed run (its checkpoint holds the result) and loading a trained model do
+  not call it.
 - Figures: ``self.save_figure(name, fig)`` / ``self.save_image(name, tensor)`` write
   ``plots/<name>.png`` in the run folder and log the image to W&B / TensorBoard when active.
 """
