@@ -54,6 +54,11 @@ from devices import accelerator, add_device_option, describe, resolve_device, sy
 ROOT = Path(__file__).resolve().parent.parent
 NORM_BANDS = [(0, 100), (100, 1000), (1000, 5000), (5000, 15000), (15000, 10**9)]  # frequency ranks
 HYPER = {"dim": 100, "window": 5, "negative": 5, "min_count": 5, "sample": 1e-3, "lr": 0.025, "min_lr": 1e-4}
+# HYPER as the zoo's options, in the loop runs and the whole command alike (not the recipe's: its lr
+# floor is word2vec.c's lr * 1e-4, gensim's min_alpha is 1e-4)
+ZOO_HYPER = {"model": {"dim": HYPER["dim"], "negative": HYPER["negative"], "lr": HYPER["lr"],
+                       "min_lr_ratio": HYPER["min_lr"] / HYPER["lr"]},
+             "data": {"window": HYPER["window"], "min_count": HYPER["min_count"], "sample": HYPER["sample"]}}
 
 
 def load_average() -> list[float]:
@@ -209,15 +214,13 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, mod
     L.seed_everything(seed, verbose=False)
     shutil.rmtree(cache, ignore_errors=True)  # time a cold vocabulary + encoding pass
     start = time.perf_counter()
-    data = TextCorpusData({"files": str(corpus), "root": str(cache), "min_count": HYPER["min_count"],
-                           "sample": HYPER["sample"], "window": HYPER["window"], "chunk_tokens": 250_000, "seed": seed,
-                           "val_similarity": ["gensim:wordsim353.tsv"]})
+    data = TextCorpusData({"files": str(corpus), "root": str(cache), **ZOO_HYPER["data"], "chunk_tokens": 250_000,
+                           "seed": seed, "val_similarity": ["gensim:wordsim353.tsv"]})
     data.prepare_data()
     data.setup("fit")
     vocab_s = time.perf_counter() - start
-    model = SkipGramModule({**recipe_model_options(), "dim": HYPER["dim"], "negative": HYPER["negative"],
-                            "lr": HYPER["lr"], "min_lr_ratio": HYPER["min_lr"] / HYPER["lr"], "threads": threads,
-                            **model_options}, data.info())
+    model = SkipGramModule({**recipe_model_options(), **ZOO_HYPER["model"], "threads": threads, **model_options},
+                           data.info())
     clock = Clock()
     acc, devices = accelerator(device)
     trainer = L.Trainer(max_epochs=epochs, accelerator=acc, devices=devices, logger=False, enable_checkpointing=False,
@@ -303,7 +306,7 @@ def e2e_zoo(corpus: Path, epochs: int, seed: int, threads: int, work: Path,
     args = ["recipe=skipgram_lee", f"data.files={corpus}", f"data.root={cache}", "data.lowercase=false",
             "data.strip_punctuation=false", f"model.threads={threads}", f"trainer.max_epochs={epochs}",
             f"seed={seed}", f"data.seed={seed}", f"run_dir={run_dir}", "test_after_fit=false",
-            *hyper_overrides(),
+            *[f"{part}.{k}={v}" for part, opts in ZOO_HYPER.items() for k, v in opts.items()],
             "trainer.enable_progress_bar=false", f"trainer.accelerator={acc}", f"trainer.devices={devices}",
             *[f"model.{k}={v}" for k, v in model_options.items()]]
     start = time.perf_counter()
@@ -312,14 +315,6 @@ def e2e_zoo(corpus: Path, epochs: int, seed: int, threads: int, work: Path,
     model = zoo.load(str(next(run_dir.glob("**/checkpoints/last.ckpt"))))  # run_dir/<recipe>/<timestamp>/
     return {"wall_s": round(wall, 2), "command": "python -m zoo.train " + " ".join(args)}, \
         model.vectors.cpu().clone(), list(model.words)
-
-
-def hyper_overrides() -> list[str]:
-    """HYPER as the zoo's command-line options: the whole command trains with gensim's settings,
-    not the recipe's (whose lr floor is word2vec.c's lr * 1e-4, gensim's min_alpha is 1e-4)."""
-    return [f"model.dim={HYPER['dim']}", f"model.negative={HYPER['negative']}", f"model.lr={HYPER['lr']}",
-            f"model.min_lr_ratio={HYPER['min_lr'] / HYPER['lr']}", f"data.window={HYPER['window']}",
-            f"data.min_count={HYPER['min_count']}", f"data.sample={HYPER['sample']}"]
 
 
 def import_seconds() -> float:
