@@ -94,3 +94,14 @@ def test_the_hard_recipe_starts_from_the_soft_cards_encoder_and_keeps_it(tmp_pat
     trained = run.model.encoder.state_dict()
     assert run.model.global_step == 3 and wanted.keys() == trained.keys()
     assert all(torch.equal(trained[k].cpu(), v) for k, v in wanted.items())
+
+
+@pytest.mark.parametrize("extra, warned", [
+    (["model.encoder_from=null", "model.freeze_encoder=true"], True),  # a random CNN kept fixed: likely a slip
+    (["model.encoder_from=null", "model.freeze_encoder=false"], False),
+])
+def test_a_frozen_random_encoder_is_warned_about(extra, warned, tmp_path, capsys):
+    run = train(["recipe=sat_shapes_hard", f"run_dir={tmp_path}", *TINY, "trainer.max_steps=1", *extra])
+    assert run.model.global_step == 1  # allowed: random features are a baseline
+    err = capsys.readouterr().err
+    assert ("encoder stays at its random initialisation" in err) is warned, err

@@ -9,6 +9,7 @@ Where things are:
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -132,8 +133,14 @@ class ShowAttendTell(ZooModule):
         return torch.nn.ModuleDict(m)
 
     def before_fit(self) -> None:
-        if self.cfg.encoder_from:
-            self.load_encoder(self.cfg.encoder_from)
+        c = self.cfg
+        if c.encoder_from:
+            self.load_encoder(c.encoder_from)
+        elif c.freeze_encoder and (c.encoder == "cnn" or not c.pretrained_encoder):
+            # allowed (random features are a baseline), but more often a forgotten encoder_from
+            print("warning: model.freeze_encoder=true with no model.encoder_from and no ImageNet weights: the "
+                  "encoder stays at its random initialisation (give model.encoder_from=<sat checkpoint or "
+                  "pretrained name>, or model.freeze_encoder=false)", file=sys.stderr)
 
     def load_encoder(self, target: str) -> None:
         """The encoder weights of another captioning model (a checkpoint path or a pretrained name)."""
