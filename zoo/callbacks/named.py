@@ -13,6 +13,7 @@ NAMED_CALLBACKS = {
     "early_stopping": "lightning.pytorch.callbacks:EarlyStopping",
     "lr_monitor": "lightning.pytorch.callbacks:LearningRateMonitor",
     "swa": "lightning.pytorch.callbacks:StochasticWeightAveraging",
+    "ema": "zoo.callbacks.ema:EMAWeights",  # EMA of the weights; a model's validation-fitted buffers kept apart
 }
 
 

@@ -46,6 +46,8 @@ class ZooModule(L.LightningModule):
     ddp_find_unused_parameters: bool = False  # True if a training step leaves some parameters without
     # gradients (a GAN's G step leaves D's): `trainer.strategy=ddp` then runs DDP with that detection
     stochastic_node: Any = None  # a zoo.estimators.StochasticNode: where the model samples (None: nowhere)
+    fitted_buffers: tuple = ()  # buffers the model fits on validation data (a temperature, say): state, not
+    # weights, so the `ema` callback fits them on the averaged weights and never averages them
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__()

@@ -31,6 +31,8 @@ from zoo.models.ood import detect, plots
 class OODEvaluation:
     """Needs ``self.classifier`` (with ``embed`` and ``head``), ``self.cfg`` and ``self.data_info``."""
 
+    fitted_buffers = ("temperature", "msp_threshold", "odin_temperature", "odin_eps")  # set on validation
+
     def init_evaluation(self) -> None:
         # cpu: buffers, made while the module is built; they move with it (.to / Lightning)
         self.register_buffer("temperature", torch.ones(()))  # cpu: temperature scaling, fitted on validation
