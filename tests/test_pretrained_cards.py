@@ -72,3 +72,26 @@ def test_card_reproduces_on_the_full_test_split(name):
     off = {k: (got[k], v) for k, v in card["metrics"].items()
            if not math.isclose(got[k], v, rel_tol=1e-4, abs_tol=1e-3)}
     assert not off, f"{name} does not reproduce its card (got, card): {off}"
+
+
+def test_cards_trained_from_other_cards_name_the_released_ones():
+    """A card trained from another card (sat-shapes-hard on sat-shapes-soft's frozen encoder)
+    records that card's sha256 under "sources": re-exporting the source without re-training
+    this card would leave a card its recipe no longer gives back."""
+    with_sources = {n: c["sources"] for n, c in CARDS.items() if c.get("sources")}
+    assert "sat-shapes-soft" in with_sources.get("sat-shapes-hard", {})
+    for name, sources in with_sources.items():
+        for source, sha in sources.items():
+            assert source in CARDS, f"{name}'s source {source} is no longer released"
+            assert CARDS[source]["sha256"] == sha, (
+                f"{name} was trained from {source} (sha256 {sha[:12]}), which has been re-exported since "
+                f"({CARDS[source]['sha256'][:12]}): re-train {name} on it and re-export it")
+
+
+def test_export_records_the_cards_a_model_option_names(tmp_path):
+    from zoo.pretrained.__main__ import card_sources
+
+    (tmp_path / "soft-a.json").write_text('{"sha256": "abc"}')
+    cfg = {"encoder_from": "soft-a", "nested": {"x": ["soft-a", "not-a-card"]}, "name": "me", "lr": 0.1}
+    assert card_sources(cfg, "me", tmp_path) == {"soft-a": "abc"}
+    assert card_sources({"encoder_from": None}, "me", tmp_path) == {}

@@ -11,6 +11,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from zoo.errors import CommandLineParser, UserError
 
@@ -46,6 +47,21 @@ def check_entry_name(name: str) -> None:
                         "starting with a letter or digit (e.g. vae-digits)")
 
 
+def card_sources(cfg: Any, name: str, cards_dir: Path) -> dict[str, str]:
+    """{card name: its sha256} for every other card a model option names (``encoder_from:
+    sat-shapes-soft``), found anywhere in the (nested) config."""
+    found: dict[str, str] = {}
+    if isinstance(cfg, dict):
+        for value in cfg.values():
+            found.update(card_sources(value, name, cards_dir))
+    elif isinstance(cfg, (list, tuple)):
+        for value in cfg:
+            found.update(card_sources(value, name, cards_dir))
+    elif isinstance(cfg, str) and cfg != name and ENTRY_NAME.fullmatch(cfg) and (cards_dir / f"{cfg}.json").exists():
+        found[cfg] = json.loads((cards_dir / f"{cfg}.json").read_text())["sha256"]
+    return found
+
+
 def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: Path | None = None,
            replace: bool = False) -> Path:
     from safetensors.torch import save_file
@@ -76,6 +92,9 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
         "weights": weights.name, "sha256": sha256(weights), "size_bytes": weights.stat().st_size,
         "created": time.strftime("%Y-%m-%d"), "zoo_version": zoo.__version__,
     }
+    sources = card_sources(ckpt["hyper_parameters"].get("cfg", {}), name, out_dir)
+    if sources:  # other cards this one was trained from: re-exporting them changes what its recipe gives
+        card["sources"] = sources
     (out_dir / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")
     return weights
 
