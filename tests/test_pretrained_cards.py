@@ -88,10 +88,10 @@ def test_cards_trained_from_other_cards_name_the_released_ones():
                 f"({CARDS[source]['sha256'][:12]}): re-train {name} on it and re-export it")
 
 
-def test_export_records_the_cards_a_model_option_names(tmp_path):
+def test_export_records_the_cards_a_model_option_names():
     from zoo.pretrained.__main__ import card_sources
 
-    (tmp_path / "soft-a.json").write_text('{"sha256": "abc"}')
+    cards = {"soft-a": {"sha256": "abc"}, "me": {"sha256": "own"}}
     cfg = {"encoder_from": "soft-a", "nested": {"x": ["soft-a", "not-a-card"]}, "name": "me", "lr": 0.1}
-    assert card_sources(cfg, "me", tmp_path) == {"soft-a": "abc"}
-    assert card_sources({"encoder_from": None}, "me", tmp_path) == {}
+    assert card_sources(cfg, "me", cards) == {"soft-a": "abc"}
+    assert card_sources({"encoder_from": None}, "me", cards) == {}

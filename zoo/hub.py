@@ -40,9 +40,10 @@ def mismatch_line(err: RuntimeError) -> str:
     return (lines[1:] or lines or [type(err).__name__])[0]
 
 
-def pretrained_cards() -> dict[str, dict]:
+def pretrained_cards(directory: Path | None = None) -> dict[str, dict]:
+    """{name: card} of every entry in ``directory`` (default: the zoo's released ones)."""
     cards = {}
-    for path in sorted(PRETRAINED_DIR.glob("*.json")):
+    for path in sorted((directory or PRETRAINED_DIR).glob("*.json")):
         try:
             card = json.loads(path.read_text())
             cards[card["name"]] = card

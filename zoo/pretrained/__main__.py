@@ -47,19 +47,16 @@ def check_entry_name(name: str) -> None:
                         "starting with a letter or digit (e.g. vae-digits)")
 
 
-def card_sources(cfg: Any, name: str, cards_dir: Path) -> dict[str, str]:
-    """{card name: its sha256} for every other card a model option names (``encoder_from:
-    sat-shapes-soft``), found anywhere in the (nested) config."""
-    found: dict[str, str] = {}
+def card_sources(cfg: Any, name: str, cards: dict[str, dict]) -> dict[str, str]:
+    """{card name: its sha256} for every other card of ``cards`` a model option names
+    (``encoder_from: sat-shapes-soft``), found anywhere in the (nested) config."""
     if isinstance(cfg, dict):
-        for value in cfg.values():
-            found.update(card_sources(value, name, cards_dir))
-    elif isinstance(cfg, (list, tuple)):
-        for value in cfg:
-            found.update(card_sources(value, name, cards_dir))
-    elif isinstance(cfg, str) and cfg != name and ENTRY_NAME.fullmatch(cfg) and (cards_dir / f"{cfg}.json").exists():
-        found[cfg] = json.loads((cards_dir / f"{cfg}.json").read_text())["sha256"]
-    return found
+        cfg = list(cfg.values())
+    if isinstance(cfg, (list, tuple)):
+        return {k: v for value in cfg for k, v in card_sources(value, name, cards).items()}
+    if isinstance(cfg, str) and cfg != name and cfg in cards:
+        return {cfg: cards[cfg]["sha256"]}
+    return {}
 
 
 def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: Path | None = None,
@@ -68,7 +65,7 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
 
     import zoo
     from zoo.evaluate import evaluate
-    from zoo.hub import PRETRAINED_DIR, read_checkpoint, sha256
+    from zoo.hub import PRETRAINED_DIR, pretrained_cards, read_checkpoint, sha256
 
     check_entry_name(name)
     out_dir = out_dir or PRETRAINED_DIR
@@ -92,7 +89,7 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
         "weights": weights.name, "sha256": sha256(weights), "size_bytes": weights.stat().st_size,
         "created": time.strftime("%Y-%m-%d"), "zoo_version": zoo.__version__,
     }
-    sources = card_sources(ckpt["hyper_parameters"].get("cfg", {}), name, out_dir)
+    sources = card_sources(ckpt["hyper_parameters"].get("cfg", {}), name, pretrained_cards(out_dir))
     if sources:  # other cards this one was trained from: re-exporting them changes what its recipe gives
         card["sources"] = sources
     (out_dir / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")
