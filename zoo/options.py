@@ -115,6 +115,9 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key") -> d
         if key not in names:
             raise unknown_key(key, names, where, what)
     specs = {f.name: options.pop(f.name) for f in fields if f.metadata.get("estimator") and f.name in options}
+    for key, annotation in _bool_fields(schema).items():  # OmegaConf would read -1, 2, 'yes' or 'on' as true
+        if key in options and not conforms(options[key], annotation):
+            raise UserError(f"bad value for '{key}' in {where}: must be true or false, got {options[key]!r}")
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), options)
         plain = OmegaConf.to_container(merged, resolve=True)
@@ -132,6 +135,16 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key") -> d
     except (ValueError, TypeError) as err:
         raise UserError(f"invalid options in {where}: {err}") from None
     return plain
+
+
+def _bool_fields(schema: type) -> dict[str, Any]:
+    """{field: annotation} for the fields typed ``bool`` or ``Optional[bool]``."""
+    try:
+        hints = typing.get_type_hints(schema)
+    except Exception:  # unresolvable annotations: leave the checking to OmegaConf
+        return {}
+    return {k: a for k, a in hints.items()
+            if a is bool or set(typing.get_args(a)) == {bool, type(None)}}
 
 
 def _first_bad_key(schema: type, options: Mapping) -> str | None:

@@ -130,6 +130,13 @@ def test_mapping_override_with_a_name_replaces_instead_of_merging():
     (["recipe=skipgram_synthetic", "model.negative=0"], "'negative' in recipe"),  # was refused after the corpus
     (["recipe=skipgram_synthetic", "model.analogy_restrict=0"], "'analogy_restrict' in recipe"),
     (["recipe=skipgram_synthetic", "model.objective=softmax"], "'objective' in recipe"),
+    (["recipe=skipgram_synthetic", "model.step_cap=-1"], "must be true or false, got -1"),  # OmegaConf: true
+    (["recipe=skipgram_synthetic", "data.test_analogies=2"], "must be true or false, got 2"),
+    (["recipe=skipgram_synthetic", "data.planted.groups=abc"], "'groups' in data.planted"),  # was a TypeError
+    (["recipe=skipgram_synthetic", "data.planted.function_words=-1"], "must be >= 0, got -1"),
+    (["recipe=skipgram_synthetic", "data.planted.forms=27"], "must be <= 26, got 27"),
+    (["recipe=skipgram_synthetic", "data.planted.min_len=30"], "min_len <= max_len"),
+    (["recipe=skipgram_synthetic", "data.planted.group=3"], "did you mean: groups"),
     (["recipe=ood_digits_ce", "data.batch_size=0"], "'batch_size' in recipe"),  # was a ValueError in fit
     (["recipe=ood_toy2d", "data.n_train=0"], "'n_train' in recipe"),
     (["recipe=ood_svhn_joint", "data.val_size=0"], "'val_size' in recipe"),

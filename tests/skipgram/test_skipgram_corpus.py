@@ -171,6 +171,21 @@ def test_missing_corpus_is_a_user_error_with_the_howto(tmp_path):
         resolve_files([str(tmp_path / "nothing*.txt")])
 
 
+def test_a_folder_means_every_file_in_it_and_an_empty_path_is_refused(tmp_path):
+    (tmp_path / "b.txt").write_text("two words\n")
+    (tmp_path / "a.txt").write_text("one\n")
+    (tmp_path / ".hidden").write_text("skipped\n")
+    (tmp_path / "sub").mkdir()  # a folder in the folder is not read (was an IsADirectoryError)
+    assert resolve_files(str(tmp_path)) == [tmp_path / "a.txt", tmp_path / "b.txt"]
+    assert resolve_files(str(tmp_path / "*")) == [tmp_path / "a.txt", tmp_path / "b.txt"]  # a glob's folders too
+    with pytest.raises(UserError, match="an empty path"):  # '' was the working directory
+        resolve_files("")
+    with pytest.raises(UserError, match="holds no files"):
+        resolve_files(str(tmp_path / "sub"))
+    with pytest.raises(UserError, match="names no files"):
+        resolve_files([])
+
+
 def test_gensim_shorthand_resolves_to_its_test_data():
     (path,) = resolve_files("gensim:wordsim353.tsv")
     assert path.name == "wordsim353.tsv" and path.exists()

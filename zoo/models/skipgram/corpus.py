@@ -93,7 +93,13 @@ def resolve_files(spec: str | list, what: str = "corpus") -> list[Path]:
                 raise UserError(f"{what} '{item}': gensim has no {path}")
             out.append(path)
             continue
+        if not item.strip():
+            raise UserError(f"{what}: an empty path; give a file, a folder, a glob or a list of them")
         matches = sorted(Path(m) for m in glob.glob(item)) if any(ch in item for ch in "*?[") else []
+        if not matches and Path(item).is_dir():  # a folder: every file in it, as gensim's PathLineSentences
+            matches = sorted(p for p in Path(item).iterdir() if p.is_file() and not p.name.startswith("."))
+            if not matches:
+                raise UserError(f"{what} folder {item} holds no files; point data.files at text files")
         if not matches and not Path(item).exists():
             hint = ""
             if "text8" in item:
@@ -101,7 +107,9 @@ def resolve_files(spec: str | list, what: str = "corpus") -> list[Path]:
                         "wget http://mattmahoney.net/dc/text8.zip && unzip text8.zip -d data/ ")
             raise UserError(f"{what} not found: {item} (looked at {Path(item).resolve()}).{hint}"
                             " Point data.files at your text files (a path, a glob or a list).")
-        out.extend(matches or [Path(item)])
+        out.extend(p for p in (matches or [Path(item)]) if not p.is_dir())  # a glob may match folders
+    if not out:
+        raise UserError(f"{what}: {spec!r} names no files")
     return out
 
 

@@ -9,7 +9,7 @@ needs only the evaluation files, not the corpus.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -20,7 +20,7 @@ from zoo.errors import UserError
 from zoo.models.skipgram import corpus as C
 from zoo.models.skipgram.evaluation import read_analogies, read_similarity
 from zoo.models.skipgram.synthetic import PlantedCorpus, generate
-from zoo.options import positive
+from zoo.options import positive, validate
 from zoo.registry import DATAMODULES
 
 
@@ -43,7 +43,7 @@ class CorpusOptions:
     lowercase: bool = False  # lower-case the corpus before counting
     strip_punctuation: bool = False  # replace punctuation by spaces ("fire," -> "fire")
     eval_lowercase: bool = True  # lower-case evaluation words (questions-words.txt is capitalised)
-    val_analogies: list = field(default_factory=list)  # analogy files evaluated every epoch (slow)
+    val_analogies: list[str] = field(default_factory=list)  # analogy files evaluated every epoch (slow)
     num_workers: int = 0  # DataLoader workers for the chunk reader
     seed: int = 0  # subsampling / window seed (with the epoch and chunk number)
 
@@ -51,9 +51,9 @@ class CorpusOptions:
 @dataclass
 class TextCorpusConfig(CorpusOptions):
     files: Any = "data/text8"  # a path, a glob, a list of them, or gensim:NAME (gensim's test data)
-    val_similarity: list = field(default_factory=lambda: ["gensim:wordsim353.tsv"])  # first = val/spearman
-    test_similarity: list = field(default_factory=lambda: ["gensim:wordsim353.tsv", "gensim:simlex999.txt"])
-    test_analogies: list = field(default_factory=lambda: ["gensim:questions-words.txt"])  # word2vec's file
+    val_similarity: list[str] = field(default_factory=lambda: ["gensim:wordsim353.tsv"])  # first = val/spearman
+    test_similarity: list[str] = field(default_factory=lambda: ["gensim:wordsim353.tsv", "gensim:simlex999.txt"])
+    test_analogies: list[str] = field(default_factory=lambda: ["gensim:questions-words.txt"])  # word2vec's file
 
 
 @DATAMODULES.register("skipgram_text")
@@ -143,6 +143,9 @@ class SyntheticCorpusConfig(CorpusOptions):
     planted: dict = field(default_factory=dict)  # generator settings, see synthetic.PlantedCorpus
     test_analogies: bool = True  # evaluate the planted analogies at test time
 
+    def __post_init__(self):
+        validate(PlantedCorpus, self.planted or {}, "data.planted", what="generator setting")
+
 
 @DATAMODULES.register("skipgram_synthetic")
 class SyntheticCorpusData(TextCorpusData):
@@ -152,11 +155,7 @@ class SyntheticCorpusData(TextCorpusData):
 
     def __init__(self, cfg: dict):
         super().__init__(cfg)
-        try:
-            self.spec = PlantedCorpus(**{"seed": self.cfg.seed, **dict(self.cfg.planted)})
-        except TypeError as err:
-            valid = ", ".join(asdict(PlantedCorpus()))
-            raise UserError(f"data.planted: {err}; valid keys: {valid}") from None
+        self.spec = PlantedCorpus(**{"seed": self.cfg.seed, **dict(self.cfg.planted)})  # checked by the Config
         self.generated: Path | None = None
 
     def _generated(self) -> Path:

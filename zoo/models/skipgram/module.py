@@ -49,7 +49,7 @@ class SkipGramConfig:
     # None = auto: on when the vocabulary is smaller than batch_centres / 4 (then every word gets
     # hundreds of coherent terms per minibatch) or with Hogwild threads (whose stale, overlapping
     # minibatches made an 18k-word Wikipedia run diverge without it); off otherwise (~25 % faster)
-    neighbours: list = field(default_factory=list)  # probe words whose neighbours are printed at validation
+    neighbours: list[str] = field(default_factory=list)  # probe words whose neighbours are printed at validation
     topn: int = positive(8)  # neighbours shown per probe word
     analogy_restrict: int = positive(30000)  # analogies are answered among this many most frequent words (word2vec)
 
