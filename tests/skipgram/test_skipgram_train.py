@@ -93,6 +93,9 @@ def test_train_evaluate_predict_end_to_end(tmp_path, capsys):
     kv = KeyedVectors.load_word2vec_format(f"{tmp_path}/v.bin", binary=True)
     assert kv.most_similar("g01a", topn=1)[0][0].startswith("g01")  # a word of the same group
     assert predict([ckpt, "analogy=a,b"]) == 2
+    capsys.readouterr()
+    assert predict([ckpt, "g01a", "analogy=a,b"]) == 2 and capsys.readouterr().out == ""  # refused before printing
+    assert predict([ckpt, "g01a", "topn=0"]) == 2
     assert predict([ckpt, "zzzzqq", "nonword"]) == 2  # no word known: an error, not an empty answer
 
 

@@ -295,6 +295,11 @@ class SkipGramModule(ZooModule):
         opts = check_options(options, {"topn": 10, "analogy": "", "export": "", "binary": None}, "skipgram")
         if not inputs and not opts["analogy"] and not opts["export"]:
             raise UserError("give words to look up, analogy=a,b,c (a : b = c : ?) or export=vectors.bin")
+        parts = str(opts["analogy"]).split(",") if opts["analogy"] else []
+        if parts and len(parts) != 3:  # checked before anything is printed
+            raise UserError(f"analogy=a,b,c takes three words (a : b = c : ?), got '{opts['analogy']}'")
+        if int(opts["topn"]) < 1:
+            raise UserError(f"topn must be >= 1, got {opts['topn']}")
         if inputs:
             missing = [w for w in inputs if w not in self.index and w.lower() not in self.index]
             if len(missing) == len(inputs):  # nothing to show: a mistake, not a result
@@ -303,10 +308,7 @@ class SkipGramModule(ZooModule):
             print(self.neighbour_table(inputs, int(opts["topn"])))
             if missing:  # some words known: their neighbours above, the others named
                 print(f"not in the vocabulary: {', '.join(missing)}")
-        if opts["analogy"]:
-            parts = str(opts["analogy"]).split(",")
-            if len(parts) != 3:
-                raise UserError(f"analogy=a,b,c takes three words (a : b = c : ?), got '{opts['analogy']}'")
+        if parts:
             answers = self.analogy(*parts, topn=int(opts["topn"]))
             print(f"{parts[0]} : {parts[1]} = {parts[2]} : " + ", ".join(f"{w} {s:.2f}" for w, s in answers))
         if opts["export"]:
