@@ -18,3 +18,18 @@ class CommandLineParser(argparse.ArgumentParser):
     def error(self, message: str):
         sys.stderr.write(f"error: {message} (see {self.prog} --help)\n")
         raise SystemExit(2)
+
+
+def out_of_memory(err: BaseException) -> UserError | None:
+    """An allocation the machine cannot serve (most often a size or count with a zero too many):
+    a UserError that names the request, or None when ``err`` is something else."""
+    import re
+
+    text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    if not (isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError"
+            or "can't allocate memory" in text or "out of memory" in text.lower()):
+        return None
+    asked = re.search(r"tried to allocate (\d+) bytes", text)
+    what = f"{int(asked.group(1)) / 2**30:.1f} GiB requested" if asked else " ".join(text.split())[:200]
+    return UserError(f"out of memory ({what}): lower the sizes or counts asked for (batch_size, n, "
+                     "hidden sizes, dims) or use a machine with more memory")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config import SEED_MAX
-from zoo.errors import CommandLineParser, UserError
+from zoo.errors import CommandLineParser, UserError, out_of_memory
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
@@ -110,8 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(exit.code or 0)
     try:
         metrics = evaluate(args.target, parse_kv(args.overrides))
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except Exception as err:
+        user = err if isinstance(err, UserError) else out_of_memory(err)
+        if user is None:
+            raise
+        print(f"error: {user}", file=sys.stderr)
         return 2
     print(json.dumps(metrics) if args.json else format_table(metrics))
     return 0

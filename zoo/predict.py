@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from zoo.errors import CommandLineParser, UserError
+from zoo.errors import CommandLineParser, UserError, out_of_memory
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,8 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         model, _ = load_any(args.target)
         with torch.inference_mode():
             model.predict_cli(inputs, options)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except Exception as err:
+        user = err if isinstance(err, UserError) else out_of_memory(err)
+        if user is None:
+            raise
+        print(f"error: {user}", file=sys.stderr)
         return 2
     return 0
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import UserError
+from zoo.errors import UserError, out_of_memory
 
 USAGE = """\
 usage: python -m zoo.train recipe=NAME [key=value ...]
@@ -194,7 +194,7 @@ def user_error_in_fit(err: Exception) -> UserError | None:
         return UserError(f"invalid settings: {message}")
     if isinstance(err, RuntimeError) and message.startswith("Early stopping conditioned on metric"):
         return UserError(f"callback 'early_stopping': {message}")
-    return None
+    return out_of_memory(err)
 
 
 def train(argv: list[str]) -> RunResult | None:
@@ -291,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except Exception as err:
+        if out_of_memory(err):  # building the data or the model (a failure inside fit is a UserError already)
+            print(f"error: {out_of_memory(err)}", file=sys.stderr)
+            return 2
         if type(err).__name__ == "NonFiniteLossError":
             where = getattr(err, "run_dir", "the run folder")
             print(f"error: {err}. Training stopped; the last good checkpoint is kept in {where}/checkpoints "

@@ -289,3 +289,20 @@ def test_recipe_inheritance_holds_only_the_differences(tmp_path, capsys):
     (tmp_path / "e.yaml").write_text("base: ./nope.yaml\n")
     code, err = run_main([f"recipe={tmp_path / 'e.yaml'}"], capsys)
     assert code == 2 and f"in recipe {tmp_path / 'e.yaml'}" in err and str(tmp_path / "nope.yaml") in err, err
+
+
+def test_out_of_memory_is_one_message_naming_the_request():
+    from zoo.errors import out_of_memory
+
+    cpu = RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+                       "you tried to allocate 102400000000 bytes. Error code 12 (Cannot allocate memory)")
+    assert "95.4 GiB requested" in str(out_of_memory(cpu))
+    assert "lower the sizes" in str(out_of_memory(MemoryError()))
+    assert out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) is None  # a bug stays a bug
+
+
+def test_a_size_the_machine_cannot_allocate_exits_2_and_writes_nothing(tmp_path, capsys):
+    # 10^12 hidden units: 233 TiB of weights, more than a 47-bit address space, so refused everywhere
+    code, err = run_main(["recipe=vae_digits", "model.hidden=1000000000000", f"run_dir={tmp_path}/runs"], capsys)
+    assert code == 2 and "out of memory" in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
