@@ -242,10 +242,12 @@ def train(argv: list[str]) -> RunResult | None:
         trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt)
     except Exception as err:
         user = err if isinstance(err, UserError) else user_error_in_fit(err)
-        if user is None:
+        diverged = type(err).__name__ == "NonFiniteLossError"
+        if user is None and not diverged:
             err.run_dir = run_dir  # for the message: where the last good checkpoint is
             raise
-        # a mistake found only once training started (e.g. in the model's setup): leave nothing behind
+        # a mistake found only once training started (e.g. in the model's setup), or a loss that
+        # diverged before the first checkpoint: leave nothing behind
         if created and trainer.is_global_zero and not any((run_dir / "checkpoints").glob("*.ckpt")):
             shutil.rmtree(run_dir, ignore_errors=True)
             for parent in created[1:]:  # runs/<recipe>/ (and runs/) when this run made them
@@ -253,6 +255,9 @@ def train(argv: list[str]) -> RunResult | None:
                     parent.rmdir()
                 except OSError:  # not empty: another run's
                     break
+        if diverged:
+            err.run_dir = run_dir  # for the message: where the last good checkpoint is, if any
+            raise
         if user is err:
             raise
         raise user from None
@@ -295,9 +300,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {out_of_memory(err)}", file=sys.stderr)
             return 2
         if type(err).__name__ == "NonFiniteLossError":
-            where = getattr(err, "run_dir", "the run folder")
-            print(f"error: {err}. Training stopped; the last good checkpoint is kept in {where}/checkpoints "
-                  "(resume with ckpt_path=last after fixing the cause).", file=sys.stderr)
+            where = Path(getattr(err, "run_dir", "."))
+            if any((where / "checkpoints").glob("*.ckpt")):
+                kept = (f"the last good checkpoint is kept in {where}/checkpoints (resume with ckpt_path=last "
+                        "after fixing the cause)")
+            else:
+                kept = "it diverged before its first checkpoint, so no run folder was kept"
+            print(f"error: {err}. Training stopped; {kept}. A lower model.lr (or a smaller batch) is the usual fix.",
+                  file=sys.stderr)
             return 1
         raise
     if result is not None and result.rank_zero:

@@ -135,10 +135,17 @@ def test_sigterm_to_the_launching_process_stops_every_ddp_rank(toy_recipe, tmp_p
 def test_nan_loss_stops_with_message_and_keeps_good_checkpoint(toy_recipe, tmp_path, capsys):
     code = main([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "model.explode_at=20", "trainer.max_epochs=5"])
     err = capsys.readouterr().err
-    assert code == 1 and "became nan at step 20" in err
+    assert code == 1 and "became nan at step 20" in err and "the last good checkpoint is kept in" in err
     ckpt = torch.load(next(tmp_path.glob("*/*/checkpoints/last.ckpt")), weights_only=True)
     assert ckpt["global_step"] <= 20
     assert all(torch.isfinite(v).all() for v in ckpt["state_dict"].values())
+
+
+def test_nan_loss_before_the_first_checkpoint_leaves_no_run_folder(toy_recipe, tmp_path, capsys):
+    code = main([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "model.explode_at=1"])
+    err = capsys.readouterr().err
+    assert code == 1 and "became nan at step 1" in err and "before its first checkpoint" in err
+    assert not (tmp_path / "runs").exists()  # the message promised no checkpoint it did not write
 
 
 def test_ddp_two_cpu_processes_match_single_process(toy_recipe, tmp_path):

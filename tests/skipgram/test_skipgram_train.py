@@ -135,3 +135,22 @@ def test_text_corpus_run_and_evaluate_without_the_corpus(tmp_path):
     metrics = evaluate(str(result.run_dir / "checkpoints" / "last.ckpt"))
     assert metrics["test/spearman"] == pytest.approx(result.test_metrics["test/spearman"], nan_ok=True)
     assert "test/questions_words_acc" in metrics and "test/simlex999_spearman" in metrics
+
+
+def test_a_chunk_whose_own_updates_diverge_stops_the_run_at_that_step(tmp_path, monkeypatch, capsys):
+    # the loss is summed before each update, so it cannot show a NaN the chunk's updates make;
+    # the tables are checked after every chunk (here the first one poisons a row and reports a good loss)
+    import zoo.models.skipgram.module as module
+    from zoo.train import main
+
+    def poisoned(net, *args, **kwargs):
+        with torch.no_grad():
+            net.centre[0] = float("nan")
+        return {"loss": 1.0}
+
+    monkeypatch.setattr(module, "train_chunk", poisoned)
+    code = main(["recipe=skipgram_synthetic", "model.updates=minibatch", f"data.planted={PLANTED}",
+                 f"data.root={tmp_path}/data", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1"])
+    err = capsys.readouterr().err
+    assert code == 1 and "became nan at step 0" in err
+    assert not (tmp_path / "runs").exists()  # stopped before a checkpoint of the broken tables

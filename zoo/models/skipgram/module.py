@@ -154,6 +154,10 @@ class SkipGramModule(ZooModule):
                                     int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,
                                     self.threads, self.cfg.share_negatives, self.intra_op_threads,
                                     1 if self.small_vocabulary else world)  # ranks whose updates are summed
+        # the loss is summed before each update: a chunk whose own updates diverge shows only in the
+        # tables (one sum each, ~1 ms a chunk), and would otherwise reach the last checkpoint
+        if math.isfinite(stats["loss"]) and not torch.isfinite(self.net.centre.sum() + self.net.context.sum()):
+            stats["loss"] = float("nan")
         if not math.isfinite(stats["loss"]):
             from zoo.callbacks.safety import NonFiniteLossError
 
