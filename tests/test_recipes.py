@@ -61,3 +61,34 @@ def test_recipe_runs_under_cpu_ddp(name, tmp_path: Path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("run folder:") == 1
     assert len(list((tmp_path / name).iterdir())) == 1
+
+
+def _one_recipe_per_model_and_data() -> list[str]:
+    seen: dict = {}
+    for name in RECIPES:
+        cfg = load_config(name)
+        seen.setdefault((cfg["model"]["name"], cfg["data"]["name"]), name)
+    return sorted(seen.values())
+
+
+@pytest.mark.parametrize("name", _one_recipe_per_model_and_data())
+def test_every_option_refuses_a_value_of_the_wrong_type(name):
+    """A word where a number is expected, 2 where true/false is: one UserError each, never a
+    traceback and never silently read (OmegaConf reads 2 as true); found by fuzzing every key."""
+    from zoo.errors import UserError
+    from zoo.options import flatten
+
+    cfg = load_config(name)
+    checked = 0
+    for section in ("model", "data"):
+        for key, value in flatten(cfg[section]).items():
+            if isinstance(value, bool):
+                bad = "2"
+            elif isinstance(value, (int, float)):
+                bad = "abc"
+            else:
+                continue
+            with pytest.raises(UserError, match=key.split(".")[-1]):
+                load_config(name, [f"{section}.{key}={bad}"])
+            checked += 1
+    assert checked >= 3, f"{name}: too few typed options to check"

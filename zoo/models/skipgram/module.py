@@ -16,7 +16,7 @@ from zoo.models.skipgram.evaluation import analogy_score, nearest, similarity_sc
 from zoo.models.skipgram.export import save_word2vec
 from zoo.models.skipgram.loop import train_chunk
 from zoo.models.skipgram.nets import OBJECTIVES, SkipGram
-from zoo.options import choice, positive
+from zoo.options import at_least, choice, positive
 from zoo.registry import MODELS
 
 
@@ -43,8 +43,8 @@ class SkipGramConfig:
     # division, i.e. sigmoid(~0.996 f - 0.024); exact = (f + 6) * 1000 / 12 (kernel.TABLE_SCALE)
     batch_centres: int = positive(5120)  # window centres per minibatch (bucketed by half-width: ~1k per update)
     threads: int = positive(1)  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
-    job_tokens: int = 10000  # sequential updates: threads take turns on jobs of this many tokens of a chunk
-    # (gensim's 10,000-word jobs); 0 = each thread one contiguous part of the chunk
+    job_tokens: int = at_least(10000, 0)  # sequential updates: threads take turns on jobs of this many tokens
+    # of a chunk (gensim's 10,000-word jobs); 0 = each thread one contiguous part of the chunk
     step_cap: Optional[bool] = None  # cap a row's minibatch step at its Newton step (nets.SkipGram.cap);
     # None = auto: on when the vocabulary is smaller than batch_centres / 4 (then every word gets
     # hundreds of coherent terms per minibatch) or with Hogwild threads (whose stale, overlapping
