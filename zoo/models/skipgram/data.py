@@ -50,7 +50,7 @@ class CorpusOptions:
 
 @dataclass
 class TextCorpusConfig(CorpusOptions):
-    files: Any = "data/text8"  # a path, a glob, a list of them, or gensim:NAME (gensim's test data)
+    files: Any = "data/text8"  # a path, a folder (its files), a glob, a list of them, or gensim:NAME
     val_similarity: list[str] = field(default_factory=lambda: ["gensim:wordsim353.tsv"])  # first = val/spearman
     test_similarity: list[str] = field(default_factory=lambda: ["gensim:wordsim353.tsv", "gensim:simlex999.txt"])
     test_analogies: list[str] = field(default_factory=lambda: ["gensim:questions-words.txt"])  # word2vec's file
