@@ -50,9 +50,18 @@ from pathlib import Path
 import torch
 import yaml
 from devices import accelerator, add_device_option, describe, resolve_device, synchronize
+from skipgram_measures import (
+    big_corpus,
+    lee_corpus,
+    neighbour_agreement,
+    objective_loss,
+    objective_probe,
+    score,
+    synthetic_corpus,
+    wiki_corpus,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-NORM_BANDS = [(0, 100), (100, 1000), (1000, 5000), (5000, 15000), (15000, 10**9)]  # frequency ranks
 HYPER = {"dim": 100, "window": 5, "negative": 5, "min_count": 5, "sample": 1e-3, "lr": 0.025, "min_lr": 1e-4}
 # HYPER as the zoo's options, in the loop runs and the whole command alike (not the recipe's: its lr
 # floor is word2vec.c's lr * 1e-4, gensim's min_alpha is 1e-4)
@@ -63,111 +72,6 @@ ZOO_HYPER = {"model": {"dim": HYPER["dim"], "negative": HYPER["negative"], "lr":
 
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
-
-
-def lee_corpus(folder: Path, min_tokens: int = 1_000_000) -> Path:
-    import gensim
-    from gensim.utils import simple_preprocess
-
-    path = folder / "lee_background_1m.txt"
-    if not path.exists():
-        src = Path(gensim.__file__).parent / "test" / "test_data" / "lee_background.cor"
-        docs = [" ".join(simple_preprocess(line)) for line in src.read_text(encoding="utf-8").splitlines()]
-        n = sum(len(d.split()) for d in docs)
-        path.write_text("\n".join(docs * -(-min_tokens // n)) + "\n")
-    return path
-
-
-def wiki_corpus(folder: Path, min_tokens: int = 1_000_000) -> Path:
-    """The text of the 106 Wikipedia articles in gensim's shortened enwiki dump (453k tokens,
-    extracted by gensim's WikiCorpus: lowercased, markup and punctuation removed), repeated to
-    >= min_tokens. Real, varied English with a larger vocabulary than the Lee corpus."""
-    import gensim
-    from gensim.corpora.wikicorpus import WikiCorpus
-
-    path = folder / "enwiki_shortened_1m.txt"
-    if not path.exists():
-        dump = (Path(gensim.__file__).parent / "test" / "test_data"
-                / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
-        docs = [" ".join(tokens) for tokens in WikiCorpus(str(dump), dictionary={}, processes=1).get_texts()]
-        n = sum(len(d.split()) for d in docs)
-        path.write_text("\n".join(docs * -(-min_tokens // n)) + "\n")
-    return path
-
-
-def synthetic_corpus(folder: Path) -> tuple[Path, list[str], list[str]]:
-    from zoo.models.skipgram.synthetic import PlantedCorpus, generate
-
-    out = generate(PlantedCorpus(tokens=1_000_000), folder)
-    return out / "corpus.txt", [str(out / "planted_test.tsv")], [str(out / "planted_analogies.txt")]
-
-
-def score(vectors: torch.Tensor, words: list[str], similarity: list[str], analogies: list[str]) -> dict:
-    from zoo.models.skipgram.evaluation import (
-        analogy_score,
-        read_analogies,
-        read_similarity,
-        similarity_score,
-    )
-
-    index = {w: i for i, w in enumerate(words)}
-    out = {}
-    for path in similarity:
-        r = similarity_score(vectors, index, read_similarity(path), lowercase=True)
-        out[Path(path).stem] = {"spearman": round(r["spearman"], 4), "oov": round(r["oov"], 3)}
-    for path in analogies:
-        r = analogy_score(vectors, index, read_analogies(path), 30000, lowercase=True)
-        out[Path(path).stem] = {"accuracy": round(r.get("all", float("nan")), 4), "oov": round(r["oov"], 3)}
-    # mean vector length by frequency rank (both tools list words most frequent first): a small
-    # systematic difference in training shows here when the scores cannot tell (docs/skipgram.md)
-    norms = vectors.float().norm(dim=1)
-    out["mean_norm"] = {f"rank{a}-{min(b, len(norms))}": round(float(norms[a:b].mean()), 3)
-                        for a, b in NORM_BANDS if a < len(norms)}
-    return out
-
-
-def objective_probe(corpus: Path, n_tokens: int = 100_000, negative: int = 5, seed: int = 0) -> dict:
-    """Fixed (context, word, k noise words) triples, as words, from the start of the corpus (full
-    window 5, no subsampling; noise from the corpus unigram^0.75): the negative-sampling loss on
-    them measures how well each tool optimised the shared objective, with less noise than the
-    similarity files."""
-    from collections import Counter
-
-    from zoo.models.skipgram.corpus import read_sentences
-
-    words: list[str] = []
-    for sentence in read_sentences([corpus]):
-        words.extend(sentence)
-        if len(words) >= n_tokens:
-            break
-    counts = Counter(words)
-    vocab = sorted(counts)
-    q = torch.tensor([counts[w] for w in vocab], dtype=torch.float64) ** 0.75  # cpu: word lists
-    g = torch.Generator().manual_seed(seed)  # cpu: the probe is a list of words
-    centre, context = [], []
-    for i in range(len(words)):
-        for j in range(max(0, i - 5), min(len(words), i + 6)):
-            if j != i:
-                centre.append(words[i])
-                context.append(words[j])
-    pick = torch.randperm(len(centre), generator=g)[:100_000].tolist()  # cpu: see above
-    noise = torch.multinomial(q / q.sum(), len(pick) * negative, replacement=True, generator=g)
-    noise = noise.view(-1, negative)
-    return {"context": [context[i] for i in pick], "word": [centre[i] for i in pick],
-            "noise": [[vocab[k] for k in row] for row in noise.tolist()]}
-
-
-def objective_loss(probe: dict, centre: torch.Tensor, context: torch.Tensor, words: list[str]) -> float:
-    """Mean negative-sampling loss per pair over the probe triples whose words are all known."""
-    index = {w: i for i, w in enumerate(words)}
-    rows = [(index[c], index[w], [index[n] for n in ns]) for c, w, ns in zip(probe["context"], probe["word"],
-                                                                             probe["noise"])
-            if c in index and w in index and all(n in index for n in ns)]
-    c = torch.tensor([r[0] for r in rows], device=centre.device)  # (P,)
-    out = torch.tensor([[r[1], *r[2]] for r in rows], device=centre.device)  # (P, 1 + k)
-    s = (context[out] * centre[c][:, None, :]).sum(-1)  # (P, 1 + k)
-    loss = -(torch.nn.functional.logsigmoid(s[:, 0]) + torch.nn.functional.logsigmoid(-s[:, 1:]).sum(1))
-    return round(float(loss.mean()), 4)
 
 
 def run_gensim(corpus: Path, epochs: int, seed: int, workers: int = 2) -> tuple[dict, torch.Tensor, list[str]]:
@@ -248,17 +152,6 @@ def recipe_model_options() -> dict:
     return {k: v for k, v in model.items() if k not in ("name", "neighbours")}
 
 
-def big_corpus(folder: Path, tokens: int) -> Path:
-    """The Wikipedia text repeated to ``tokens`` words (text8's format: one line, lowercase words)."""
-    src = wiki_corpus(folder).read_text().split()[:453_000]  # one copy of the 106 articles
-    path = folder / f"enwiki_{tokens // 1_000_000}m.txt"
-    if not path.exists():
-        with path.open("w") as f:
-            for start in range(0, tokens, len(src)):
-                f.write(" ".join(src[: min(len(src), tokens - start)]) + " ")
-    return path
-
-
 GENSIM_E2E = r"""
 import sys, time
 t0 = time.perf_counter()
@@ -324,25 +217,6 @@ def import_seconds() -> float:
     code = "import time; t = time.perf_counter(); import zoo.train, lightning, torch; print(time.perf_counter() - t)"
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                 cwd=ROOT).stdout.split()[-1])
-
-
-def neighbour_agreement(a: torch.Tensor, words_a: list[str], b: torch.Tensor, words_b: list[str],
-                        n: int = 1000, k: int = 10) -> float:
-    """Mean share of common top-k cosine neighbours of the n most frequent words (the first n of
-    words_a that b also has), neighbours searched among the words both embeddings have."""
-    index_b = {w: i for i, w in enumerate(words_b)}
-    common = [w for w in words_a if w in index_b]  # in a's order: most frequent first
-    ia = {w: i for i, w in enumerate(words_a)}
-    va = torch.nn.functional.normalize(a[[ia[w] for w in common]].float(), dim=1)
-    vb = torch.nn.functional.normalize(b[[index_b[w] for w in common]].float(), dim=1)
-    m = min(n, len(common))
-    top = []
-    for v in (va, vb):
-        sims = v[:m] @ v.T  # (m, C)
-        sims[:, :m].fill_diagonal_(-2.0)  # not oneself (row i is word i)
-        top.append(sims.topk(k, dim=1).indices)
-    same = [len(set(x.tolist()) & set(y.tolist())) / k for x, y in zip(*top)]
-    return round(sum(same) / m, 4)
 
 
 def median_range(values: list[float]) -> dict:
