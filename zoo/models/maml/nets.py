@@ -48,6 +48,19 @@ class MLP(nn.Module):
         return out if x.dim() == 3 else out.reshape(*x.shape[:-1], out.shape[-1])
 
 
+class BatchNorm32(nn.BatchNorm2d):
+    """Batch norm computed in float32 under autocast (bf16-mixed / 16-mixed). With torch.func's vmap,
+    batch norm on bfloat16 inputs fails in backward ("expected scalar type BFloat16 but found
+    Float", torch 2.x, found with ``trainer.precision=bf16-mixed`` on the CPU); normalising in
+    float32 is also what mixed precision recommends. Same parameters and state-dict keys."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dtype not in (torch.bfloat16, torch.float16):  # float32 / float64 runs: unchanged
+            return super().forward(x)
+        with torch.autocast(x.device.type, enabled=False):
+            return super().forward(x.float())
+
+
 class ConvNet(nn.Module):
     """The paper's few-shot classifier: 4 x [3x3 conv (64 filters), batch norm, ReLU], then a linear
     layer to the N classes. Omniglot version: stride-2 convolutions instead of max pooling
@@ -64,7 +77,7 @@ class ConvNet(nn.Module):
         c = in_channels
         for _ in range(blocks):
             layers += [nn.Conv2d(c, filters, 3, stride=2, padding=1),
-                       nn.BatchNorm2d(filters, track_running_stats=False), nn.ReLU()]
+                       BatchNorm32(filters, track_running_stats=False), nn.ReLU()]
             c = filters
         self.features = nn.Sequential(*layers)
         self.head = nn.Linear(filters, n_way)
