@@ -159,7 +159,7 @@ class Nav2dMAML(ZooModule):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.cfg.eval_seed)
             fresh = GaussianPolicy(self.cfg.hidden, self.cfg.layers, self.cfg.init_std)
-        return {k: v.to(self.device) for k, v in fresh.named_parameters()}
+        return {k: v.to(self.device, self.dtype) for k, v in fresh.named_parameters()}
 
     def _evaluate(self, goals: Tensor, split: str, batch_idx: int) -> None:
         curve = self.returns_curve(goals)  # (T, steps + 1)

@@ -68,9 +68,9 @@ def sinusoid_adaptation(model, seed: int = 3, steps: tuple[int, ...] = (0, 1, 10
     from zoo.models.maml.data import sample_sinusoids
 
     info = model.data_info
-    device = model.device
+    device, dtype = model.device, model.dtype
     lo, hi = info.get("x_range", [-5.0, 5.0])
-    grid = torch.linspace(lo, hi, 200, device=device).unsqueeze(-1)  # (G, 1)
+    grid = torch.linspace(lo, hi, 200, device=device, dtype=dtype).unsqueeze(-1)  # (G, 1)
     amp = phase = None
     if points is None:
         g = torch.Generator().manual_seed(seed)  # cpu: one task, moved to the model's device below
@@ -82,10 +82,10 @@ def sinusoid_adaptation(model, seed: int = 3, steps: tuple[int, ...] = (0, 1, 10
         if task is not None:
             x, _, _, _ = sample_sinusoids(1, shots or info.get("shots", 10), g, x_range=(lo, hi))
             amp, phase = task
-        xs = x[0].to(device)
-        ys = (amp * torch.sin(xs - phase)).to(device)
+        xs = x[0].to(device, dtype)
+        ys = (amp * torch.sin(xs - phase)).to(device, dtype)
     else:
-        xs, ys = points
+        xs, ys = (t.to(device, dtype) for t in points)
     preds = adapted_predictions(model, xs, ys, grid, list(steps))
     fig, ax = plt.subplots(figsize=(6, 3.8))
     gx = grid.squeeze(-1).cpu()

@@ -135,7 +135,7 @@ class OODEvaluation:
         feats, labels = [], []
         with torch.no_grad():
             for x, y in torch.utils.data.DataLoader(train, batch_size=512):
-                feats.append(self.classifier.embed(x.to(self.device)))
+                feats.append(self.classifier.embed(x.to(self.device, self.dtype)))
                 labels.append(y.to(self.device))
         return torch.cat(feats), torch.cat(labels)
 
@@ -198,7 +198,7 @@ class OODEvaluation:
         if not inputs:
             raise UserError("give one or more image files: python -m zoo.predict MODEL a.png b.png")
         x = torch.stack([plots.load_image(p, self.input_shape, _flag(o["resize"]), _flag(o["convert"]),
-                                          _flag(o["invert"])) for p in inputs]).to(self.device)
+                                          _flag(o["invert"])) for p in inputs]).to(self.device, self.dtype)
         probs = (self.classifier(x) / self.temperature).softmax(-1)
         msp = self.classifier(x).softmax(-1).max(-1).values
         threshold = float(self.msp_threshold)

@@ -163,7 +163,7 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
     # ---- the stochastic node ----------------------------------------------------------------------
     def noise(self, n: int) -> Tensor:
         """z ~ N(0, I): (n, Z), drawn by the registry estimator (reparam: a pathwise sample)."""
-        zero = torch.zeros(n, self.cfg.noise_dim, device=self.device)
+        zero = torch.zeros(n, self.cfg.noise_dim, device=self.device, dtype=self.dtype)
         s = self.estimator.sample(Independent(Normal(zero, torch.ones_like(zero)), 1), n=1)
         return s.value[0]  # (n, Z)
 

@@ -93,7 +93,7 @@ class SeqGANEvaluation:
             floor = nll_oracle(self.oracle, self.oracle, c.test_samples, self.seq_len, c.eval_seed + 2)
             g = torch.Generator(device=self.device).manual_seed(c.eval_seed + 3)
             random_g = LSTMLM(self.gen.vocab_size, c.gen_emb_dim, c.gen_hidden_dim, self.gen.start_token)
-            random_g = random_g.init_normal(c.gen_init_std, g).to(self.device)
+            random_g = random_g.init_normal(c.gen_init_std, g).to(self.device, self.dtype)
             metrics["test/nll_oracle_floor"] = floor
             if int(self.rollout_ready):  # adversarial training happened: also score G as it was before it
                 metrics["test/nll_oracle_mle"] = nll_oracle(

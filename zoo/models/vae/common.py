@@ -97,7 +97,7 @@ class LatentVAE(ZooModule):
 
     def pixel_std(self) -> Tensor:
         if self.cfg.decoder_std > 0:
-            return torch.tensor(self.cfg.decoder_std, device=self.device)
+            return torch.tensor(self.cfg.decoder_std, device=self.device, dtype=self.dtype)
         return 0.01 + F.softplus(self.raw_std)
 
     def log_lik(self, x: Tensor, out: Tensor) -> Tensor:
@@ -220,7 +220,7 @@ class LatentVAE(ZooModule):
     def sample_images(self, n: int, seed: int = 0, mean: bool = True) -> Tensor:
         """n images from the model: z ~ p(z), x ~ p(x|z) (or E[x|z] with ``mean``): (n, C, H, W)."""
         g = torch.Generator().manual_seed(seed)  # cpu: the same pictures on every device (z is moved)
-        out = self.decode(self.prior_draw(n, g).to(self.device))
+        out = self.decode(self.prior_draw(n, g).to(self.device, self.dtype))
         img = self.mean_image(out)
         if not mean:
             img = torch.bernoulli(img.cpu(), generator=g) if self.cfg.likelihood == "bernoulli" else img
@@ -268,7 +268,7 @@ class LatentVAE(ZooModule):
             return
         invert = str(o["invert"])
         x = torch.stack([plots.load_image(p, self.image_shape, self.data_info, invert) for p in inputs])
-        x = x.to(self.device)
+        x = x.to(self.device, self.dtype)
         recon = self.reconstruct(x)
         with torch.no_grad():
             torch.manual_seed(seed)

@@ -58,7 +58,7 @@ class VAE(LatentVAE):
         return Independent(Normal(mu, std), 1)  # batch (B,), event (D,)
 
     def prior(self) -> Distribution:
-        zero = torch.zeros(self.cfg.latent_dim, device=self.device)
+        zero = torch.zeros(self.cfg.latent_dim, device=self.device, dtype=self.dtype)
         return Independent(Normal(zero, torch.ones_like(zero)), 1)
 
     def kl(self, q: Distribution) -> Tensor:
@@ -86,7 +86,7 @@ class VAE(LatentVAE):
 
     def on_test_epoch_end(self) -> None:
         means = getattr(self, "_test_means", [])
-        means = torch.cat(means) if means else torch.zeros(0, self.cfg.latent_dim, device=self.device)
+        means = torch.cat(means) if means else torch.zeros(0, self.cfg.latent_dim, device=self.device, dtype=self.dtype)
         if len(means) > 1:
             # Burda et al. 2016: units whose posterior mean varies across inputs carry information
             active = (means.var(0) > self.cfg.active_threshold).sum().float()
@@ -100,7 +100,8 @@ class VAE(LatentVAE):
         mu, std = q.base_dist.loc[0], q.base_dist.scale[0]  # (D,)
         kl_d = 0.5 * (std**2 + mu**2 - 1 - 2 * std.log())  # per-dimension closed-form KL
         dims = kl_d.argsort(descending=True)[: self.cfg.traversal_dims]
-        values = torch.linspace(-self.cfg.traversal_range, self.cfg.traversal_range, 9, device=self.device)
+        values = torch.linspace(-self.cfg.traversal_range, self.cfg.traversal_range, 9, device=self.device,
+                                dtype=self.dtype)
         z = mu.repeat(len(dims), len(values), 1)  # (R, C, D)
         for r, d in enumerate(dims.tolist()):
             z[r, :, d] = values
