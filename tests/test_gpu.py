@@ -6,8 +6,10 @@ in the real formats (as tests/test_recipes.py), in full precision and in ``bf16-
 Marked ``gpu`` and skipped where ``torch.cuda.is_available()`` is false. The recipes come from
 ``all_recipes()``, so recipes added later (maml_*, ood_*) are picked up by themselves; a new
 recipe for a real dataset adds its tiny-file writer to tests/recipe_data.py, as for the CPU smoke
-test. A model whose code cannot run under autocast lists ``precisions`` without "bf16-mixed" on
-its class (see ``ZooModule.precisions``); every model here supports both.
+test. A model lists the precisions it runs under in ``precisions`` on its class (see
+``ZooModule.precisions``); the others must be refused with one message (skip-gram: no ``16-mixed``,
+whose GradScaler asserts on an optimizer without gradients; every model: no ``16-true`` /
+``bf16-true``). The CPU halves (``bf16-mixed``, ``64-true``) run in tests/test_recipes.py.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from zoo.registry import MODELS
 from zoo.train import train
 
 RECIPES = sorted(all_recipes())
-PRECISIONS = ["32-true", "bf16-mixed"]
+PRECISIONS = ["32-true", "bf16-mixed", "16-mixed"]
 
 try:
     from recipe_data import REAL_DATA  # tests/recipe_data.py
@@ -50,8 +52,12 @@ def smoke(name: str, precision: str, accelerator: str, tmp_path: Path):
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("name", RECIPES)
 def test_recipe_on_cuda(name: str, precision: str, tmp_path: Path):
-    if precision not in model_precisions(name):
-        pytest.skip(f"{name}'s model does not support {precision}")  # none today: see the docstring
+    if precision not in model_precisions(name):  # skip-gram and 16-mixed: refused before anything runs
+        from zoo.errors import UserError
+
+        with pytest.raises(UserError, match="is not supported by"):
+            smoke(name, precision, "gpu", tmp_path)
+        return
     result = smoke(name, precision, "gpu", tmp_path)
     assert result is not None and result.run_dir.is_dir()
     params = list(result.model.parameters())

@@ -215,6 +215,23 @@ def check_stochastic_node(model_cls: Any, options: dict, where: str) -> None:
     check_spec(spec, node, options, f"{where} [{node.option}]", model=getattr(model_cls, "__name__", "model"))
 
 
+# Lightning's short forms of trainer.precision
+PRECISION_ALIASES = {"64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}
+
+
+def check_precision(model_cls: Any, precision: Any, where: str) -> None:
+    """``trainer.precision`` against the model's ``precisions``: pure float16 / bfloat16 weights
+    (``16-true``, ``bf16-true``) overflow log-likelihoods or meet float32 tables and crash in fit."""
+    if precision is None:
+        return
+    unified = PRECISION_ALIASES.get(str(precision), str(precision))
+    allowed = getattr(model_cls, "precisions", None)
+    if allowed and unified not in allowed:
+        model = getattr(model_cls, "__name__", "the model")
+        raise UserError(f"trainer.precision={precision} is not supported by {model} in {where}; use one of "
+                        f"{', '.join(allowed)} (the *-mixed ones keep float32 weights)")
+
+
 def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     """Recipe name/path + overrides -> a validated plain dict (see `RunConfig`)."""
     from omegaconf import OmegaConf
@@ -254,6 +271,7 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     cfg["wandb"] = validate_options(WandbConfig, _mapping(raw, "wandb", where), f"{where} [wandb]")
     cfg["checkpoint"] = validate_options(CheckpointConfig, _mapping(raw, "checkpoint", where), f"{where} [checkpoint]")
     cfg["trainer"] = _trainer_options(raw.get("trainer") or {}, where)
+    check_precision(MODELS.entry(cfg["model"]["name"]).obj, cfg["trainer"].get("precision"), where)
     loggers = cfg["logger"] if isinstance(cfg["logger"], list) else [cfg["logger"]]
     for name in loggers:
         if name not in LOGGERS:

@@ -149,6 +149,9 @@ def test_mapping_override_with_a_name_replaces_instead_of_merging():
     (["recipe=vae_digits", "checkpoint=5"], "'checkpoint' in recipe"),
     (["recipe=vae_digits", "wandb=[1]"], "'wandb' in recipe"),
     (["recipe=vae_digits", "seed=4294967296"], "must be <= 4294967295"),  # was a ValueError in seed_everything
+    (["recipe=vae_digits", "trainer.precision=16-true"], "not supported by VAE"),  # NaN, then a traceback
+    (["recipe=skipgram_synthetic", "trainer.precision=bf16-true"], "not supported by SkipGramModule"),
+    (["recipe=skipgram_synthetic", "trainer.precision=16"], "precision=16 is not supported"),  # GradScaler
 ])
 def test_bad_values_exit_2_before_anything_is_built(argv, expected, tmp_path, capsys):
     code, err = run_main([*argv, f"run_dir={tmp_path}/runs"], capsys)

@@ -42,7 +42,9 @@ class ZooModule(L.LightningModule):
     Config: type = None  # dataclass of model options; subclasses set it
     monitor: str = "val/loss"  # metric for the best checkpoint
     monitor_mode: str = "min"  # "min" or "max"
-    precisions: tuple = ("32-true", "bf16-mixed")  # trainer.precision values the model runs under (tests/test_gpu.py)
+    # trainer.precision values the model runs under (tested: tests/test_recipes.py on the CPU, tests/test_gpu.py);
+    # pure 16-true / bf16-true weights are refused (log-likelihoods overflow, float32 tables meet them)
+    precisions: tuple = ("32-true", "64-true", "bf16-mixed", "16-mixed")
     ddp_find_unused_parameters: bool = False  # True if a training step leaves some parameters without
     # gradients (a GAN's G step leaves D's): `trainer.strategy=ddp` then runs DDP with that detection
     stochastic_node: Any = None  # a zoo.estimators.StochasticNode: where the model samples (None: nowhere)
