@@ -50,8 +50,11 @@ def _one_recipe_per_model_and_data() -> list[str]:
     return sorted(f"{n}_small" if f"{n}_small" in RECIPES else n for n in seen.values())
 
 
+PAIR_RECIPES = _one_recipe_per_model_and_data()  # loads every recipe once, at collection
+
+
 @pytest.mark.parametrize("precision", ["bf16-mixed", "64-true"])
-@pytest.mark.parametrize("name", _one_recipe_per_model_and_data())
+@pytest.mark.parametrize("name", PAIR_RECIPES)
 def test_recipe_in_other_precisions_on_the_cpu(name, precision, tmp_path: Path):
     """Other dtypes on a machine without a GPU: autocast on the CPU takes the code paths of
     bf16-mixed on a GPU (dtype mixing, vmap under autocast: MAML's conv net failed in vmap's batch
@@ -94,7 +97,7 @@ def test_recipe_runs_under_cpu_ddp(name, tmp_path: Path):
     assert len(list((tmp_path / name).iterdir())) == 1
 
 
-@pytest.mark.parametrize("name", _one_recipe_per_model_and_data())
+@pytest.mark.parametrize("name", PAIR_RECIPES)
 def test_every_option_refuses_a_value_of_the_wrong_type(name):
     """A word where a number is expected, 2 where true/false is: one UserError each, never a
     traceback and never silently read (OmegaConf reads 2 as true); found by fuzzing every key."""

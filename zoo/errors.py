@@ -20,6 +20,12 @@ class CommandLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def as_user_error(err: BaseException) -> UserError | None:
+    """``err`` itself when it is a UserError, a UserError for an allocation the machine cannot serve,
+    or None for anything else (a bug: its traceback is shown)."""
+    return err if isinstance(err, UserError) else out_of_memory(err)
+
+
 def out_of_memory(err: BaseException) -> UserError | None:
     """An allocation the machine cannot serve (most often a size or count with a zero too many):
     a UserError that names the request, or None when ``err`` is something else."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config import SEED_MAX
-from zoo.errors import CommandLineParser, UserError, out_of_memory
+from zoo.errors import CommandLineParser, UserError, as_user_error
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         metrics = evaluate(args.target, parse_kv(args.overrides))
     except Exception as err:
-        user = err if isinstance(err, UserError) else out_of_memory(err)
+        user = as_user_error(err)
         if user is None:
             raise
         print(f"error: {user}", file=sys.stderr)

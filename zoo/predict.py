@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from zoo.errors import CommandLineParser, UserError, out_of_memory
+from zoo.errors import CommandLineParser, as_user_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         with torch.inference_mode():
             model.predict_cli(inputs, options)
     except Exception as err:
-        user = err if isinstance(err, UserError) else out_of_memory(err)
+        user = as_user_error(err)
         if user is None:
             raise
         print(f"error: {user}", file=sys.stderr)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import UserError, out_of_memory
+from zoo.errors import UserError, as_user_error, out_of_memory
 
 USAGE = """\
 usage: python -m zoo.train recipe=NAME [key=value ...]
@@ -241,10 +241,10 @@ def train(argv: list[str]) -> RunResult | None:
     try:
         trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt)
     except Exception as err:
+        err.run_dir = run_dir  # for the message: where the last good checkpoint is, if any
         user = err if isinstance(err, UserError) else user_error_in_fit(err)
         diverged = type(err).__name__ == "NonFiniteLossError"
         if user is None and not diverged:
-            err.run_dir = run_dir  # for the message: where the last good checkpoint is
             raise
         # a mistake found only once training started (e.g. in the model's setup), or a loss that
         # diverged before the first checkpoint: leave nothing behind
@@ -255,10 +255,7 @@ def train(argv: list[str]) -> RunResult | None:
                     parent.rmdir()
                 except OSError:  # not empty: another run's
                     break
-        if diverged:
-            err.run_dir = run_dir  # for the message: where the last good checkpoint is, if any
-            raise
-        if user is err:
+        if diverged or user is err:
             raise
         raise user from None
     finally:
@@ -292,12 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         result = train(argv)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     except Exception as err:
-        if out_of_memory(err):  # building the data or the model (a failure inside fit is a UserError already)
-            print(f"error: {out_of_memory(err)}", file=sys.stderr)
+        user = as_user_error(err)  # out of memory: building the data or the model (inside fit it is one already)
+        if user is not None:
+            print(f"error: {user}", file=sys.stderr)
             return 2
         if type(err).__name__ == "NonFiniteLossError":
             where = Path(getattr(err, "run_dir", "."))
