@@ -99,8 +99,9 @@ def test_recipe_runs_under_cpu_ddp(name, tmp_path: Path):
 
 @pytest.mark.parametrize("name", PAIR_RECIPES)
 def test_every_option_refuses_a_value_of_the_wrong_type(name):
-    """A word where a number is expected, 2 where true/false is: one UserError each, never a
-    traceback and never silently read (OmegaConf reads 2 as true); found by fuzzing every key."""
+    """A word where a number is expected, 2 where true/false is, an empty data folder: one
+    UserError each, never a traceback and never silently read (OmegaConf reads 2 as true); found
+    by fuzzing every key."""
     from zoo.errors import UserError
     from zoo.options import flatten
 
@@ -112,6 +113,8 @@ def test_every_option_refuses_a_value_of_the_wrong_type(name):
                 bad = "2"
             elif isinstance(value, (int, float)):
                 bad = "abc"
+            elif key == "root":  # '' would mean the working directory, caches and all
+                bad = "''"
             else:
                 continue
             with pytest.raises(UserError, match=key.split(".")[-1]):

@@ -59,6 +59,11 @@ def signed(default: Any) -> Any:
     return _field(default, signed=True)
 
 
+def nonempty_path(default: str) -> Any:
+    """A path that must not be empty ('' would silently mean the working directory)."""
+    return _field(default, nonempty=True)
+
+
 def choice(default: Any, choices: list) -> Any:
     return _field(default, choices=list(choices))
 
@@ -89,6 +94,8 @@ def check_value(name: str, value: Any, meta: Mapping, where: str) -> None:
     if choices is not None and value not in choices:
         raise UserError(f"'{name}' in {where} must be one of {list(choices)}, got {value!r}"
                         f"{closest(str(value), [str(c) for c in choices])}")
+    if meta.get("nonempty") and isinstance(value, str) and not value.strip():
+        raise UserError(f"'{name}' in {where} must not be empty (write '.' for the working directory)")
     for item in value if isinstance(value, list) else [value]:
         why = _range_error(name, item, meta)
         if why:

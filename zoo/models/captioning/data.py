@@ -17,7 +17,7 @@ import torch
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError
-from zoo.options import positive
+from zoo.options import nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 from . import shapes as S
@@ -65,7 +65,7 @@ class _CaptionData(ZooDataModule):
 
 @dataclass
 class ShapesConfig:
-    root: str = "data"  # unused: the scenes are generated in memory
+    root: str = nonempty_path("data")  # unused: the scenes are generated in memory
     n_train: int = positive(3000)  # training scenes (3 references each -> 3x as many training pairs)
     n_val: int = positive(300)  # validation scenes
     n_test: int = positive(500)  # test scenes
@@ -123,7 +123,7 @@ class ShapesData(_CaptionData):
 
 @dataclass
 class KarpathyConfig:
-    root: str = "data"  # data folder
+    root: str = nonempty_path("data")  # data folder
     dataset: str = "flickr8k"  # flickr8k | flickr30k | coco: picks the default file names below
     json: str = ""  # Karpathy split file; default <root>/<dataset>/dataset_<dataset>.json
     image_dir: str = ""  # image folder; default <root>/<dataset>/images (COCO: holds train2014/, val2014/)

@@ -20,13 +20,13 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import EpochSampler, ZooDataModule
 from zoo.errors import UserError
-from zoo.options import positive
+from zoo.options import nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 
 @dataclass
 class SinusoidConfig:
-    root: str = "data"  # unused (tasks are generated); kept for a uniform interface
+    root: str = nonempty_path("data")  # unused (tasks are generated); kept for a uniform interface
     shots: int = positive(10)  # K: support points per task (the paper: 5 or 10)
     query: int = positive(10)  # query points per training task (the paper uses K)
     eval_query: int = positive(100)  # query points per validation / test task

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset
 from zoo.core.data import EpochSampler, ZooDataModule
 from zoo.errors import UserError
 from zoo.models.maml.nets import MLP
-from zoo.options import positive
+from zoo.options import nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 
@@ -76,7 +76,7 @@ def rollout(policy: nn.Module, params: dict[str, Tensor], goals: Tensor, n: int,
 
 @dataclass
 class Nav2dConfig:
-    root: str = "data"  # unused (tasks are generated); kept for a uniform interface
+    root: str = nonempty_path("data")  # unused (tasks are generated); kept for a uniform interface
     meta_batch: int = positive(20)  # T: tasks per meta-iteration (the paper: 20)
     steps_per_epoch: int = positive(50)  # meta-iterations per Lightning epoch
     goal_range: float = positive(0.5)  # goals ~ U[-range, range]^2

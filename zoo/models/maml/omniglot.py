@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import EpochSampler, ZooDataModule
 from zoo.errors import UserError
-from zoo.options import positive
+from zoo.options import nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 SPLITS = ("images_background", "images_evaluation")
@@ -37,7 +37,7 @@ LAYOUT = ("<root>/omniglot/images_background/<alphabet>/<character>/*.png and "
 
 @dataclass
 class OmniglotConfig:
-    root: str = "data"  # looks in <root>/omniglot, <root>/omniglot-py, <root>
+    root: str = nonempty_path("data")  # looks in <root>/omniglot, <root>/omniglot-py, <root>
     n_way: int = positive(5)  # N: classes per task
     shots: int = positive(1)  # K: support images per class
     query: int = positive(15)  # query images per class

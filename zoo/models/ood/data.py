@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError
-from zoo.options import positive
+from zoo.options import nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 
@@ -150,7 +150,7 @@ def noise_images(kind: str, n: int, shape: list[int], seed: int) -> torch.Tensor
 
 @dataclass
 class OODDigitsConfig:
-    root: str = "data"  # unused (everything ships inside scikit-learn); kept for a uniform interface
+    root: str = nonempty_path("data")  # unused (everything ships inside scikit-learn); kept for a uniform interface
     batch_size: int = positive(64)  # training images per batch
     eval_batch_size: int = positive(360)  # images per validation / test batch
     num_workers: int = 0  # DataLoader worker processes
@@ -190,7 +190,7 @@ class OODDigits(OODDataModule):
 # ---- the 2-D toy ---------------------------------------------------------------------------------
 @dataclass
 class Toy2DConfig:
-    root: str = "data"  # unused (generated); kept for a uniform interface
+    root: str = nonempty_path("data")  # unused (generated); kept for a uniform interface
     batch_size: int = positive(128)  # training points per batch
     eval_batch_size: int = positive(1000)  # points per validation / test batch
     num_workers: int = 0  # DataLoader worker processes

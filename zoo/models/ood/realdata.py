@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from zoo.errors import UserError
 from zoo.models.ood.data import OODDataModule, noise_images
-from zoo.options import positive
+from zoo.options import nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")
@@ -165,7 +165,7 @@ def load_folder(path: Path, shape: list[int]) -> torch.Tensor:
 
 @dataclass
 class OODImagesConfig:
-    root: str = "data"  # folder holding the datasets (layouts in zoo/models/ood/realdata.py)
+    root: str = nonempty_path("data")  # folder holding the datasets (layouts in zoo/models/ood/realdata.py)
     dataset: str = field(default="svhn", metadata={"choices": list(DATASETS)})  # in-distribution
     # OOD sets: another dataset, folder:PATH, uniform, gaussian
     ood: list = field(default_factory=lambda: ["uniform", "gaussian"])

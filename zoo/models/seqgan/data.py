@@ -21,7 +21,7 @@ from torch.utils.data import Dataset
 from zoo.core.data import ZooDataModule
 from zoo.errors import UserError
 from zoo.models.seqgan.oracle import lm_from_params, load_oracle_npz, random_oracle_params
-from zoo.options import positive
+from zoo.options import nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 
@@ -58,7 +58,7 @@ class Sequences(Dataset):
 
 @dataclass
 class OracleDataConfig:
-    root: str = "data"  # where the sampled sequences are cached (root/seqgan_oracle/)
+    root: str = nonempty_path("data")  # where the sampled sequences are cached (root/seqgan_oracle/)
     batch_size: int = positive(64)  # sequences per batch (the paper: 64)
     num_workers: int = 0  # DataLoader workers
     seed: int = 0  # seeds the oracle (when not loaded), the samples and the shuffling

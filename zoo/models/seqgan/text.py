@@ -23,7 +23,7 @@ import torch
 from zoo.core.data import ZooDataModule
 from zoo.errors import UserError
 from zoo.models.seqgan.data import Sequences
-from zoo.options import between, positive
+from zoo.options import between, nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 SPECIALS = ["[PAD]", "[UNK]", "[BOS]", "[EOS]"]  # ids 0..3 in this order
@@ -66,7 +66,7 @@ def grammar_sentences(n: int, seed: int) -> list[str]:
 
 @dataclass
 class TextDataConfig:
-    root: str = "data"  # where relative `path`s are looked up
+    root: str = nonempty_path("data")  # where relative `path`s are looked up
     batch_size: int = positive(64)  # sequences per batch
     num_workers: int = 0  # DataLoader workers
     seed: int = 0  # split, shuffling and embedded-corpus seed

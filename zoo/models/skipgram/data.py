@@ -20,7 +20,7 @@ from zoo.errors import UserError
 from zoo.models.skipgram import corpus as C
 from zoo.models.skipgram.evaluation import read_analogies, read_similarity
 from zoo.models.skipgram.synthetic import PlantedCorpus, generate
-from zoo.options import positive, validate
+from zoo.options import nonempty_path, positive, validate
 from zoo.registry import DATAMODULES
 
 
@@ -32,7 +32,7 @@ def _set_name(path: Path, split: str) -> str:
 
 @dataclass
 class CorpusOptions:
-    root: str = "data"  # data folder; the encoded-corpus cache goes to <root>/skipgram_cache
+    root: str = nonempty_path("data")  # data folder; the encoded-corpus cache goes to <root>/skipgram_cache
     min_count: int = 5  # words seen fewer times are dropped (word2vec's min_count)
     max_vocab: Optional[int] = None  # keep at most this many most frequent words (None: all)
     sample: float = 1e-3  # subsampling threshold t of frequent words (0: off)

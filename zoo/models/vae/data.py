@@ -22,7 +22,7 @@ from torch.utils.data import Dataset
 
 from zoo.core.data import EpochSampler, ZooDataModule, check_full_batch, plain_loader
 from zoo.errors import UserError
-from zoo.options import between, choice, positive
+from zoo.options import between, choice, nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 BINARIZE = ("static", "dynamic", "none")
@@ -183,7 +183,7 @@ class _BinaryImageData(ZooDataModule):
 
 @dataclass
 class DigitsConfig:
-    root: str = "data"  # unused (the images ship inside scikit-learn); kept for a uniform interface
+    root: str = nonempty_path("data")  # unused (the images ship inside scikit-learn); kept for a uniform interface
     batch_size: int = positive(64)  # training images per batch
     eval_batch_size: int = positive(270)  # images per validation / test batch
     num_workers: int = 0  # DataLoader worker processes
@@ -217,7 +217,7 @@ class DigitsData(_BinaryImageData):
 
 @dataclass
 class MnistConfig:
-    root: str = "data"  # looks in <root>/mnist, <root>/mnist/MNIST/raw, <root>/MNIST/raw
+    root: str = nonempty_path("data")  # looks in <root>/mnist, <root>/mnist/MNIST/raw, <root>/MNIST/raw
     batch_size: int = positive(100)  # training images per batch
     eval_batch_size: int = positive(500)  # images per validation / test batch
     num_workers: int = 0  # DataLoader worker processes
