@@ -144,6 +144,38 @@ def test_step_cap_keeps_a_huge_coherent_minibatch_stable():
     assert not losses[False] < 1.0, losses
 
 
+@pytest.mark.parametrize("objective", ["nce", "negative_sampling", "full_softmax"])
+def test_step_cap_holds_back_saturated_wrong_scores(objective, monkeypatch):
+    """Every row near one direction d, so every noise score (or, for the softmax, every row's score
+    of word 0, which is never a target) is saturated on the wrong side: sig'(s) ~ 0 while the
+    gradient is at full size. Capped with sig'(s) itself, 4,000 windows on 10 words blow the loss
+    up by orders of magnitude in 3 simultaneous steps; with ``path_curvature`` (1/4 for a wrong-side
+    score) it falls (seed 0; thresholds 0.5 and 100x, measured 0.05-0.14 and > 1e13)."""
+    from zoo.models.skipgram import nets
+
+    def loss_ratio() -> float:
+        torch.manual_seed(0)
+        B, S, V = 4000, 6, 10
+        cond, target = torch.randint(0, V, (B, S)), torch.randint(1, V, (B,))
+        valid = torch.ones(B, S, dtype=torch.bool)
+        net = SkipGram(torch.full((V,), 100), dim=20, objective=objective, step_cap=True)
+        d = torch.randn(20)
+        net.centre.data = d + 0.1 * torch.randn(V, 20)
+        net.context.data = 0.1 * torch.randn(V, 20) + (d if objective != "full_softmax" else 0)
+        net.context.data[0] += d if objective == "full_softmax" else 0
+        noise = net.sampler.sample((B, 5), torch.Generator().manual_seed(0))
+        out = target[:, None] if objective == "full_softmax" else torch.cat([target[:, None], noise], 1)
+        before = float(net.loss(net.centre.detach(), net.context.detach(), cond, valid, out))
+        for _ in range(3):
+            net.sgd_windows(cond, valid, target, 0.025, torch.Generator().manual_seed(1))
+            net.refresh_norms()
+        return float(net.loss(net.centre.detach(), net.context.detach(), cond, valid, out)) / before
+
+    assert loss_ratio() < 0.5
+    monkeypatch.setattr(nets, "path_curvature", lambda g: g.abs() * (1 - g.abs()))  # sig'(s) itself
+    assert not loss_ratio() < 100
+
+
 @pytest.mark.parametrize("init_range", [0.5, 1.0])
 def test_initial_word_vectors_span_the_chosen_range(init_range):
     """word2vec.c starts v ~ U(-0.5/D, 0.5/D), gensim 4 U(-1/D, 1/D); the context table starts at 0.

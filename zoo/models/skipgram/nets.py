@@ -34,6 +34,18 @@ from zoo.models.skipgram.sampling import AliasSampler, noise_distribution
 OBJECTIVES = ("nce", "negative_sampling", "full_softmax")
 
 
+def path_curvature(residual: torch.Tensor) -> torch.Tensor:
+    """The logistic curvature sig'(s) = r (1 - r) that a gradient step meets on its way, from the
+    residuals r = |y - sig(s)| (masked terms have r = 0 and get 0). A score on the right side
+    (r <= 1/2) moves away from the boundary, where sig' only falls: its own sig'(s) bounds it. A
+    score on the wrong side (r > 1/2) moves towards s = 0 and crosses it, where sig' peaks at 1/4:
+    sig'(s) there would be near 0 for a saturated wrong score whose gradient is at full size, and
+    thousands of such coherent terms on one row (a tiny vocabulary without subsampling) overshoot.
+    For softmax outputs p, p (1 - p) = r (1 - r) with r = |onehot - p| alike."""
+    r = residual.abs().clamp_(max=0.5)
+    return r.mul_(1 - r)
+
+
 class SkipGram(nn.Module):
     def __init__(self, counts: list[int] | torch.Tensor, dim: int = 100, objective: str = "negative_sampling",
                  negative: int = 5, noise_power: float = 0.75, step_cap: bool = True, init_range: float = 0.5):
@@ -132,7 +144,7 @@ class SkipGram(nn.Module):
             s = s - self.log_kq[out][:, None, :]
         g, curvature, loss = self._coefficients(s, valid, out, with_loss)
         G = g.new_zeros(V * V).index_add_(0, pair, g.flatten()).view(V, V)  # (c, w): summed y - sig(s)
-        if self.step_cap:  # per-row steps of ``cap`` from the summed curvature sig'(s) |x|^2
+        if self.step_cap:  # per-row steps of ``cap`` from the summed curvature bounds h |x|^2
             centre_sq, context_sq = self.sq_norms
             H = g.new_zeros(V * V).index_add_(0, pair, curvature.flatten()).view(V, V)
             step_v, step_u = self._step_size(H @ context_sq, lr)[:, None], self._step_size(H.T @ centre_sq, lr)[:, None]
@@ -147,7 +159,8 @@ class SkipGram(nn.Module):
     def _coefficients(self, s: torch.Tensor, valid: torch.Tensor, out: torch.Tensor, with_loss: bool
                       ) -> tuple[torch.Tensor, torch.Tensor | None, float]:
         """From scores s (B, S, K1): the masked y - sig(s) = -dloss/ds, the masked curvature
-        sig'(s) when the step cap needs it (else None), and the summed loss when asked (else 0)."""
+        bound ``path_curvature`` when the step cap needs it (else None), and the summed loss when
+        asked (else 0)."""
         w = self._weights(valid, out)
         loss = 0.0
         if with_loss:
@@ -161,7 +174,7 @@ class SkipGram(nn.Module):
         if self.step_cap:
             if self.sq_norms is None:
                 self.refresh_norms()
-            curvature = sig.mul_(1 - sig).mul_(w)
+            curvature = path_curvature(g)
         return g, curvature, loss
 
     def _step_size(self, h: torch.Tensor, lr: float) -> torch.Tensor:
@@ -176,8 +189,8 @@ class SkipGram(nn.Module):
 
     def cap(self, ids: torch.Tensor, lr: float, curvature: torch.Tensor) -> torch.Tensor:
         """Per-contribution step size lr / max(1, lr * h_row): h_row sums, over the minibatch, the
-        diagonal curvature bound sig'(s) |x|^2 of every term touching that row (|x|^2 from
-        ``sq_norms``, refreshed every few minibatches). Sequential SGD
+        diagonal curvature bound h |x|^2 of every term touching that row (h from ``path_curvature``,
+        |x|^2 from ``sq_norms``, refreshed every few minibatches). Sequential SGD
         (word2vec) never overshoots because each update sees the previous one; a simultaneous
         minibatch update piling n coherent terms on one row (a frequent word, a tiny vocabulary)
         would, once lr * h > 1. There the step becomes the Newton step; elsewhere it is plain SGD.
@@ -202,7 +215,7 @@ class SkipGram(nn.Module):
             g = p.neg()
             g[torch.arange(len(t), device=t.device), t] += 1.0  # (P, V) = -dloss/dscores
             if self.step_cap:
-                curvature = p.mul_(1 - p)  # diagonal of the softmax Hessian, (P, V)
+                curvature = path_curvature(g)  # bound on the softmax Hessian's diagonal, (P, V)
                 step_v = self.cap(c, lr, curvature @ self.context.pow(2).sum(1))  # (P,)
                 h_u = curvature.T @ v.pow(2).sum(1)  # (V,)
                 step_u = h_u.mul_(lr).clamp_(min=1.0).reciprocal_().mul_(lr)  # (V,)
