@@ -90,7 +90,8 @@ def main() -> None:
             print(f"{o:18s} sample={s:<6} " + "  ".join(f"{c}: {fmt(entry[c], 3)} ({entry[c]['failed']} diverged)"
                                                      for c in CAPS))
     record = {"command": "python benchmarks/" + Path(__file__).name + " " + " ".join(sys.argv[1:]),
-              "device": describe(device), "processor": processor(), "date": time.strftime("%Y-%m-%d"),
+              "device": str(device), "device_name": describe(device), "processor": processor(),
+              "date": time.strftime("%Y-%m-%d"),
               "metric": "test/planted_spearman (5 epochs, recipe skipgram_synthetic, model.updates=minibatch)",
               "summary": summary, "runs": rows}
     Path(args.out).write_text(json.dumps(record, indent=1))
