@@ -19,6 +19,10 @@ from zoo.models.skipgram.nets import OBJECTIVES, SkipGram
 from zoo.options import at_least, choice, positive
 from zoo.registry import MODELS
 
+# the largest minibatch measured to train without the step cap on a large vocabulary (one thread,
+# the 18k-word Wikipedia text): 65,536 window centres diverged at step 2 there, 5,120 trained
+UNCAPPED_BATCH_CENTRES = 5120
+
 
 @dataclass
 class SkipGramConfig:
@@ -47,8 +51,9 @@ class SkipGramConfig:
     # of a chunk (gensim's 10,000-word jobs); 0 = each thread one contiguous part of the chunk
     step_cap: Optional[bool] = None  # cap a row's minibatch step at its Newton step (nets.SkipGram.cap);
     # None = auto: on when the vocabulary is smaller than batch_centres / 4 (then every word gets
-    # hundreds of coherent terms per minibatch) or with Hogwild threads (whose stale, overlapping
-    # minibatches made an 18k-word Wikipedia run diverge without it); off otherwise (~25 % faster)
+    # hundreds of coherent terms per minibatch), with Hogwild threads (whose stale, overlapping
+    # minibatches made an 18k-word Wikipedia run diverge without it), or above UNCAPPED_BATCH_CENTRES;
+    # off otherwise (~25 % faster)
     neighbours: list[str] = field(default_factory=list)  # probe words whose neighbours are printed at validation
     topn: int = positive(8)  # neighbours shown per probe word
     analogy_restrict: int = positive(30000)  # analogies are answered among this many most frequent words (word2vec)
@@ -87,7 +92,8 @@ class SkipGramModule(ZooModule):
         # applies a step computed on rows another thread has already moved: one thread there, whose
         # torch ops use the cores instead (intra-op threads)
         self.threads, self.intra_op_threads = (1, c.threads) if small else (c.threads, 1)
-        step_cap = c.step_cap if c.step_cap is not None else (small or self.threads > 1)
+        step_cap = c.step_cap if c.step_cap is not None else (
+            small or self.threads > 1 or c.batch_centres > UNCAPPED_BATCH_CENTRES)
         if small and c.threads > 1:
             rank_zero_info(f"skipgram: vocabulary of {vocab} words < batch_centres / 4: {c.threads} intra-op "
                            f"threads instead of {c.threads} Hogwild threads (Hogwild needs sparse updates)")
