@@ -347,9 +347,13 @@ def main() -> None:
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
                           "gensim": gensim.__version__, "load_average_at_start": load_average()}, "corpora": {}}
     for name, (path, similarity, analogies) in corpora.items():
-        report["corpora"][name] = run_corpus(name, path, similarity, analogies, args, threads, model_options,
-                                             device, work)
-        print(name, json.dumps(report["corpora"][name]["summary"], indent=1), flush=True)
+        try:
+            report["corpora"][name] = run_corpus(name, path, similarity, analogies, args, threads, model_options,
+                                                 device, work)
+        except Exception as err:  # a run that diverges or crashes is a result too: recorded, then the next corpus
+            report["corpora"][name] = {"file": str(path), "failed": f"{type(err).__name__}: {err}", "summary": {}}
+        print(name, json.dumps(report["corpora"][name].get("failed") or report["corpora"][name]["summary"],
+                               indent=1), flush=True)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")  # after every corpus: nothing lost
     print(f"wrote {args.out}")
