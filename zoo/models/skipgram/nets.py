@@ -218,7 +218,7 @@ class SkipGram(nn.Module):
                 curvature = path_curvature(g)  # bound on the softmax Hessian's diagonal, (P, V)
                 step_v = self.cap(c, lr, curvature @ self.context.pow(2).sum(1))  # (P,)
                 h_u = curvature.T @ v.pow(2).sum(1)  # (V,)
-                step_u = h_u.mul_(lr).clamp_(min=1.0).reciprocal_().mul_(lr)  # (V,)
+                step_u = self._step_size(h_u, lr)  # (V,)
             else:
                 step_v, step_u = torch.full_like(c, lr, dtype=v.dtype), torch.full_like(self.log_kq, lr)
             grad_v = (g @ self.context) * step_v[:, None]  # (P, D)
