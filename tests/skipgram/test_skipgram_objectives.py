@@ -161,8 +161,11 @@ def test_step_cap_holds_back_saturated_wrong_scores(objective, monkeypatch):
         net = SkipGram(torch.full((V,), 100), dim=20, objective=objective, step_cap=True)
         d = torch.randn(20)
         net.centre.data = d + 0.1 * torch.randn(V, 20)
-        net.context.data = 0.1 * torch.randn(V, 20) + (d if objective != "full_softmax" else 0)
-        net.context.data[0] += d if objective == "full_softmax" else 0
+        net.context.data = 0.1 * torch.randn(V, 20)
+        if objective == "full_softmax":
+            net.context.data[0] += d  # word 0 wins every softmax, and is never a target
+        else:
+            net.context.data += d  # every noise score is large and positive
         noise = net.sampler.sample((B, 5), torch.Generator().manual_seed(0))
         out = target[:, None] if objective == "full_softmax" else torch.cat([target[:, None], noise], 1)
         before = float(net.loss(net.centre.detach(), net.context.detach(), cond, valid, out))
