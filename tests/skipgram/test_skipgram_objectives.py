@@ -138,10 +138,29 @@ def test_step_cap_keeps_a_huge_coherent_minibatch_stable():
         before = float(net.loss(net.centre, net.context, cond, valid, out))
         for _ in range(3):
             net.sgd_windows(cond, valid, target, 0.025, torch.Generator().manual_seed(1))
-            net.refresh_norms()
         losses[cap] = float(net.loss(net.centre, net.context, cond, valid, out)) / before
     assert losses[True] < 0.9, losses
     assert not losses[False] < 1.0, losses
+
+
+def test_step_cap_keeps_the_full_step_of_terms_that_pull_apart():
+    """600 terms on one word vector whose output vectors are orthogonal: together they would have
+    met the cap used until 2026-11-25 (lr times the summed curvature bound h |u|^2 = 15, so a 15x
+    shorter step), but along their summed gradient each adds little curvature, and the line
+    search keeps plain SGD's step (tolerance 1e-6; that cap cut this row's step on frequent words
+    and left 65,536-window vectors half gensim's length)."""
+    torch.manual_seed(0)
+    V, B, lr = 400, 100, 0.1
+    cond, target = torch.zeros(B, 1, dtype=torch.long), torch.arange(1, B + 1)
+    valid = torch.ones(B, 1, dtype=torch.bool)
+    nets = [SkipGram(torch.full((V,), 10), dim=V, step_cap=cap) for cap in (False, True)]
+    for net in nets:
+        net.centre.data.zero_()  # every score 0: residual 1/2, path curvature 1/4
+        net.context.data = torch.eye(V)  # u_w = e_w: orthogonal, |u|^2 = 1
+        net.sgd_windows(cond, valid, target, lr, torch.Generator().manual_seed(0))
+    assert lr * B * 6 * 0.25 > 10  # the summed bound over the 600 terms
+    assert nets[0].centre[0].abs().max() > 0.01  # the step did something
+    assert torch.allclose(nets[1].centre, nets[0].centre, atol=1e-6)
 
 
 @pytest.mark.parametrize("objective", ["nce", "negative_sampling", "full_softmax"])
@@ -171,7 +190,6 @@ def test_step_cap_holds_back_saturated_wrong_scores(objective, monkeypatch):
         before = float(net.loss(net.centre.detach(), net.context.detach(), cond, valid, out))
         for _ in range(3):
             net.sgd_windows(cond, valid, target, 0.025, torch.Generator().manual_seed(1))
-            net.refresh_norms()
         return float(net.loss(net.centre.detach(), net.context.detach(), cond, valid, out)) / before
 
     assert loss_ratio() < 0.5

@@ -165,21 +165,3 @@ def test_minibatch_nce_trains_without_subsampling_on_the_planted_vocabulary(tmp_
                     f"data.root={tmp_path}/data", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1",
                     "trainer.enable_progress_bar=false"])
     assert result.test_metrics["test/planted_spearman"] > 0.5, result.test_metrics
-
-
-def test_step_cap_turns_on_by_itself_where_a_minibatch_overloads_rows(corpus):
-    """Auto step cap: off for one thread on a large vocabulary at the default step, on for a tiny
-    vocabulary, for Hogwild threads, and for minibatches larger than the largest measured to train
-    without it (65,536 windows on an 18k-word vocabulary diverged at step 2)."""
-    from zoo.models.skipgram.module import UNCAPPED_BATCH_CENTRES, SkipGramModule
-
-    large = {**corpus.info(), "counts": [100] * 20000, "vocab": [f"w{i}" for i in range(20000)]}
-
-    def capped(info: dict, **options) -> bool:
-        return SkipGramModule({"dim": 8, **options}, info).net.step_cap
-
-    assert not capped(large)
-    assert capped(large, batch_centres=UNCAPPED_BATCH_CENTRES + 1)
-    assert capped(large, threads=2)
-    assert capped(corpus.info())  # 70 words < batch_centres / 4
-    assert not capped(large, batch_centres=65536, step_cap=False)  # asked for: as asked

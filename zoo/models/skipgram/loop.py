@@ -36,16 +36,12 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
     trained}."""
     n = len(tokens)
     n_batches = max(1, math.ceil(n / batch_centres))
-    # refresh the cached row norms of the step cap about as often as it costs ~1/8 of a minibatch
-    refresh = max(1, net.centre.shape[0] // (2 * batch_centres))
 
     def run(thread: int) -> tuple[float, int, int]:
         g = torch.Generator(device=tokens.device).manual_seed((seed * 7919 + thread) % (1 << 62))
         loss, loss_pairs, pairs = 0.0, 0, 0
         for k in range(thread, n_batches, threads):
             lr = lr_start + (lr_end - lr_start) * k / n_batches
-            if net.step_cap and (k // threads) % refresh == 0:
-                net.refresh_norms()
             start = k * batch_centres
             wb = window[start:start + batch_centres]
             order = torch.argsort(wb, stable=True) + start  # centres grouped by half-width

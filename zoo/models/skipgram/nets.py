@@ -63,8 +63,7 @@ class SkipGram(nn.Module):
         q = noise_distribution(counts, noise_power)
         self.register_buffer("log_kq", (max(negative, 1) * q).log().float(), persistent=False)  # (V,)
         self.sampler = AliasSampler(q)
-        self.sq_norms: tuple[torch.Tensor, torch.Tensor] | None = None  # (|v_w|^2, |u_w|^2), see cap()
-        self.concurrency = 1  # minibatches applied at once (Hogwild threads), see cap()
+        self.concurrency = 1  # minibatches applied at once (Hogwild threads, DDP ranks), see _line_step()
 
     # ---- the objective with autograd (reference and diagnostics) ------------------------------
     def logits(self, v: torch.Tensor, u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -118,17 +117,31 @@ class SkipGram(nn.Module):
         v = F.embedding(cond, self.centre)  # (B, S, D)
         u = F.embedding(out, self.context)  # (B, K1, D)
         g, curvature, loss = self._coefficients(self.logits(v, u, out), valid, out, with_loss)  # (B, S, K1)
-        if self.step_cap:
-            centre_sq, context_sq = self.sq_norms
-            g_v = g * self.cap(cond, lr, (curvature * context_sq[out][:, None, :]).sum(2)).unsqueeze(-1)
-            g_u = g * self.cap(out, lr, (curvature * centre_sq[cond][..., None]).sum(1)).unsqueeze(1)
-        else:
-            g_v = g_u = g.mul_(lr)
-        grad_v = torch.bmm(g_v, u)  # (B, S, D)
-        grad_u = torch.bmm(g_u.transpose(1, 2), v)  # (B, K1, D)
-        self.centre.index_add_(0, cond.flatten(), grad_v.flatten(0, 1))
-        self.context.index_add_(0, out.flatten(), grad_u.flatten(0, 1))
+        grad_v = torch.bmm(g, u)  # (B, S, D): -dloss/dv of each conditioning slot
+        grad_u = torch.bmm(g.transpose(1, 2), v)  # (B, K1, D): -dloss/du of each output slot
+        if not self.step_cap:
+            self.centre.index_add_(0, cond.flatten(), grad_v.flatten(0, 1), alpha=lr)
+            self.context.index_add_(0, out.flatten(), grad_u.flatten(0, 1), alpha=lr)
+            return loss, int(valid.sum())
+        # a line search per row along its summed step; both from the tables before either update
+        # (v, u are gathered copies)
+        rows_v, inv_v = torch.unique(cond, return_inverse=True)  # (R,), (B, S)
+        G_v = self._sum_rows(inv_v, len(rows_v), grad_v)  # (R, D)
+        slope = torch.bmm(F.embedding(inv_v, G_v), u.transpose(1, 2))  # (B, S, K1): d score / d step of its v row
+        h_v = self._sum_rows(inv_v, len(rows_v), (curvature * slope.square()).sum(2))  # (R,)
+        rows_u, inv_u = torch.unique(out, return_inverse=True)  # (R',), (B, K1)
+        G_u = self._sum_rows(inv_u, len(rows_u), grad_u)  # (R', D)
+        slope = torch.bmm(v, F.embedding(inv_u, G_u).transpose(1, 2))  # (B, S, K1): d score / d step of its u row
+        h_u = self._sum_rows(inv_u, len(rows_u), (curvature * slope.square()).sum(1))  # (R',)
+        self.centre.index_add_(0, rows_v, G_v.mul_(self._line_step(G_v, h_v, lr)[:, None]))
+        self.context.index_add_(0, rows_u, G_u.mul_(self._line_step(G_u, h_u, lr)[:, None]))
         return loss, int(valid.sum())
+
+    @staticmethod
+    def _sum_rows(inverse: torch.Tensor, n: int, values: torch.Tensor) -> torch.Tensor:
+        """values (*inverse.shape, *rest) summed into n rows by ``inverse`` -> (n, *rest)."""
+        flat = values.flatten(0, inverse.dim() - 1)
+        return flat.new_zeros(n, *flat.shape[1:]).index_add_(0, inverse.flatten(), flat)
 
     def _sgd_dense(self, cond: torch.Tensor, valid: torch.Tensor, out: torch.Tensor, lr: float,
                    with_loss: bool) -> tuple[float, int]:
@@ -144,14 +157,17 @@ class SkipGram(nn.Module):
             s = s - self.log_kq[out][:, None, :]
         g, curvature, loss = self._coefficients(s, valid, out, with_loss)
         G = g.new_zeros(V * V).index_add_(0, pair, g.flatten()).view(V, V)  # (c, w): summed y - sig(s)
-        if self.step_cap:  # per-row steps of ``cap`` from the summed curvature bounds h |x|^2
-            centre_sq, context_sq = self.sq_norms
+        grad_v = G @ self.context  # (V, D)
+        grad_u = G.T @ self.centre  # (V, D), from the tables before either update
+        if self.step_cap:  # ``_line_step`` per row; H (c, w): the summed curvature of the pair's terms
             H = g.new_zeros(V * V).index_add_(0, pair, curvature.flatten()).view(V, V)
-            step_v, step_u = self._step_size(H @ context_sq, lr)[:, None], self._step_size(H.T @ centre_sq, lr)[:, None]
+            h_v = (H * (grad_v @ self.context.T).square()).sum(1)  # slope of score (c, w) along v_c's step
+            h_u = (H * (self.centre @ grad_u.T).square()).sum(0)  # ... along u_w's step
+            grad_v.mul_(self._line_step(grad_v, h_v, lr)[:, None])
+            grad_u.mul_(self._line_step(grad_u, h_u, lr)[:, None])
         else:
-            step_v = step_u = lr
-        grad_v = (G @ self.context).mul_(step_v)  # (V, D)
-        grad_u = (G.T @ self.centre).mul_(step_u)  # (V, D), from the tables before either update
+            grad_v.mul_(lr)
+            grad_u.mul_(lr)
         self.centre.add_(grad_v)
         self.context.add_(grad_u)
         return loss, int(valid.sum())
@@ -170,33 +186,23 @@ class SkipGram(nn.Module):
         g = sig.neg()
         g[..., 0] += 1.0
         g.mul_(w)
-        curvature = None
-        if self.step_cap:
-            if self.sq_norms is None:
-                self.refresh_norms()
-            curvature = path_curvature(g)
+        curvature = path_curvature(g) if self.step_cap else None
         return g, curvature, loss
 
-    def _step_size(self, h: torch.Tensor, lr: float) -> torch.Tensor:
-        """lr / max(1, lr h) per row (in place on h); Hogwild threads and DDP ranks that pile their
-        minibatches on the same rows at the same time count as that many times the curvature."""
-        return h.mul_(lr * self.concurrency).clamp_(min=1.0).reciprocal_().mul_(lr)
-
-    def refresh_norms(self) -> None:
-        """Cache |v_w|^2 and |u_w|^2 for ``cap`` (the trainer refreshes them every few minibatches:
-        gathering them per row is cheaper than recomputing norms of every gathered row)."""
-        self.sq_norms = (self.centre.detach().pow(2).sum(1), self.context.detach().pow(2).sum(1))
-
-    def cap(self, ids: torch.Tensor, lr: float, curvature: torch.Tensor) -> torch.Tensor:
-        """Per-contribution step size lr / max(1, lr * h_row): h_row sums, over the minibatch, the
-        diagonal curvature bound h |x|^2 of every term touching that row (h from ``path_curvature``,
-        |x|^2 from ``sq_norms``, refreshed every few minibatches). Sequential SGD
-        (word2vec) never overshoots because each update sees the previous one; a simultaneous
-        minibatch update piling n coherent terms on one row (a frequent word, a tiny vocabulary)
-        would, once lr * h > 1. There the step becomes the Newton step; elsewhere it is plain SGD.
-        ids, curvature: same shape -> step sizes of that shape."""
-        h = curvature.new_zeros(self.centre.shape[0]).index_add_(0, ids.flatten(), curvature.flatten())
-        return self._step_size(h, lr)[ids]
+    def _line_step(self, grad: torch.Tensor, h: torch.Tensor, lr: float) -> torch.Tensor:
+        """The step size of each row along its summed gradient ``grad`` (R, D): lr, or less where
+        that overshoots the minimum of the minibatch's loss along it. With the curvature bound h
+        (from ``path_curvature``) of the terms touching a row and their slopes a = ds/dt along the
+        step, h_row = sum h a^2, and the quadratic model's minimum lies at t* = |grad|^2 / h_row.
+        Sequential SGD (word2vec) never overshoots, because each update sees the previous one; a
+        simultaneous step that piles n coherent terms on one row (a frequent word, a tiny
+        vocabulary) would. Measured along the step, not bounded by the sum of h |x|^2 over the
+        terms (the cap used until 2026-11-25), a row whose terms pull in different directions keeps
+        its full step: on Wikipedia that cap left a 65,536-window step's vectors half gensim's
+        length (docs/skipgram.md). Hogwild threads and DDP ranks that pile their steps on the same
+        rows at once (``concurrency``) divide t*. Returns (R,); h is overwritten."""
+        t = grad.square().sum(1).div_(h.mul_(self.concurrency))  # (R,) t*; 0/0 (no terms) is nan
+        return t.nan_to_num_(nan=lr, posinf=lr).clamp_(max=lr)
 
     @torch.no_grad()
     def sgd_softmax(self, cond: torch.Tensor, target: torch.Tensor, lr: float, with_loss: bool = False,
@@ -214,14 +220,21 @@ class SkipGram(nn.Module):
             p = torch.softmax(scores, 1)
             g = p.neg()
             g[torch.arange(len(t), device=t.device), t] += 1.0  # (P, V) = -dloss/dscores
-            if self.step_cap:
-                curvature = path_curvature(g)  # bound on the softmax Hessian's diagonal, (P, V)
-                step_v = self.cap(c, lr, curvature @ self.context.pow(2).sum(1))  # (P,)
-                h_u = curvature.T @ v.pow(2).sum(1)  # (V,)
-                step_u = self._step_size(h_u, lr)  # (V,)
+            grad_v = g @ self.context  # (P, D)
+            grad_u = g.T @ v  # (V, D): every output row moves
+            if self.step_cap:  # ``_line_step``, with the diagonal of the softmax Hessian p (1 - p)
+                curvature = path_curvature(g)  # (P, V)
+                rows, inverse = torch.unique(c, return_inverse=True)
+                grad_v = self._sum_rows(inverse, len(rows), grad_v)  # (R, D)
+                slope = grad_v[inverse] @ self.context.T  # (P, V): d score / d step of its v row
+                h_v = self._sum_rows(inverse, len(rows), (curvature * slope.square()).sum(1))  # (R,)
+                h_u = (curvature * (v @ grad_u.T).square()).sum(0)  # (V,)
+                grad_v.mul_(self._line_step(grad_v, h_v, lr)[:, None])
+                grad_u.mul_(self._line_step(grad_u, h_u, lr)[:, None])
             else:
-                step_v, step_u = torch.full_like(c, lr, dtype=v.dtype), torch.full_like(self.log_kq, lr)
-            grad_v = (g @ self.context) * step_v[:, None]  # (P, D)
-            self.context.add_((g.T @ v) * step_u[:, None])
-            self.centre.index_add_(0, c, grad_v)
+                rows = c
+                grad_v.mul_(lr)
+                grad_u.mul_(lr)
+            self.context.add_(grad_u)
+            self.centre.index_add_(0, rows, grad_v)
         return loss, len(cond)
