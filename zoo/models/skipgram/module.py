@@ -14,7 +14,7 @@ from zoo.errors import UserError
 from zoo.models.skipgram.evaluation import analogy_score, nearest, similarity_score
 from zoo.models.skipgram.export import save_word2vec
 from zoo.models.skipgram.loop import train_chunk
-from zoo.models.skipgram.nets import OBJECTIVES, SkipGram
+from zoo.models.skipgram.nets import CAP_METHODS, OBJECTIVES, SkipGram
 from zoo.options import at_least, choice, positive
 from zoo.registry import MODELS
 
@@ -44,11 +44,13 @@ class SkipGramConfig:
     threads: int = positive(1)  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
     job_tokens: int = at_least(10000, 0)  # sequential updates: threads take turns on jobs of this many tokens
     # of a chunk (gensim's 10,000-word jobs); 0 = each thread one contiguous part of the chunk
-    step_cap: bool = True  # minibatch updates: each row steps at most to the minimum of the minibatch's
-    # loss along its summed gradient (a line search, nets.SkipGram._line_step). Without it a frequent
-    # row's hundreds of simultaneous terms overshoot: 65,536-window steps diverge on Wikipedia, and
-    # 5,120-window ones agree less with gensim (0.473 against 0.516). false: ~1.7x faster per update
-    # on a CPU, for small steps only
+    step_cap: bool = True  # minibatch updates: damp each row's step where the minibatch's many simultaneous
+    # terms on it would overshoot (nets.SkipGram._capped_step). Without it 65,536-window steps diverge on
+    # Wikipedia and 5,120-window ones agree less with gensim (0.473 against 0.550); false = plain SGD
+    step_cap_method: str = choice("newton", list(CAP_METHODS))  # newton = 2 conjugate-gradient iterations
+    # of the damped Newton step per row; line = the step along the row's summed gradient only (cheaper:
+    # one Hessian-vector product instead of two; agreement with gensim 0.516 against 0.550 at 5,120
+    # windows, 0.502 against 0.531 at 65,536; Wikipedia, one thread, seed 0)
     neighbours: list[str] = field(default_factory=list)  # probe words whose neighbours are printed at validation
     topn: int = positive(8)  # neighbours shown per probe word
     analogy_restrict: int = positive(30000)  # analogies are answered among this many most frequent words (word2vec)
@@ -91,7 +93,7 @@ class SkipGramModule(ZooModule):
             rank_zero_info(f"skipgram: vocabulary of {vocab} words < batch_centres / 4: {c.threads} intra-op "
                            f"threads instead of {c.threads} Hogwild threads (Hogwild needs sparse updates)")
         self.net = SkipGram(self.data_info["counts"], c.dim, c.objective, c.negative, c.noise_power, c.step_cap,
-                            c.init_range)
+                            c.init_range, c.step_cap_method)
         self.register_buffer("words_done", torch.zeros((), dtype=torch.float64))  # raw words trained on
         self.automatic_optimization = False  # updates are hand-written sparse SGD (see nets.py)
         self._index: dict[str, int] | None = None

@@ -32,6 +32,9 @@ import torch.nn.functional as F
 from zoo.models.skipgram.sampling import AliasSampler, noise_distribution
 
 OBJECTIVES = ("nce", "negative_sampling", "full_softmax")
+CAP_METHODS = ("newton", "line")  # see SkipGram._capped_step
+NEWTON_ITERATIONS = 2  # conjugate-gradient iterations of the damped Newton step (Wikipedia, 65,536
+# windows, one seed: agreement with gensim 0.487 / 0.531 / 0.529 / 0.527 after 1 / 2 / 3 / 4)
 
 
 def path_curvature(residual: torch.Tensor) -> torch.Tensor:
@@ -48,9 +51,13 @@ def path_curvature(residual: torch.Tensor) -> torch.Tensor:
 
 class SkipGram(nn.Module):
     def __init__(self, counts: list[int] | torch.Tensor, dim: int = 100, objective: str = "negative_sampling",
-                 negative: int = 5, noise_power: float = 0.75, step_cap: bool = True, init_range: float = 0.5):
+                 negative: int = 5, noise_power: float = 0.75, step_cap: bool = True, init_range: float = 0.5,
+                 cap_method: str = "newton"):
         super().__init__()
         self.step_cap = step_cap
+        if cap_method not in CAP_METHODS:
+            raise ValueError(f"cap_method must be one of {CAP_METHODS}, got {cap_method!r}")
+        self.cap_method = cap_method
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
         counts = torch.as_tensor(counts, dtype=torch.float64)
@@ -63,7 +70,7 @@ class SkipGram(nn.Module):
         q = noise_distribution(counts, noise_power)
         self.register_buffer("log_kq", (max(negative, 1) * q).log().float(), persistent=False)  # (V,)
         self.sampler = AliasSampler(q)
-        self.concurrency = 1  # minibatches applied at once (Hogwild threads, DDP ranks), see _line_step()
+        self.concurrency = 1  # minibatches applied at once (Hogwild threads, DDP ranks), see _capped_step()
 
     # ---- the objective with autograd (reference and diagnostics) ------------------------------
     def logits(self, v: torch.Tensor, u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -123,18 +130,23 @@ class SkipGram(nn.Module):
             self.centre.index_add_(0, cond.flatten(), grad_v.flatten(0, 1), alpha=lr)
             self.context.index_add_(0, out.flatten(), grad_u.flatten(0, 1), alpha=lr)
             return loss, int(valid.sum())
-        # a line search per row along its summed step; both from the tables before either update
-        # (v, u are gathered copies)
+        # per-row damped steps (``_capped_step``), both from the tables before either update (v, u
+        # are gathered copies); a row's Hessian-vector product sums h (x . p) x over its terms
         rows_v, inv_v = torch.unique(cond, return_inverse=True)  # (R,), (B, S)
-        G_v = self._sum_rows(inv_v, len(rows_v), grad_v)  # (R, D)
-        slope = torch.bmm(F.embedding(inv_v, G_v), u.transpose(1, 2))  # (B, S, K1): d score / d step of its v row
-        h_v = self._sum_rows(inv_v, len(rows_v), (curvature * slope.square()).sum(2))  # (R,)
         rows_u, inv_u = torch.unique(out, return_inverse=True)  # (R',), (B, K1)
-        G_u = self._sum_rows(inv_u, len(rows_u), grad_u)  # (R', D)
-        slope = torch.bmm(v, F.embedding(inv_u, G_u).transpose(1, 2))  # (B, S, K1): d score / d step of its u row
-        h_u = self._sum_rows(inv_u, len(rows_u), (curvature * slope.square()).sum(1))  # (R',)
-        self.centre.index_add_(0, rows_v, G_v.mul_(self._line_step(G_v, h_v, lr)[:, None]))
-        self.context.index_add_(0, rows_u, G_u.mul_(self._line_step(G_u, h_u, lr)[:, None]))
+
+        def hvp_v(P: torch.Tensor) -> torch.Tensor:  # (R, D) -> (R, D)
+            a = torch.bmm(F.embedding(inv_v, P), u.transpose(1, 2)).mul_(curvature)  # (B, S, K1)
+            return self._sum_rows(inv_v, len(rows_v), torch.bmm(a, u))
+
+        def hvp_u(P: torch.Tensor) -> torch.Tensor:  # (R', D) -> (R', D)
+            a = torch.bmm(v, F.embedding(inv_u, P).transpose(1, 2)).mul_(curvature)  # (B, S, K1)
+            return self._sum_rows(inv_u, len(rows_u), torch.bmm(a.transpose(1, 2), v))
+
+        step_v = self._capped_step(self._sum_rows(inv_v, len(rows_v), grad_v), hvp_v, lr)  # (R, D)
+        step_u = self._capped_step(self._sum_rows(inv_u, len(rows_u), grad_u), hvp_u, lr)  # (R', D)
+        self.centre.index_add_(0, rows_v, step_v)
+        self.context.index_add_(0, rows_u, step_u)
         return loss, int(valid.sum())
 
     @staticmethod
@@ -159,12 +171,11 @@ class SkipGram(nn.Module):
         G = g.new_zeros(V * V).index_add_(0, pair, g.flatten()).view(V, V)  # (c, w): summed y - sig(s)
         grad_v = G @ self.context  # (V, D)
         grad_u = G.T @ self.centre  # (V, D), from the tables before either update
-        if self.step_cap:  # ``_line_step`` per row; H (c, w): the summed curvature of the pair's terms
+        if self.step_cap:  # ``_capped_step``; H (c, w): the summed curvature of the pair's terms
             H = g.new_zeros(V * V).index_add_(0, pair, curvature.flatten()).view(V, V)
-            h_v = (H * (grad_v @ self.context.T).square()).sum(1)  # slope of score (c, w) along v_c's step
-            h_u = (H * (self.centre @ grad_u.T).square()).sum(0)  # ... along u_w's step
-            grad_v.mul_(self._line_step(grad_v, h_v, lr)[:, None])
-            grad_u.mul_(self._line_step(grad_u, h_u, lr)[:, None])
+            centre, context = self.centre.detach(), self.context.detach()
+            grad_v = self._capped_step(grad_v, lambda P: ((P @ context.T) * H) @ context, lr)
+            grad_u = self._capped_step(grad_u, lambda P: ((centre @ P.T) * H).T @ centre, lr)
         else:
             grad_v.mul_(lr)
             grad_u.mul_(lr)
@@ -189,52 +200,69 @@ class SkipGram(nn.Module):
         curvature = path_curvature(g) if self.step_cap else None
         return g, curvature, loss
 
-    def _line_step(self, grad: torch.Tensor, h: torch.Tensor, lr: float) -> torch.Tensor:
-        """The step size of each row along its summed gradient ``grad`` (R, D): lr, or less where
-        that overshoots the minimum of the minibatch's loss along it. With the curvature bound h
-        (from ``path_curvature``) of the terms touching a row and their slopes a = ds/dt along the
-        step, h_row = sum h a^2, and the quadratic model's minimum lies at t* = |grad|^2 / h_row.
-        Sequential SGD (word2vec) never overshoots, because each update sees the previous one; a
-        simultaneous step that piles n coherent terms on one row (a frequent word, a tiny
-        vocabulary) would. Measured along the step, not bounded by the sum of h |x|^2 over the
-        terms (the cap used until 2026-11-25), a row whose terms pull in different directions keeps
-        its full step: on Wikipedia that cap left a 65,536-window step's vectors half gensim's
-        length (docs/skipgram.md). Hogwild threads and DDP ranks that pile their steps on the same
-        rows at once (``concurrency``) divide t*. Returns (R,); h is overwritten."""
-        t = grad.square().sum(1).div_(h.mul_(self.concurrency))  # (R,) t*; 0/0 (no terms) is nan
-        return t.nan_to_num_(nan=lr, posinf=lr).clamp_(max=lr)
+    def _capped_step(self, grad: torch.Tensor, hvp, lr: float) -> torch.Tensor:
+        """The update of each row from its summed gradient ``grad`` (R, D) (minus the loss's), given
+        ``hvp``: P (R, D) -> H P, each row's Hessian-vector product with the curvature bound h
+        (``path_curvature``) of the terms touching it. Sequential SGD (word2vec) never overshoots,
+        because each update sees the previous one; a simultaneous step that piles n coherent terms
+        on one row (a frequent word, a tiny vocabulary) would, and ``concurrency`` (Hogwild threads,
+        DDP ranks piling their steps on the same rows) multiplies H.
+        - ``newton``: NEWTON_ITERATIONS conjugate-gradient iterations on (c H + I / lr) d = grad,
+          the step that minimises the minibatch's quadratic model plus |d|^2 / (2 lr): lr grad for
+          a lightly loaded row, the Newton step for an overloaded one, and in between the damping
+          sequential SGD gives itself.
+        - ``line``: the step along grad only, min(lr, t*) grad with t* = |grad|^2 / grad^T c H grad,
+          the minimum of the model along it (one Hessian-vector product instead of two).
+        Until 2026-11-25 the cap was lr / max(1, lr sum h |x|^2), as if all of a row's terms pulled
+        one way: a frequent row whose terms pull apart (its noise words) was cut far below its
+        useful step, and 65,536-window steps left vectors half gensim's length (docs/skipgram.md)."""
+        c = self.concurrency
+        if self.cap_method == "line":
+            t = grad.square().sum(1).div_((grad * hvp(grad)).sum(1).mul_(c))  # (R,) t*; 0/0 (no terms) is nan
+            return grad * t.nan_to_num_(nan=lr, posinf=lr).clamp_(max=lr)[:, None]
+        step = torch.zeros_like(grad)  # conjugate gradients from 0, every row at once
+        residual, direction = grad.clone(), grad.clone()
+        rr = residual.square().sum(1, keepdim=True)  # (R, 1)
+        for _ in range(NEWTON_ITERATIONS):
+            a_dir = hvp(direction).mul_(c).add_(direction, alpha=1.0 / lr)  # (c H + I / lr) direction
+            alpha = rr / (direction * a_dir).sum(1, keepdim=True).clamp_(min=1e-30)  # 0 where grad is 0
+            step.addcmul_(alpha, direction)
+            residual.addcmul_(alpha, a_dir, value=-1.0)
+            rr, rr_old = residual.square().sum(1, keepdim=True), rr
+            direction = residual + rr / rr_old.clamp(min=1e-30) * direction
+        return step
 
     @torch.no_grad()
     def sgd_softmax(self, cond: torch.Tensor, target: torch.Tensor, lr: float, with_loss: bool = False,
                     max_elements: int = 1 << 22) -> tuple[float, int]:
-        """Exact softmax SGD on pairs cond (P,) -> target (P,): every output vector moves."""
-        vocab = self.context.shape[0]
-        step = max(1, max_elements // vocab)
-        loss = 0.0
-        for start in range(0, len(cond), step):
-            c, t = cond[start:start + step], target[start:start + step]
-            v = self.centre[c]  # (P, D)
-            scores = v @ self.context.T  # (P, V)
-            if with_loss:
-                loss += float(F.cross_entropy(scores, t, reduction="sum"))
-            p = torch.softmax(scores, 1)
-            g = p.neg()
-            g[torch.arange(len(t), device=t.device), t] += 1.0  # (P, V) = -dloss/dscores
-            grad_v = g @ self.context  # (P, D)
-            grad_u = g.T @ v  # (V, D): every output row moves
-            if self.step_cap:  # ``_line_step``, with the diagonal of the softmax Hessian p (1 - p)
-                curvature = path_curvature(g)  # (P, V)
-                rows, inverse = torch.unique(c, return_inverse=True)
-                grad_v = self._sum_rows(inverse, len(rows), grad_v)  # (R, D)
-                slope = grad_v[inverse] @ self.context.T  # (P, V): d score / d step of its v row
-                h_v = self._sum_rows(inverse, len(rows), (curvature * slope.square()).sum(1))  # (R,)
-                h_u = (curvature * (v @ grad_u.T).square()).sum(0)  # (V,)
-                grad_v.mul_(self._line_step(grad_v, h_v, lr)[:, None])
-                grad_u.mul_(self._line_step(grad_u, h_u, lr)[:, None])
-            else:
-                rows = c
-                grad_v.mul_(lr)
-                grad_u.mul_(lr)
-            self.context.add_(grad_u)
-            self.centre.index_add_(0, rows, grad_v)
-        return loss, len(cond)
+        """Exact softmax SGD on pairs cond (P,) -> target (P,): every output vector moves. Pairs go
+        in slices whose (P, V) score matrix has at most ``max_elements`` entries."""
+        step = max(1, max_elements // self.context.shape[0])
+        loss = sum(self._softmax_step(cond[i:i + step], target[i:i + step], lr, with_loss)
+                   for i in range(0, len(cond), step))
+        return float(loss), len(cond)
+
+    def _softmax_step(self, c: torch.Tensor, t: torch.Tensor, lr: float, with_loss: bool) -> float:
+        """One simultaneous step on the pairs c (P,) -> t (P,); the summed loss when asked, else 0."""
+        v = self.centre[c]  # (P, D)
+        context = self.context.detach()
+        scores = v @ context.T  # (P, V)
+        loss = float(F.cross_entropy(scores, t, reduction="sum")) if with_loss else 0.0
+        g = torch.softmax(scores, 1).neg_()
+        g[torch.arange(len(t), device=t.device), t] += 1.0  # (P, V) = -dloss/dscores
+        grad_v = g @ context  # (P, D)
+        grad_u = g.T @ v  # (V, D): every output row moves
+        rows = c
+        if self.step_cap:  # ``_capped_step``, with the diagonal of the softmax Hessian p (1 - p)
+            curvature = path_curvature(g)  # (P, V)
+            rows, inverse = torch.unique(c, return_inverse=True)
+            grad_v = self._capped_step(
+                self._sum_rows(inverse, len(rows), grad_v),
+                lambda P: self._sum_rows(inverse, len(rows), ((P[inverse] @ context.T) * curvature) @ context), lr)
+            grad_u = self._capped_step(grad_u, lambda P: ((v @ P.T) * curvature).T @ v, lr)
+        else:
+            grad_v.mul_(lr)
+            grad_u.mul_(lr)
+        self.context.add_(grad_u)
+        self.centre.index_add_(0, rows, grad_v)
+        return loss
