@@ -19,6 +19,7 @@
 #   bash benchmarks/gpu_check.sh seeds       sat_shapes_hard and sat_shapes_soft, seeds 0-2, on the GPU
 #   bash benchmarks/gpu_check.sh skipgram    the skip-gram GPU path on Wikipedia text against gensim: 1 and 2
 #                                            threads at the recipe's step size, 1 thread at 64k windows
+#                                            with either step cap (newton, line)
 #                                            (words/s and neighbour agreement; docs/skipgram.md, Known limits)
 # Each stage writes its log and JSON to $OUT (what the device tool brings back; at most 8 files),
 # else to benchmarks/results/gpu/. Copy the JSON you keep into benchmarks/results/ with a row in
@@ -116,13 +117,16 @@ EOF
     ;;
   skipgram)
     env_there
-    # on the CPU one thread at 512 windows agrees with gensim 0.52, the recipe's 2 threads at 5120 only
-    # 0.43 (gensim's own seeds: 0.58): is the GPU's throughput at a step size that keeps the quality?
-    timeout 290 "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki --repeats 2 \
+    # on this project's CPU (Wikipedia, agreement with gensim; gensim's own seeds 0.58): the damped Newton
+    # step cap 0.55 at 5,120 windows and 0.53 at 65,536, the line search 0.52 and 0.50, the cap before
+    # 2026-11-25 0.47 and 0.40: what throughput does the GPU reach at a step size that keeps the quality?
+    timeout 200 "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki --repeats 2 \
       --threads 1,2 --zoo updates=minibatch --out "$OUT/skipgram_threads_$DEVICE.json" 2>&1 | tee "$OUT/skipgram.log"
-    timeout 290 "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki --repeats 2 \
-      --threads 1 --zoo updates=minibatch batch_centres=65536 --out "$OUT/skipgram_batch64k_$DEVICE.json" \
-      2>&1 | tee -a "$OUT/skipgram.log"
+    for method in newton line; do
+      timeout 190 "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki --repeats 1 \
+        --threads 1 --zoo updates=minibatch batch_centres=65536 step_cap_method=$method \
+        --out "$OUT/skipgram_batch64k_${method}_$DEVICE.json" 2>&1 | tee -a "$OUT/skipgram.log"
+    done
     ;;
   *)
     sed -n '2,25p' "$0"

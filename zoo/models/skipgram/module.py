@@ -47,10 +47,12 @@ class SkipGramConfig:
     step_cap: bool = True  # minibatch updates: damp each row's step where the minibatch's many simultaneous
     # terms on it would overshoot (nets.SkipGram._capped_step). Without it 65,536-window steps diverge on
     # Wikipedia and 5,120-window ones agree less with gensim (0.473 against 0.550); false = plain SGD
-    step_cap_method: str = choice("newton", list(CAP_METHODS))  # newton = 2 conjugate-gradient iterations
-    # of the damped Newton step per row; line = the step along the row's summed gradient only (cheaper:
-    # one Hessian-vector product instead of two; agreement with gensim 0.516 against 0.550 at 5,120
-    # windows, 0.502 against 0.531 at 65,536; Wikipedia, one thread, seed 0)
+    step_cap_method: str = choice("auto", ["auto", *CAP_METHODS])  # newton = 2 conjugate-gradient
+    # iterations of the damped Newton step per row; line = the step along the row's summed gradient only
+    # (one Hessian-vector product instead of two); auto = newton for nce / negative_sampling, line for
+    # full_softmax. Wikipedia, one thread, agreement with gensim: newton 0.550 / line 0.516 at 5,120
+    # windows, 0.532 / 0.500 at 65,536; planted corpus, full_softmax without subsampling: newton 0.597,
+    # line 0.941 (docs/skipgram.md)
     neighbours: list[str] = field(default_factory=list)  # probe words whose neighbours are printed at validation
     topn: int = positive(8)  # neighbours shown per probe word
     analogy_restrict: int = positive(30000)  # analogies are answered among this many most frequent words (word2vec)
@@ -93,13 +95,19 @@ class SkipGramModule(ZooModule):
             rank_zero_info(f"skipgram: vocabulary of {vocab} words < batch_centres / 4: {c.threads} intra-op "
                            f"threads instead of {c.threads} Hogwild threads (Hogwild needs sparse updates)")
         self.net = SkipGram(self.data_info["counts"], c.dim, c.objective, c.negative, c.noise_power, c.step_cap,
-                            c.init_range, c.step_cap_method)
+                            c.init_range, self.cap_method())
         self.register_buffer("words_done", torch.zeros((), dtype=torch.float64))  # raw words trained on
         self.automatic_optimization = False  # updates are hand-written sparse SGD (see nets.py)
         self._index: dict[str, int] | None = None
         self._seed = torch.initial_seed()
         self._anchors: list[torch.Tensor] | None = None  # DDP: tables after the last synchronisation
         self._noise = None  # the kernel's (keep, alias) noise table, built on first use
+
+    def cap_method(self) -> str:
+        """``step_cap_method`` with auto resolved (see SkipGramConfig)."""
+        if self.cfg.step_cap_method != "auto":
+            return self.cfg.step_cap_method
+        return "line" if self.cfg.objective == "full_softmax" else "newton"
 
     def sequential(self) -> bool:
         """Whether training steps use the sequential kernel (see ``SkipGramConfig.updates``)."""
