@@ -190,3 +190,12 @@ def test_full_softmax_minibatch_learns_the_planted_vocabulary_without_subsamplin
     result = train(["recipe=skipgram_synthetic_softmax", "data.sample=0", f"data.root={tmp_path}/data",
                     f"run_dir={tmp_path}/runs", "trainer.enable_progress_bar=false"])
     assert result.test_metrics["test/planted_spearman"] > 0.9, result.test_metrics
+
+
+def test_a_checkpoint_from_before_the_newton_cap_trains_with_the_cap(corpus):
+    """Configs saved before 2026-11-25 hold ``step_cap: null`` (then: automatic); loading one must
+    not turn the cap off (a 65,536-window step diverges without it)."""
+    from zoo.models.skipgram.module import SkipGramModule
+
+    assert SkipGramModule({"dim": 8, "step_cap": None}, corpus.info()).net.step_cap is True
+    assert SkipGramModule({"dim": 8, "step_cap": False}, corpus.info()).net.step_cap is False

@@ -94,7 +94,8 @@ class SkipGramModule(ZooModule):
         if small and c.threads > 1:
             rank_zero_info(f"skipgram: vocabulary of {vocab} words < batch_centres / 4: {c.threads} intra-op "
                            f"threads instead of {c.threads} Hogwild threads (Hogwild needs sparse updates)")
-        self.net = SkipGram(self.data_info["counts"], c.dim, c.objective, c.negative, c.noise_power, c.step_cap,
+        step_cap = c.step_cap is not False  # checkpoints saved before 2026-11-25 hold None (then: automatic)
+        self.net = SkipGram(self.data_info["counts"], c.dim, c.objective, c.negative, c.noise_power, step_cap,
                             c.init_range, self.cap_method())
         self.register_buffer("words_done", torch.zeros((), dtype=torch.float64))  # raw words trained on
         self.automatic_optimization = False  # updates are hand-written sparse SGD (see nets.py)
