@@ -126,7 +126,7 @@ def test_dense_and_sparse_steps_agree_with_the_step_cap(objective):
     nets[1].load_state_dict(nets[0].state_dict())
     before = nets[0].centre.detach().clone()
     for net, dense in zip(nets, (True, False)):
-        net.concurrency = 2
+        net.replicas = 2
         net.sgd_windows(cond, valid, target, 0.025, torch.Generator().manual_seed(3), dense=dense)
     assert (nets[0].centre - before).abs().max() > 1e-3  # the step did something
     assert torch.allclose(nets[0].centre, nets[1].centre, atol=1e-5)

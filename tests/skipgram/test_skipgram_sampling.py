@@ -105,7 +105,7 @@ class PairRecorder:
 
     def __init__(self, vocab: int):
         self.centre = torch.zeros(vocab, 1)
-        self.step_cap, self.cap_method, self.concurrency, self.pairs = False, "newton", 1, []
+        self.step_cap, self.hogwild_threads, self.replicas, self.pairs = False, 1, 1, []
 
     def sgd_windows(self, cond, valid, target, lr, generator, share_negatives, with_loss=False):
         self.pairs.append((target[:, None].expand_as(cond)[valid], cond[valid]))

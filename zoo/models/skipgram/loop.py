@@ -61,12 +61,7 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
                     loss, loss_pairs = loss + l, loss_pairs + p
         return loss, loss_pairs, pairs
 
-    # the steps that pile up on the same rows at once, which the step cap's line search divides by:
-    # DDP ranks' chunk updates are summed; Hogwild threads' minibatches overlap. The damped Newton step
-    # does better without counting the threads (Wikipedia, 2 threads, 5,120 windows, seed 0: agreement
-    # with gensim 0.540 counting 1, 0.514 counting 2, 0.418 counting 4; one thread: 0.546)
-    hogwild = min(threads, n_batches) if net.cap_method == "line" else 1
-    net.concurrency = hogwild * replicas
+    net.hogwild_threads, net.replicas = min(threads, n_batches), replicas  # for the step cap
     previous = torch.get_num_threads()
     # parallelism comes from the Python threads: their ops are too small for intra-op threads, whose
     # barriers stall badly when the cores are shared. Without Hogwild (a tiny vocabulary, where the
