@@ -102,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
                                formatter_class=argparse.RawDescriptionHelpFormatter,
                                epilog=__doc__.split("\n\n", 2)[-1])
     parser.add_argument("target", help="a checkpoint path or a pretrained name")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="data.KEY=, trainer.KEY=, seed=, plots_dir=")
+    # default=[]: else argparse names this optional list among the "required" arguments when target is missing
+    parser.add_argument("overrides", nargs="*", default=[], metavar="key=value",
+                        help="data.KEY=, trainer.KEY=, seed=, plots_dir=")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     try:
         args = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)

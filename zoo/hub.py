@@ -59,6 +59,8 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
     import torch
 
     path = Path(path)
+    if path.is_dir():
+        raise not_a_checkpoint(path)
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
     with open(path, "rb") as f:
@@ -73,12 +75,22 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
     except pickle.UnpicklingError as err:
         raise UserError(f"refusing {path}: it holds objects that are not plain weights "
                         f"(torch.load weights_only=True said: {first_line(err)})") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as err:
-        raise UserError(f"checkpoint {path} is corrupt or not a PyTorch file ({first_line(err)})") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as err:  # most often cut short
+        raise UserError(f"checkpoint {path} is truncated or corrupt ({first_line(err)}): an interrupted copy or "
+                        "save? Pass a complete .ckpt written by `python -m zoo.train`") from None
     if not isinstance(ckpt, dict) or "zoo" not in ckpt or "state_dict" not in ckpt:
         raise UserError(f"{path} is not a zoo checkpoint (no 'zoo' section): only checkpoints written by "
                         "`python -m zoo.train` can be loaded")
     return ckpt
+
+
+def not_a_checkpoint(folder: Path) -> UserError:
+    """A folder given where a checkpoint file is expected (a run folder, say): name the newest
+    checkpoint inside it, if any."""
+    found = [*folder.glob("checkpoints/last.ckpt"), *folder.glob("*/checkpoints/last.ckpt")]
+    hint = (f"e.g. {max(found, key=lambda p: p.stat().st_mtime)}" if found
+            else "written by `python -m zoo.train` (<run folder>/checkpoints/last.ckpt)")
+    return UserError(f"{folder} is a folder, not a checkpoint: pass a .ckpt file, {hint}")
 
 
 def build_model(model_name: str, hparams: dict, state_dict: dict, source: str) -> Any:
@@ -116,7 +128,9 @@ def load_pretrained(name: str) -> tuple[Any, dict]:
         raise UserError(f"weights file of '{name}' is missing: {weights}")
     actual = sha256(weights)
     if actual != card["sha256"]:
-        raise UserError(f"refusing {weights}: sha256 {actual} does not match the card's {card['sha256']}")
+        raise UserError(f"refusing {weights}: sha256 {actual} does not match the card's {card['sha256']}, so "
+                        "the file was changed or damaged since its release. Restore the released file (in a git "
+                        f"clone of the zoo: `git checkout -- {weights}`) or reinstall the zoo")
     try:
         state = load_file(str(weights))
     except Exception as err:
@@ -130,6 +144,8 @@ def load_any(target: str) -> tuple[Any, dict]:
     path = Path(target)
     if target.endswith(".ckpt") or (path.is_file() and path.suffix != ".json"):
         return load_checkpoint(path)
+    if path.is_dir() and ("/" in target or target not in pretrained_cards()):
+        raise not_a_checkpoint(path)
     if "/" in target or target.endswith((".ckpt", ".safetensors")):
         raise UserError(f"no such file: {target}")
     return load_pretrained(target)

@@ -25,6 +25,7 @@ import math
 import types
 import typing
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from zoo.errors import UserError
@@ -245,6 +246,35 @@ def validate_call(fn: Callable, options: Mapping, where: str, what: str = "optio
 
 
 # ---- the command line -----------------------------------------------------------------------------
+def check_output_file(path: str | Path, option: str, writer: str = "image") -> Path:
+    """A file a command is about to write: its folder must exist, the path must not be a folder, and
+    its extension must name a format the writer knows (``image``: PIL's, which torchvision's
+    save_image uses; ``figure``: matplotlib's savefig). save_image / savefig fail with a traceback
+    only after the work is done."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{option}={path} is a folder; give a file name, e.g. {option}={path / 'out.png'}")
+    if not path.parent.is_dir():
+        raise UserError(f"{option}={path}: the folder {path.parent} does not exist; create it or choose another")
+    formats = _output_formats(writer)
+    if path.suffix.lower().lstrip(".") not in formats:
+        what = f"'{path.suffix}' is not a format the zoo can write {writer}s in" if path.suffix else "no extension"
+        shown = [f".{f}" for f in sorted(formats) if f in ("jpg", "pdf", "svg", "bmp", "gif", "tiff", "webp")]
+        raise UserError(f"{option}={path}: {what}; end the file name in .png (or {', '.join(shown)})")
+    return path
+
+
+def _output_formats(writer: str) -> set[str]:
+    if writer == "figure":
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        return set(FigureCanvasBase.get_supported_filetypes())
+    from PIL import Image
+
+    Image.init()
+    return {ext.lstrip(".") for ext, fmt in Image.registered_extensions().items() if fmt in Image.SAVE}
+
+
 def parse_kv(items: list[str]) -> dict[str, Any]:
     """``["a.b=1", "c=[x, y]"]`` -> ``{"a.b": 1, "c": ["x", "y"]}`` (OmegaConf dotlist values)."""
     return flatten(parse_dotlist(items))

@@ -75,13 +75,22 @@ def build_trainer(make: Callable[[], Any], what: str) -> Any:
         with lightning_messages_held():
             return make()
     except (ValueError, TypeError) as err:
-        raise UserError(f"invalid {what}: {err}") from None
+        raise UserError(f"invalid {what}: {err}{_fix_hint(str(err))}") from None
     except ImportError as err:  # e.g. trainer.accelerator=tpu without torch_xla
         raise UserError(f"the trainer settings need a package that is not installed: {err}") from None
     except Exception as err:
         if type(err).__name__ == "MisconfigurationException":  # e.g. limit_train_batches=1.5
-            raise UserError(f"invalid {what}: {err}") from None
+            raise UserError(f"invalid {what}: {err}{_fix_hint(str(err))}") from None
         raise
+
+
+def _fix_hint(reason: str) -> str:
+    """The fix for the refusals met most (Lightning's reason names only what is wrong)."""
+    if "gpu backend" in reason or "accelerator is not available" in reason:
+        return " Use trainer.accelerator=cpu, or auto (a GPU when there is one)"
+    if "Trainer(devices=" in reason and "not a valid input" in reason:
+        return " trainer.devices must be >= 1, -1 (all devices) or auto"
+    return ""
 
 
 def wandb_logged_in() -> bool:

@@ -68,7 +68,8 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
         found = sorted(root.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
         if not found:
             raise UserError(f"ckpt_path=last: no earlier run of '{cfg['recipe']}' with checkpoints/last.ckpt "
-                            f"under {root}")
+                            f"under {root}: leave ckpt_path out to start a new run, or give ckpt_path=PATH/TO.ckpt "
+                            "(or the run_dir= of the earlier run)")
         return found[-1].parent.parent, str(found[-1])
     if os.environ.get("ZOO_RUN_DIR"):  # set by the launching process for DDP children, or by the user
         return Path(os.environ["ZOO_RUN_DIR"]), ckpt

@@ -21,12 +21,15 @@ from platform_testlib import run_main, subprocess_env
     ("model.name=collections:OrderedDict", "class OrderedDict, not a model"),
     ("data.name=os:getcwd", "not a datamodule"),
     ("callbacks=[{name: grad_varience}]", "did you mean: grad_variance"),  # unknown callback
-    ("ckpt_path=last", "no earlier run"),  # nothing to resume
+    ("ckpt_path=last", "leave ckpt_path out to start a new run"),  # nothing to resume
     ("trainer.logger=false", "is set by the zoo"),  # reserved trainer key
     ("trainer.limit_train_batches=0", "must be > 0"),  # trained nothing and exited 0
     ("trainer.max_epochs=0", "it would train nothing"),
     ("trainer.max_steps=0", "it would train nothing"),
     ("trainer.devices=4096", "training processes on the CPU"),  # 64 gloo processes on 2 cores hung
+    ("trainer.devices=0", "trainer.devices must be >= 1"),  # Lightning's reason alone, no fix
+    pytest.param("trainer.accelerator=gpu", "Use trainer.accelerator=cpu", marks=pytest.mark.skipif(
+        torch.cuda.is_available() or torch.backends.mps.is_available(), reason="this machine has a GPU")),
 ])
 def test_bad_overrides(toy_recipe, tmp_path, capsys, override, expected):
     code, err = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}", override], capsys)
@@ -34,6 +37,20 @@ def test_bad_overrides(toy_recipe, tmp_path, capsys, override, expected):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err  # one message, nothing else
     assert not any(tmp_path.glob("toy/*")), "nothing written for a rejected run"
+
+
+@pytest.mark.parametrize("model, data, expected", [
+    ("maml", "digits", "maml needs a few-shot datamodule"),  # was a TypeError in validation, after the run folder
+    ("maml_rl", "sinusoid", "maml_rl needs the 2-D navigation datamodule"),
+    ("sat", "seqgan_text", "needs a captioning datamodule"),  # has a vocabulary too: was a ValueError
+    ("skipgram", "seqgan_text", "needs a corpus datamodule"),  # a vocabulary but no counts: was a KeyError
+])
+def test_a_model_refuses_a_datamodule_of_another_kind(model, data, expected, tmp_path, capsys):
+    recipe = tmp_path / "pair.yaml"
+    recipe.write_text(f"model: {{name: {model}}}\ndata: {{name: {data}}}\ntrainer: {{max_epochs: 1}}\n")
+    code, err = run_main([f"recipe={recipe}", f"run_dir={tmp_path}/runs"], capsys)
+    assert code == 2 and expected in err and "data.name=" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
 
 
 def test_unknown_recipe_lists_closest(capsys, tmp_path, monkeypatch):

@@ -46,6 +46,48 @@ def test_checkpoint_missing_corrupt_foreign_unsafe(tmp_path, capsys):
         assert expected in err.err and "Traceback" not in err.err and "pwned" not in err.out
 
 
+def test_truncated_checkpoint_and_a_folder_for_a_checkpoint(toy_recipe, tmp_path, capsys):
+    whole = tmp_path / "whole.ckpt"
+    torch.save({"zoo": {}, "state_dict": {"w": torch.zeros(1000)}}, whole)
+    cut = tmp_path / "cut.ckpt"  # said only "([Errno 22] Invalid argument)"
+    cut.write_bytes(whole.read_bytes()[:2000])
+    assert evaluate.main([str(cut)]) == 2
+    err = capsys.readouterr().err
+    assert "is truncated or corrupt" in err and "Pass a complete .ckpt written by `python -m zoo.train`" in err, err
+    run = tmp_path / "runs" / "toy" / "20260101-000000"  # said "no such file"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+    hint = f"is a folder, not a checkpoint: pass a .ckpt file, e.g. {run / 'checkpoints' / 'last.ckpt'}"
+    assert evaluate.main([str(tmp_path / "runs" / "toy")]) == 2
+    err = capsys.readouterr().err
+    assert hint in err and len(err.strip().splitlines()) == 1, err
+    code, err = run_main([f"recipe={toy_recipe}", f"ckpt_path={run}", f"run_dir={tmp_path}/again"], capsys)
+    assert code == 2 and hint in err and not (tmp_path / "again").exists(), err
+
+
+def test_pretrained_weights_changed_since_their_release(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    import zoo.hub
+
+    shutil.copy(zoo.hub.PRETRAINED_DIR / "vae-digits.json", tmp_path)
+    (tmp_path / "vae-digits.safetensors").write_bytes(b"edited")
+    monkeypatch.setattr(zoo.hub, "PRETRAINED_DIR", tmp_path)
+    assert evaluate.main(["vae-digits"]) == 2
+    err = capsys.readouterr().err
+    assert "does not match the card's" in err and "Restore the released file" in err and "git checkout --" in err
+
+
+@pytest.mark.parametrize("target, data, expected", [
+    ("maml-sinusoid", "digits", "maml needs a few-shot datamodule"),  # was a TypeError in adaptation_curve
+    ("vae-digits", "sinusoid", "the VAE needs data_info['image_shape']"),  # was a ValueError in test_step
+])
+def test_evaluate_on_a_datamodule_of_another_kind(target, data, expected, capsys):
+    assert evaluate.main([target, f"data.name={data}"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err and err.strip().splitlines()[-1].startswith("error: "), err
+
+
 def test_a_broken_pretrained_card_is_refused(tmp_path, capsys, monkeypatch):
     import zoo.hub
 
@@ -129,11 +171,37 @@ def test_predict_inputs_may_look_like_flags(capsys):
     (["vae-digits", "n=4", "out=OUT/no/x.png"], "does not exist"),  # were FileNotFoundError / ValueError
     (["vae-digits", "n=4", "out=OUT"], "is a folder"),  # tracebacks from save_image
     (["maml-sinusoid", "out=OUT"], "is a folder"),  # found by savefig after the fine-tuning
+    (["dvae-digits", "n=4", "out=OUT/s.txt"], "'.txt' is not a format the zoo can write images in"),  # PIL's
+    (["maml-sinusoid", "out=OUT/fit.txt"], "'.txt' is not a format the zoo can write figures in"),  # ValueErrors
+    (["maml-sinusoid", "nan,1", "out=OUT/fit.png"], "point 'nan,1' is not finite"),  # exited 0 printing nan
 ])
 def test_predict_refuses_bad_counts_and_output_paths(argv, expected, tmp_path, capsys):
     assert predict.main([a.replace("OUT", str(tmp_path)) for a in argv]) == 2
     err = capsys.readouterr().err
     assert expected in err and len(err.strip().splitlines()) == 1, err
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("target", ["sat-shapes-soft", "ood-digits-joint", "vae-digits"])
+def test_predict_given_a_folder_for_an_image(target, tmp_path, capsys):
+    # sat: an IsADirectoryError traceback; ood, vae: "image not found" for a path that exists
+    assert predict.main([target, str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path} is a folder, not an image: give image files" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--out", "OUT/nodir/p.png"], "the folder OUT/nodir does not exist"),  # tracebacks from savefig, after
+    (["--out", "OUT/p.txt"], "'.txt' is not a format the zoo can write figures in"),  # the draws
+    (["--theta", "nan"], "--theta must be a finite number"),  # a ValueError from torch.distributions
+])
+def test_estimators_compare_refuses_bad_values_before_the_draws(args, expected, tmp_path, capsys, monkeypatch):
+    from zoo.estimators.__main__ import main as estimators_main
+
+    monkeypatch.chdir(tmp_path)  # where the default --out would be written
+    assert estimators_main(["compare", "--draws", "10", *(a.replace("OUT", str(tmp_path)) for a in args)]) == 2
+    err = capsys.readouterr().err
+    assert expected.replace("OUT", str(tmp_path)) in err and len(err.strip().splitlines()) == 1, err
     assert not any(tmp_path.iterdir())
 
 
@@ -149,6 +217,12 @@ def test_evaluate_switches_the_datamodule_with_data_name(tmp_path, capsys):
     code = evaluate_main(["vae-digits", "data.name=mnist", f"data.root={tmp_path}"])
     err = capsys.readouterr().err
     assert code == 2 and "unknown key" not in err and str(tmp_path) in err, err
+
+
+def test_evaluate_without_arguments_asks_for_the_target_only(capsys):
+    assert evaluate.main([]) == 2  # listed the optional key=value as required too
+    err = capsys.readouterr().err
+    assert "required: target" in err and "key=value" not in err, err
 
 
 @pytest.mark.parametrize("module, argv", [

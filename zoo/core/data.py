@@ -15,6 +15,7 @@ Contract:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -34,6 +35,10 @@ class ZooDataModule(L.LightningDataModule):
     def __init__(self, cfg: dict):
         super().__init__()
         self.cfg = self.Config(**cfg)
+        root = getattr(self.cfg, "root", None)
+        if isinstance(root, str) and Path(root).is_file():  # else "not found in <file>/mnist", as if it were a folder
+            raise UserError(f"data.root={root} is a file, not a folder: point data.root at the folder that holds "
+                            "the data")
 
     def info(self) -> dict:
         return {}

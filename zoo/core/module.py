@@ -16,6 +16,11 @@ Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on
   through an estimator; its config then has an ``estimator`` option (``estimator_option(...)``),
   checked against the node when the recipe loads, and ``self.build_estimator()`` builds it.
 - ``predict_cli(inputs, options)``: what ``python -m zoo.predict`` does for this model.
+- ``check_data(info)`` (optional): refuse (a ``UserError`` saying which datamodules fit) a
+  datamodule's ``info()`` the model cannot take: one of another kind (maml on digits), or one whose
+  shapes differ from ``self.data_info``, the data the model was built for. ``__init__`` calls it, so
+  ``zoo.train`` refuses a recipe pairing the two before anything is written; ``setup`` calls it on
+  the datamodule Lightning runs with (``zoo.evaluate ... data.name=OTHER``).
 - ``before_fit()``: work done once when ``zoo.train`` has built the model for a fresh run, before
   the run folder exists (e.g. weights taken from another model); a ``UserError`` there leaves
   nothing behind. A resumed run (its checkpoint holds the result) and loading a trained model do
@@ -63,6 +68,13 @@ class ZooModule(L.LightningModule):
 
     def before_fit(self) -> None:
         """See the module docstring; nothing by default."""
+
+    def setup(self, stage: str) -> None:
+        """Lightning's hook before fit / validate / test: the model's ``check_data``, if it has one, on
+        the datamodule it is about to run with."""
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if hasattr(self, "check_data") and dm is not None and hasattr(dm, "info"):
+            self.check_data(dm.info())
 
     def build_estimator(self) -> Any:
         """The estimator the config names for ``stochastic_node``, checked against the node and given
@@ -178,14 +190,3 @@ def check_options(options: dict, defaults: dict, what: str) -> dict:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def check_output_file(path: str | Path, option: str) -> Path:
-    """A file a command is about to write: its folder must exist and the path must not be a folder
-    (save_image / savefig fail with a traceback only after the work is done)."""
-    path = Path(path)
-    if path.is_dir():
-        raise UserError(f"{option}={path} is a folder; give a file name, e.g. {option}={path / 'out.png'}")
-    if not path.parent.is_dir():
-        raise UserError(f"{option}={path}: the folder {path.parent} does not exist; create it or choose another")
-    return path

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 from zoo.errors import CommandLineParser, UserError
@@ -31,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.draws < 2:
             raise UserError(f"--draws must be >= 2 to estimate a variance, got {args.draws}")
+        if not math.isfinite(args.theta):  # a nan mean is refused deep inside torch.distributions
+            raise UserError(f"--theta must be a finite number, got {args.theta}")
+        if args.out:  # before the draws: savefig fails only after them
+            from zoo.options import check_output_file
+
+            check_output_file(args.out, "--out", "figure")
         import torch
 
         from zoo.estimators import compare

@@ -160,6 +160,8 @@ def load_image(path: Path | str, transform) -> torch.Tensor:
             return transform(im.convert("RGB"))
     except FileNotFoundError:
         raise UserError(f"image not found: {path}") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a folder, not an image: give image files (e.g. {Path(path) / '*.png'})") from None
     except UnidentifiedImageError:
         raise UserError(f"{path} is not an image file PIL can read") from None
 
@@ -181,6 +183,9 @@ class KarpathyData(_CaptionData):
             return
         c = self.cfg
         json_path, image_dir = self.paths()
+        if json_path.is_dir():
+            raise UserError(f"{json_path} is a folder, but the Karpathy split file dataset_{c.dataset}.json is "
+                            "expected there: put the file itself in its place, or set data.json=PATH")
         if not json_path.is_file():
             raise UserError(
                 f"Karpathy split file not found at {json_path}. Download dataset_{c.dataset}.json "

@@ -107,9 +107,7 @@ class ShowAttendTell(ZooModule):
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
         c, info = self.cfg, self.data_info
-        if "vocab" not in info:
-            raise UserError("model 'sat' needs a captioning datamodule (shapes or karpathy) that provides "
-                            "a vocabulary")
+        self.check_data(info)
         self.vocab = Vocab(info["vocab"])
         self.encoder = build_encoder(c.encoder, c.feat_dim, c.cnn_width, c.pretrained_encoder, c.grid,
                                      c.cnn_stages)
@@ -123,6 +121,17 @@ class ShowAttendTell(ZooModule):
         self.baseline_caption = info.get("baseline_caption")
         self.metrics = torch.nn.ModuleDict({s: self._metrics() for s in ("val", "test")})
         self._figure: dict | None = None
+
+    def check_data(self, info: dict) -> None:
+        """A captioning datamodule (seqgan_text and the skipgram corpora have a vocabulary too), with
+        the vocabulary the model was trained on: its word ids are the embedding's rows."""
+        if "vocab" not in info or "image_size" not in info:
+            raise UserError("model 'sat' needs a captioning datamodule (shapes or karpathy) that provides "
+                            "a vocabulary and images: use data.name=shapes or data.name=karpathy")
+        if list(info["vocab"]) != list(self.data_info["vocab"]):
+            raise UserError(f"the data's vocabulary ({len(info['vocab'])} words) is not the one the model was "
+                            f"trained with ({len(self.data_info['vocab'])} words): use the dataset and data "
+                            "options (min_freq, limit_images) it was trained with")
 
     @staticmethod
     def _metrics() -> torch.nn.ModuleDict:

@@ -67,21 +67,33 @@ class MAML(ZooModule):
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
         c, info = self.cfg, self.data_info
-        self.task = info.get("task", "regression")
+        self.check_data(info)
+        self.task = info["task"]
         if self.task == "regression":
             self.net = MLP(info.get("in_dim", 1), info.get("out_dim", 1), c.hidden, c.layers)
             if c.init == "paper":
                 self.net.paper_init()
             self.loss_fn, self.metric = F.mse_loss, None
-        elif self.task == "classification":
+        else:
             self.net = ConvNet(info["n_way"], info.get("image_shape", [1, 28, 28])[0], c.filters)
             self.loss_fn, self.metric = F.cross_entropy, accuracy
-        else:
-            raise UserError(f"maml: unknown task type '{self.task}' from the datamodule")
         # Meta-SGD: one learned step size per parameter entry ('.' is not allowed in module names)
         self.inner_lrs = nn.ParameterDict({
             name.replace(".", "__"): nn.Parameter(torch.full_like(p, c.inner_lr))
             for name, p in self.net.named_parameters()} if c.meta_sgd else {})
+
+    def check_data(self, info: dict) -> None:
+        """A few-shot datamodule (batches of tasks: digits' plain batches fail deep in the adaptation
+        code), with the task type and sizes the net was built for."""
+        task = info.get("task")
+        if task not in ("regression", "classification"):
+            got = "none" if task is None else f"'{task}'" + (" (model maml_rl's)" if task == "nav2d" else "")
+            raise UserError(f"maml needs a few-shot datamodule (data_info['task']: 'regression' or "
+                            f"'classification'), and this one's task is {got}: use data.name=sinusoid or omniglot")
+        for key in ("task", "n_way", "in_dim", "out_dim"):
+            if info.get(key) != self.data_info.get(key):
+                raise UserError(f"the data gives {key}={info.get(key)!r}, but the model was built for "
+                                f"{key}={self.data_info.get(key)!r}: use data like those it was trained on")
 
     # ---- the pieces meta.py needs ------------------------------------------------------------
     def params(self) -> dict[str, Tensor]:

@@ -71,8 +71,16 @@ class Nav2dMAML(ZooModule):
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
         c = self.cfg
+        self.check_data(self.data_info)
         self.policy = GaussianPolicy(c.hidden, c.layers, c.init_std)
         self.estimator = self.build_estimator()  # checked against stochastic_node by the platform
+
+    @staticmethod
+    def check_data(info: dict) -> None:
+        """The navigation tasks: this model's batches are goals it rolls its policy out towards."""
+        if info.get("task") != "nav2d":
+            raise UserError("maml_rl needs the 2-D navigation datamodule (data_info['task'] = 'nav2d'): use "
+                            "data.name=nav2d (few-shot regression and classification are model maml's)")
 
     # ---- the one place the estimator is used ----------------------------------------------------
     def policy_loss(self, params: dict[str, Tensor], states: Tensor, actions: Tensor, rewards: Tensor) -> Tensor:

@@ -89,7 +89,7 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
         saved = torch.load(cache, weights_only=True)
         if saved.get("names") == names:
             return saved["images"], names
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
     per_char = []
     for c in chars:
@@ -98,7 +98,15 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
             raise UserError(f"{c} holds no .png drawings; expected {LAYOUT}")
         imgs = []
         for f in files:
-            with Image.open(f) as im:
+            try:
+                im = Image.open(f)
+                im.load()
+            except (UnidentifiedImageError, OSError) as err:
+                why = "not an image format PIL reads" if isinstance(err, UnidentifiedImageError) else err
+                raise UserError(f"{f} is not a readable image ({why}): unzip it again from images_background.zip "
+                                "/ images_evaluation.zip (https://github.com/brendenlake/omniglot), or delete it"
+                                ) from None
+            with im:
                 im = im.convert("L").resize((size, size), Image.Resampling.LANCZOS)
                 imgs.append(255 - torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(size, size))
         per_char.append(torch.stack(imgs))

@@ -5,10 +5,13 @@ points, so that a point with a negative x (``-4,1.5``) is not read as a command-
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from zoo.core.module import check_options, check_output_file
+from zoo.core.module import check_options
 from zoo.errors import UserError
+from zoo.options import check_output_file
 
 DEFAULTS = {"steps": 10, "seed": 0, "out": "maml_adaptation.png", "shots": 0}
 
@@ -20,6 +23,8 @@ def parse_points(inputs: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
             x, y = (float(v) for v in item.split(","))
         except ValueError:
             raise UserError(f"cannot read point '{item}': give points as x,y (e.g. 1.5,-0.3)") from None
+        if not (math.isfinite(x) and math.isfinite(y)):  # fine-tuning on it makes every prediction nan
+            raise UserError(f"point '{item}' is not finite: give points as finite numbers x,y (e.g. 1.5,-0.3)")
         xs.append(x)
         ys.append(y)
     x = torch.tensor(xs).unsqueeze(-1)  # cpu: (K, 1), moved to the model's device by the caller
@@ -37,7 +42,7 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
     steps, seed, shots = int(opts["steps"]), int(opts["seed"]), int(opts["shots"])
     if steps < 0:
         raise UserError(f"steps={steps} must be >= 0")
-    check_output_file(opts["out"], "out")  # before fine-tuning, not after
+    check_output_file(opts["out"], "out", "figure")  # before fine-tuning, not after
     shown = sorted({0, min(1, steps), steps})
     with torch.inference_mode(False):
         if inputs:

@@ -113,6 +113,8 @@ def load_image(path: str, shape: list[int], resize: bool, convert: bool, invert:
 
     c, h, w = shape
     p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{p} is a folder, not an image: give image files (e.g. {p / '*.png'})")
     if not p.is_file():
         raise UserError(f"image not found: {p}")
     try:

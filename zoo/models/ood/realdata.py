@@ -41,6 +41,7 @@ from zoo.registry import DATAMODULES
 DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+SVHN_URL = "http://ufldl.stanford.edu/housenumbers/"
 IDX_DIRS = {"mnist": ("mnist", "MNIST/raw"), "fashion_mnist": ("fashion_mnist", "FashionMNIST/raw")}
 
 
@@ -57,7 +58,17 @@ def _read_idx(path: Path, labels: bool) -> torch.Tensor:
                 shutil.copyfileobj(src, dst)
             return reader(str(plain))
     except (TypeError, ValueError, AssertionError, OSError, EOFError, RuntimeError) as err:
-        raise UserError(f"{path} is not a valid IDX {'label' if labels else 'image'} file: {err}") from None
+        raise UserError(f"{path} is not a valid IDX {'label' if labels else 'image'} file: {err}; download it "
+                        "again and replace it") from None
+
+
+def _check_labels(y: torch.Tensor | np.ndarray, path: Path, low: int, high: int) -> None:
+    """Labels outside the dataset's classes (a corrupt or foreign file) would make up classes: the
+    model would be built with ``max + 1`` outputs and fail long after the run folder is written."""
+    bad = y[(y < low) | (y > high)]
+    if len(bad):
+        raise UserError(f"{path} holds label {int(bad[0])}, but this dataset's labels are {low}-{high}: the file "
+                        "is corrupt or of another dataset; download it again and replace it")
 
 
 def load_idx_dataset(root: Path, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -70,6 +81,8 @@ def load_idx_dataset(root: Path, name: str) -> tuple[torch.Tensor, torch.Tensor,
             found.append(hit)
         if all(found):
             tr_x, tr_y, te_x, te_y = (_read_idx(p, labels="labels" in p.name) for p in found)
+            _check_labels(tr_y, found[1], 0, 9)
+            _check_labels(te_y, found[3], 0, 9)
             return tr_x[:, None], tr_y, te_x[:, None], te_y
     looked = ", ".join(str(root / s) for s in IDX_DIRS[name])
     raise UserError(f"{name} not found: looked for {', '.join(IDX_FILES)} (plain or .gz) in {looked}. "
@@ -81,6 +94,7 @@ def _cifar_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
     if raw.size % 3073:
         raise UserError(f"{path} is not a CIFAR-10 binary batch (size {raw.size} is not a multiple of 3,073 bytes)")
     rec = raw.reshape(-1, 3073)
+    _check_labels(rec[:, 0], path, 0, 9)
     return rec[:, 1:].reshape(-1, 3, 32, 32), rec[:, 0].astype(np.int64)
 
 
@@ -99,15 +113,19 @@ def load_cifar10(root: Path):
 
 def _svhn_file(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
     from scipy.io import loadmat
+    from scipy.io.matlab import MatReadError
 
     try:
         mat = loadmat(str(path))
         x, y = mat["X"], mat["y"]
-    except (ValueError, KeyError, OSError, NotImplementedError) as err:
-        raise UserError(f"{path} is not an SVHN .mat file with X (32, 32, 3, N) and y (N, 1): {err}") from None
+    except (ValueError, KeyError, OSError, NotImplementedError, MatReadError) as err:
+        raise UserError(f"{path} is not an SVHN .mat file with X (32, 32, 3, N) and y (N, 1): {err}. Download it "
+                        f"again from {SVHN_URL} (the 'cropped digits', format 2)") from None
     if x.ndim != 4 or x.shape[:3] != (32, 32, 3):
         raise UserError(f"{path}: X has shape {x.shape}, expected (32, 32, 3, N)")
-    y = y.reshape(-1).astype(np.int64) % 10  # label 10 is the digit 0
+    y = y.reshape(-1).astype(np.int64)
+    _check_labels(y, path, 1, 10)
+    y = y % 10  # label 10 is the digit 0
     return torch.from_numpy(np.ascontiguousarray(x.transpose(3, 2, 0, 1))), torch.from_numpy(y)
 
 
@@ -116,7 +134,7 @@ def load_svhn(root: Path):
         if (folder / "train_32x32.mat").is_file() and (folder / "test_32x32.mat").is_file():
             return (*_svhn_file(folder / "train_32x32.mat"), *_svhn_file(folder / "test_32x32.mat"))
     raise UserError(f"SVHN not found: looked for train_32x32.mat and test_32x32.mat in {root / 'svhn'} and {root} "
-                    "(the 'cropped digits' format 2 files)")
+                    f"(the 'cropped digits' format 2 files, from {SVHN_URL})")
 
 
 def load_dataset(root: Path, name: str):
@@ -213,7 +231,12 @@ class OODImages(OODDataModule):
             elif spec in DATASETS:
                 if spec == c.dataset:
                     raise UserError(f"data.ood lists the in-distribution dataset '{spec}' itself")
-                images, name = to_shape(load_dataset(root, spec)[2], shape), spec
+                try:
+                    images, name = to_shape(load_dataset(root, spec)[2], shape), spec
+                except UserError as err:
+                    rest = ",".join(str(s) for s in c.ood if str(s) != spec) or "uniform,gaussian"
+                    raise UserError(f"{str(err).rstrip('.')}. {spec} serves only as an OOD test set here: to run "
+                                    f"without it, drop it from data.ood (data.ood=[{rest}])") from None
             else:
                 raise UserError(f"unknown OOD set '{spec}' in data.ood: use one of {', '.join(DATASETS)}, "
                                 "uniform, gaussian, or folder:PATH")

@@ -74,6 +74,10 @@ class SeqGANConfig:
             raise ValueError("rollouts and adv_batch_size must be >= 1, adv_g_steps >= 0")
 
 
+def _brief(value: Any) -> str:
+    return f"{len(value)} words" if isinstance(value, list) else repr(value)
+
+
 @MODELS.register("seqgan")
 class SeqGAN(SeqGANEvaluation, ZooModule):
     """SeqGAN: an LSTM generator trained by policy gradient (MC rollouts) against a CNN discriminator."""
@@ -90,11 +94,7 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
         super().__init__(cfg, data_info)
         self.automatic_optimization = False
         c, d = self.cfg, self.data_info
-        missing = [k for k in ("vocab_size", "seq_len", "start_token") if k not in d]
-        if missing:
-            raise UserError(
-                f"seqgan needs a sequence datamodule (seqgan_oracle, seqgan_text); data info lacks {missing}"
-            )
+        self.check_data(d)
         V, self.seq_len = int(d["vocab_size"]), int(d["seq_len"])
         try:
             self.schedule = Schedule(
@@ -142,7 +142,24 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
             torch.optim.Adam(self.dis.parameters(), lr=c.dis_lr),
         ]
 
+    def check_data(self, info: dict) -> None:
+        """A sequence datamodule, with the vocabulary and length G and D were built for."""
+        missing = [k for k in ("vocab_size", "seq_len", "start_token") if k not in info]
+        if missing:
+            raise UserError(
+                f"seqgan needs a sequence datamodule (seqgan_oracle, seqgan_text); data info lacks {missing}: "
+                "use data.name=seqgan_oracle or data.name=seqgan_text"
+            )
+        for key in ("vocab_size", "seq_len", "vocab"):  # "vocab": seqgan_text's words (the oracle has none)
+            theirs, mine = info.get(key), self.data_info.get(key)
+            if theirs != mine:
+                raise UserError(
+                    f"the data's {key} ({_brief(theirs)}) is not the model's ({_brief(mine)}): use the data "
+                    "(and data options) it was trained with"
+                )
+
     def setup(self, stage: str) -> None:
+        super().setup(stage)
         dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if self.oracle is not None and not int(self.oracle_ready) and getattr(dm, "oracle", None) is not None:
             self.oracle.load_state_dict(dm.oracle.state_dict())

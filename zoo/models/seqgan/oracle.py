@@ -15,6 +15,7 @@ means G's samples are more typical of the oracle (it rewards precision, not cove
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -55,11 +56,17 @@ def load_oracle_npz(path: str | Path) -> dict[str, np.ndarray]:
             f"oracle parameters not found at {path}: give a .npz with keys {', '.join(oracle_keys())} "
             "(see zoo/models/seqgan/oracle.py), or leave data.oracle_params unset for a seeded oracle"
         )
+    fix = (f"give a .npz (numpy.savez) with keys {', '.join(oracle_keys())}, or leave data.oracle_params unset "
+           "for a seeded oracle")
+    with open(path, "rb") as f:
+        is_zip = f.read(2) == b"PK"
+    if not is_zip:  # np.load would read it as a pickle or a .npy and blame allow_pickle
+        raise UserError(f"oracle file {path} is not a valid .npz of oracle parameters (not a zip archive); {fix}")
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: np.asarray(f[k], dtype=np.float32) for k in f.files}
-    except (ValueError, OSError) as err:
-        raise UserError(f"cannot read oracle file {path} as .npz: {err}") from None
+    except (ValueError, OSError, zipfile.BadZipFile) as err:
+        raise UserError(f"oracle file {path} is not a valid .npz of oracle parameters ({err}); {fix}") from None
     missing = [k for k in oracle_keys() if k not in arrays]
     extra = [k for k in arrays if k not in oracle_keys()]
     if missing or extra:

@@ -14,6 +14,7 @@ samples something to get right beyond word frequencies.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -90,14 +91,22 @@ class TextDataConfig:
 
 
 def read_lines(path: Path, lowercase: bool) -> list[str]:
+    if path.is_dir():
+        raise UserError(f"data.path={path} is a folder: give the text file inside it (one sentence per line)")
     if not path.is_file():
         raise UserError(
             f"text file not found at {path}: give data.path=FILE with one sentence per line "
             "(relative paths are looked up under data.root), or leave it unset for the embedded corpus"
         )
-    lines = [
-        " ".join(line.split()) for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
-    ]
+    text = path.read_text(encoding="utf-8", errors="replace")  # a stray Latin-1 byte becomes U+FFFD
+    garbage = text.count("\ufffd") + len(re.findall(r"[\x00-\x08\x0e-\x1f]", text))
+    if garbage > 0.1 * len(text):  # binary data: it would train on made-up "words"
+        raise UserError(
+            f"{path} is not UTF-8 text ({garbage / len(text):.0%} of its characters are undecodable bytes or "
+            "control codes): give a UTF-8 text file with one sentence per line (convert another encoding "
+            "with `iconv -t UTF-8`), or leave data.path unset for the embedded corpus"
+        )
+    lines = [" ".join(line.split()) for line in text.splitlines()]
     lines = [line.lower() if lowercase else line for line in lines if line]
     return lines
 

@@ -28,11 +28,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.distributions import Distribution, Normal
 
-from zoo.core.module import ZooModule, check_options, check_output_file
+from zoo.core.module import ZooModule, check_options
 from zoo.errors import UserError
 from zoo.models.vae import plots
 from zoo.models.vae.nets import ARCHS, build_nets
-from zoo.options import choice, positive
+from zoo.options import check_output_file, choice, positive
 
 LIKELIHOODS = ("bernoulli", "gaussian")
 
@@ -62,8 +62,7 @@ class LatentVAE(ZooModule):
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
         c = self.cfg
-        if not self.data_info.get("image_shape"):
-            raise UserError("the VAE needs data_info['image_shape'] from an image datamodule (digits, mnist)")
+        self.check_data(self.data_info)
         self.image_shape = [int(s) for s in self.data_info["image_shape"]]  # [C, H, W]
         if c.likelihood not in LIKELIHOODS:
             raise UserError(f"model.likelihood must be one of {', '.join(LIKELIHOODS)}, got '{c.likelihood}'")
@@ -76,6 +75,17 @@ class LatentVAE(ZooModule):
             self.raw_std = nn.Parameter(torch.zeros(self.image_shape))  # std = 0.01 + softplus(raw)
         self.estimator = self.build_estimator()  # checked against `stochastic_node` (subclasses)
         self._val_images: Tensor | None = None
+
+    def check_data(self, info: dict) -> None:
+        """An image datamodule of the VAEs (omniglot's info also has an image_shape, but its batches
+        are few-shot tasks), with the image shape the nets were built for."""
+        if not info.get("image_shape") or "binarize" not in info:
+            raise UserError("the VAE needs data_info['image_shape'] and ['binarize'] from an image datamodule: "
+                            "use data.name=digits or data.name=mnist")
+        shape, mine = [int(s) for s in info["image_shape"]], [int(s) for s in self.data_info["image_shape"]]
+        if shape != mine:
+            raise UserError(f"the data ({info.get('dataset', '?')}) gives images of shape {shape}, but the model "
+                            f"takes {mine}: use data of the shape it was trained on")
 
     # ---- the latent space: subclasses -------------------------------------------------------
     def encoder_out_dim(self) -> int: ...

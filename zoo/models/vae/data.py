@@ -13,6 +13,7 @@ Binarisation (``binarize``):
 from __future__ import annotations
 
 import gzip
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +67,8 @@ class EpochTaggedSampler(EpochSampler):
 
 
 # ---- IDX files (MNIST's format) ---------------------------------------------------------------
+MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
+IDX_FIX = f"download the file again (MNIST: {MNIST_URL}) and replace it"
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
@@ -82,16 +85,24 @@ def read_idx(path: str | Path) -> np.ndarray:
     path = Path(path)
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as err:  # a cut-short download ends mid-stream
+            raise UserError(f"{path} is a truncated or corrupt .gz file ({err}); {IDX_FIX}") from None
+    if len(raw) < 4:
+        what = "empty" if not raw else f"truncated ({len(raw)} bytes)"
+        raise UserError(f"{path} is {what}, not an IDX file; {IDX_FIX}")
+    if raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
         raise UserError(f"{path} is not an IDX file (bad magic number {raw[:4].hex()}); "
-                        "expected MNIST's train-images-idx3-ubyte / t10k-labels-idx1-ubyte format")
+                        f"expected MNIST's train-images-idx3-ubyte / t10k-labels-idx1-ubyte format; {IDX_FIX}")
     dtype, ndim = np.dtype(_IDX_DTYPES[raw[2]]), raw[3]
-    shape = tuple(int(s) for s in np.frombuffer(raw, ">i4", count=ndim, offset=4))
     offset = 4 + 4 * ndim
+    if len(raw) < offset:
+        raise UserError(f"{path} is truncated ({len(raw)} bytes, within its IDX header); {IDX_FIX}")
+    shape = tuple(int(s) for s in np.frombuffer(raw, ">i4", count=ndim, offset=4))
     if len(raw) - offset != int(np.prod(shape)) * dtype.itemsize:
         raise UserError(f"{path}: IDX header says shape {shape} but the file holds {len(raw) - offset} "
-                        "data bytes (truncated or corrupt download?)")
+                        f"data bytes (truncated or corrupt download?); {IDX_FIX}")
     return np.frombuffer(raw, dtype, offset=offset).reshape(shape).astype(dtype.newbyteorder("="))
 
 
@@ -120,11 +131,16 @@ def find_mnist(root: str | Path) -> dict[str, Path]:
                     break
         if len(found) == len(MNIST_FILES):
             return found
+    folders = [d / n for d in mnist_dirs(root) for name in MNIST_FILES.values() for n in (name, f"{name}.gz")
+               if (d / n).is_dir()]
+    if folders:  # e.g. an archive unpacked into folders named like the files
+        raise UserError(f"{folders[0]} is a folder, but MNIST's IDX file of that name is expected there: "
+                        f"replace it with the file itself (plain or .gz, from {MNIST_URL})")
     looked = ", ".join(str(d) for d in mnist_dirs(root))
     raise UserError(
         f"MNIST not found: looked for {', '.join(MNIST_FILES.values())} (plain or .gz) in {looked}. "
         "Get the four IDX files on a machine with internet (download them from "
-        "https://ossci-datasets.s3.amazonaws.com/mnist/, or let torchvision.datasets.MNIST fetch them) "
+        f"{MNIST_URL}, or let torchvision.datasets.MNIST fetch them) "
         "and put them in one of those folders, "
         "or point data.root at the folder holding mnist/."
     )
@@ -245,6 +261,10 @@ class MnistData(_BinaryImageData):
             if imgs.ndim != 3 or labels.ndim != 1 or len(imgs) != len(labels):
                 raise UserError(f"MNIST {split} files disagree: images {imgs.shape} vs labels {labels.shape} "
                                 f"({files[f'{split}_images']}, {files[f'{split}_labels']})")
+            bad = labels[(labels < 0) | (labels > 9)]
+            if bad.size:  # a well-formed IDX file of other data (a corrupt or wrong download)
+                raise UserError(f"{files[f'{split}_labels']} holds label {bad[0]}, but MNIST's labels are the digits "
+                                f"0-9: the file is corrupt or not MNIST's; {IDX_FIX}")
 
         def images(a: np.ndarray) -> torch.Tensor:
             return torch.from_numpy(a.astype(np.float32) / 255.0).unsqueeze(1)  # (N, 1, 28, 28)

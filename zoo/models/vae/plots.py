@@ -37,6 +37,8 @@ def load_image(path: str, image_shape: list[int], data_info: dict, invert: str =
     from PIL import Image, UnidentifiedImageError
 
     p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{p} is a folder, not an image: give image files (e.g. {p / '*.png'})")
     if not p.is_file():
         raise UserError(f"input image not found: {p}")
     try:
