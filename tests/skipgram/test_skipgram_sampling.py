@@ -1,4 +1,4 @@
-"""Noise sampler, subsampling formula, dynamic window pairs, and the bucketed trainer's pair set."""
+"""Noise sampler, subsampling formula, dynamic window pairs, and the minibatch trainer's pair set and order."""
 
 import numpy as np
 import pytest
@@ -87,16 +87,48 @@ def test_window_contexts_marks_out_of_range_and_other_sentence():
     assert valid.tolist() == [[False, False, True, False], [False, True, True, False]]
 
 
-def test_trainer_visits_exactly_the_window_pairs():
+@pytest.mark.parametrize("window_pairs", ["in_turn", "at_once"])
+def test_trainer_visits_exactly_the_window_pairs(window_pairs):
     g = torch.Generator().manual_seed(0)
     n = 3000
     tokens = torch.randint(0, 50, (n,), generator=g)
     sentence = torch.cumsum(torch.rand(n, generator=g) < 0.05, 0)
     window = torch.randint(1, 6, (n,), generator=g)
     net = SkipGram(torch.full((50,), 10), dim=8, objective="negative_sampling")
-    stats = train_chunk(net, tokens, sentence, window, 5, 0.01, 0.001, batch_centres=700, seed=0)
+    stats = train_chunk(net, tokens, sentence, window, 5, 0.01, 0.001, batch_centres=700, seed=0,
+                        window_pairs=window_pairs)
     centre, _ = skipgram_pairs(tokens, sentence, window)
     assert stats["pairs"] == len(centre)
+    # and the pairs themselves, position by position, each once
+    recorder = PairRecorder(n)
+    train_chunk(recorder, torch.arange(n), sentence, window, 5, 0.01, 0.01, batch_centres=700,
+                window_pairs=window_pairs)
+    visited = sorted(zip(torch.cat([c for c, _ in recorder.pairs]).tolist(),
+                         torch.cat([o for _, o in recorder.pairs]).tolist()))
+    reference = skipgram_pairs(torch.arange(n), sentence, window)
+    assert visited == sorted(zip(*(t.tolist() for t in reference)))
+
+
+def test_in_turn_visits_each_windows_contexts_left_to_right_one_per_call():
+    """``window_pairs=in_turn``: every call holds at most one pair of a window, and a window's
+    pairs come in the order of their positions (word2vec's); ``at_once`` puts them in one call."""
+    g = torch.Generator().manual_seed(1)
+    n = 2000
+    sentence = torch.cumsum(torch.rand(n, generator=g) < 0.02, 0)
+    window = torch.randint(1, 6, (n,), generator=g)
+    seen: dict[int, list[int]] = {}
+    recorder = PairRecorder(n)
+    train_chunk(recorder, torch.arange(n), sentence, window, 5, 0.01, 0.01, batch_centres=300)
+    for centres, contexts in recorder.pairs:
+        assert len(set(centres.tolist())) == len(centres)  # one pair per window in a call
+        for c, o in zip(centres.tolist(), contexts.tolist()):
+            seen.setdefault(c, []).append(o)
+    assert all(order == sorted(order) for order in seen.values())
+    assert max(len(order) for order in seen.values()) == 10  # some window has all 2W contexts
+    recorder = PairRecorder(n)
+    train_chunk(recorder, torch.arange(n), sentence, window, 5, 0.01, 0.01, batch_centres=300,
+                window_pairs="at_once")
+    assert any(len(set(c.tolist())) < len(c) for c, _ in recorder.pairs)  # a window's pairs share a call
 
 
 class PairRecorder:
@@ -146,3 +178,30 @@ def test_pipeline_windows_and_trained_pairs_follow_the_dynamic_window(tmp_path):
     # left and right contexts alike
     signed = (context - centre)[inner]
     assert abs(int((signed > 0).sum()) - int((signed < 0).sum())) < 4 * float(len(signed)) ** 0.5
+
+
+@pytest.mark.parametrize("window_pairs", ["in_turn", "at_once"])
+def test_in_turn_is_word2vecs_sequential_sgd_within_a_window(window_pairs):
+    """One word, so the noise word always equals the predicted word and is skipped (as in
+    word2vec): the updates are deterministic. With one window per minibatch, ``in_turn`` must be
+    word2vec's sequential SGD exactly (each pair: g = 1 - sig(v.u); u += lr g v; v += lr g u_old,
+    windows in order, contexts left to right), so the window with two contexts sees the first
+    one's update of u; ``at_once`` takes both of that window's steps from the same u, and differs."""
+    D, lr = 4, 0.5
+    tokens = sentence = torch.zeros(3, dtype=torch.long)  # one sentence of the one word
+    window = torch.ones(3, dtype=torch.long)
+    net = SkipGram(torch.tensor([10.0]), dim=D, negative=2, step_cap=False)
+    with torch.no_grad():
+        net.centre.copy_(torch.tensor([[0.3, -0.2, 0.5, 0.1]]))
+        net.context.copy_(torch.tensor([[0.4, 0.1, -0.3, 0.2]]))
+    v, u = net.centre[0].detach().clone().double(), net.context[0].detach().clone().double()
+    for _ in range(4):  # the pairs (centre, context position) (0, 1), (1, 0), (1, 2), (2, 1): all word 0 -> 0
+        g = 1 - torch.sigmoid(v @ u)
+        u, v = u + lr * g * v, v + lr * g * u
+    stats = train_chunk(net, tokens, sentence, window, 1, lr, lr, batch_centres=1, window_pairs=window_pairs)
+    assert stats["pairs"] == 4
+    error = float((net.centre[0].double() - v).abs().max() + (net.context[0].double() - u).abs().max())
+    if window_pairs == "in_turn":
+        assert error < 1e-6
+    else:
+        assert error > 1e-3

@@ -1,11 +1,23 @@
 """The hot loop: one subsampled chunk of the corpus -> many vectorised SGD updates.
 
 A Lightning ``training_step`` gets a chunk (~10^5-10^6 words) and calls ``train_chunk``: the
-chunk is cut into minibatches of ``batch_centres`` window centres; inside a minibatch the
-centres are bucketed by their reduced half-width b (1..window), so a bucket is a dense
-(centres, 2b) block with no padding, and each bucket is one ``SkipGram.sgd_windows`` call. The
-learning rate falls linearly across the chunk (word2vec decays it per word). Per-step Lightning
-overhead is paid once per chunk, not once per minibatch.
+chunk is cut into minibatches of ``batch_centres`` window centres, and a minibatch is trained in
+one of two orders (``window_pairs``):
+
+- ``in_turn`` (default): one ``SkipGram.sgd_windows`` call per context offset, -W..-1 then 1..W,
+  each on the (P, 1) block of the minibatch's pairs at that offset. So every window's contexts
+  take turns, left to right, as in word2vec: a context's step sees the centre's output vector as
+  the previous context's step left it. That is a second-order effect per pair (v_j2 gains
+  lr^2 g1 g2 v_j1: contexts of one window are drawn towards each other), but it is systematic: with
+  all of a window's pairs at once the word vectors end up 5-15 % shorter than gensim's and the
+  embedding further from it, at any minibatch size, even one window (docs/skipgram.md).
+- ``at_once``: the centres are bucketed by their reduced half-width b (1..window), a bucket is a
+  dense (centres, 2b) block with no padding and one call: all pairs of a window from the same
+  vectors (Ji et al. 2016), with one draw of noise words per window (``share_negatives``). Fewer,
+  larger calls.
+
+The learning rate falls linearly across the chunk (word2vec decays it per word). Per-step
+Lightning overhead is paid once per chunk, not once per minibatch.
 
 ``threads > 1`` runs the minibatches Hogwild-style (as word2vec.c and gensim do with worker
 threads): T Python threads, each with single-threaded torch ops (which release the GIL),
@@ -22,43 +34,73 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from zoo.models.skipgram.nets import SkipGram
-from zoo.models.skipgram.sampling import window_contexts
+from zoo.models.skipgram.sampling import offsets, window_contexts
+
+WINDOW_PAIRS = ("in_turn", "at_once")  # how a minibatch visits each window's pairs (module docstring)
 
 
 def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, window: torch.Tensor,
                 max_window: int, lr_start: float, lr_end: float, batch_centres: int = 4096, seed: int = 0,
                 threads: int = 1, share_negatives: bool = True, intra_op_threads: int = 1,
-                replicas: int = 1) -> dict[str, float]:
+                replicas: int = 1, window_pairs: str = "in_turn") -> dict[str, float]:
     """SGD over every (context -> centre) pair of a chunk.
 
     tokens, sentence, window: (N,) subsampled word ids, sentence numbers, reduced half-widths.
     Returns {"loss": mean loss per pair on the first minibatch of each thread, "pairs": pairs
     trained}."""
+    if window_pairs not in WINDOW_PAIRS:
+        raise ValueError(f"window_pairs must be one of {WINDOW_PAIRS}, got {window_pairs!r}")
     n = len(tokens)
     n_batches = max(1, math.ceil(n / batch_centres))
+    context_offsets = offsets(max_window).tolist()  # -W..-1, 1..W: a window's contexts left to right
+
+    def in_turn(start: int, lr: float, g: torch.Generator, with_loss: bool) -> tuple[float, int]:
+        """The minibatch's pairs offset by offset: (P, 1) blocks, each window's contexts in turn."""
+        loss, pairs = 0.0, 0
+        centres = torch.arange(start, min(n, start + batch_centres), device=tokens.device)  # (B,)
+        half = window[start:start + batch_centres]  # (B,)
+        for offset in context_offsets:
+            sel = centres[half >= abs(offset)]
+            pos = sel + offset
+            inside = (pos >= 0) & (pos < n)
+            sel, pos = sel[inside], pos[inside]
+            same = sentence[pos] == sentence[sel]
+            sel, pos = sel[same], pos[same]  # (P,): centres and their context at this offset
+            if len(sel):
+                valid = torch.ones(len(sel), 1, dtype=torch.bool, device=tokens.device)
+                l, p = net.sgd_windows(tokens[pos][:, None], valid, tokens[sel], lr, g, share_negatives, with_loss)
+                loss, pairs = loss + l, pairs + p
+        return loss, pairs
+
+    def at_once(start: int, lr: float, g: torch.Generator, with_loss: bool) -> tuple[float, int]:
+        """The minibatch's windows bucketed by half-width b: (centres, 2b) blocks, all pairs at once."""
+        loss, pairs = 0.0, 0
+        wb = window[start:start + batch_centres]
+        order = torch.argsort(wb, stable=True) + start  # centres grouped by half-width
+        sizes = torch.bincount(wb, minlength=max_window + 1).tolist()
+        done = 0
+        for b in range(1, max_window + 1):
+            if not sizes[b]:
+                continue
+            centres = order[done:done + sizes[b]]
+            done += sizes[b]
+            ctx_pos, valid = window_contexts(centres, b, sentence)  # (B, 2b)
+            l, p = net.sgd_windows(tokens[ctx_pos], valid, tokens[centres], lr, g, share_negatives, with_loss)
+            loss, pairs = loss + l, pairs + p
+        return loss, pairs
+
+    train_minibatch = in_turn if window_pairs == "in_turn" else at_once
 
     def run(thread: int) -> tuple[float, int, int]:
         g = torch.Generator(device=tokens.device).manual_seed((seed * 7919 + thread) % (1 << 62))
         loss, loss_pairs, pairs = 0.0, 0, 0
         for k in range(thread, n_batches, threads):
             lr = lr_start + (lr_end - lr_start) * k / n_batches
-            start = k * batch_centres
-            wb = window[start:start + batch_centres]
-            order = torch.argsort(wb, stable=True) + start  # centres grouped by half-width
-            sizes = torch.bincount(wb, minlength=max_window + 1).tolist()
             first = k == thread
-            offset = 0
-            for b in range(1, max_window + 1):
-                if not sizes[b]:
-                    continue
-                centres = order[offset:offset + sizes[b]]
-                offset += sizes[b]
-                ctx_pos, valid = window_contexts(centres, b, sentence)  # (B, 2b)
-                l, p = net.sgd_windows(tokens[ctx_pos], valid, tokens[centres], lr, g, share_negatives,
-                                       with_loss=first)
-                pairs += p
-                if first:
-                    loss, loss_pairs = loss + l, loss_pairs + p
+            l, p = train_minibatch(k * batch_centres, lr, g, first)
+            pairs += p
+            if first:
+                loss, loss_pairs = loss + l, loss_pairs + p
         return loss, loss_pairs, pairs
 
     net.hogwild_threads, net.replicas = min(threads, n_batches), replicas  # for the step cap
