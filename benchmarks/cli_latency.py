@@ -1,0 +1,53 @@
+"""How fast the command line answers when it need not train: `--help`, `--list` and a mistyped
+recipe name (all answered before torch is imported), each in a fresh process, median of repeats.
+
+    python benchmarks/cli_latency.py --repeats 7   # -> benchmarks/results/cli_latency.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from devices import processor  # noqa: E402
+
+COMMANDS = {  # name -> arguments of `python -m zoo.train`, and the exit status it must give
+    "help": (["--help"], 0),
+    "list": (["--list"], 0),
+    "mistyped recipe": (["recipe=vae_digitz"], 2),
+    "python alone (reference)": (None, 0),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/cli_latency.json"))
+    args = ap.parse_args()
+    rows = {}
+    for name, (argv, status) in COMMANDS.items():
+        cmd = [sys.executable, "-c", "pass"] if argv is None else [sys.executable, "-m", "zoo.train", *argv]
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            times.append(round(time.perf_counter() - start, 4))
+            if p.returncode != status:
+                raise SystemExit(f"{' '.join(cmd)} exited {p.returncode}, expected {status}: {p.stderr[-500:]}")
+        rows[name] = {"command": " ".join(cmd[1:]), "median_s": statistics.median(times), "seconds": times}
+        print(f"{name:28s} {rows[name]['median_s']:.3f} s (median of {args.repeats})")
+    record = {"command": "python " + " ".join(sys.argv), "device": "cpu", "machine": processor(),
+              "repeats": args.repeats, "rows": rows}
+    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
