@@ -28,8 +28,8 @@ class SkipGramConfig:
     window_pairs: str = choice("in_turn", list(WINDOW_PAIRS))  # minibatch updates: in_turn = a window's
     # contexts one after another, each seeing the centre's output vector as the previous one left it
     # (word2vec's order: 2W calls per minibatch); at_once = all of a window's pairs from the same vectors
-    # (Ji et al. 2016; fewer, larger calls). Wikipedia, 5,120 windows, one thread, agreement with gensim:
-    # 0.566 in_turn against 0.550 at_once, vectors of gensim's length against 5-15 % shorter (loop.py)
+    # (Ji et al. 2016; fewer, larger calls, 4.5-5x faster a word on a CPU). Wikipedia, one thread, 3 seeds,
+    # agreement with gensim: 0.560 in_turn against 0.546 at_once at 5,120 windows, 0.535 / 0.532 at 65,536
     share_negatives: bool = True  # at_once: k noise words per window (Ji et al. 2016) instead of per pair
     init_range: float = positive(0.5)  # word vectors start U(-r/D, r/D): 0.5 = word2vec.c, 1.0 = gensim 4
     lr: float = positive(0.025)  # initial SGD learning rate (word2vec's skip-gram default)
@@ -45,17 +45,17 @@ class SkipGramConfig:
     sigmoid_index: str = choice("exact", ["exact", "word2vec"])  # sequential updates, where a score is
     # read in the sigmoid table: word2vec = word2vec.c's and gensim's (f + 6) * 83, from C integer
     # division, i.e. sigmoid(~0.996 f - 0.024); exact = (f + 6) * 1000 / 12 (kernel.TABLE_SCALE)
-    batch_centres: int = positive(5120)  # window centres per minibatch (bucketed by half-width: ~1k per update)
+    batch_centres: int = positive(5120)  # window centres per minibatch (in_turn: 2W calls of up to this many pairs)
     threads: int = positive(1)  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
     job_tokens: int = at_least(10000, 0)  # sequential updates: threads take turns on jobs of this many tokens
     # of a chunk (gensim's 10,000-word jobs); 0 = each thread one contiguous part of the chunk
     step_cap: bool = True  # minibatch updates: damp each row's step where the minibatch's many simultaneous
     # terms on it would overshoot (nets.SkipGram._capped_step). Without it 65,536-window steps diverge on
-    # Wikipedia and 5,120-window ones agree less with gensim (0.473 against 0.550); false = plain SGD
+    # Wikipedia and 5,120-window ones agree less with gensim (0.473 against 0.550, pairs at once); false = plain SGD
     step_cap_method: str = choice("auto", ["auto", *CAP_METHODS])  # newton = 2 conjugate-gradient
     # iterations of the damped Newton step per row; line = the step along the row's summed gradient only
     # (one Hessian-vector product instead of two); auto = newton for nce / negative_sampling, line for
-    # full_softmax. Wikipedia, one thread, agreement with gensim: newton 0.550 / line 0.516 at 5,120
+    # full_softmax. Wikipedia, one thread, pairs at once, agreement with gensim: newton 0.550 / line 0.516 at 5,120
     # windows, 0.532 / 0.500 at 65,536; planted corpus, full_softmax without subsampling: newton 0.597,
     # line 0.941 (docs/skipgram.md)
     neighbours: list[str] = field(default_factory=list)  # probe words whose neighbours are printed at validation
