@@ -96,7 +96,7 @@ def window_contexts(centres: torch.Tensor, half_width: int, sentence: torch.Tens
 def skipgram_pairs(tokens: torch.Tensor, sentence: torch.Tensor, reduced: torch.Tensor
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """All (centre word, context word) pairs of a token stream, centre-major, contexts in
-    left-to-right order. tokens, sentence, reduced: (N,). The reference the trainer's bucketed
+    left-to-right order. tokens, sentence, reduced: (N,). The reference the minibatch trainer's
     loop is tested against, and what ``full_softmax`` trains on."""
     centres, contexts = [], []
     positions = torch.arange(len(tokens), device=tokens.device)
