@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from devices import processor  # noqa: E402
+from devices import add_device_option, processor, resolve_device  # noqa: E402
 
 COMMANDS = {  # name -> arguments of `python -m zoo.train`, and the exit status it must give
     "help": (["--help"], 0),
@@ -29,9 +29,11 @@ COMMANDS = {  # name -> arguments of `python -m zoo.train`, and the exit status 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_device_option(ap)  # recorded only: these commands stop before any tensor exists
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/cli_latency.json"))
     args = ap.parse_args()
+    device = resolve_device(args.device)
     rows = {}
     for name, (argv, status) in COMMANDS.items():
         cmd = [sys.executable, "-c", "pass"] if argv is None else [sys.executable, "-m", "zoo.train", *argv]
@@ -44,7 +46,7 @@ def main() -> None:
                 raise SystemExit(f"{' '.join(cmd)} exited {p.returncode}, expected {status}: {p.stderr[-500:]}")
         rows[name] = {"command": " ".join(cmd[1:]), "median_s": statistics.median(times), "seconds": times}
         print(f"{name:28s} {rows[name]['median_s']:.3f} s (median of {args.repeats})")
-    record = {"command": "python " + " ".join(sys.argv), "device": "cpu", "machine": processor(),
+    record = {"command": "python " + " ".join(sys.argv), "device": str(device), "machine": processor(),
               "repeats": args.repeats, "rows": rows}
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
 
