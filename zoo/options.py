@@ -246,15 +246,15 @@ def validate_call(fn: Callable, options: Mapping, where: str, what: str = "optio
 
 
 # ---- the command line -----------------------------------------------------------------------------
-def check_output_file(path: str | Path, option: str, writer: str = "image") -> Path:
-    """A file a command is about to write: its folder must exist, the path must not be a folder, and
-    its extension must name a format the writer knows (``image``: PIL's, which torchvision's
-    save_image uses; ``figure``: matplotlib's savefig). save_image / savefig fail with a traceback
-    only after the work is done."""
+def check_output_file(path: str | Path, option: str, writer: str = "image", makes_folder: bool = False) -> Path:
+    """A file a command is about to write: its folder must exist (unless the command creates it,
+    ``makes_folder``), the path must not be a folder, and its extension must name a format the
+    writer knows (``image``: PIL's, which torchvision's save_image uses; ``figure``: matplotlib's
+    savefig). save_image / savefig fail with a traceback only after the work is done."""
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{option}={path} is a folder; give a file name, e.g. {option}={path / 'out.png'}")
-    if not path.parent.is_dir():
+    if not makes_folder and not path.parent.is_dir():
         raise UserError(f"{option}={path}: the folder {path.parent} does not exist; create it or choose another")
     formats = _output_formats(writer)
     if path.suffix.lower().lstrip(".") not in formats:

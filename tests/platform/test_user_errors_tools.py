@@ -244,3 +244,17 @@ def test_command_line_usage_mistakes_are_one_line(module, argv, capsys):
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "--help" in lines[0], err
+
+
+def test_caption_overlay_with_an_unwritable_extension_is_refused_before_decoding(tmp_path, capsys):
+    # savefig's ValueError came after the decoding, and the overlay's folder was made by then
+    from PIL import Image
+
+    image = tmp_path / "in" / "shape.png"
+    image.parent.mkdir()
+    Image.new("RGB", (64, 64), (200, 30, 30)).save(image)
+    out = tmp_path / "out" / "new" / "att.txt"
+    assert predict.main(["sat-shapes-soft", str(image), f"overlay={out}"]) == 2
+    err = capsys.readouterr().err
+    assert "'.txt' is not a format the zoo can write figures in" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()

@@ -18,6 +18,7 @@ import torch
 
 from zoo.core.module import check_options
 from zoo.errors import UserError
+from zoo.options import check_output_file
 
 from . import decode as D
 from .data import image_transform, load_image
@@ -34,6 +35,8 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
             raise UserError(f"option {key} must be a non-negative integer, got {opts[key]!r}")
     if opts["beam"] < 1:
         raise UserError("option beam must be >= 1 (1 = greedy)")
+    if opts["overlay"]:  # checked before the decoding; its folder is created when the figure is saved
+        check_output_file(opts["overlay"], "overlay", "figure", makes_folder=True)
     info = model.data_info
     tf = image_transform(int(info.get("image_size", 224)), info.get("normalize", "imagenet"))
     images = torch.stack([load_image(p, tf) for p in inputs]).to(model.device)
