@@ -246,6 +246,17 @@ def validate_call(fn: Callable, options: Mapping, where: str, what: str = "optio
 
 
 # ---- the command line -----------------------------------------------------------------------------
+def check_input_file(path: str | Path, what: str = "image") -> Path:
+    """A file a command is about to read: a folder there gets its own message (else "not found" for a
+    path that exists, or an IsADirectoryError from PIL)."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path} is a folder, not an {what}: give {what} files (e.g. {path / '*.png'})")
+    if not path.is_file():
+        raise UserError(f"{what} not found: {path}")
+    return path
+
+
 def check_output_file(path: str | Path, option: str, writer: str = "image", makes_folder: bool = False) -> Path:
     """A file a command is about to write: its folder must exist (unless the command creates it,
     ``makes_folder``), the path must not be a folder, and its extension must name a format the

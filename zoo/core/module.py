@@ -69,11 +69,15 @@ class ZooModule(L.LightningModule):
     def before_fit(self) -> None:
         """See the module docstring; nothing by default."""
 
+    def attached_datamodule(self) -> Any:
+        """The datamodule of the trainer running this model, or None (no trainer, or bare dataloaders)."""
+        return getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+
     def setup(self, stage: str) -> None:
         """Lightning's hook before fit / validate / test: the model's ``check_data``, if it has one, on
         the datamodule it is about to run with."""
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        if hasattr(self, "check_data") and dm is not None and hasattr(dm, "info"):
+        dm = self.attached_datamodule()
+        if hasattr(self, "check_data") and hasattr(dm, "info"):
             self.check_data(dm.info())
 
     def build_estimator(self) -> Any:

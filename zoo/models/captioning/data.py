@@ -17,7 +17,7 @@ import torch
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError
-from zoo.options import nonempty_path, positive
+from zoo.options import check_input_file, nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 from . import shapes as S
@@ -156,12 +156,8 @@ def load_image(path: Path | str, transform) -> torch.Tensor:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as im:
+        with Image.open(check_input_file(path)) as im:
             return transform(im.convert("RGB"))
-    except FileNotFoundError:
-        raise UserError(f"image not found: {path}") from None
-    except IsADirectoryError:
-        raise UserError(f"{path} is a folder, not an image: give image files (e.g. {Path(path) / '*.png'})") from None
     except UnidentifiedImageError:
         raise UserError(f"{path} is not an image file PIL can read") from None
 

@@ -177,7 +177,7 @@ class OODEvaluation:
         points_2d = len(self.input_shape) == 1 and self.input_shape[0] == 2
         fake = self.generate(256 if points_2d else 64) if hasattr(self, "generator") else None
         if points_2d:
-            dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+            dm = self.attached_datamodule()
             train = getattr(dm, "train_set", None)
             points = (train.x, train.y) if train is not None else None
             self.save_figure("confidence_map", plots.confidence_map(self.classifier, points, fake, self.cfg.mode))

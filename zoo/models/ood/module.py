@@ -99,7 +99,7 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
         super().__init__(cfg, data_info)
         self.automatic_optimization = False
         c, d = self.cfg, self.data_info
-        self.check_data(d)
+        self._require_keys(d)
         self.input_shape = [int(s) for s in d["input_shape"]]
         self.num_classes = int(d["num_classes"])
         is_image = len(self.input_shape) == 3
@@ -139,20 +139,20 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
             built = self.data_info.get("dataset", "its data")
             raise UserError(f"{what} has {classes} classes; the model has {self.num_classes} (built for {built})")
 
+    def check_data(self, info: dict) -> None:
+        """An OOD datamodule whose inputs and classes fit the model (called by ``ZooModule.setup``)."""
+        self._require_keys(info)
+        self._check_fits(info["input_shape"], info["num_classes"], f"the data ({info.get('dataset', '?')})")
+
     @staticmethod
-    def check_data(info: dict) -> None:
-        """An OOD datamodule; whether its inputs fit the model is ``_check_fits``'s."""
+    def _require_keys(info: dict) -> None:
         for key in ("input_shape", "num_classes", "mean", "std", "ood_sets"):
             if key not in info:
                 raise UserError(f"the ood model needs data_info['{key}'] from an OOD datamodule: use "
                                 "data.name=ood_digits, ood_toy2d or ood_images")
 
     def setup(self, stage: str) -> None:
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        if dm is not None and hasattr(dm, "info"):
-            info = dm.info()
-            self.check_data(info)
-            self._check_fits(info["input_shape"], info["num_classes"], f"the data ({info.get('dataset', '?')})")
+        super().setup(stage)  # check_data on the datamodule
         epochs = self.trainer.max_epochs if self._trainer is not None else None
         if stage == "fit" and self.cfg.mode == "boundary_gan" and epochs is not None \
                 and 0 <= epochs <= self.cfg.classifier_epochs and not self.trainer.fast_dev_run:

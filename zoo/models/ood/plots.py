@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.errors import UserError
+from zoo.options import check_input_file
 
 COLOURS = {"msp": "C0", "odin": "C1", "energy": "C2", "mahalanobis": "C3"}
 
@@ -112,11 +111,7 @@ def load_image(path: str, shape: list[int], resize: bool, convert: bool, invert:
     from PIL import Image, UnidentifiedImageError
 
     c, h, w = shape
-    p = Path(path)
-    if p.is_dir():
-        raise UserError(f"{p} is a folder, not an image: give image files (e.g. {p / '*.png'})")
-    if not p.is_file():
-        raise UserError(f"image not found: {p}")
+    p = check_input_file(path)
     try:
         img = Image.open(p)
         img.load()

@@ -160,7 +160,7 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
 
     def setup(self, stage: str) -> None:
         super().setup(stage)
-        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        dm = self.attached_datamodule()
         if self.oracle is not None and not int(self.oracle_ready) and getattr(dm, "oracle", None) is not None:
             self.oracle.load_state_dict(dm.oracle.state_dict())
             self.oracle_ready.fill_(1)

@@ -3,13 +3,12 @@ inputs beside reconstructions, and reading a user's image file like the training
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.errors import UserError
+from zoo.options import check_input_file
 
 
 def upscale(images: Tensor, min_size: int = 32) -> Tensor:
@@ -36,11 +35,7 @@ def load_image(path: str, image_shape: list[int], data_info: dict, invert: str =
     datamodule's threshold (grey values are kept when the data were not binarised). (C, H, W)."""
     from PIL import Image, UnidentifiedImageError
 
-    p = Path(path)
-    if p.is_dir():
-        raise UserError(f"{p} is a folder, not an image: give image files (e.g. {p / '*.png'})")
-    if not p.is_file():
-        raise UserError(f"input image not found: {p}")
+    p = check_input_file(path)
     try:
         img = Image.open(p).convert("L")
     except (UnidentifiedImageError, OSError) as err:
