@@ -94,6 +94,24 @@ def write_cards(recipe: str, record: dict, out: Path) -> list[str]:
     return done
 
 
+def train_seeds(recipe: str, seeds: list[int], device, parallel: int, extra: list[str], tag: str, runs: str,
+                command: str) -> Path:
+    """Every seed of a recipe (`parallel` runs at once) -> the record
+    benchmarks/results/seeds_<recipe>[_<tag>]_<device type>.json, whose path is returned."""
+    t0 = time.time()
+    with ThreadPoolExecutor(parallel) as ex:
+        rows = list(ex.map(lambda s: run(recipe, s, device, runs, extra, f"{recipe}_{tag}" if tag else ""), seeds))
+    record = {
+        "recipe": recipe, "seeds": seeds, "extra": extra, "command": command,
+        "device": str(device), "device_name": describe(device),
+        "machine": f"{platform.machine()}, {platform.python_version()}", "processor": processor(),
+        "parallel": parallel, "total_s": round(time.time() - t0, 1), "summary": summarise(rows), "runs": rows,
+    }
+    out = ROOT / "benchmarks" / "results" / f"seeds_{recipe}{'_' + tag if tag else ''}_{device.type}.json"
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_device_option(ap)
@@ -114,19 +132,9 @@ def main() -> None:
             out = ROOT / "benchmarks" / "results" / f"seeds_{recipe}_{device.type}.json"
             print(recipe, "cards updated:", ", ".join(write_cards(recipe, json.loads(out.read_text()), out)) or "none")
             continue
-        t0 = time.time()
-        with ThreadPoolExecutor(args.parallel) as ex:
-            rows = list(ex.map(lambda s, r=recipe: run(r, s, device, args.runs, args.extra), seeds))
-        record = {
-            "recipe": recipe, "seeds": seeds, "extra": args.extra,
-            "command": " ".join(["python", "benchmarks/recipe_seeds.py", *sys.argv[1:]]),
-            "device": str(device), "device_name": describe(device),
-            "machine": f"{platform.machine()}, {platform.python_version()}", "processor": processor(),
-            "parallel": args.parallel,
-            "total_s": round(time.time() - t0, 1), "summary": summarise(rows), "runs": rows,
-        }
-        out = ROOT / "benchmarks" / "results" / f"seeds_{recipe}{'_' + args.tag if args.tag else ''}_{device.type}.json"
-        out.write_text(json.dumps(record, indent=1) + "\n")
+        command = " ".join(["python", "benchmarks/recipe_seeds.py", *sys.argv[1:]])
+        out = train_seeds(recipe, seeds, device, args.parallel, args.extra, args.tag, args.runs, command)
+        record = json.loads(out.read_text())
         print(f"{recipe} over seeds {seeds} ({record['total_s']:.0f} s) -> {out.relative_to(ROOT)}")
         for k, s in record["summary"].items():
             print(f"  {k:<36} {fmt(s, 4):>20}   runs {s['values']}")

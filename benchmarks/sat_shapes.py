@@ -1,137 +1,154 @@
-"""Soft vs hard attention (each hard estimator) on the shapes scenes, same training budget.
+"""Hard attention's gradient estimators over seeds, beside soft attention, on the shapes scenes.
 
-    python benchmarks/sat_shapes.py [only=soft,rloo] [parallel=2] [keep=runs/bench_sat] [--device cuda]
+    python benchmarks/sat_shapes.py                          # train what is not on record, then the table
+    python benchmarks/sat_shapes.py --only rloo4_sum --rerun # train one variant again
+    python benchmarks/sat_shapes.py --table-only             # the table from the records alone
 
-Every variant is a recipe (sat_shapes_soft / sat_shapes_hard, or sat_shapes_hard with its `model:`
-options changed, written to a temporary recipe file) trained through `python -m zoo.train` in its
-own process, with the recipes' budget (6 epochs of 2,000 scenes, batch 32, seed 0, when the
-recorded table was made; the recipes now train 12 epochs and keep EMA weights, issue 15; the hard
-variants train their encoder from pixels, as sat_shapes_hard did then: sat_shapes_hard_scratch). The last
-checkpoint is then evaluated on the 500 test scenes (greedy captions). Writes
-benchmarks/results/sat_shapes.json and sat_shapes.md (the table in docs/captioning.md).
-"s/epoch" is wall time of training + validation on this machine while the others run beside it.
+Every hard variant is the recipe `sat_shapes_hard` (the frozen encoder of sat-shapes-soft, the soft
+start, 20 epochs, Adam 1e-3) with its estimator or cost changed by overrides, so the rows differ in
+one thing. Each variant is trained with seeds 0-2 by `recipe_seeds.train_seeds` (its own process
+per run, one torch thread, `--parallel` at once, scored like the cards: greedy captions on the 500
+test scenes) into its own record, benchmarks/results/seeds_<recipe>[_<tag>]_<device>.json; a
+variant whose record exists is read, not trained again (`--rerun` trains it anyway). Writes
+benchmarks/results/sat_shapes_<device>.json (the records' names and commands, mean / sd / every run
+per metric, and each variant minus the recipe paired by seed) and sat_shapes_<device>.md (the table
+in docs/captioning.md). The one-seed table of the 6-epoch recipes from pixels that this replaced is
+sat_shapes_6epochs_seed0.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import subprocess
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from devices import add_device_option, resolve_device
+from recipe_seeds import train_seeds
+from spread import paired, spread
+
 ROOT = Path(__file__).resolve().parent.parent
-CONTINUATION = {"expected_context_prob": 1.0, "expected_context_hold": 600, "expected_context_anneal": 300}
-VARIANTS = {  # name -> (recipe, model options replacing the recipe's)
-    "soft": ("sat_shapes_soft", {}),
-    "hard, reinforce + EMA + entropy (recipe)": ("sat_shapes_hard_scratch", {}),
-    "hard, reinforce, from scratch (no soft start)": ("sat_shapes_hard_scratch", {"expected_context_prob": 0.0}),
-    "hard, reinforce, score_cost=sum": ("sat_shapes_hard_scratch", {"score_cost": "sum"}),
-    "hard, rloo n=4 (score_cost=sum)": ("sat_shapes_hard_scratch", {
-        "score_cost": "sum", "estimator": {"name": "rloo", "n": 4, "entropy_weight": 0.002}}),
-    "hard, gumbel_softmax tau 1 -> 0.5": ("sat_shapes_hard_scratch", {
-        "estimator": {"name": "gumbel_softmax", "tau": 1.0, "tau_min": 0.5, "anneal_rate": 0.002}}),
-    "hard, straight_through tau 1": ("sat_shapes_hard_scratch", {
-        "estimator": {"name": "straight_through", "tau": 1.0}}),
-}
-KEYS = ["test/bleu4", "test/bleu1", "test/bleu4_baseline", "test/att_localisation", "test/att_chance",
-        "test/att_entropy", "test/att_moves"]
-CHILD = """
-import json, sys, time
-import torch
-torch.set_num_threads(1)
-from zoo.train import train
-from zoo.evaluate import evaluate
-t0 = time.time()
-r = train(sys.argv[1:])
-fit = time.time() - t0
-m = evaluate(str(r.run_dir / "checkpoints" / "last.ckpt"))
-print("BENCH", json.dumps({"run_dir": str(r.run_dir), "fit_s": fit, "epochs": r.model.current_epoch, **m}))
-"""
+RESULTS = ROOT / "benchmarks" / "results"
+RLOO = "model.estimator={name: rloo, n: 4, entropy_weight: 0.002}"
+VARIANTS = [  # (tag, recipe, overrides, what the row is); the first hard row is what the others are paired with
+    ("", "sat_shapes_soft", [], "soft attention (recipe `sat_shapes_soft`)"),
+    ("", "sat_shapes_hard", [], "hard, REINFORCE + moving-average baseline + entropy, per-word cost (recipe)"),
+    ("nosoftstart", "sat_shapes_hard", ["model.expected_context_prob=0.0"], "hard, the recipe without the soft start"),
+    ("score_sum", "sat_shapes_hard", ["model.score_cost=sum"], "hard, REINFORCE, per-caption cost (`score_cost=sum`)"),
+    ("reward_to_go", "sat_shapes_hard", ["model.score_cost=reward_to_go"],
+     "hard, REINFORCE, each choice weighed by the words from it on (`score_cost=reward_to_go`)"),
+    ("rloo4_sum", "sat_shapes_hard", [RLOO, "model.score_cost=sum"], "hard, RLOO n=4, per-caption cost"),
+    ("gumbel_softmax", "sat_shapes_hard",
+     ["model.estimator={name: gumbel_softmax, tau: 1.0, tau_min: 0.5, anneal_rate: 0.002}"],
+     "hard, Gumbel-softmax, tau 1 -> 0.5"),
+    ("straight_through", "sat_shapes_hard", ["model.estimator={name: straight_through, tau: 1.0}"],
+     "hard, straight-through Gumbel, tau 1"),
+]
+REFERENCE = ("", "sat_shapes_hard")
+COLUMNS = [("test/bleu4", "BLEU-4", 1), ("test/bleu1", "BLEU-1", 1), ("test/att_localisation", "localisation", 2),
+           ("test/att_entropy", "att. entropy (nats)", 2), ("test/att_moves", "moves", 2)]
+METRICS = [k for k, _, _ in COLUMNS] + ["test/att_chance"]
 
 
-def recipe_arg(name: str, recipe: str, changes: dict, tmp: Path) -> str:
-    if not changes:
-        return recipe
-    from omegaconf import OmegaConf
-
-    from zoo.config import find_recipe, load_recipe
-
-    # the recipe with its base: chain merged in, so the variant file stands alone wherever it is written
-    raw = OmegaConf.to_container(OmegaConf.create(load_recipe(find_recipe(recipe))))
-    raw["model"].update(changes)  # replaces whole values (an estimator spec is not merged key by key)
-    raw["description"] = f"benchmark variant: {name}"
-    slug = "".join(c if c.isalnum() else "_" for c in name.lower()).strip("_")[:40]
-    path = tmp / f"{recipe}__{slug}.yaml"
-    path.write_text(OmegaConf.to_yaml(OmegaConf.create(raw)))
-    return str(path)
+def record_path(recipe: str, tag: str, device_type: str) -> Path:
+    return RESULTS / f"seeds_{recipe}{'_' + tag if tag else ''}_{device_type}.json"
 
 
-def run(name: str, recipe: str, changes: dict, keep: Path, tmp: Path, device: str = "cpu") -> dict:
-    import torch
-    from devices import accelerator
+def by_seed(record: dict, key: str) -> dict[int, float | None]:
+    return {r["seed"]: (r["metrics"].get(key) if r["rc"] == 0 else None) for r in record["runs"]}
 
-    acc, devices = accelerator(torch.device(device))
-    args = [f"recipe={recipe_arg(name, recipe, changes, tmp)}", f"run_dir={keep}", "test_after_fit=false",
-            "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false",
-            f"trainer.accelerator={acc}", f"trainer.devices={devices}"]
-    t0 = time.time()
-    proc = subprocess.run([sys.executable, "-c", CHILD, *args], cwd=ROOT, capture_output=True, text=True)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH ")]
-    if proc.returncode or not lines:
-        raise RuntimeError(f"{name} failed:\n{proc.stderr[-3000:]}")
-    out = json.loads(lines[-1][6:])
-    row = {"variant": name, "recipe": recipe, "changes": changes, "run_dir": out["run_dir"],
-           "s_per_epoch": out["fit_s"] / max(out["epochs"], 1), "wall_s": time.time() - t0,
-           **{k: out.get(k) for k in KEYS}}
-    print(json.dumps(row), flush=True)
-    return row
+
+def summarise(records: dict[tuple[str, str], dict]) -> list[dict]:
+    """One row per variant: spread of every column's metric, and the variant minus the reference
+    (the hard recipe) on the seeds both have, for BLEU-4 and localisation."""
+    reference = records.get(REFERENCE)
+    rows = []
+    for tag, recipe, overrides, what in VARIANTS:
+        record = records.get((tag, recipe))
+        if record is None:
+            continue
+        row = {"variant": what, "recipe": recipe, "tag": tag, "overrides": overrides,
+               "record": record_path(recipe, tag, record["device"].split(":")[0]).relative_to(ROOT).as_posix(),
+               "command": record["command"], "processor": record.get("processor"),
+               "seeds": record["seeds"], "total_s": record["total_s"], "parallel": record["parallel"],
+               "metrics": {k: spread(list(by_seed(record, k).values())) for k in METRICS}}
+        if reference is not None and (tag, recipe) != REFERENCE:
+            row["minus_recipe"] = {}
+            for key in ("test/bleu4", "test/att_localisation"):
+                mine, theirs = by_seed(record, key), by_seed(reference, key)
+                seeds = [s for s in mine if mine[s] is not None and theirs.get(s) is not None]
+                if seeds:
+                    row["minus_recipe"][key] = {"seeds": seeds, **paired([mine[s] for s in seeds],
+                                                                         [theirs[s] for s in seeds])}
+        rows.append(row)
+    return rows
+
+
+def cell(s: dict, digits: int) -> str:
+    if s["mean"] is None:
+        return "failed"
+    runs = ", ".join("failed" if v is None else f"{v:.{digits}f}" for v in s["values"])
+    sd = f" ± {s['sd']:.{digits}f}" if s["sd"] is not None else ""
+    return f"{s['mean']:.{digits}f}{sd} ({runs})"
+
+
+def difference(d: dict | None, digits: int) -> str:
+    if not d:
+        return ""
+    se = f" ± {d['se']:.{digits}f}" if d["se"] is not None else ""
+    return f"{d['mean']:+.{digits}f}{se}"
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| variant | BLEU-4 | BLEU-1 | localisation (chance) | att. entropy (nats) | moves | s/epoch |",
-             "|---|---|---|---|---|---|---|"]
+    head = [name for _, name, _ in COLUMNS] + ["BLEU-4 minus recipe", "localisation minus recipe"]
+    lines = ["| variant | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
     for r in rows:
-        lines.append(f"| {r['variant']} | {r['test/bleu4']:.1f} | {r['test/bleu1']:.1f} | "
-                     f"{r['test/att_localisation']:.3f} ({r['test/att_chance']:.3f}) | "
-                     f"{r['test/att_entropy']:.2f} | {r['test/att_moves']:.2f} | {r['s_per_epoch']:.0f} |")
-    if rows:
-        base = rows[0]["test/bleu4_baseline"]
-        lines.append(f"\nMost frequent training caption for every image: BLEU-4 {base:.1f}; "
-                     "uniform attention over 64 cells: entropy 4.16 nats.")
+        cells = [cell(r["metrics"][k], digits) for k, _, digits in COLUMNS]
+        minus = r.get("minus_recipe", {})
+        cells += [difference(minus.get("test/bleu4"), 1), difference(minus.get("test/att_localisation"), 2)]
+        lines.append(f"| {r['variant']} | " + " | ".join(cells) + " |")
+    chance = [r["metrics"]["test/att_chance"]["mean"] for r in rows if r["metrics"]["test/att_chance"]["mean"]]
+    lines.append("\nMean ± sd over seeds (each seed's run in brackets); differences are paired by seed, "
+                 "mean ± standard error. Localisation at chance: "
+                 f"{min(chance):.2f}-{max(chance):.2f}; uniform attention over 64 cells has entropy 4.16 nats.")
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> None:
-    import tempfile
-
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from devices import describe, resolve_device
-
-    command = "python benchmarks/sat_shapes.py " + " ".join(argv)
-    if "--device" in argv:  # the other options are key=value
-        i = argv.index("--device")
-        argv = [*argv[:i], f"device={argv[i + 1]}", *argv[i + 2:]]
-    opts = dict(a.split("=", 1) for a in argv)
-    device = resolve_device(opts.get("device", "cpu"))
-    only = opts.get("only")
-    chosen = [(k, *v) for k, v in VARIANTS.items() if not only or any(o in k for o in only.split(","))]
-    keep = Path(opts.get("keep", ROOT / "runs" / "bench_sat"))
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(int(opts.get("parallel", 2))) as pool:
-        rows = list(pool.map(lambda v: run(*v, keep, Path(tmp), str(device)), chosen))
-    order = {k: i for i, k in enumerate(VARIANTS)}
-    rows.sort(key=lambda r: order[r["variant"]])
-    machine = "2 CPU cores shared with other jobs" if device.type == "cpu" else describe(device)
-    meta = {"rows": rows, "machine": machine, "device": str(device), "command": command,
-            "parallel": int(opts.get("parallel", 2))}
-    (out / "sat_shapes.json").write_text(json.dumps(meta, indent=1) + "\n")
-    (out / "sat_shapes.md").write_text(table(rows) + "\n")
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_device_option(ap)
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--parallel", type=int, default=3, help="runs at once (each uses one torch thread)")
+    ap.add_argument("--only", default="", help="comma-separated tags to train (recipe rows: the recipe's name)")
+    ap.add_argument("--rerun", action="store_true", help="train the chosen variants even when on record")
+    ap.add_argument("--table-only", action="store_true", help="train nothing: the table from the records")
+    ap.add_argument("--runs", default="runs/bench_sat_shapes", help="run folders go here")
+    args = ap.parse_args()
+    device = resolve_device(args.device)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    only = set(filter(None, args.only.split(",")))
+    records = {}
+    for tag, recipe, overrides, what in VARIANTS:
+        path = record_path(recipe, tag, device.type)
+        chosen = not only or (tag or recipe) in only
+        if chosen and not args.table_only and (args.rerun or not path.exists()):
+            command = ["python", "benchmarks/recipe_seeds.py", "--recipes", recipe, "--seeds", args.seeds,
+                       "--parallel", str(args.parallel), "--device", args.device, "--runs", args.runs]
+            command += ["--extra", *overrides, "--tag", tag] if tag else []
+            print(f"{what}: training seeds {seeds}", flush=True)
+            train_seeds(recipe, seeds, device, args.parallel, overrides, tag, args.runs,
+                        " ".join(f"'{c}'" if " " in c else c for c in command))
+        if path.exists():
+            records[(tag, recipe)] = json.loads(path.read_text())
+        else:
+            print(f"{what}: no record {path.relative_to(ROOT)} (left out of the table)", file=sys.stderr)
+    rows = summarise(records)
+    out = {"what": __doc__.splitlines()[0], "device": str(device),
+           "command": " ".join(["python", "benchmarks/sat_shapes.py", *sys.argv[1:]]), "rows": rows}
+    (RESULTS / f"sat_shapes_{device.type}.json").write_text(json.dumps(out, indent=1) + "\n")
+    (RESULTS / f"sat_shapes_{device.type}.md").write_text(table(rows) + "\n")
     print(table(rows))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
