@@ -96,16 +96,18 @@ def difference(d: dict | None, digits: int) -> str:
     if not d:
         return ""
     se = f" ± {d['se']:.{digits}f}" if d["se"] is not None else ""
-    return f"{d['mean']:+.{digits}f}{se}"
+    mean = d["mean"] if round(d["mean"], digits) else 0.0  # no "-0.00"
+    return f"{mean:+.{digits}f}{se}"
 
 
 def table(rows: list[dict]) -> str:
-    head = [name for _, name, _ in COLUMNS] + ["BLEU-4 minus recipe", "localisation minus recipe"]
+    head = [name for _, name, _ in COLUMNS] + ["BLEU-4 minus recipe", "localisation minus recipe", "min, all seeds"]
     lines = ["| variant | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
     for r in rows:
         cells = [cell(r["metrics"][k], digits) for k, _, digits in COLUMNS]
         minus = r.get("minus_recipe", {})
-        cells += [difference(minus.get("test/bleu4"), 1), difference(minus.get("test/att_localisation"), 2)]
+        cells += [difference(minus.get("test/bleu4"), 1), difference(minus.get("test/att_localisation"), 2),
+                  f"{r['total_s'] / 60:.0f} ({r['parallel']} at once)"]
         lines.append(f"| {r['variant']} | " + " | ".join(cells) + " |")
     chance = [r["metrics"]["test/att_chance"]["mean"] for r in rows if r["metrics"]["test/att_chance"]["mean"]]
     lines.append("\nMean ± sd over seeds (each seed's run in brackets); differences are paired by seed, "

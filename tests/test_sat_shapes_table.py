@@ -32,5 +32,5 @@ def test_variants_are_paired_with_the_recipe_by_seed_and_failures_stay_in_the_ta
     bleu = rows["rloo4_sum"]["metrics"]["test/bleu4"]
     assert bleu["n"] == 2 and bleu["failed"] == 1
     text = sat_shapes.table(list(rows.values()))
-    assert "failed" in text and "+3.5 ± 2.5" in text
+    assert "failed" in text and "+3.5 ± 2.5" in text and "(3 at once)" in text
     assert rows["rloo4_sum"]["record"] == "benchmarks/results/seeds_sat_shapes_hard_rloo4_sum_cpu.json"
