@@ -94,10 +94,15 @@ def write_cards(recipe: str, record: dict, out: Path) -> list[str]:
     return done
 
 
+def record_path(recipe: str, tag: str, device_type: str) -> Path:
+    """Where a recipe's seed record lives: benchmarks/results/seeds_<recipe>[_<tag>]_<device type>.json."""
+    return ROOT / "benchmarks" / "results" / f"seeds_{recipe}{'_' + tag if tag else ''}_{device_type}.json"
+
+
 def train_seeds(recipe: str, seeds: list[int], device, parallel: int, extra: list[str], tag: str, runs: str,
-                command: str) -> Path:
-    """Every seed of a recipe (`parallel` runs at once) -> the record
-    benchmarks/results/seeds_<recipe>[_<tag>]_<device type>.json, whose path is returned."""
+                command: str) -> tuple[dict, Path]:
+    """Every seed of a recipe (`parallel` runs at once) -> the record, written to ``record_path``;
+    returns the record and its path."""
     t0 = time.time()
     with ThreadPoolExecutor(parallel) as ex:
         rows = list(ex.map(lambda s: run(recipe, s, device, runs, extra, f"{recipe}_{tag}" if tag else ""), seeds))
@@ -107,9 +112,9 @@ def train_seeds(recipe: str, seeds: list[int], device, parallel: int, extra: lis
         "machine": f"{platform.machine()}, {platform.python_version()}", "processor": processor(),
         "parallel": parallel, "total_s": round(time.time() - t0, 1), "summary": summarise(rows), "runs": rows,
     }
-    out = ROOT / "benchmarks" / "results" / f"seeds_{recipe}{'_' + tag if tag else ''}_{device.type}.json"
+    out = record_path(recipe, tag, device.type)
     out.write_text(json.dumps(record, indent=1) + "\n")
-    return out
+    return record, out
 
 
 def main() -> None:
@@ -129,12 +134,11 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     for recipe in args.recipes.split(","):
         if args.cards_only:  # e.g. after a card was re-exported
-            out = ROOT / "benchmarks" / "results" / f"seeds_{recipe}_{device.type}.json"
+            out = record_path(recipe, "", device.type)
             print(recipe, "cards updated:", ", ".join(write_cards(recipe, json.loads(out.read_text()), out)) or "none")
             continue
         command = " ".join(["python", "benchmarks/recipe_seeds.py", *sys.argv[1:]])
-        out = train_seeds(recipe, seeds, device, args.parallel, args.extra, args.tag, args.runs, command)
-        record = json.loads(out.read_text())
+        record, out = train_seeds(recipe, seeds, device, args.parallel, args.extra, args.tag, args.runs, command)
         print(f"{recipe} over seeds {seeds} ({record['total_s']:.0f} s) -> {out.relative_to(ROOT)}")
         for k, s in record["summary"].items():
             print(f"  {k:<36} {fmt(s, 4):>20}   runs {s['values']}")

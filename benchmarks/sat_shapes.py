@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
 from devices import add_device_option, resolve_device
-from recipe_seeds import train_seeds
+from recipe_seeds import record_path, train_seeds
 from spread import paired, spread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,10 +49,6 @@ REFERENCE = ("", "sat_shapes_hard")
 COLUMNS = [("test/bleu4", "BLEU-4", 1), ("test/bleu1", "BLEU-1", 1), ("test/att_localisation", "localisation", 2),
            ("test/att_entropy", "att. entropy (nats)", 2), ("test/att_moves", "moves", 2)]
 METRICS = [k for k, _, _ in COLUMNS] + ["test/att_chance"]
-
-
-def record_path(recipe: str, tag: str, device_type: str) -> Path:
-    return RESULTS / f"seeds_{recipe}{'_' + tag if tag else ''}_{device_type}.json"
 
 
 def by_seed(record: dict, key: str) -> dict[int, float | None]:
@@ -138,8 +135,7 @@ def main() -> None:
                        "--parallel", str(args.parallel), "--device", args.device, "--runs", args.runs]
             command += ["--extra", *overrides, "--tag", tag] if tag else []
             print(f"{what}: training seeds {seeds}", flush=True)
-            train_seeds(recipe, seeds, device, args.parallel, overrides, tag, args.runs,
-                        " ".join(f"'{c}'" if " " in c else c for c in command))
+            train_seeds(recipe, seeds, device, args.parallel, overrides, tag, args.runs, shlex.join(command))
         if path.exists():
             records[(tag, recipe)] = json.loads(path.read_text())
         else:
