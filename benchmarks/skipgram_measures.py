@@ -41,6 +41,14 @@ def wiki_corpus(folder: Path, min_tokens: int = 1_000_000) -> Path:
     return path
 
 
+def similarity_files() -> tuple[str, str, str]:
+    """wordsim353, simlex999 and questions-words as gensim's test data ships them."""
+    import gensim
+
+    test_data = Path(gensim.__file__).parent / "test" / "test_data"
+    return tuple(str(test_data / f) for f in ("wordsim353.tsv", "simlex999.txt", "questions-words.txt"))
+
+
 def synthetic_corpus(folder: Path) -> tuple[Path, list[str], list[str]]:
     from zoo.models.skipgram.synthetic import PlantedCorpus, generate
 

@@ -57,6 +57,7 @@ from skipgram_measures import (
     objective_loss,
     objective_probe,
     score,
+    similarity_files,
     synthetic_corpus,
     wiki_corpus,
 )
@@ -327,8 +328,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     import gensim
 
-    test_data = Path(gensim.__file__).parent / "test" / "test_data"
-    ws353, simlex, questions = (str(test_data / f) for f in ("wordsim353.tsv", "simlex999.txt", "questions-words.txt"))
+    ws353, simlex, questions = similarity_files()
     builders = {"lee": lambda: lee_corpus(work), "wiki": lambda: wiki_corpus(work),
                 "wiki10m": lambda: big_corpus(work, 10_000_000), "wiki50m": lambda: big_corpus(work, 50_000_000)}
     corpora = {}

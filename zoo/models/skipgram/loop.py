@@ -37,12 +37,13 @@ from zoo.models.skipgram.nets import SkipGram
 from zoo.models.skipgram.sampling import offsets, window_contexts
 
 WINDOW_PAIRS = ("in_turn", "at_once")  # how a minibatch visits each window's pairs (module docstring)
+WINDOWS_FROM = ("contiguous", "strided")  # which windows of the chunk make a minibatch (module docstring)
 
 
 def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, window: torch.Tensor,
                 max_window: int, lr_start: float, lr_end: float, batch_centres: int = 4096, seed: int = 0,
                 threads: int = 1, share_negatives: bool = True, intra_op_threads: int = 1,
-                replicas: int = 1, window_pairs: str = "in_turn") -> dict[str, float]:
+                replicas: int = 1, window_pairs: str = "in_turn", windows_from: str = "contiguous") -> dict[str, float]:
     """SGD over every (context -> centre) pair of a chunk.
 
     tokens, sentence, window: (N,) subsampled word ids, sentence numbers, reduced half-widths.
@@ -50,15 +51,22 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
     trained}."""
     if window_pairs not in WINDOW_PAIRS:
         raise ValueError(f"window_pairs must be one of {WINDOW_PAIRS}, got {window_pairs!r}")
+    if windows_from not in WINDOWS_FROM:
+        raise ValueError(f"windows_from must be one of {WINDOWS_FROM}, got {windows_from!r}")
     n = len(tokens)
     n_batches = max(1, math.ceil(n / batch_centres))
+
+    def minibatch(k: int) -> torch.Tensor:
+        """Centre positions of minibatch k: (B,)."""
+        if windows_from == "strided":  # every n_batches-th window: B streams of consecutive windows
+            return torch.arange(k, n, n_batches, device=tokens.device)
+        return torch.arange(k * batch_centres, min(n, (k + 1) * batch_centres), device=tokens.device)
     context_offsets = offsets(max_window).tolist()  # -W..-1, 1..W: a window's contexts left to right
 
-    def in_turn(start: int, lr: float, g: torch.Generator, with_loss: bool) -> tuple[float, int]:
+    def in_turn(centres: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> tuple[float, int]:
         """The minibatch's pairs offset by offset: (P, 1) blocks, each window's contexts in turn."""
         loss, pairs = 0.0, 0
-        centres = torch.arange(start, min(n, start + batch_centres), device=tokens.device)  # (B,)
-        half = window[start:start + batch_centres]  # (B,)
+        half = window[centres]  # (B,)
         for offset in context_offsets:
             sel = centres[half >= abs(offset)]
             pos = sel + offset
@@ -72,11 +80,11 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
                 loss, pairs = loss + l, pairs + p
         return loss, pairs
 
-    def at_once(start: int, lr: float, g: torch.Generator, with_loss: bool) -> tuple[float, int]:
+    def at_once(batch: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> tuple[float, int]:
         """The minibatch's windows bucketed by half-width b: (centres, 2b) blocks, all pairs at once."""
         loss, pairs = 0.0, 0
-        wb = window[start:start + batch_centres]
-        order = torch.argsort(wb, stable=True) + start  # centres grouped by half-width
+        wb = window[batch]
+        order = batch[torch.argsort(wb, stable=True)]  # centres grouped by half-width
         sizes = torch.bincount(wb, minlength=max_window + 1).tolist()
         done = 0
         for b in range(1, max_window + 1):
@@ -97,7 +105,7 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
         for k in range(thread, n_batches, threads):
             lr = lr_start + (lr_end - lr_start) * k / n_batches
             first = k == thread
-            l, p = train_minibatch(k * batch_centres, lr, g, first)
+            l, p = train_minibatch(minibatch(k), lr, g, first)
             pairs += p
             if first:
                 loss, loss_pairs = loss + l, loss_pairs + p
