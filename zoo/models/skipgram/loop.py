@@ -16,6 +16,10 @@ one of two orders (``window_pairs``):
   vectors (Ji et al. 2016), with one draw of noise words per window (``share_negatives``). Fewer,
   larger calls.
 
+A minibatch is ``batch_centres`` consecutive windows (``windows_from=contiguous``) or every m-th
+window of the chunk, m its number of minibatches (``strided``): B streams of consecutive windows
+stepped together, so a word a passage repeats is not updated many times in one step.
+
 The learning rate falls linearly across the chunk (word2vec decays it per word). Per-step
 Lightning overhead is paid once per chunk, not once per minibatch.
 
