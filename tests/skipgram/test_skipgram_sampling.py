@@ -87,9 +87,9 @@ def test_window_contexts_marks_out_of_range_and_other_sentence():
     assert valid.tolist() == [[False, False, True, False], [False, True, True, False]]
 
 
-@pytest.mark.parametrize("windows_from", ["contiguous", "strided"])
+@pytest.mark.parametrize("interleave", [1, 3, 0])
 @pytest.mark.parametrize("window_pairs", ["in_turn", "at_once"])
-def test_trainer_visits_exactly_the_window_pairs(window_pairs, windows_from):
+def test_trainer_visits_exactly_the_window_pairs(window_pairs, interleave):
     g = torch.Generator().manual_seed(0)
     n = 3000
     tokens = torch.randint(0, 50, (n,), generator=g)
@@ -97,13 +97,13 @@ def test_trainer_visits_exactly_the_window_pairs(window_pairs, windows_from):
     window = torch.randint(1, 6, (n,), generator=g)
     net = SkipGram(torch.full((50,), 10), dim=8, objective="negative_sampling")
     stats = train_chunk(net, tokens, sentence, window, 5, 0.01, 0.001, batch_centres=700, seed=0,
-                        window_pairs=window_pairs, windows_from=windows_from)
+                        window_pairs=window_pairs, interleave=interleave)
     centre, _ = skipgram_pairs(tokens, sentence, window)
     assert stats["pairs"] == len(centre)
     # and the pairs themselves, position by position, each once
     recorder = PairRecorder(n)
     train_chunk(recorder, torch.arange(n), sentence, window, 5, 0.01, 0.01, batch_centres=700,
-                window_pairs=window_pairs, windows_from=windows_from)
+                window_pairs=window_pairs, interleave=interleave)
     visited = sorted(zip(torch.cat([c for c, _ in recorder.pairs]).tolist(),
                          torch.cat([o for _, o in recorder.pairs]).tolist()))
     reference = skipgram_pairs(torch.arange(n), sentence, window)
@@ -132,33 +132,32 @@ def test_in_turn_visits_each_windows_contexts_left_to_right_one_per_call():
     assert any(len(set(c.tolist())) < len(c) for c, _ in recorder.pairs)  # a window's pairs share a call
 
 
+@pytest.mark.parametrize("interleave", [1, 4, 0])
 @pytest.mark.parametrize("window_pairs", ["in_turn", "at_once"])
-def test_strided_minibatches_step_streams_of_consecutive_windows(window_pairs):
-    """``windows_from=strided``: minibatch k holds the centres k, k + m, k + 2m, ... (m minibatches a
-    chunk), so each of its windows is m positions from the next (none overlap when m > 2W) and
-    minibatches go k = 0, 1, ...: every stream of m consecutive windows is visited in order.
-    ``contiguous``: a minibatch is one run of consecutive centres."""
+def test_interleaved_minibatches_step_streams_of_consecutive_windows(window_pairs, interleave):
+    """``interleave=s``: every run of s minibatches covers s * B consecutive windows and minibatch j
+    of the run holds windows j, j + s, j + 2s, ... of them (0: s is the chunk's number of minibatches,
+    m), so B streams of s consecutive windows are stepped together, each in text order; 1: a
+    minibatch is one run of consecutive centres."""
     g = torch.Generator().manual_seed(2)
     n, batch = 2000, 90
     m = -(-n // batch)  # 23 minibatches
+    s = interleave or m
     sentence = torch.cumsum(torch.rand(n, generator=g) < 0.02, 0)
     window = torch.randint(1, 6, (n,), generator=g)
     recorder = PairRecorder(n)
     train_chunk(recorder, torch.arange(n), sentence, window, 5, 0.01, 0.01, batch_centres=batch,
-                window_pairs=window_pairs, windows_from="strided")
-    residues = []
+                window_pairs=window_pairs, interleave=interleave)
+    visits = []
     for centres, _ in recorder.pairs:
-        r = (centres % m).unique()
-        assert len(r) == 1  # one minibatch's centres: all k mod m
-        residues.append(int(r))
-        gaps = centres.unique().diff()
-        assert len(gaps) == 0 or int(gaps.min()) >= m
-    assert residues == sorted(residues) and residues[0] == 0 and residues[-1] == m - 1
-    recorder = PairRecorder(n)
-    train_chunk(recorder, torch.arange(n), sentence, window, 5, 0.01, 0.01, batch_centres=batch,
-                window_pairs=window_pairs)
-    for centres, _ in recorder.pairs:
-        assert int(centres.max() - centres.min()) < batch  # contiguous: one run of centres
+        c = centres.unique()
+        run = int(c.min()) // (s * batch)  # the run of s minibatches the call belongs to
+        assert int(c.max()) // (s * batch) == run  # within one run's s * B windows
+        stride = min(s, -(-(min(n, (run + 1) * s * batch) - run * s * batch) // batch))  # the last run is shorter
+        assert bool(((c - c.min()) % stride == 0).all())  # every stride-th window
+        visits.append((run, int(c.min()) % stride))
+    assert visits == sorted(visits)  # runs in text order, and each run's minibatches j = 0, 1, ...
+    assert len(set(visits)) == m  # every minibatch of the chunk
 
 
 class PairRecorder:

@@ -16,9 +16,10 @@ one of two orders (``window_pairs``):
   vectors (Ji et al. 2016), with one draw of noise words per window (``share_negatives``). Fewer,
   larger calls.
 
-A minibatch is ``batch_centres`` consecutive windows (``windows_from=contiguous``) or every m-th
-window of the chunk, m its number of minibatches (``strided``): B streams of consecutive windows
-stepped together, so a word a passage repeats is not updated many times in one step.
+A minibatch is ``batch_centres`` consecutive windows (``interleave=1``), or every s-th window of
+s * batch_centres consecutive ones (``interleave=s``; 0 = s is the chunk's number of minibatches):
+B streams of s consecutive windows stepped together, so a word a passage repeats is not updated
+many times in one step.
 
 The learning rate falls linearly across the chunk (word2vec decays it per word). Per-step
 Lightning overhead is paid once per chunk, not once per minibatch.
@@ -41,13 +42,12 @@ from zoo.models.skipgram.nets import SkipGram
 from zoo.models.skipgram.sampling import offsets, window_contexts
 
 WINDOW_PAIRS = ("in_turn", "at_once")  # how a minibatch visits each window's pairs (module docstring)
-WINDOWS_FROM = ("contiguous", "strided")  # which windows of the chunk make a minibatch (module docstring)
 
 
 def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, window: torch.Tensor,
                 max_window: int, lr_start: float, lr_end: float, batch_centres: int = 4096, seed: int = 0,
                 threads: int = 1, share_negatives: bool = True, intra_op_threads: int = 1,
-                replicas: int = 1, window_pairs: str = "in_turn", windows_from: str = "contiguous") -> dict[str, float]:
+                replicas: int = 1, window_pairs: str = "in_turn", interleave: int = 1) -> dict[str, float]:
     """SGD over every (context -> centre) pair of a chunk.
 
     tokens, sentence, window: (N,) subsampled word ids, sentence numbers, reduced half-widths.
@@ -55,16 +55,21 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
     trained}."""
     if window_pairs not in WINDOW_PAIRS:
         raise ValueError(f"window_pairs must be one of {WINDOW_PAIRS}, got {window_pairs!r}")
-    if windows_from not in WINDOWS_FROM:
-        raise ValueError(f"windows_from must be one of {WINDOWS_FROM}, got {windows_from!r}")
+    if interleave < 0:
+        raise ValueError(f"interleave must be >= 0, got {interleave}")
     n = len(tokens)
     n_batches = max(1, math.ceil(n / batch_centres))
 
+    span = interleave or n_batches  # minibatches whose windows interleave
+
     def minibatch(k: int) -> torch.Tensor:
-        """Centre positions of minibatch k: (B,)."""
-        if windows_from == "strided":  # every n_batches-th window: B streams of consecutive windows
-            return torch.arange(k, n, n_batches, device=tokens.device)
-        return torch.arange(k * batch_centres, min(n, (k + 1) * batch_centres), device=tokens.device)
+        """Centre positions of minibatch k: (B,). Every run of ``span`` minibatches covers span * B
+        consecutive windows, and minibatch j of the run takes every span-th of them, from the j-th."""
+        start = (k // span) * span * batch_centres
+        length = min(span * batch_centres, n - start)
+        step = math.ceil(length / batch_centres)  # the run's minibatches (fewer in a chunk's last run)
+        return torch.arange(start + k % span, start + length, step, device=tokens.device)
+
     context_offsets = offsets(max_window).tolist()  # -W..-1, 1..W: a window's contexts left to right
 
     def in_turn(centres: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> tuple[float, int]:

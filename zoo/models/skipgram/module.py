@@ -13,7 +13,7 @@ from zoo.core.module import ZooModule, check_options
 from zoo.errors import UserError
 from zoo.models.skipgram.evaluation import analogy_score, nearest, similarity_score
 from zoo.models.skipgram.export import save_word2vec
-from zoo.models.skipgram.loop import WINDOW_PAIRS, WINDOWS_FROM, train_chunk
+from zoo.models.skipgram.loop import WINDOW_PAIRS, train_chunk
 from zoo.models.skipgram.nets import CAP_METHODS, OBJECTIVES, SkipGram
 from zoo.options import at_least, choice, positive
 from zoo.registry import MODELS
@@ -30,10 +30,11 @@ class SkipGramConfig:
     # (word2vec's order: 2W calls per minibatch); at_once = all of a window's pairs from the same vectors
     # (Ji et al. 2016; fewer, larger calls, 4.5-5x faster a word on a CPU). Wikipedia, one thread, 3 seeds,
     # agreement with gensim: 0.560 in_turn against 0.546 at_once at 5,120 windows, 0.535 / 0.532 at 65,536
-    windows_from: str = choice("contiguous", list(WINDOWS_FROM))  # which windows make a minibatch: contiguous =
-    # batch_centres consecutive windows of the chunk; strided = every (chunk / batch_centres)-th window,
-    # i.e. batch_centres streams of consecutive windows stepped together (GPU word2vec's one stream a
-    # thread block), so a word repeated within a passage is not updated many times at once
+    interleave: int = at_least(1, 0)  # minibatch updates: 1 = a minibatch is batch_centres consecutive windows;
+    # s = each run of s minibatches covers s x batch_centres consecutive windows, minibatch j taking every
+    # s-th from the j-th (B streams of s windows stepped together: a passage's repeated words are not all
+    # updated in one step); 0 = the whole chunk. Wikipedia, 5,120 windows, 3 seeds: agreement with gensim
+    # 0.560 at 1, 0.566 at 2, 0.552 at 8 (gensim's vector lengths), 0.516 at 0 (a lower probe loss than gensim's)
     share_negatives: bool = True  # at_once: k noise words per window (Ji et al. 2016) instead of per pair
     init_range: float = positive(0.5)  # word vectors start U(-r/D, r/D): 0.5 = word2vec.c, 1.0 = gensim 4
     lr: float = positive(0.025)  # initial SGD learning rate (word2vec's skip-gram default)
@@ -176,7 +177,7 @@ class SkipGramModule(ZooModule):
                                     int(self.data_info["window"]), lr0, lr1, self.cfg.batch_centres, seed,
                                     self.threads, self.cfg.share_negatives, self.intra_op_threads,
                                     1 if self.small_vocabulary else world,  # ranks whose updates are summed
-                                    self.cfg.window_pairs, self.cfg.windows_from)
+                                    self.cfg.window_pairs, self.cfg.interleave)
         # the loss is summed before each update: a chunk whose own updates diverge shows only in the
         # tables (one sum each, ~1 ms a chunk), and would otherwise reach the last checkpoint
         if math.isfinite(stats["loss"]) and not torch.isfinite(self.net.centre.sum() + self.net.context.sum()):
