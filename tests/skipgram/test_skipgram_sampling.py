@@ -160,6 +160,16 @@ def test_interleaved_minibatches_step_streams_of_consecutive_windows(window_pair
     assert len(set(visits)) == m  # every minibatch of the chunk
 
 
+@pytest.mark.parametrize("interleave", [1, 2, 0])
+def test_an_empty_chunk_trains_nothing(interleave):
+    """A chunk that subsampling emptied: no pairs, no error, the tables untouched."""
+    net = SkipGram(torch.full((50,), 10), dim=8, objective="negative_sampling")
+    before = net.centre.clone()
+    empty = torch.zeros(0, dtype=torch.long)
+    stats = train_chunk(net, empty, empty, empty, 5, 0.01, 0.001, batch_centres=700, interleave=interleave)
+    assert stats["pairs"] == 0 and torch.equal(net.centre, before)
+
+
 class PairRecorder:
     """Stands in for ``SkipGram`` in ``train_chunk`` and records the (centre, context) pairs it is
     given: ``cond[valid]`` are the conditioning (context) words, ``target`` the predicted centre."""

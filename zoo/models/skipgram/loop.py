@@ -59,7 +59,6 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
         raise ValueError(f"interleave must be >= 0, got {interleave}")
     n = len(tokens)
     n_batches = max(1, math.ceil(n / batch_centres))
-
     span = interleave or n_batches  # minibatches whose windows interleave
 
     def minibatch(k: int) -> torch.Tensor:
@@ -67,7 +66,7 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
         consecutive windows, and minibatch j of the run takes every span-th of them, from the j-th."""
         start = (k // span) * span * batch_centres
         length = min(span * batch_centres, n - start)
-        step = math.ceil(length / batch_centres)  # the run's minibatches (fewer in a chunk's last run)
+        step = max(1, math.ceil(length / batch_centres))  # the run's minibatches (fewer in a chunk's last run)
         return torch.arange(start + k % span, start + length, step, device=tokens.device)
 
     context_offsets = offsets(max_window).tolist()  # -W..-1, 1..W: a window's contexts left to right
