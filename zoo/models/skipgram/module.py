@@ -43,8 +43,8 @@ class SkipGramConfig:
     # sequential = word2vec's update after every pair, in a compiled CPU kernel (kernel.py; best
     # quality and speed on a CPU); minibatch = batch_centres windows per vectorised update (torch,
     # any device: the GPU path, and the only one for full_softmax); auto = sequential on a CPU for
-    # nce / negative_sampling, else minibatch. batch_centres, window_pairs, share_negatives and step_cap
-    # are minibatch settings.
+    # nce / negative_sampling, else minibatch. batch_centres, window_pairs, interleave, share_negatives and
+    # step_cap are minibatch settings.
     saturated: str = choice("clip", ["clip", "skip"])  # sequential updates, a score beyond +-6: clip =
     # word2vec.c (sigmoid taken as 0 or 1: a full step), skip = gensim (no update from that term)
     sigmoid_index: str = choice("exact", ["exact", "word2vec"])  # sequential updates, where a score is
