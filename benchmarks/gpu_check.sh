@@ -135,11 +135,11 @@ EOF
     # interleaved minibatches (model.interleave) on this project's CPU, agreement with gensim at 5,120 windows: 0.566
     # with 2 (0.560 with 1, the default), 0.552 with 8, 0.516 with 0 (the whole chunk; 0.510 at 65,536 windows),
     # the last two with gensim's vector lengths; the GPU's throughput with them, and whether the quality holds there
-    for variant in "5120 2" "65536 2" "65536 0"; do
-      set -- $variant
+    for run in 5120:2 65536:2 65536:0; do  # batch_centres:interleave
+      batch="${run%:*}" interleave="${run#*:}"
       timeout 190 "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki --repeats 1 \
-        --threads 1 --zoo updates=minibatch batch_centres=$1 interleave=$2 \
-        --out "$OUT/skipgram_interleave$2_$1_$DEVICE.json" 2>&1 | tee -a "$OUT/skipgram_interleave.log"
+        --threads 1 --zoo updates=minibatch batch_centres=$batch interleave=$interleave \
+        --out "$OUT/skipgram_interleave${interleave}_${batch}_$DEVICE.json" 2>&1 | tee -a "$OUT/skipgram_interleave.log"
     done
     ;;
   *)

@@ -23,16 +23,8 @@ import sys
 from pathlib import Path
 
 from devices import add_device_option, describe, resolve_device
-from skipgram_measures import (
-    lee_corpus,
-    neighbour_agreement,
-    objective_loss,
-    objective_probe,
-    score,
-    similarity_files,
-    wiki_corpus,
-)
-from skipgram_vs_gensim import ROOT, median_range, run_gensim
+from skipgram_measures import lee_corpus, neighbour_agreement, objective_probe, similarity_files, wiki_corpus
+from skipgram_vs_gensim import ROOT, loop_quality, median_range, quality_medians, run_gensim
 
 
 def shuffled_copy(path: Path, seed: int) -> Path:
@@ -53,9 +45,7 @@ def run_corpus(path: Path, similarity: list[str], analogies: list[str], repeats:
         for order in runs:
             corpus = path if order == "as_is" else shuffled_copy(path, seed)
             stats, vec, words = run_gensim(corpus, epochs, seed, workers)
-            stats["quality"] = score(vec, words, similarity, analogies)
-            stats["quality"]["probe"] = {"ns_loss": objective_loss(probe, vec, stats.pop("context_vectors"), words)}
-            runs[order].append(stats)
+            runs[order].append(loop_quality(stats, vec, words, similarity, analogies, probe))
             vectors[order].append((vec, words))
             print(f"{path.name} {order} seed {seed}: {stats['quality']}", flush=True)
             if corpus != path:
@@ -68,8 +58,7 @@ def run_corpus(path: Path, similarity: list[str], analogies: list[str], repeats:
         "shuffled_vs_as_is_other_seed": median_range([neighbour_agreement(*s[i], *a[j]) for i, j in pairs]),
         "shuffled_vs_shuffled": median_range([neighbour_agreement(*s[i], *s[j]) for i, j in pairs]),
     }
-    quality = {order: {f"{f}.{m}": median_range([r["quality"][f][m] for r in rs])
-                       for f in rs[0]["quality"] for m in rs[0]["quality"][f]} for order, rs in runs.items()}
+    quality = {order: quality_medians(rs) for order, rs in runs.items()}
     return {"file": str(path), "runs": runs, "quality": quality, "neighbour_agreement_top10_of_1000": agreement}
 
 

@@ -224,6 +224,21 @@ def median_range(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
 
 
+def quality_medians(runs: list[dict]) -> dict:
+    """{"<file>.<measure>": median (range) over the runs} of every run's ``quality``."""
+    return {f"{f}.{m}": median_range([r["quality"][f][m] for r in runs])
+            for f in runs[0]["quality"] for m in runs[0]["quality"][f]}
+
+
+def loop_quality(stats: dict, vec: torch.Tensor, words: list[str], similarity: list[str], analogies: list[str],
+                 probe: dict) -> dict:
+    """A loop run's quality: similarity and analogy scores, and the probe loss from its context vectors
+    (taken out of ``stats``, which is returned with ``quality`` set)."""
+    stats["quality"] = score(vec, words, similarity, analogies)
+    stats["quality"]["probe"] = {"ns_loss": objective_loss(probe, vec, stats.pop("context_vectors"), words)}
+    return stats
+
+
 def run_corpus(name: str, path: Path, similarity: list[str], analogies: list[str], args, threads: list[int],
                model_options: dict, device: torch.device, work: Path) -> dict:
     """Every run of one corpus: the training loop (in-process) and/or whole commands, per seed."""
@@ -239,17 +254,14 @@ def run_corpus(name: str, path: Path, similarity: list[str], analogies: list[str
                 else:
                     stats, vec, words = run_zoo(path, args.epochs, rep, int(key[len("zoo_threads"):]),
                                                 work / "cache", model_options, device)
-                stats["quality"] = score(vec, words, similarity, analogies)
-                stats["quality"]["probe"] = {"ns_loss": objective_loss(probe, vec, stats.pop("context_vectors"), words)}
-                runs[key].append(stats)
+                runs[key].append(loop_quality(stats, vec, words, similarity, analogies, probe))
                 vectors.setdefault(f"loop_{key}", []).append((vec, words))
                 print(f"{name} loop {key} seed {rep}: {stats['words_per_s']:,} words/s, "
                       f"load {stats['load_before']}, {stats['quality']}", flush=True)
         summary = {key: {"words_per_s": median_range([r["words_per_s"] for r in rs]),
                          "words_per_cpu_s": median_range([r["words_per_cpu_s"] for r in rs]),
                          "vocab_s": median_range([r["vocab_s"] for r in rs]),
-                         "quality": {f"{f}.{m}": median_range([r["quality"][f][m] for r in rs])
-                                     for f in rs[0]["quality"] for m in rs[0]["quality"][f]}}
+                         "quality": quality_medians(rs)}
                    for key, rs in runs.items()}
         best = f"zoo_threads{threads[0]}"
         summary["speed_ratio_zoo_over_gensim"] = round(summary[best]["words_per_s"]["median"]
@@ -270,8 +282,7 @@ def run_corpus(name: str, path: Path, similarity: list[str], analogies: list[str
                 vectors.setdefault(f"e2e_{key}", []).append((vec, words))
                 print(f"{name} e2e {key} seed {rep}: {stats['wall_s']} s, {stats['quality']}", flush=True)
         summary = {key: {"wall_s": median_range([r["wall_s"] for r in rs]),
-                         "quality": {f"{f}.{m}": median_range([r["quality"][f][m] for r in rs])
-                                     for f in rs[0]["quality"] for m in rs[0]["quality"][f]}}
+                         "quality": quality_medians(rs)}
                    for key, rs in runs.items()}
         summary["speed_ratio_gensim_over_zoo"] = round(summary["gensim"]["wall_s"]["median"]
                                                        / summary["zoo"]["wall_s"]["median"], 3)
