@@ -69,22 +69,23 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
         step = max(1, math.ceil(length / batch_centres))  # the run's minibatches (fewer in a chunk's last run)
         return torch.arange(start + k % span, start + length, step, device=tokens.device)
 
-    context_offsets = offsets(max_window).tolist()  # -W..-1, 1..W: a window's contexts left to right
+    reach = offsets(max_window, tokens.device).abs()  # (2W,): -W..-1, 1..W, a window's contexts left to right
 
     def in_turn(centres: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> tuple[float, int]:
-        """The minibatch's pairs offset by offset: (P, 1) blocks, each window's contexts in turn."""
+        """The minibatch's pairs offset by offset: (P, 1) blocks, each window's contexts in turn.
+        The pairs of all offsets are selected at once (two host syncs a minibatch on a GPU, not
+        three per offset)."""
         loss, pairs = 0.0, 0
-        half = window[centres]  # (B,)
-        for offset in context_offsets:
-            sel = centres[half >= abs(offset)]
-            pos = sel + offset
-            inside = (pos >= 0) & (pos < n)
-            sel, pos = sel[inside], pos[inside]
-            same = sentence[pos] == sentence[sel]
-            sel, pos = sel[same], pos[same]  # (P,): centres and their context at this offset
-            if len(sel):
-                valid = torch.ones(len(sel), 1, dtype=torch.bool, device=tokens.device)
-                l, p = net.sgd_windows(tokens[pos][:, None], valid, tokens[sel], lr, g, share_negatives, with_loss)
+        pos, valid = window_contexts(centres, max_window, sentence)  # (B, 2W)
+        valid &= window[centres][:, None] >= reach  # inside each centre's reduced window
+        per_offset = valid.sum(0).tolist()  # (2W,) pairs at each offset
+        slot, row = valid.T.nonzero(as_tuple=True)  # (P,) offset-major, centres in order within an offset
+        context_words = tokens[pos[row, slot]].split(per_offset)
+        centre_words = tokens[centres[row]].split(per_offset)
+        for context_word, centre_word in zip(context_words, centre_words):
+            if len(centre_word):
+                valid_one = torch.ones(len(centre_word), 1, dtype=torch.bool, device=tokens.device)
+                l, p = net.sgd_windows(context_word[:, None], valid_one, centre_word, lr, g, share_negatives, with_loss)
                 loss, pairs = loss + l, pairs + p
         return loss, pairs
 
