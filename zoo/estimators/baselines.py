@@ -42,7 +42,8 @@ class EMABaseline(Baseline):
         b = self.value.to(device=cost.device, dtype=cost.dtype).clone()  # the value before this batch
         if self.training:
             mean = cost.mean().to(self.value)
-            new = mean if int(self.count) == 0 else self.decay * self.value + (1 - self.decay) * mean
+            # the first update takes the mean itself; torch.where, not `if`: no host sync on a GPU
+            new = torch.where(self.count == 0, mean, self.decay * self.value + (1 - self.decay) * mean)
             self.value.copy_(new)
             self.count += 1
         return b, None

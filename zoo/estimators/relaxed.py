@@ -61,18 +61,25 @@ class GumbelSoftmax(Estimator):
 
     def __init__(self, options=None, **kwargs):
         super().__init__(options, **kwargs)
-        # schedule position, a buffer so that a resumed run continues the schedule
+        # schedule position, a buffer so that a resumed run continues the schedule; `_step` is its copy
+        # on the host, read by `temperature` on every sample (reading the buffer would sync a GPU)
         self.register_buffer("step_count", torch.zeros((), dtype=torch.long))
+        self._step = 0
+        self.register_load_state_dict_post_hook(lambda module, keys: module._sync_step())
+
+    def _sync_step(self) -> None:
+        self._step = int(self.step_count)  # once, after a checkpoint's state is loaded
 
     @property
     def temperature(self) -> float:
         o = self.options
         if o.anneal_rate <= 0:
             return o.tau
-        return max(o.tau_min, o.tau * math.exp(-o.anneal_rate * int(self.step_count)))
+        return max(o.tau_min, o.tau * math.exp(-o.anneal_rate * self._step))
 
     def set_step(self, step: int) -> None:
-        self.step_count.fill_(int(step))
+        self._step = int(step)
+        self.step_count.fill_(self._step)
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
         dist = as_distribution(dist)
