@@ -1,14 +1,16 @@
 """Every tensor the zoo makes follows the device of its inputs or module (issue 13: skip-gram built
 its window offsets on the CPU and crashed next to CUDA tokens).
 
-A CPU machine cannot run CUDA, so two checks stand in for it:
+A CPU machine cannot run CUDA, so three checks stand in for it:
 - a source scan: every ``torch.arange/zeros/ones/empty/full/rand*/tensor/eye/linspace`` call and
   every ``torch.Generator()`` in zoo/ and benchmarks/ passes ``device=``, or says on its line why it
   belongs on the CPU (``# cpu: <reason>``), or sits in a file listed in ``CPU_FILES`` (data
   pipelines, whose batches Lightning moves to the device, and plotting), or is the value of a
   parameter or buffer (``nn.Parameter(...)``, ``register_buffer(...)``: they move with their module);
 - runs in float64 (skip-gram's hand-written updates, each model's stochastic loss and gradient):
-  a tensor made with a fixed dtype either breaks them or shows up as a float32 result.
+  a tensor made with a fixed dtype either breaks them or shows up as a float32 result;
+- and, in test_meta_device.py, every recipe's training step on the ``meta`` device, where a tensor
+  made on the CPU in the path is refused however it was made.
 """
 
 from __future__ import annotations
