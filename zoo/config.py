@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.errors import UserError
-from zoo.options import at_least, between, choice, validate_call
+from zoo.options import SEED_MAX, at_least, between, choice, validate_call
 from zoo.options import validate as validate_options
 from zoo.registry import closest
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 LOGGERS = ("csv", "wandb", "tensorboard")
-SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit: Lightning's seed_everything refuses larger ones
 WANDB_MODES = ("online", "offline", "disabled", "shared")
 # Ranges of lightning.Trainer's numeric arguments where they differ from the zoo's ">= 0" rule:
 # -1 sentinels (all devices, no limit, the whole validation set) and counts that must be >= 1.

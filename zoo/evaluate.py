@@ -30,6 +30,7 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     from zoo.options import validate
     from zoo.registry import DATAMODULES
     from zoo.tracking import build_trainer
+    from zoo.train import user_error_in_fit
 
     options = dict(options or {})
     model, info = load_any(target)
@@ -72,8 +73,17 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     with tempfile.TemporaryDirectory() as tmp:
         model.plots_dir = plots_dir or Path(tmp)
         trainer = build_trainer(lambda: L.Trainer(**trainer_opts), "trainer option")
-        results = trainer.test(model, datamodule=datamodule, verbose=False)
-    return {k: float(v) for k, v in (results[0] if results else {}).items()}
+        try:
+            results = trainer.test(model, datamodule=datamodule, verbose=False)
+        except Exception as err:
+            user = user_error_in_fit(err)  # e.g. a trainer.limit_test_batches that selects no batch
+            if user is None:
+                raise
+            raise user from None
+    if not results or not results[0]:
+        raise UserError("no test batch was evaluated: leave out trainer.limit_test_batches, or give it a value "
+                        "that keeps at least one batch")
+    return {k: float(v) for k, v in results[0].items()}
 
 
 def _carried_over(data_cfg: dict, given: set[str], schema: type) -> dict:

@@ -9,7 +9,10 @@ the keyword arguments of a callable (``lightning.Trainer``, callbacks). Either w
   ``__post_init__`` checks. Ranges: ``positive(8)`` (> 0), ``at_least(1, 2)``, ``between(0.9, 0, 1)``
   as field defaults; a number without a declared range must be >= 0 (no option of the zoo is
   negative: sizes, rates, counts, seeds) unless its default is negative (a sentinel such as -1);
-  ``signed(x)`` lifts that.
+  ``signed(x)`` lifts that. Every option, declared or not, also keeps within what it feeds:
+  an integer within a C int (2**31 - 1), a float within float32 (the tensors' dtype), a ``seed``
+  or ``*_seed`` within 0..SEED_MAX (numpy's 32-bit seeds), and ``num_workers`` / ``threads``
+  within 4 x this machine's cores (more only forks processes or threads that wait).
 - ``validate_call(fn, options, where, ranges=...)``: keys against the signature, types against its
   annotations (``Optional``, ``Union``, ``Literal``, ``list[int]``, classes), and optionally ranges,
   before ``fn`` is ever called.
@@ -32,6 +35,9 @@ from zoo.errors import UserError
 from zoo.registry import closest
 
 NUMBER_TYPES = (int, float)
+SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit: Lightning's seed_everything refuses larger ones
+INT_MAX = 2**31 - 1  # a C int: sizes, counts and thread numbers go to torch and the OS as one
+FLOAT_MAX = 3.4028234663852886e38  # float32's largest: rates and weights meet float32 tensors
 
 
 # ---- declaring ranges and choices ---------------------------------------------------------------
@@ -74,6 +80,10 @@ def _range_error(name: str, value: Any, meta: Mapping) -> str | None:
         return None
     if not math.isfinite(value):  # .inf passes "> 0", .nan every comparison: no option means either
         return "must be a finite number"
+    if isinstance(value, int) and abs(value) > INT_MAX and "le" not in meta and "lt" not in meta:
+        return f"must be at most {INT_MAX} in size"
+    if isinstance(value, float) and abs(value) > FLOAT_MAX:
+        return f"must be at most {FLOAT_MAX:.3g} in size (float32)"
     if "gt" in meta and not value > meta["gt"]:
         return f"must be > {meta['gt']}"
     if "ge" in meta and not value >= meta["ge"]:
@@ -81,7 +91,7 @@ def _range_error(name: str, value: Any, meta: Mapping) -> str | None:
     if "lt" in meta and not value < meta["lt"]:
         return f"must be < {meta['lt']}"
     if "le" in meta and not value <= meta["le"]:
-        return f"must be <= {meta['le']}"
+        return f"must be <= {meta['le']}" + (f" ({meta['why']})" if "why" in meta else "")
     if "ne" in meta and value == meta["ne"]:
         return f"must not be {meta['ne']}" + (f" ({meta['why']})" if "why" in meta else "")
     if not meta.get("signed") and not {"gt", "ge"} & set(meta) and value < 0:
@@ -103,13 +113,24 @@ def check_value(name: str, value: Any, meta: Mapping, where: str) -> None:
             raise UserError(f"'{name}' in {where} {why}, got {value!r}")
 
 
+def implicit_range(name: str) -> dict:
+    """The range an option has by its name alone (see the module docstring)."""
+    if name == "seed" or name.endswith("_seed"):
+        return {"ge": 0, "le": SEED_MAX}
+    if name in ("num_workers", "threads"):
+        import os
+
+        return {"le": 4 * (os.cpu_count() or 1), "why": f"{os.cpu_count()} CPU cores here"}
+    return {}
+
+
 def unknown_key(key: str, valid: list[str], where: str, what: str = "key") -> UserError:
     listing = f". Valid: {', '.join(valid) or '(none)'}" if len(valid) <= 25 else ""
     return UserError(f"unknown {what} '{key}' in {where}{closest(key, valid)}{listing}")
 
 
 # ---- dataclass schemas ----------------------------------------------------------------------------
-def validate(schema: type, options: Mapping, where: str, what: str = "key") -> dict:
+def validate(schema: type, options: Mapping, where: str, what: str = "key", prefix: str = "") -> dict:
     """Check ``options`` against the dataclass ``schema``; returns the plain dict with defaults
     filled in. Fields marked ``metadata['estimator']`` hold an estimator spec, kept as given (a new
     spec replaces the default one instead of merging into it; the seam checks it)."""
@@ -134,10 +155,17 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key") -> d
         raise UserError(f"bad value for '{key}' in {where}: {str(err).splitlines()[0]}") from None
     for key, value in specs.items():
         plain[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    nested = {k: t for k, t in _type_hints(schema).items() if dataclasses.is_dataclass(t)}
     for f in fields:
+        if f.name in nested and isinstance(plain[f.name], dict):  # a section of its own: its ranges too
+            plain[f.name] = validate(nested[f.name], plain[f.name], where, what, f"{prefix}{f.name}.")
+            continue
         default = f.default if f.default is not dataclasses.MISSING else None
         negative_default = isinstance(default, NUMBER_TYPES) and default < 0
-        check_value(f.name, plain[f.name], {"signed": True, **f.metadata} if negative_default else f.metadata, where)
+        meta = {**implicit_range(f.name), **f.metadata}
+        if {"le", "lt"} & set(f.metadata):  # a declared upper bound replaces the implicit one
+            meta.pop("why", None)
+        check_value(prefix + f.name, plain[f.name], {"signed": True, **meta} if negative_default else meta, where)
     try:
         schema(**plain)
     except (ValueError, TypeError) as err:
@@ -145,13 +173,16 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key") -> d
     return plain
 
 
-def _bool_fields(schema: type) -> dict[str, Any]:
-    """{field: annotation} for the fields typed ``bool`` or ``Optional[bool]``."""
+def _type_hints(schema: type) -> dict[str, Any]:
     try:
-        hints = typing.get_type_hints(schema)
+        return typing.get_type_hints(schema)
     except Exception:  # unresolvable annotations: leave the checking to OmegaConf
         return {}
-    return {k: a for k, a in hints.items()
+
+
+def _bool_fields(schema: type) -> dict[str, Any]:
+    """{field: annotation} for the fields typed ``bool`` or ``Optional[bool]``."""
+    return {k: a for k, a in _type_hints(schema).items()
             if a is bool or set(typing.get_args(a)) == {bool, type(None)}}
 
 

@@ -139,11 +139,18 @@ def check_resumable(ckpt: str, model_name: str, model: Any) -> None:
         raise UserError(f"checkpoint {ckpt} is a '{saved['zoo']['model']}' model, but the recipe trains "
                         f"'{model_name}'")
     own = model.state_dict()
+    fix = "Resume with the model options the run was trained with (its config.yaml)"
     for key, value in saved["state_dict"].items():
         if key in own and tuple(value.shape) != tuple(own[key].shape):
             raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "
-                            f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. Resume with the "
-                            "model options the run was trained with (its config.yaml)")
+                            f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. {fix}")
+    missing = sorted(set(own) - set(saved["state_dict"]))  # e.g. another estimator: its baseline's state
+    unexpected = sorted(set(saved["state_dict"]) - set(own))
+    if missing or unexpected:
+        parts = [f"{name} {', '.join(repr(k) for k in keys[:3])}{' ...' if len(keys) > 3 else ''}"
+                 for name, keys in (("it lacks", missing), ("it has no place here for", unexpected)) if keys]
+        raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: {'; '.join(parts)}. {fix} "
+                        "(an estimator or a model part changed since)")
 
 
 def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False) -> Any:
@@ -162,6 +169,7 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
     from zoo.callbacks.safety import (
         AtomicCheckpointIO,
         FinalCheckpoint,
+        MonitorCheck,
         NonFiniteLossGuard,
         RNGState,
         SignalCheckpoint,
@@ -178,8 +186,8 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
     last = ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False,
                            every_n_epochs=None if ck["every_n_train_steps"] else ck["every_n_epochs"],
                            every_n_train_steps=ck["every_n_train_steps"], save_on_train_epoch_end=True)
-    callbacks = [best, last, SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
-                 *build_callbacks(cfg["callbacks"]), FinalCheckpoint(ckpt_dir, last)]
+    callbacks = [MonitorCheck(best.monitor), best, last, SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(),
+                 *extra_callbacks, *build_callbacks(cfg["callbacks"]), FinalCheckpoint(ckpt_dir, last)]
     trainer_opts = dict(cfg["trainer"])
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
@@ -188,11 +196,14 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
 
 
 def user_error_in_fit(err: Exception) -> UserError | None:
-    """Lightning's complaints about the user's settings that only show once training runs (a
-    monitored metric the model never logs): a UserError, or None for anything else (a bug)."""
+    """Lightning's complaints about the user's settings that only show once training or testing runs
+    (a monitored metric the model never logs, a validation interval longer than the epoch): a
+    UserError, or None for anything else (a bug)."""
     message = " ".join(str(err).split())
     if type(err).__name__ == "MisconfigurationException":
         return UserError(f"invalid settings: {message}")
+    if isinstance(err, ValueError) and message.startswith("`val_check_interval`"):
+        return UserError(f"trainer.val_check_interval: {message}")
     if isinstance(err, RuntimeError) and message.startswith("Early stopping conditioned on metric"):
         return UserError(f"callback 'early_stopping': {message}")
     return out_of_memory(err)
@@ -208,7 +219,7 @@ def train(argv: list[str]) -> RunResult | None:
         return None
     import lightning as L
 
-    from zoo.callbacks.safety import RunInfo
+    from zoo.callbacks.safety import RunInfo, as_divergence
     run_dir, ckpt = resolve_run_dir(cfg)
     check_writable(run_dir)
     if cfg["threads"]:
@@ -242,10 +253,12 @@ def train(argv: list[str]) -> RunResult | None:
     try:
         trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt)
     except Exception as err:
+        diverged = as_divergence(err, trainer)
+        if diverged is not None and diverged is not err:
+            err = diverged
         err.run_dir = run_dir  # for the message: where the last good checkpoint is, if any
         user = err if isinstance(err, UserError) else user_error_in_fit(err)
-        diverged = type(err).__name__ == "NonFiniteLossError"
-        if user is None and not diverged:
+        if user is None and diverged is None:
             raise
         # a mistake found only once training started (e.g. in the model's setup), or a loss that
         # diverged before the first checkpoint: leave nothing behind
@@ -256,8 +269,8 @@ def train(argv: list[str]) -> RunResult | None:
                     parent.rmdir()
                 except OSError:  # not empty: another run's
                     break
-        if diverged or user is err:
-            raise
+        if diverged is not None or user is err:
+            raise err from None
         raise user from None
     finally:
         if distributed and trainer.is_global_zero:

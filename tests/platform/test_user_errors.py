@@ -322,7 +322,8 @@ def test_out_of_memory_is_one_message_naming_the_request():
 
 
 def test_a_size_the_machine_cannot_allocate_exits_2_and_writes_nothing(tmp_path, capsys):
-    # 10^12 hidden units: 233 TiB of weights, more than a 47-bit address space, so refused everywhere
-    code, err = run_main(["recipe=vae_digits", "model.hidden=1000000000000", f"run_dir={tmp_path}/runs"], capsys)
+    # 2^31 - 1 hidden units (the largest integer option): a hidden x hidden layer of 16 EiB, more than a
+    # 47-bit address space, so refused everywhere
+    code, err = run_main(["recipe=vae_digits", "model.hidden=2147483647", f"run_dir={tmp_path}/runs"], capsys)
     assert code == 2 and "out of memory" in err and "Traceback" not in err
     assert not (tmp_path / "runs").exists()

@@ -56,7 +56,7 @@ def build_callbacks(items: Any) -> list:
 def _construct(name: str, cls: type, options: dict) -> Any:
     try:
         return cls(**options)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, RuntimeError) as err:  # RuntimeError: torch's, e.g. device='banana'
         raise UserError(f"callback '{name}': {err}") from None
     except Exception as err:
         if type(err).__name__ == "MisconfigurationException":  # Lightning's callbacks check their options

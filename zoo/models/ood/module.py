@@ -40,8 +40,8 @@ GAN_MODES = ("joint", "boundary_gan")  # the modes with a generator and a discri
 @dataclass
 class OptimConfig:
     name: str = field(default="adam", metadata={"choices": ["adam", "sgd"]})  # adam | sgd
-    lr: float = 1e-3  # learning rate
-    beta1: float = 0.9  # Adam's first beta (DCGAN uses 0.5); SGD: momentum
+    lr: float = positive(1e-3)  # learning rate
+    beta1: float = between(0.9, 0, 1, high_open=True)  # Adam's first beta (DCGAN uses 0.5); SGD: momentum
     weight_decay: float = 0.0  # L2 penalty
 
 
@@ -62,8 +62,8 @@ class OODConfig:
     classifier_optim: OptimConfig = field(default_factory=OptimConfig)  # optimizer of the classifier
     generator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of G
     discriminator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of D
-    odin_temperatures: list = field(default_factory=lambda: [1.0, 10.0, 100.0, 1000.0])  # ODIN search: T
-    odin_eps: list = field(default_factory=lambda: [0.0, 0.0005, 0.001, 0.002, 0.005])  # search: eps (pixels)
+    odin_temperatures: list[float] = field(default_factory=lambda: [1.0, 10.0, 100.0, 1000.0])  # ODIN search: T
+    odin_eps: list[float] = field(default_factory=lambda: [0.0, 0.0005, 0.001, 0.002, 0.005])  # search: eps (pixels)
     odin_every_n_epochs: int = positive(5)  # run the ODIN search on validation this often (and at the last epoch)
     mahalanobis: bool = True  # also evaluate the Mahalanobis detector (fits on the training split)
     plot_every_n_epochs: int = positive(10)  # write the figures this often during training

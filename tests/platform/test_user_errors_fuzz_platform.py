@@ -1,0 +1,106 @@
+"""Mistakes a fuzz audit found getting past the platform's checks (session 17): out-of-range numbers
+that overflowed inside torch or the OS, a run that diverged into a traceback, a resume with another
+estimator, Lightning's refusals of trainer settings once training or testing ran, options of nested
+sections, callback options torch refuses, a mistyped monitored metric. Each is one message, no
+traceback, and no run folder left behind."""
+
+from pathlib import Path
+
+import lightning  # noqa: F401  (imported before the tests: its log handler keeps the real stderr)
+import pytest
+from platform_testlib import run_main
+
+FAST = ["trainer.fast_dev_run=true", "trainer.enable_progress_bar=false"]
+
+
+def assert_refused(code: int, err: str, expected: str, runs: Path) -> None:
+    assert code == 2 and expected in err and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith("error: "), err
+    assert not runs.exists() or not any(runs.iterdir()), "nothing written for a refused run"
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("model.lr=1e300", "'lr' in recipe"),  # overflowed float32 inside Adam, after the run folder
+    ("data.seed=99999999999999999999", "'seed' in recipe"),  # overflowed numpy's seed in the datamodule
+    ("threads=99999999999", "CPU cores here"),  # overflowed torch.set_num_threads
+    ("data.num_workers=99999999999", "CPU cores here"),  # forked workers until killed
+    ("trainer.max_steps=3 trainer.val_check_interval=1000", "trainer.val_check_interval"),  # Lightning, in fit
+])
+def test_out_of_range_numbers_are_refused_before_the_run(override, expected, tmp_path, capsys):
+    extra = override.split() if "val_check" in override else [*FAST, override]
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", *extra], capsys)
+    assert_refused(code, err, expected, tmp_path / "runs")
+
+
+def test_every_integer_and_float_option_keeps_within_what_it_feeds():
+    from dataclasses import dataclass
+
+    from zoo.errors import UserError
+    from zoo.options import FLOAT_MAX, INT_MAX, SEED_MAX, validate
+
+    @dataclass
+    class Opts:
+        size: int = 3
+        rate: float = 0.1
+        eval_seed: int = 0
+
+    assert validate(Opts, {"size": INT_MAX, "rate": FLOAT_MAX, "eval_seed": SEED_MAX}, "t")["eval_seed"] == SEED_MAX
+    for key, value in (("size", INT_MAX + 1), ("rate", 1e39), ("eval_seed", SEED_MAX + 1)):
+        with pytest.raises(UserError, match=f"'{key}' in t"):
+            validate(Opts, {key: value}, "t")
+
+
+def test_a_nested_section_is_range_checked_and_named_in_full(tmp_path, capsys):
+    code, err = run_main(["recipe=ood_toy2d", f"run_dir={tmp_path}/runs", *FAST, "model.classifier_optim.beta1=1.5"],
+                         capsys)
+    assert_refused(code, err, "'classifier_optim.beta1' in recipe", tmp_path / "runs")
+    code, err = run_main(["recipe=ood_toy2d", f"run_dir={tmp_path}/runs", *FAST, "model.odin_temperatures=[a,b]"],
+                         capsys)
+    assert_refused(code, err, "'odin_temperatures[0]'", tmp_path / "runs")
+
+
+def test_a_callback_option_torch_refuses(tmp_path, capsys):
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", *FAST,
+                          "callbacks=[{name: ema, device: banana}]"], capsys)
+    assert_refused(code, err, "callback 'ema'", tmp_path / "runs")
+
+
+def test_a_diverged_run_says_so_without_a_traceback(tmp_path, capsys):
+    """lr 1e30: the first update makes the weights NaN, and the next forward pass builds a Normal from
+    them (torch.distributions refuses it) before the non-finite-loss guard sees a loss."""
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1",
+                          "trainer.enable_progress_bar=false", "model.lr=1e30"], capsys)
+    assert code == 1 and "Traceback" not in err, err
+    assert "non-finite" in err and "diverged before its first checkpoint" in err and "model.lr" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_resuming_with_another_estimator_is_refused(tmp_path, capsys):
+    code, _ = run_main(["recipe=dvae_digits", f"run_dir={tmp_path}/base", "trainer.max_steps=2",
+                        "test_after_fit=false", "trainer.enable_progress_bar=false"], capsys)
+    assert code == 0
+    ckpt = next((tmp_path / "base").glob("dvae_digits/*/checkpoints/last.ckpt"))
+    code, err = run_main(["recipe=dvae_digits_reinforce", f"run_dir={tmp_path}/runs", "trainer.max_steps=4",
+                          f"ckpt_path={ckpt}"], capsys)
+    assert_refused(code, err, "does not fit the model this recipe builds", tmp_path / "runs")
+    assert "estimator.baseline" in err and "estimator.step_count" in err  # what is missing, what is extra
+
+
+def test_evaluate_refuses_a_test_split_limited_to_nothing(capsys):
+    from zoo.evaluate import main
+
+    for option, expected in (("trainer.limit_test_batches=0", "no test batch was evaluated"),
+                             ("trainer.limit_test_batches=0.0001", "limit_test_batches")):
+        code = main(["vae-digits", option, "data.eval_batch_size=1"])
+        err = capsys.readouterr().err
+        assert code == 2 and expected in err and "Traceback" not in err, err
+
+
+def test_a_mistyped_monitor_is_named_with_what_the_model_logs(tmp_path, capsys):
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1",
+                          "trainer.limit_train_batches=2", "trainer.enable_progress_bar=false",
+                          "test_after_fit=false", "checkpoint.monitor=val/los"], capsys)
+    assert code == 0  # the run itself is fine; it just has no best checkpoint
+    warnings = [line for line in err.splitlines() if line.startswith("warning: checkpoint.monitor='val/los'")]
+    assert len(warnings) == 2 and "did you mean: val/loss" in warnings[0] and "no best checkpoint" in warnings[1]
+    assert [p.name for p in (tmp_path / "runs").glob("vae_digits/*/checkpoints/*.ckpt")] == ["last.ckpt"]
