@@ -162,6 +162,37 @@ def load_image(path: Path | str, transform) -> torch.Tensor:
         raise UserError(f"{path} is not an image file PIL can read") from None
 
 
+KARPATHY_LAYOUT = "{'images': [{'filename', 'filepath' (optional), 'split', 'sentences': [{'tokens': [...]}]}]}"
+
+
+def check_karpathy_images(images, json_path: Path) -> None:
+    """The entries of a Karpathy split file have the fields the loader reads (a hand-made or
+    converted file otherwise fails with a KeyError / AttributeError deep inside setup)."""
+
+    def bad(what: str) -> UserError:
+        return UserError(f"{json_path} is not a Karpathy split file: {what}. The layout is {KARPATHY_LAYOUT}: "
+                         "fix the entry, or use the file from Karpathy's caption_datasets.zip")
+
+    if not isinstance(images, list):
+        raise bad(f"'images' is a {type(images).__name__}, not a list")
+    for i, im in enumerate(images):
+        if not isinstance(im, dict):
+            raise bad(f"images[{i}] is a {type(im).__name__}, not an object")
+        if not isinstance(im.get("filename"), str) or not im["filename"]:
+            raise bad(f"images[{i}] has no 'filename' (or it is not a string)")
+        if not isinstance(im.get("filepath", ""), str):
+            raise bad(f"images[{i}] has a 'filepath' that is not a string")
+        if not isinstance(im.get("split"), str):
+            raise bad(f"images[{i}] ({im['filename']}) has no 'split' (or it is not a string)")
+        sentences = im.get("sentences")
+        if not isinstance(sentences, list):
+            raise bad(f"images[{i}] ({im['filename']}) has no 'sentences' list")
+        for j, sentence in enumerate(sentences):
+            tokens = sentence.get("tokens") if isinstance(sentence, dict) else None
+            if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+                raise bad(f"images[{i}] ({im['filename']}) sentences[{j}] has no 'tokens' list of words")
+
+
 @DATAMODULES.register("karpathy")
 class KarpathyData(_CaptionData):
     """Flickr8k / Flickr30k / COCO from a Karpathy-split JSON and an image folder (local files)."""
@@ -194,6 +225,7 @@ class KarpathyData(_CaptionData):
         except (ValueError, KeyError, TypeError) as err:
             raise UserError(f"{json_path} is not a Karpathy split file (expected {{'images': [...]}}): "
                             f"{err}") from None
+        check_karpathy_images(images, json_path)
         by_split: dict[str, list[dict]] = {"train": [], "val": [], "test": []}
         for im in images:
             split = "train" if (im.get("split") == "restval" and c.restval_as_train) else im.get("split")

@@ -100,6 +100,7 @@ class OracleData(ZooDataModule):
         super().__init__(cfg)
         self.oracle = None
         self.train_set = self.val_set = self.test_set = None
+        self._unsaved: tuple[Path, list] | None = None  # fresh samples, cached once a loader is asked for
 
     def setup(self, stage: str | None = None) -> None:
         if self.oracle is not None:
@@ -117,8 +118,27 @@ class OracleData(ZooDataModule):
             for offset, n in ((1, c.num_train), (2, c.num_val), (3, c.num_test)):
                 g = torch.Generator().manual_seed(c.seed * 1000 + offset)
                 splits.append(self.oracle.sample(n, c.seq_len, generator=g))
-            _save_cache(cache, splits)
+            # written with the first loader, not here: zoo.train builds the model after setup(), and a
+            # model that refuses the data (D's filters wider than seq_len) must leave nothing on disk
+            self._unsaved = (cache, splits)
         self.train_set, self.val_set, self.test_set = (Sequences(x) for x in splits)
+
+    def _save_samples(self) -> None:
+        if self._unsaved is not None:
+            _save_cache(*self._unsaved)
+            self._unsaved = None
+
+    def train_dataloader(self):
+        self._save_samples()
+        return super().train_dataloader()
+
+    def val_dataloader(self):
+        self._save_samples()
+        return super().val_dataloader()
+
+    def test_dataloader(self):
+        self._save_samples()
+        return super().test_dataloader()
 
     def _cache_path(self, params: dict) -> Path:
         """Sampling 12,000 sequences from a vocab-5,000 oracle takes seconds; the samples are cached

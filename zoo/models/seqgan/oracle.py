@@ -63,7 +63,7 @@ def load_oracle_npz(path: str | Path) -> dict[str, np.ndarray]:
     if not is_zip:  # np.load would read it as a pickle or a .npy and blame allow_pickle
         raise UserError(f"oracle file {path} is not a valid .npz of oracle parameters (not a zip archive); {fix}")
     try:
-        with np.load(path, allow_pickle=False) as f:
+        with np.load(path, allow_pickle=False) as f, np.errstate(over="ignore"):  # overflow: refused below
             arrays = {k: np.asarray(f[k], dtype=np.float32) for k in f.files}
     except (ValueError, OSError, zipfile.BadZipFile) as err:
         raise UserError(f"oracle file {path} is not a valid .npz of oracle parameters ({err}); {fix}") from None
@@ -81,6 +81,14 @@ def load_oracle_npz(path: str | Path) -> dict[str, np.ndarray]:
             raise UserError(
                 f"oracle file {path}: '{key}' has shape {arrays[key].shape}, expected {shape} "
                 f"(vocab {V}, embedding {E}, hidden {H} read from 'embedding' and 'U_i')"
+            )
+    for key in oracle_keys():  # NaN / inf were accepted and trained on without a word
+        bad = int(arrays[key].size - np.isfinite(arrays[key]).sum())
+        if bad:
+            raise UserError(
+                f"oracle file {path}: '{key}' holds {bad} non-finite value(s) (NaN or inf, or beyond float32's "
+                "range): the oracle's parameters must be finite numbers; fix or regenerate the file, or leave "
+                "data.oracle_params unset for a seeded oracle"
             )
     return arrays
 

@@ -149,8 +149,6 @@ def build_corpus(paths: list[Path], cache_root: Path, min_count: int = 5, max_vo
     folder = Path(cache_root) / _cache_key(paths, opts)
     if (folder / "meta.json").exists():
         return folder
-    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
 
     def sentences() -> Iterator[list[str]]:
         return read_sentences(paths, max_sentence_length, read_chars, lowercase, strip_punctuation)
@@ -158,14 +156,37 @@ def build_corpus(paths: list[Path], cache_root: Path, min_count: int = 5, max_vo
     tokenizer = train_vocabulary(sentences(), min_count, max_vocab)
     lookup = tokenizer.get_vocab()  # word -> tokenizer id; [UNK] is 0, words 1.. by count
     lookup.pop("[UNK]", None)
-    if not lookup:
+    if not lookup:  # before any folder is made: a refused corpus leaves nothing on disk
         raise UserError(f"no word occurs min_count={min_count} times in {[str(p) for p in paths]}: lower "
                         "data.min_count or give a bigger corpus")
+    made = [p for p in (folder.parent, *folder.parent.parents) if not p.exists()]  # removed again on failure
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        _encode_corpus(tmp, sentences(), lookup, tokenizer, paths, opts)
+    except BaseException:  # a read error, a full disk, Ctrl-C: no half-written cache stays behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        for parent in made:  # innermost first; only the folders this call created, and only if empty
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+        raise
+    try:
+        tmp.rename(folder)
+    except OSError:  # another process built the same cache meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def _encode_corpus(tmp: Path, sentences: Iterator[list[str]], lookup: dict[str, int], tokenizer, paths: list[Path],
+                   opts: dict) -> None:
+    """ids.bin, tokenizer.json, counts.npy and meta.json of ``build_corpus`` into ``tmp``."""
     counts = np.zeros(len(lookup) + 1, dtype=np.int64)
     n_ids = n_sentences = 0
     with open(tmp / "ids.bin", "wb") as out:
         buffer: list[int] = []
-        for sentence in sentences():
+        for sentence in sentences:
             ids = [i for i in map(lookup.get, sentence) if i is not None]
             if ids:
                 buffer.extend(ids)
@@ -178,11 +199,6 @@ def build_corpus(paths: list[Path], cache_root: Path, min_count: int = 5, max_vo
     meta = {"n_ids": n_ids, "train_words": int(counts[1:].sum()), "sentences": n_sentences,
             "files": [str(p) for p in paths], **opts}
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-    try:
-        tmp.rename(folder)
-    except OSError:  # another process built the same cache meanwhile
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
 
 
 def _flush(out, buffer: list[int], counts: np.ndarray, n_ids: int, n_sentences: int) -> tuple[int, int]:
