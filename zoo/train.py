@@ -228,6 +228,9 @@ def train(argv: list[str]) -> RunResult | None:
         torch.set_num_threads(cfg["threads"])
     L.seed_everything(cfg["seed"], workers=True, verbose=False)
     datamodule, model = build(cfg)
+    # the training loader's own checks (a batch larger than the data) before Lightning prints its device
+    # lines and model summary: a mistake found there is then the only line on the screen
+    datamodule.train_dataloader()
     if ckpt is not None:
         check_resumable(ckpt, cfg["model"]["name"], model)
     elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up

@@ -104,3 +104,17 @@ def test_a_mistyped_monitor_is_named_with_what_the_model_logs(tmp_path, capsys):
     warnings = [line for line in err.splitlines() if line.startswith("warning: checkpoint.monitor='val/los'")]
     assert len(warnings) == 2 and "did you mean: val/loss" in warnings[0] and "no best checkpoint" in warnings[1]
     assert [p.name for p in (tmp_path / "runs").glob("vae_digits/*/checkpoints/*.ckpt")] == ["last.ckpt"]
+
+
+def test_a_batch_larger_than_the_data_is_the_only_line_printed(tmp_path):
+    """Found when the training loader is made: before, Lightning's device lines, model summary and
+    sanity-check bar came first. A subprocess: Lightning's log handler writes to the real stderr."""
+    import subprocess
+    import sys
+
+    from platform_testlib import subprocess_env
+
+    proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=vae_digits", f"run_dir={tmp_path}/runs",
+                           "data.batch_size=5000"], capture_output=True, text=True, env=subprocess_env(), timeout=120)
+    assert_refused(proc.returncode, proc.stderr, "data.batch_size=5000 is larger than the 1257", tmp_path / "runs")
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and not proc.stdout.strip(), proc.stderr
