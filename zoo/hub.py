@@ -142,13 +142,32 @@ def load_pretrained(name: str) -> tuple[Any, dict]:
 
 def load_any(target: str) -> tuple[Any, dict]:
     path = Path(target)
-    if target.endswith(".ckpt") or (path.is_file() and path.suffix != ".json"):
+    if path.suffix in (".json", ".safetensors") and path.is_file():  # was "no such file" for a card's path
+        raise entry_file(path)
+    if target.endswith(".ckpt") or path.is_file():
         return load_checkpoint(path)
     if path.is_dir() and ("/" in target or target not in pretrained_cards()):
         raise not_a_checkpoint(path)
     if "/" in target or target.endswith((".ckpt", ".safetensors")):
         raise UserError(f"no such file: {target}")
     return load_pretrained(target)
+
+
+def entry_file(path: Path) -> UserError:
+    """A pretrained entry's card (.json) or weights (.safetensors) given as a path: entries are loaded
+    by name (the card names its weights and their sha256)."""
+    name = path.stem
+    if path.suffix == ".json":
+        try:
+            name = str(json.loads(path.read_text())["name"])
+        except (ValueError, OSError, KeyError, TypeError):
+            pass
+    cards = pretrained_cards()
+    if name in cards:
+        return UserError(f"{path} is the pretrained {'card' if path.suffix == '.json' else 'weights'} of "
+                         f"'{name}': give its name, {name} (python -m zoo.pretrained lists the entries)")
+    return UserError(f"{path} is not a checkpoint nor a pretrained entry: pass a .ckpt written by "
+                     f"`python -m zoo.train` or a pretrained name ({', '.join(cards) or 'none'})")
 
 
 def load(target: str) -> Any:

@@ -36,15 +36,23 @@ def portable_command(command: str) -> str:
     return shlex.join(a for a in shlex.split(command) if not a.startswith(MACHINE_SPECIFIC))
 
 
-ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # no path separator: a file stem in zoo/pretrained/
+RESERVED_SUFFIXES = (".ckpt", ".safetensors", ".json")  # names ending so are taken for file paths
 
 
 def check_entry_name(name: str) -> None:
     """An entry's name is a file stem in zoo/pretrained/: '' wrote hidden '.json' files, and a name
-    with '/' or '..' a path outside it (or a traceback from safetensors)."""
+    with '/' or '..' a path outside it (or a traceback from safetensors). A name ending in a file
+    extension of the zoo's (vae.ckpt) wrote vae.ckpt.json, an entry `zoo.predict vae.ckpt` took for a
+    checkpoint path and never found."""
     if not ENTRY_NAME.fullmatch(name):
         raise UserError(f"--name {name!r} cannot name an entry: use letters, digits, '.', '_' and '-', "
                         "starting with a letter or digit (e.g. vae-digits)")
+    suffix = next((s for s in RESERVED_SUFFIXES if name.lower().endswith(s)), None)
+    if suffix is not None:
+        raise UserError(f"--name {name!r} cannot name an entry: a name ending in {suffix} is read as a file "
+                        f"path, so the entry could never be loaded; drop the extension (--name "
+                        f"{name[:-len(suffix)] or 'vae-digits'})")
 
 
 def card_sources(cfg: Any, name: str, cards: dict[str, dict]) -> dict[str, str]:

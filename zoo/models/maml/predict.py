@@ -14,6 +14,8 @@ from zoo.errors import UserError
 from zoo.options import check_output_file
 
 DEFAULTS = {"steps": 10, "seed": 0, "out": "maml_adaptation.png", "shots": 0}
+MAX_STEPS = 10_000  # gradient steps of fine-tuning: seconds at most (the paper shows 1 and 10)
+MAX_SHOTS = 10_000  # points of the random task (0: the model's K); 10**8 was killed for memory
 
 
 def parse_points(inputs: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,8 +42,12 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
                         "python -m zoo.evaluate")
     opts = check_options(options, DEFAULTS, "maml predict")
     steps, seed, shots = int(opts["steps"]), int(opts["seed"]), int(opts["shots"])
-    if steps < 0:
-        raise UserError(f"steps={steps} must be >= 0")
+    if not 0 <= steps <= MAX_STEPS:
+        raise UserError(f"steps={steps} must be from 0 to {MAX_STEPS} (gradient steps of fine-tuning; "
+                        "the paper shows 1 and 10)")
+    if not 0 <= shots <= MAX_SHOTS:
+        raise UserError(f"shots={shots} must be from 0 to {MAX_SHOTS} (points of the random task; "
+                        f"0 = the model's K, {model.data_info.get('shots', 10)})")
     check_output_file(opts["out"], "out", "figure")  # before fine-tuning, not after
     shown = sorted({0, min(1, steps), steps})
     with torch.inference_mode(False):

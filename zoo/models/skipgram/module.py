@@ -94,6 +94,11 @@ class SkipGramModule(ZooModule):
                             "or data.name=skipgram_synthetic")
         self.words: list[str] = list(self.data_info["vocab"])
         vocab = len(self.data_info["counts"])
+        if vocab < 2:  # every context and every noise word is that word: the loss is 0 and nothing is learnt
+            raise UserError(f"the corpus has {vocab} word type{'' if vocab == 1 else 's'} after min_count "
+                            f"({', '.join(self.words[:1]) or 'none'}): skip-gram learns which words occur near "
+                            "which, and needs at least 2 distinct words; give a larger corpus (data.files=) "
+                            "or lower data.min_count")
         small = self.small_vocabulary = 4 * vocab < c.batch_centres  # every row is hot: hundreds of terms
         # per minibatch
         # Hogwild is safe while concurrent updates rarely touch the same rows (Recht et al. 2011); on
@@ -326,6 +331,19 @@ class SkipGramModule(ZooModule):
             raise UserError(f"analogy=a,b,c takes three words (a : b = c : ?), got '{opts['analogy']}'")
         if int(opts["topn"]) < 1:
             raise UserError(f"topn must be >= 1, got {opts['topn']}")
+        if opts["binary"] is not None and not isinstance(opts["binary"], bool):  # 'maybe' was taken as true
+            raise UserError(f"binary must be true or false (left out: binary when export= ends in .bin), "
+                            f"got {opts['binary']!r}")
+        if opts["export"]:  # checked before anything is printed; its folder is created when written
+            from pathlib import Path
+
+            out = Path(str(opts["export"]))
+            if out.is_dir():
+                raise UserError(f"export={out} is a folder; give a file name, e.g. export={out / 'vectors.bin'} "
+                                f"(or {out / 'vectors.txt'} for text)")
+            above = next((p for p in out.parents if p.exists()), None)
+            if above is not None and not above.is_dir():
+                raise UserError(f"export={out}: {above} is a file, not a folder; choose another export= path")
         if inputs:
             missing = [w for w in inputs if w not in self.index and w.lower() not in self.index]
             if len(missing) == len(inputs):  # nothing to show: a mistake, not a result
