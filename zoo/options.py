@@ -75,11 +75,13 @@ def choice(default: Any, choices: list) -> Any:
     return _field(default, choices=list(choices))
 
 
-def _range_error(name: str, value: Any, meta: Mapping) -> str | None:
+def range_error(name: str, value: Any, meta: Mapping) -> str | None:
     if isinstance(value, bool) or not isinstance(value, NUMBER_TYPES):
         return None
     if not math.isfinite(value):  # .inf passes "> 0", .nan every comparison: no option means either
         return "must be a finite number"
+    if meta.get("seed") and not (isinstance(value, int) and meta["ge"] <= value <= meta["le"]):
+        return f"must be an integer from {meta['ge']} to {meta['le']}"
     if isinstance(value, int) and abs(value) > INT_MAX and "le" not in meta and "lt" not in meta:
         return f"must be at most {INT_MAX} in size"
     if isinstance(value, float) and abs(value) > FLOAT_MAX:
@@ -108,7 +110,7 @@ def check_value(name: str, value: Any, meta: Mapping, where: str) -> None:
     if meta.get("nonempty") and isinstance(value, str) and not value.strip():
         raise UserError(f"'{name}' in {where} must not be empty (write '.' for the working directory)")
     for item in value if isinstance(value, list) else [value]:
-        why = _range_error(name, item, meta)
+        why = range_error(name, item, meta)
         if why:
             raise UserError(f"'{name}' in {where} {why}, got {value!r}")
 
@@ -116,7 +118,7 @@ def check_value(name: str, value: Any, meta: Mapping, where: str) -> None:
 def implicit_range(name: str) -> dict:
     """The range an option has by its name alone (see the module docstring)."""
     if name == "seed" or name.endswith("_seed"):
-        return {"ge": 0, "le": SEED_MAX}
+        return {"ge": 0, "le": SEED_MAX, "seed": True}
     if name in ("num_workers", "threads"):
         import os
 

@@ -40,7 +40,6 @@ from typing import Any
 import lightning as L
 import torch
 
-from zoo.config import SEED_MAX
 from zoo.errors import UserError
 
 
@@ -174,9 +173,9 @@ class ZooModule(L.LightningModule):
 def check_options(options: dict, defaults: dict, what: str) -> dict:
     """Merge ``options`` (from key=value on the command line) over ``defaults``: an unknown key names
     the closest valid one, and a value must have its default's type (an int default takes ints, a
-    float default numbers; a None default anything). A seed (a key ending in ``seed``) is an integer
-    from 0 to ``zoo.config.SEED_MAX``."""
-    from zoo.options import conforms, unknown_key
+    float default numbers; a None default anything). A seed (``seed``, ``*_seed``) is an integer
+    from 0 to ``zoo.options.SEED_MAX``, as in every option set (``zoo.options.implicit_range``)."""
+    from zoo.options import conforms, implicit_range, range_error, unknown_key
 
     out = dict(defaults)
     for key, value in options.items():
@@ -185,11 +184,14 @@ def check_options(options: dict, defaults: dict, what: str) -> dict:
         default = defaults[key]
         if isinstance(default, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
             value = str(value)  # key=value parsing read a number where a name or path was meant
-        if key.endswith("seed") and value is not None:
-            # the random generators take 32-bit seeds (torch's manual_seed overflows past 64 bits)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
-                raise UserError(f"option '{key}' for {what} must be an integer from 0 to {SEED_MAX}, "
-                                f"got {value!r}")
+        bounds = implicit_range(key)  # a seed (32 bits: numpy's), num_workers, threads
+        if bounds and value is not None:
+            if isinstance(value, int) and not isinstance(value, bool):
+                why = range_error(key, value, bounds)
+            else:
+                why = f"must be an integer from 0 to {bounds['le']}" if bounds.get("seed") else "must be an integer"
+            if why:
+                raise UserError(f"option '{key}' for {what} {why}, got {value!r}")
         if default is not None and not conforms(value, type(default)):
             raise UserError(f"option '{key}' for {what} must be {type(default).__name__}, got {value!r}")
         if _is_number(value) and _is_number(default) and (not math.isfinite(value) or (value < 0 <= default)):
