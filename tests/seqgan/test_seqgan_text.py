@@ -61,6 +61,8 @@ def test_text_errors(tmp_path):
         TextData({"path": str(tmp_path / "missing.txt")}).setup("fit")
     with pytest.raises(UserError, match="too few"):
         TextData({"path": str(write_corpus(tmp_path, LINES[:5])), "batch_size": 64}).setup("fit")
+    with pytest.raises(UserError, match="every word would be \\[UNK\\]"):  # trained on special tokens alone
+        TextData({"path": str(write_corpus(tmp_path, LINES)), "batch_size": 4, "min_frequency": 100000}).setup("fit")
     with pytest.raises(ValueError):
         TextData({"max_len": 1})
 

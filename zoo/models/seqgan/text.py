@@ -156,6 +156,9 @@ class TextData(ZooDataModule):
         tok.train_from_iterator(
             train, WordLevelTrainer(min_frequency=c.min_frequency, special_tokens=SPECIALS)
         )
+        if tok.get_vocab_size() <= len(SPECIALS):  # every word would be [UNK]: G would learn nothing
+            raise UserError(f"seqgan_text: no word of the training lines occurs data.min_frequency="
+                            f"{c.min_frequency} times, so every word would be [UNK]; lower data.min_frequency")
         self.tokenizer = tok
         self.train_set, self.val_set, self.test_set = (Sequences(self.encode(s)) for s in (train, val, test))
 
