@@ -28,7 +28,7 @@ from zoo.registry import MODELS
 
 from . import decode as D
 from .nets import TORCHVISION, AttentionDecoder, build_encoder, doubly_stochastic
-from .vocab import Vocab
+from .vocab import Vocab, vocab_difference, vocab_fix
 
 PAPER_ESTIMATOR = {"name": "reinforce", "baseline": "ema", "decay": 0.9, "entropy_weight": 0.002}
 
@@ -86,52 +86,6 @@ class SATConfig:
             raise ValueError(f"cnn_stages must be >= 3, got {self.cnn_stages}")
         if self.encoder_from is not None and not str(self.encoder_from).strip():
             raise ValueError("encoder_from must be a captioning checkpoint or pretrained name, or null for none")
-
-
-# the data options that decide each captioning datamodule's vocabulary (its words and their ids)
-VOCAB_OPTIONS = {
-    "shapes": ("the training scenes", ("n_train", "seed", "image_size", "max_objects"), "n_val and n_test do not"),
-    "karpathy": ("the training captions", ("json", "min_freq", "limit_images", "restval_as_train"),
-                 "image_size and max_len do not"),
-}
-KARPATHY_DATASETS = ("flickr8k", "flickr30k", "coco")
-
-
-def vocab_difference(model: list[str], data: list[str], shown: int = 3) -> str:
-    """A few of the words two vocabularies disagree on: in one only, or at other ids."""
-    mine, theirs = {w: i for i, w in enumerate(model)}, {w: i for i, w in enumerate(data)}
-
-    def some(words: list[str], say, sep: str = ", ") -> str:
-        return sep.join(say(w) for w in words[:shown]) + (f"{sep}..." if len(words) > shown else "")
-
-    parts = []
-    if only := [w for w in model if w not in theirs]:
-        parts.append(f"{len(only)} of the model's words are not in the data's ({some(only, repr)})")
-    if only := [w for w in data if w not in mine]:
-        parts.append(f"{len(only)} of the data's words are not in the model's ({some(only, repr)})")
-    if moved := [w for w in data if w in mine and mine[w] != theirs[w]]:
-        parts.append(f"{len(moved)} words have other ids ("
-                     f"{some(moved, lambda w: f'{w!r} is {theirs[w]} here and {mine[w]} in the model', '; ')})")
-    return "; ".join(parts) or f"{len(data)} words here, {len(model)} in the model"
-
-
-def vocab_fix(trained: dict, info: dict) -> str:
-    """How to get the model's vocabulary back: the options of this datamodule that decide it, and
-    those of them (or the dataset) that visibly differ from the ones the model was trained with."""
-    dataset = info.get("dataset")
-    kind = "shapes" if dataset == "shapes" else "karpathy" if dataset in KARPATHY_DATASETS else None
-    if kind is None:
-        return "Use the dataset and data options the model was trained with"
-    source, keys, unrelated = VOCAB_OPTIONS[kind]
-    differ = [f"data.{k}={info[k]} here, {trained[k]} for the model" for k in keys
-              if k in info and k in trained and info[k] != trained[k]]
-    if trained.get("dataset") != dataset:
-        differ.insert(0, f"the model was trained on {trained.get('dataset')}, this data is {dataset}")
-    names = ", ".join(f"data.{k}" for k in keys[:-1]) + f" and data.{keys[-1]}"
-    return (f"The {kind} vocabulary comes from {source}, which {names} decide ({unrelated})"
-            + (f"; {'; '.join(differ)}" if differ else "")
-            + ": use the values the model was trained with (zoo.evaluate takes them from the checkpoint or "
-              "pretrained card unless data.KEY= overrides them)")
 
 
 def token_nll(logits: Tensor, target: Tensor, valid: Tensor) -> Tensor:
