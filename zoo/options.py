@@ -290,16 +290,23 @@ def check_input_file(path: str | Path, what: str = "image") -> Path:
     return path
 
 
-def check_output_file(path: str | Path, option: str, writer: str = "image", makes_folder: bool = False) -> Path:
+def check_output_file(path: str | Path, option: str, writer: str | None = "image", makes_folder: bool = False,
+                      example: str = "out.png") -> Path:
     """A file a command is about to write: its folder must exist (unless the command creates it,
-    ``makes_folder``), the path must not be a folder, and its extension must name a format the
-    writer knows (``image``: PIL's, which torchvision's save_image uses; ``figure``: matplotlib's
-    savefig). save_image / savefig fail with a traceback only after the work is done."""
+    ``makes_folder``; then no file may stand where one of its folders would be), the path must not be a
+    folder, and its extension must name a format the writer knows (``image``: PIL's, which
+    torchvision's save_image uses; ``figure``: matplotlib's savefig; None: any). save_image / savefig
+    fail with a traceback only after the work is done."""
     path = Path(path)
     if path.is_dir():
-        raise UserError(f"{option}={path} is a folder; give a file name, e.g. {option}={path / 'out.png'}")
+        raise UserError(f"{option}={path} is a folder; give a file name, e.g. {option}={path / example}")
     if not makes_folder and not path.parent.is_dir():
         raise UserError(f"{option}={path}: the folder {path.parent} does not exist; create it or choose another")
+    above = next((p for p in path.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise UserError(f"{option}={path}: {above} is a file, not a folder; choose another {option}= path")
+    if writer is None:
+        return path
     formats = _output_formats(writer)
     if path.suffix.lower().lstrip(".") not in formats:
         what = f"'{path.suffix}' is not a format the zoo can write {writer}s in" if path.suffix else "no extension"

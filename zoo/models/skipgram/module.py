@@ -335,15 +335,9 @@ class SkipGramModule(ZooModule):
             raise UserError(f"binary must be true or false (left out: binary when export= ends in .bin), "
                             f"got {opts['binary']!r}")
         if opts["export"]:  # checked before anything is printed; its folder is created when written
-            from pathlib import Path
+            from zoo.options import check_output_file
 
-            out = Path(str(opts["export"]))
-            if out.is_dir():
-                raise UserError(f"export={out} is a folder; give a file name, e.g. export={out / 'vectors.bin'} "
-                                f"(or {out / 'vectors.txt'} for text)")
-            above = next((p for p in out.parents if p.exists()), None)
-            if above is not None and not above.is_dir():
-                raise UserError(f"export={out}: {above} is a file, not a folder; choose another export= path")
+            check_output_file(str(opts["export"]), "export", writer=None, makes_folder=True, example="vectors.bin")
         if inputs:
             missing = [w for w in inputs if w not in self.index and w.lower() not in self.index]
             if len(missing) == len(inputs):  # nothing to show: a mistake, not a result
