@@ -25,11 +25,12 @@ from zoo.errors import CommandLineParser, UserError, as_user_error
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
     import lightning as L
 
+    from zoo.callbacks.safety import ReleaseHeldMessages
     from zoo.config import _trainer_options
     from zoo.hub import load_any
     from zoo.options import validate
     from zoo.registry import DATAMODULES
-    from zoo.tracking import build_trainer
+    from zoo.tracking import HeldMessages, build_trainer
     from zoo.train import user_error_in_fit
 
     options = dict(options or {})
@@ -72,14 +73,18 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     L.seed_everything(seed, verbose=False)
     with tempfile.TemporaryDirectory() as tmp:
         model.plots_dir = plots_dir or Path(tmp)
-        trainer = build_trainer(lambda: L.Trainer(**trainer_opts), "trainer option")
+        held = HeldMessages().start()  # Lightning's device lines: printed once the test starts
         try:
+            trainer = build_trainer(lambda: L.Trainer(callbacks=[ReleaseHeldMessages(held)], **trainer_opts),
+                                    "trainer option")
             results = trainer.test(model, datamodule=datamodule, verbose=False)
         except Exception as err:
-            user = user_error_in_fit(err)  # e.g. a trainer.limit_test_batches that selects no batch
+            user = err if isinstance(err, UserError) else user_error_in_fit(err)  # e.g. a limit_test_batches
+            held.discard() if user is not None else held.release()  # that selects no batch
             if user is None:
                 raise
             raise user from None
+        held.release()
     if not results or not results[0]:
         raise UserError("no test batch was evaluated: leave out trainer.limit_test_batches, or give it a value "
                         "that keeps at least one batch")

@@ -6,13 +6,12 @@ with a warning."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import netrc
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,32 +35,63 @@ def quiet_lightning() -> None:
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 
 
-class _Hold(logging.Filter):
+class HeldMessages:
+    """Lightning's log lines ("GPU available: ...", the model summary) held back from ``start()``
+    until ``release()`` prints them or ``discard()`` drops them: a setting Lightning refuses part-way
+    (limit_train_batches=1.5 in its __init__, a val_check_interval longer than the epoch inside fit)
+    is then the zoo's one error line. Held at the handlers, so records of every lightning.* logger
+    are caught; a second hold nested inside sees nothing (the outer one decides)."""
+
     def __init__(self):
+        self.held: list[tuple[logging.Handler, logging.LogRecord]] = []
+        self.filters: dict[logging.Handler, _HoldFor] = {}
+
+    def start(self) -> HeldMessages:
+        for handler in _lightning_handlers():
+            self.filters[handler] = _HoldFor(handler, self.held)
+            handler.addFilter(self.filters[handler])
+        return self
+
+    def _stop(self) -> list[tuple[logging.Handler, logging.LogRecord]]:
+        for handler, hold in self.filters.items():
+            handler.removeFilter(hold)
+        self.filters, held = {}, list(self.held)
+        self.held.clear()
+        return held
+
+    def release(self) -> None:
+        for handler, record in self._stop():
+            handler.handle(record)
+
+    def discard(self) -> None:
+        self._stop()
+
+    def __enter__(self) -> HeldMessages:
+        return self.start()
+
+    def __exit__(self, kind, err, tb) -> None:
+        self.discard() if kind is not None else self.release()
+
+
+class _HoldFor(logging.Filter):
+    def __init__(self, handler: logging.Handler, held: list):
         super().__init__()
-        self.records: list[logging.LogRecord] = []
+        self.handler, self.held = handler, held
 
     def filter(self, record: logging.LogRecord) -> bool:
-        self.records.append(record)
+        self.held.append((self.handler, record))
         return False
 
 
-@contextlib.contextmanager
-def lightning_messages_held() -> Iterator[None]:
-    """Hold what Lightning logs while a Trainer is built ("GPU available: ...") and let it out only
-    when the block succeeds: a setting Lightning refuses halfway through its __init__
-    (limit_train_batches=1.5) then prints the zoo's one error line, not three."""
-    hold = _Hold()
-    loggers = [logging.getLogger(name) for name in RANK_ZERO_LOGGERS]
-    for logger in loggers:
-        logger.addFilter(hold)
-    try:
-        yield
-    finally:
-        for logger in loggers:
-            logger.removeFilter(hold)
-    for record in hold.records:  # reached only without an exception
-        logging.getLogger(record.name).handle(record)
+def _lightning_handlers() -> list[logging.Handler]:
+    """The handlers Lightning's loggers write through (their own, or the root's when they propagate)."""
+    found: list[logging.Handler] = []
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logger: logging.Logger | None = logging.getLogger(name)
+        while logger is not None:
+            found += [h for h in logger.handlers if h not in found]
+            logger = logger.parent if logger.propagate else None
+    return found
 
 
 def build_trainer(make: Callable[[], Any], what: str) -> Any:
@@ -72,7 +102,7 @@ def build_trainer(make: Callable[[], Any], what: str) -> Any:
 
     quiet_lightning()
     try:
-        with lightning_messages_held():
+        with HeldMessages():
             return make()
     except (ValueError, TypeError) as err:
         raise UserError(f"invalid {what}: {err}{_fix_hint(str(err))}") from None

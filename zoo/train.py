@@ -209,40 +209,13 @@ def user_error_in_fit(err: Exception) -> UserError | None:
     return out_of_memory(err)
 
 
-def train(argv: list[str]) -> RunResult | None:
-    from zoo.config import load_config, to_yaml
+def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Path, command: str, cfg: dict) -> None:
+    """``trainer.fit`` in a run folder made for it, which is removed again (with the parents this call
+    made) if the run fails on a user error or diverges before its first checkpoint."""
+    from zoo.callbacks.safety import as_divergence
+    from zoo.config import to_yaml
 
-    recipe, overrides = split_args(argv)
-    cfg = load_config(recipe, overrides)
-    if cfg["print_config"]:
-        print(to_yaml(cfg), end="")
-        return None
-    import lightning as L
-
-    from zoo.callbacks.safety import RunInfo, as_divergence
-    run_dir, ckpt = resolve_run_dir(cfg)
-    check_writable(run_dir)
-    if cfg["threads"]:
-        import torch
-
-        torch.set_num_threads(cfg["threads"])
-    L.seed_everything(cfg["seed"], workers=True, verbose=False)
-    datamodule, model = build(cfg)
-    # the training loader's own checks (a batch larger than the data) before Lightning prints its device
-    # lines and model summary: a mistake found there is then the only line on the screen
-    datamodule.train_dataloader()
-    if ckpt is not None:
-        check_resumable(ckpt, cfg["model"]["name"], model)
-    elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
-        model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
-    model.plots_dir = run_dir / "plots"
-    command = "python -m zoo.train " + shlex.join(argv)
-    info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],
-            "command": command, "config": cfg}
-    trainer = make_trainer(cfg, run_dir, model, [RunInfo(info)], resumed=ckpt is not None)
-    # the folders this call creates (none for a resumed run or a DDP child's): removed again if the
-    # run fails on a user error before its first checkpoint
-    created = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
+    created = [p for p in (run_dir, *run_dir.parents) if not p.exists()]  # none for a resumed run or a DDP child
     if trainer.is_global_zero:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -278,6 +251,50 @@ def train(argv: list[str]) -> RunResult | None:
     finally:
         if distributed and trainer.is_global_zero:
             os.environ.pop("ZOO_RUN_DIR", None)
+
+
+def train(argv: list[str]) -> RunResult | None:
+    from zoo.config import load_config, to_yaml
+
+    recipe, overrides = split_args(argv)
+    cfg = load_config(recipe, overrides)
+    if cfg["print_config"]:
+        print(to_yaml(cfg), end="")
+        return None
+    import lightning as L
+
+    from zoo.callbacks.safety import ReleaseHeldMessages, RunInfo
+    from zoo.tracking import HeldMessages
+    run_dir, ckpt = resolve_run_dir(cfg)
+    check_writable(run_dir)
+    if cfg["threads"]:
+        import torch
+
+        torch.set_num_threads(cfg["threads"])
+    L.seed_everything(cfg["seed"], workers=True, verbose=False)
+    datamodule, model = build(cfg)
+    # the training loader's own checks (a batch larger than the data) before Lightning prints its device
+    # lines and model summary: a mistake found there is then the only line on the screen
+    datamodule.train_dataloader()
+    if ckpt is not None:
+        check_resumable(ckpt, cfg["model"]["name"], model)
+    elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
+        model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
+    model.plots_dir = run_dir / "plots"
+    command = "python -m zoo.train " + shlex.join(argv)
+    info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],
+            "command": command, "config": cfg}
+    # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
+    # it finds inside fit before then (a validation interval longer than the epoch) is the only line
+    held = HeldMessages().start()
+    try:
+        trainer = make_trainer(cfg, run_dir, model, [RunInfo(info), ReleaseHeldMessages(held)],
+                               resumed=ckpt is not None)
+        fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
+    except BaseException as err:
+        held.discard() if isinstance(err, UserError) else held.release()
+        raise
+    held.release()
     signal_cb = next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
     result = RunResult(run_dir, model, interrupted=signal_cb.received is not None, rank_zero=trainer.is_global_zero)
     if cfg["test_after_fit"] and not cfg["trainer"].get("fast_dev_run") and not result.interrupted:

@@ -194,3 +194,17 @@ class RunInfo(L.Callback):
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
         checkpoint["zoo"] = self.info
+
+
+class ReleaseHeldMessages(L.Callback):
+    """Lets out Lightning's start-up lines held by ``zoo.tracking.HeldMessages`` once training (or
+    testing) has started, i.e. after the checks Lightning makes inside fit and test."""
+
+    def __init__(self, held: Any):
+        self.held = held
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.held.release()
+
+    def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.held.release()

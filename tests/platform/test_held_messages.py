@@ -1,0 +1,98 @@
+"""Lightning's start-up lines ("GPU available: ...", the model summary) are held back until training
+or testing starts: a mistake Lightning finds inside fit or test before then is the one line printed,
+and a run that starts prints them once, in order."""
+
+import logging
+
+import lightning  # noqa: F401  (imported before the tests: its log handler keeps the real stderr)
+import pytest
+from platform_testlib import run_main
+
+from zoo.tracking import HeldMessages
+
+
+class Recorder(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def lightning_lines():
+    """What reaches a handler on Lightning's logger, as the terminal would see it."""
+    recorder = Recorder()
+    logger = logging.getLogger("lightning.pytorch")
+    logger.addHandler(recorder)
+    yield recorder.lines
+    logger.removeHandler(recorder)
+
+
+def test_a_refusal_inside_fit_prints_no_lightning_line(tmp_path, capsys, lightning_lines):
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "trainer.max_steps=3",
+                          "trainer.val_check_interval=1000", "trainer.enable_progress_bar=false"], capsys)
+    assert code == 2 and err.startswith("error: trainer.val_check_interval"), err
+    assert lightning_lines == [], lightning_lines  # the device lines and the model summary were dropped
+
+
+def test_a_run_prints_the_start_up_lines_once_in_order(tmp_path, capsys, lightning_lines):
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "trainer.max_steps=2",
+                          "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false"], capsys)
+    assert code == 0, err
+    devices = [i for i, line in enumerate(lightning_lines) if line.startswith("GPU available")]
+    summary = [i for i, line in enumerate(lightning_lines) if "Total params" in line]
+    assert len(devices) == 1 and len(summary) == 1 and devices[0] < summary[0], lightning_lines
+
+
+def test_evaluate_refusing_a_test_split_prints_no_lightning_line(capsys, lightning_lines):
+    from zoo.evaluate import main
+
+    code = main(["vae-digits", "trainer.limit_test_batches=0.0001", "data.eval_batch_size=1"])
+    assert code == 2 and "limit_test_batches" in capsys.readouterr().err
+    assert lightning_lines == [], lightning_lines
+    assert main(["vae-digits", "trainer.limit_test_batches=1"]) == 0
+    assert sum(line.startswith("GPU available") for line in lightning_lines) == 1, lightning_lines
+
+
+def test_held_records_are_released_in_order_once_and_a_nested_hold_defers_to_the_outer(lightning_lines):
+    log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    outer = HeldMessages().start()
+    log.info("first")
+    with HeldMessages():  # e.g. build_trainer's own hold inside zoo.train's
+        log.info("second")
+    assert lightning_lines == []  # the inner hold let out nothing: the outer one holds it all
+    outer.release()
+    assert lightning_lines == ["first", "second"]
+    outer.release()  # a second release (on_test_start after on_train_start) prints nothing again
+    log.info("third")
+    assert lightning_lines == ["first", "second", "third"]  # no longer held
+
+
+def test_a_discarded_hold_drops_its_records_and_holds_nothing_after(lightning_lines):
+    log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    with pytest.raises(ValueError):
+        with HeldMessages():
+            log.info("GPU available: False, used: False")
+            raise ValueError("a setting Lightning refused")
+    assert lightning_lines == []
+    log.info("after")
+    assert lightning_lines == ["after"]
+
+
+def test_records_of_a_logger_that_propagates_to_the_root_are_held_too(lightning_lines):
+    recorder = Recorder()
+    root, logger = logging.getLogger(), logging.getLogger("lightning.fabric.utilities.rank_zero")
+    root.addHandler(recorder)
+    fabric = logging.getLogger("lightning.fabric")
+    saved = fabric.propagate
+    fabric.propagate = True  # as when an application configured the root logger before importing Lightning
+    try:
+        with HeldMessages():
+            logger.warning("held")
+            assert recorder.lines == []
+        assert recorder.lines == ["held"]
+    finally:
+        fabric.propagate = saved
+        root.removeHandler(recorder)
