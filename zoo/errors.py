@@ -1,7 +1,10 @@
 """User mistakes vs bugs: a UserError becomes one message and exit status 2, no traceback."""
 
 import argparse
+import errno
+import os
 import sys
+from pathlib import Path
 
 
 class UserError(Exception):
@@ -21,9 +24,10 @@ class CommandLineParser(argparse.ArgumentParser):
 
 
 def as_user_error(err: BaseException) -> UserError | None:
-    """``err`` itself when it is a UserError, a UserError for an allocation the machine cannot serve,
-    or None for anything else (a bug: its traceback is shown)."""
-    return err if isinstance(err, UserError) else out_of_memory(err)
+    """``err`` itself when it is a UserError, a UserError for an allocation the machine cannot serve
+    or for a file or folder the user may not read or write, or None for anything else (a bug: its
+    traceback is shown)."""
+    return err if isinstance(err, UserError) else out_of_memory(err) or permission_denied(err)
 
 
 def out_of_memory(err: BaseException) -> UserError | None:
@@ -39,3 +43,61 @@ def out_of_memory(err: BaseException) -> UserError | None:
     what = f"{int(asked.group(1)) / 2**30:.1f} GiB requested" if asked else " ".join(text.split())[:200]
     return UserError(f"out of memory ({what}): lower the sizes or counts asked for (batch_size, n, "
                      "hidden sizes, dims) or use a machine with more memory")
+
+
+DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def permission_denied(err: BaseException) -> UserError | None:
+    """A file or folder this process may not read or write (an OSError that names it, or the cause of
+    another library's error): the UserError of ``no_access``; None for anything else."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, OSError) and err.errno in DENIED and err.filename:
+            return no_access(os.fsdecode(err.filename), read_only_fs=err.errno == errno.EROFS)
+        seen.add(id(err))
+        err = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
+    return None
+
+
+def no_access(path: str | Path, write: bool | None = None, instead: str | None = None,
+              read_only_fs: bool = False) -> UserError:
+    """The message for a file or folder this process may not read (or write, ``write``): it names the
+    file or folder whose permissions stop it and the chmod that fixes them, or ``instead`` another
+    path. ``write=None``: judged from the permissions (a path that is missing, or that can be read,
+    was being written)."""
+    full = Path(os.path.abspath(path))
+    closed = next((f for f in _existing_folders(full) if not os.access(f, os.X_OK)), None)
+    if closed is not None:
+        return UserError(f"cannot reach {path}: permission denied on the folder {closed}; make it accessible "
+                         f"(chmod +rx {closed}) or {instead or 'give another path'}")
+    is_dir, exists = os.path.isdir(full), os.path.lexists(full)
+    if write is None:
+        write = not exists or os.access(full, os.R_OK | (os.X_OK if is_dir else 0))
+    if not write and not exists:
+        return UserError(f"{path} not found; {instead or 'give another path'}")
+    if not write:
+        what, mode = ("the folder ", "+rx") if is_dir else ("", "+r")
+        return UserError(f"cannot read {what}{path}: permission denied; make it readable (chmod {mode} {full}) "
+                         f"or {instead or 'give another path'}")
+    if exists and not os.access(full, os.W_OK | (os.X_OK if is_dir else 0)):
+        target = full
+    else:  # a file or folder to be made (or a temporary file beside it): its folder is the obstacle
+        target = next(p for p in full.parents if os.path.isdir(p))
+    if read_only_fs:
+        return UserError(f"cannot write {path}: {target} is on a read-only file system; "
+                         f"{instead or 'choose another path'}")
+    what, mode = ("the folder ", "u+wx") if os.path.isdir(target) else ("", "u+w")
+    where = "permission denied" if target == full else f"{what}{target} is not writable"
+    return UserError(f"cannot write {path}: {where}; make it writable (chmod {mode} {target}) or "
+                     f"{instead or 'choose another path'}")
+
+
+def _existing_folders(path: Path) -> list[Path]:
+    """The folders above ``path`` from / down, as far as they exist."""
+    folders = []
+    for folder in reversed(path.parents):
+        if not os.path.isdir(folder):
+            break
+        folders.append(folder)
+    return folders

@@ -25,13 +25,14 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import UserError
+from zoo.errors import UserError, no_access
 from zoo.registry import closest
 
 NUMBER_TYPES = (int, float)
@@ -287,7 +288,30 @@ def check_input_file(path: str | Path, what: str = "image") -> Path:
         raise UserError(f"{path} is a folder, not an {what}: give {what} files (e.g. {path / '*.png'})")
     if not path.is_file():
         raise UserError(f"{what} not found: {path}")
+    return readable(path)
+
+
+def readable(path: str | Path) -> Path:
+    """``path`` when this process may read it (a folder: list and enter it), checked before a reader
+    that would fail later (in a DataLoader worker, after training) or with another library's
+    message; else the UserError of ``zoo.errors.no_access``."""
+    path = Path(path)
+    if not os.access(path, os.R_OK | (os.X_OK if os.path.isdir(path) else 0)):
+        raise no_access(path, write=False)
     return path
+
+
+def make_folder(folder: str | Path, instead: str | None = None) -> Path:
+    """``folder``, made with its parents when missing, to write files in; a UserError naming the folder
+    that stops it (and the chmod that fixes it) when it cannot be made or written in."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except PermissionError as err:
+        raise no_access(err.filename or folder, write=True, instead=instead) from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise no_access(folder, write=True, instead=instead)
+    return folder
 
 
 def check_output_file(path: str | Path, option: str, writer: str | None = "image", makes_folder: bool = False,
@@ -305,6 +329,8 @@ def check_output_file(path: str | Path, option: str, writer: str | None = "image
     above = next((p for p in path.parents if p.exists()), None)
     if above is not None and not above.is_dir():
         raise UserError(f"{option}={path}: {above} is a file, not a folder; choose another {option}= path")
+    if not _can_write(path, above):
+        raise no_access(path, write=True, instead=f"choose another {option}= path")
     if writer is None:
         return path
     formats = _output_formats(writer)
@@ -313,6 +339,13 @@ def check_output_file(path: str | Path, option: str, writer: str | None = "image
         shown = [f".{f}" for f in sorted(formats) if f in ("jpg", "pdf", "svg", "bmp", "gif", "tiff", "webp")]
         raise UserError(f"{option}={path}: {what}; end the file name in .png (or {', '.join(shown)})")
     return path
+
+
+def _can_write(path: Path, above: Path | None) -> bool:
+    """Whether ``path`` can be written: the file itself when it exists, else the folder it goes in."""
+    if path.exists():
+        return os.access(path, os.W_OK)
+    return above is None or os.access(above, os.W_OK | os.X_OK)
 
 
 def _output_formats(writer: str) -> set[str]:

@@ -125,8 +125,9 @@ class ZooModule(L.LightningModule):
             env = os.environ.get("ZOO_RUN_DIR")
             root = env or (self.trainer.default_root_dir if self._trainer is not None else os.getcwd())
             self.plots_dir = Path(root) / "plots"
-        self.plots_dir.mkdir(parents=True, exist_ok=True)
-        return self.plots_dir
+        from zoo.options import make_folder
+
+        return make_folder(self.plots_dir, instead="choose another plots_dir=")
 
     def save_figure(self, name: str, fig: Any) -> Path | None:
         """Save a matplotlib figure as plots/<name>.png (rank 0 only) and log it; closes the figure."""

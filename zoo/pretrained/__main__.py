@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import CommandLineParser, UserError
+from zoo.errors import CommandLineParser, UserError, as_user_error
 
 
 def list_entries() -> str:
@@ -74,12 +74,14 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
     import zoo
     from zoo.evaluate import evaluate
     from zoo.hub import PRETRAINED_DIR, pretrained_cards, read_checkpoint, sha256
+    from zoo.options import make_folder
 
     check_entry_name(name)
     out_dir = out_dir or PRETRAINED_DIR
     if (out_dir / f"{name}.json").exists() and not replace:  # a released card is not overwritten by a typo
         raise UserError(f"entry '{name}' exists ({out_dir / name}.json): choose another --name, or add --replace "
                         "to overwrite it")
+    make_folder(out_dir, instead="export from a copy of the zoo you may write in")  # safetensors fails only at the end
     ckpt = read_checkpoint(ckpt_path)
     info = ckpt["zoo"]
     metrics = evaluate(ckpt_path, options)
@@ -133,8 +135,11 @@ def main(argv: list[str] | None = None) -> int:
 
         path = export(args.ckpt, args.name, args.description, parse_kv(args.overrides), replace=args.replace)
         print(f"wrote {path} and {path.with_suffix('.json')}")
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except Exception as err:  # a UserError, or a file or folder that may not be read or written
+        user = as_user_error(err)
+        if user is None:
+            raise
+        print(f"error: {user}", file=sys.stderr)
         return 2
     return 0
 

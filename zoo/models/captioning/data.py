@@ -17,7 +17,7 @@ import torch
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError
-from zoo.options import check_input_file, nonempty_path, positive
+from zoo.options import check_input_file, nonempty_path, positive, readable
 from zoo.registry import DATAMODULES
 
 from . import shapes as S
@@ -248,6 +248,8 @@ class KarpathyData(_CaptionData):
             if missing:
                 raise UserError(f"{len(missing)} image file(s) of split '{name}' listed in {json_path} are "
                                 f"missing, e.g. {missing[0]}")
+            for f in files:  # read only in training (DataLoader workers): one that cannot be read is refused now
+                readable(f)
             ids = [self.vocab.encode_batch(rs, c.max_len) for rs in refs[name]]
             self.sets[name] = CaptionSet(self._image_fn(files), refs[name], ids, pairs=name == "train")
 

@@ -19,6 +19,7 @@ xq (T, N*Q, 1, 28, 28), yq (T, N*Q).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,8 +27,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import EpochSampler, ZooDataModule
-from zoo.errors import UserError
-from zoo.options import nonempty_path, positive
+from zoo.errors import UserError, permission_denied
+from zoo.options import nonempty_path, positive, readable
 from zoo.registry import DATAMODULES
 
 SPLITS = ("images_background", "images_evaluation")
@@ -85,7 +86,7 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
     cache = folder / f"omniglot_{size}.pt"
     chars = character_folders(folder)
     names = [str(c.relative_to(folder)) for c in chars]
-    if cache.is_file():
+    if cache.is_file() and os.access(cache, os.R_OK):  # an unreadable cache: decoded again
         saved = torch.load(cache, weights_only=True)
         if saved.get("names") == names:
             return saved["images"], names
@@ -93,7 +94,7 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
 
     per_char = []
     for c in chars:
-        files = sorted(c.glob("*.png"))
+        files = sorted(readable(c).glob("*.png"))  # glob sees nothing in a folder it may not read
         if not files:
             raise UserError(f"{c} holds no .png drawings; expected {LAYOUT}")
         imgs = []
@@ -103,9 +104,9 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
                 im.load()
             except (UnidentifiedImageError, OSError) as err:
                 why = "not an image format PIL reads" if isinstance(err, UnidentifiedImageError) else err
-                raise UserError(f"{f} is not a readable image ({why}): unzip it again from images_background.zip "
-                                "/ images_evaluation.zip (https://github.com/brendenlake/omniglot), or delete it"
-                                ) from None
+                raise permission_denied(err) or UserError(
+                    f"{f} is not a readable image ({why}): unzip it again from images_background.zip / "
+                    "images_evaluation.zip (https://github.com/brendenlake/omniglot), or delete it") from None
             with im:
                 im = im.convert("L").resize((size, size), Image.Resampling.LANCZOS)
                 imgs.append(255 - torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(size, size))
@@ -114,8 +115,8 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
     images = torch.stack([p[:n] for p in per_char])  # (C, n, S, S), strokes bright
     try:
         torch.save({"images": images, "names": names}, cache)
-    except OSError:
-        pass  # a read-only data folder: decode again next time
+    except (OSError, RuntimeError):  # torch's writer says RuntimeError for a file it may not open
+        pass  # a read-only data folder (or cache file): decode again next time
     return images, names
 
 

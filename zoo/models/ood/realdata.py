@@ -33,9 +33,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from zoo.errors import UserError
+from zoo.errors import UserError, permission_denied
 from zoo.models.ood.data import OODDataModule, noise_images
-from zoo.options import nonempty_path, positive
+from zoo.options import nonempty_path, positive, readable
 from zoo.registry import DATAMODULES
 
 DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")
@@ -58,8 +58,8 @@ def _read_idx(path: Path, labels: bool) -> torch.Tensor:
                 shutil.copyfileobj(src, dst)
             return reader(str(plain))
     except (TypeError, ValueError, AssertionError, OSError, EOFError, RuntimeError) as err:
-        raise UserError(f"{path} is not a valid IDX {'label' if labels else 'image'} file: {err}; download it "
-                        "again and replace it") from None
+        raise permission_denied(err) or UserError(f"{path} is not a valid IDX {'label' if labels else 'image'} "
+                                                  f"file: {err}; download it again and replace it") from None
 
 
 def _check_labels(y: torch.Tensor | np.ndarray, path: Path, low: int, high: int) -> None:
@@ -119,8 +119,9 @@ def _svhn_file(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
         mat = loadmat(str(path))
         x, y = mat["X"], mat["y"]
     except (ValueError, KeyError, OSError, NotImplementedError, MatReadError) as err:
-        raise UserError(f"{path} is not an SVHN .mat file with X (32, 32, 3, N) and y (N, 1): {err}. Download it "
-                        f"again from {SVHN_URL} (the 'cropped digits', format 2)") from None
+        raise permission_denied(err) or UserError(
+            f"{path} is not an SVHN .mat file with X (32, 32, 3, N) and y (N, 1): {err}. Download it again from "
+            f"{SVHN_URL} (the 'cropped digits', format 2)") from None
     if x.ndim != 4 or x.shape[:3] != (32, 32, 3):
         raise UserError(f"{path}: X has shape {x.shape}, expected (32, 32, 3, N)")
     y = y.reshape(-1).astype(np.int64)
@@ -166,7 +167,7 @@ def load_folder(path: Path, shape: list[int]) -> torch.Tensor:
 
     if not path.is_dir():
         raise UserError(f"OOD image folder not found: {path} (a folder of PNG/JPEG images, e.g. LSUN_resize/)")
-    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
+    files = sorted(p for p in readable(path).rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
     if not files:
         raise UserError(f"OOD image folder {path} holds no images ({', '.join(sorted(IMAGE_EXTENSIONS))})")
     c, h, w = shape
@@ -175,7 +176,7 @@ def load_folder(path: Path, shape: list[int]) -> torch.Tensor:
         try:
             img = Image.open(f).convert("L" if c == 1 else "RGB").resize((w, h), Image.BILINEAR)
         except OSError as err:
-            raise UserError(f"cannot read image {f}: {err}") from None
+            raise permission_denied(err) or UserError(f"cannot read image {f}: {err}") from None
         a = np.asarray(img, dtype=np.uint8)
         images.append(a[None] if c == 1 else a.transpose(2, 0, 1))
     return torch.from_numpy(np.stack(images))

@@ -32,6 +32,7 @@ from torch.utils.data import IterableDataset
 
 from zoo.errors import UserError
 from zoo.models.skipgram.sampling import keep_probability
+from zoo.options import readable
 
 CACHE_VERSION = 2  # bumped when the cached vocabulary or encoding changes (v2: no 30k cap)
 _PUNCTUATION = re.compile(r"[^\w\s]+")
@@ -214,7 +215,7 @@ def load_corpus(folder: Path) -> tuple[list[str], np.ndarray, dict]:
     """(words in id order, counts, meta) of a corpus cache folder."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(readable(folder / "tokenizer.json")))  # else a bare Exception
     vocab = tokenizer.get_vocab()
     words = [""] * (len(vocab) - 1)
     for word, i in vocab.items():

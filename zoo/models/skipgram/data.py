@@ -20,7 +20,7 @@ from zoo.errors import UserError
 from zoo.models.skipgram import corpus as C
 from zoo.models.skipgram.evaluation import read_analogies, read_similarity
 from zoo.models.skipgram.synthetic import PlantedCorpus, generate
-from zoo.options import nonempty_path, positive, validate
+from zoo.options import nonempty_path, positive, readable, validate
 from zoo.registry import DATAMODULES
 
 
@@ -85,6 +85,7 @@ class TextCorpusData(ZooDataModule):
         stage = getattr(stage, "value", stage)  # Lightning passes a TrainerFn (a str enum)
         if stage in (None, "fit") and self.train_set is None:
             cfg = self.cfg
+            self._check_test_files(*self.eval_files().get("test", ([], [])))
             self.folder = C.build_corpus(self.corpus_files(), Path(cfg.root) / "skipgram_cache",
                                          cfg.min_count, cfg.max_vocab, cfg.max_sentence_length,
                                          cfg.read_chars, cfg.lowercase, cfg.strip_punctuation)
@@ -99,6 +100,14 @@ class TextCorpusData(ZooDataModule):
         for split in (["val"] if stage == "fit" else ["val", "test"] if stage is None else [stage]):
             if split in files and split not in self.eval_sets:
                 self.eval_sets[split] = self._load_eval(split, *files[split])
+
+    @staticmethod
+    def _check_test_files(similarity: list, analogies: list) -> None:
+        """The test split's files are read after training: a missing or unreadable one is refused
+        before it."""
+        for specs, what in ((similarity, "similarity file"), (analogies, "analogy file")):
+            for path in C.resolve_files(specs, what) if specs else []:
+                readable(path)
 
     def _load_eval(self, split: str, similarity: list, analogies: list) -> list[dict]:
         if split == "val" and not similarity:
