@@ -329,7 +329,7 @@ def check_output_file(path: str | Path, option: str, writer: str | None = "image
     above = next((p for p in path.parents if p.exists()), None)
     if above is not None and not above.is_dir():
         raise UserError(f"{option}={path}: {above} is a file, not a folder; choose another {option}= path")
-    if not _can_write(path, above):
+    if not can_write(path):
         raise no_access(path, write=True, instead=f"choose another {option}= path")
     if writer is None:
         return path
@@ -341,10 +341,12 @@ def check_output_file(path: str | Path, option: str, writer: str | None = "image
     return path
 
 
-def _can_write(path: Path, above: Path | None) -> bool:
-    """Whether ``path`` can be written: the file itself when it exists, else the folder it goes in."""
+def can_write(path: str | Path) -> bool:
+    """Whether ``path`` can be written: the file itself when it exists, else the nearest folder above."""
+    path = Path(path)
     if path.exists():
         return os.access(path, os.W_OK)
+    above = next((p for p in path.parents if p.exists()), None)
     return above is None or os.access(above, os.W_OK | os.X_OK)
 
 

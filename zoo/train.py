@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import UserError, as_user_error, out_of_memory
+from zoo.errors import UserError, as_user_error, no_access
 
 USAGE = """\
 usage: python -m zoo.train recipe=NAME [key=value ...]
@@ -67,6 +67,10 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
     if ckpt == "last":
         found = sorted(root.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
         if not found:
+            blocked = [p for p in (root, *root.glob("*"), *root.glob("*/checkpoints"))
+                       if p.is_dir() and not os.access(p, os.R_OK | os.X_OK)]  # the glob passes them over
+            if blocked:
+                raise no_access(blocked[0], write=False, instead="leave ckpt_path out to start a new run")
             raise UserError(f"ckpt_path=last: no earlier run of '{cfg['recipe']}' with checkpoints/last.ckpt "
                             f"under {root}: leave ckpt_path out to start a new run, or give ckpt_path=PATH/TO.ckpt "
                             "(or the run_dir= of the earlier run)")
@@ -206,7 +210,7 @@ def user_error_in_fit(err: Exception) -> UserError | None:
         return UserError(f"trainer.val_check_interval: {message}")
     if isinstance(err, RuntimeError) and message.startswith("Early stopping conditioned on metric"):
         return UserError(f"callback 'early_stopping': {message}")
-    return out_of_memory(err)
+    return as_user_error(err)  # out of memory, a file the user may not read or write
 
 
 def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Path, command: str, cfg: dict) -> None:

@@ -83,6 +83,29 @@ def test_resuming_from_an_unreadable_last_checkpoint_writes_nothing(tmp_path, lo
     assert sorted(tmp_path.rglob("*")) == before
 
 
+def test_resuming_the_last_run_whose_checkpoints_folder_is_closed_names_the_folder(tmp_path, lock):
+    folder = tmp_path / "runs" / "vae_digits" / "20240101-000000" / "checkpoints"
+    folder.mkdir(parents=True)
+    (folder / "last.ckpt").write_bytes(b"PK")
+    lock(folder)  # the glob for */checkpoints/last.ckpt passed over it: "no earlier run" before
+    result = zoo("train", "recipe=vae_digits", f"run_dir={tmp_path / 'runs'}", "ckpt_path=last", cwd=tmp_path)
+    last = assert_refused(result, folder)
+    assert f"chmod +rx {folder}" in last and "no earlier run" not in last
+
+
+def test_reconstructions_beside_inputs_in_a_closed_folder_are_refused_before_any_is_written(tmp_path, lock):
+    from PIL import Image
+
+    mine, closed = tmp_path / "mine", tmp_path / "read-only"
+    for folder in (mine, closed):
+        folder.mkdir()
+        Image.new("L", (8, 8), 0).save(folder / "digit.png")
+    lock(closed, 0o500)
+    result = zoo("predict", "vae-digits", mine / "digit.png", closed / "digit.png", cwd=tmp_path)
+    assert_refused(result, closed)
+    assert sorted(p.name for p in mine.iterdir()) == ["digit.png"]  # the first input's was not written either
+
+
 @pytest.mark.parametrize("module", ["evaluate", "predict"])
 def test_an_unreadable_checkpoint(module, tmp_path, lock):
     ckpt = tmp_path / "model.ckpt"
@@ -221,3 +244,9 @@ def test_permission_denied_finds_the_file_behind_another_librarys_error(tmp_path
     assert permission_denied(PermissionError(errno.EACCES, "no filename")) is None  # nothing to name: a bug
     read_only = OSError(errno.EROFS, "Read-only file system", str(tmp_path / "y.png"))
     assert "read-only file system" in str(permission_denied(read_only))
+    # met inside trainer.fit (a reader in a DataLoader worker): zoo.train's fit handler takes it as the
+    # user's, so the run folder it made is removed as for any other user error
+    from zoo.train import user_error_in_fit
+
+    assert str(tmp_path / "x.bin") in str(user_error_in_fit(wrapped))
+    assert user_error_in_fit(RuntimeError("a bug")) is None

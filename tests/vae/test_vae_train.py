@@ -101,6 +101,13 @@ def test_predict_samples_and_reconstructions(vae_run, tmp_path):
     assert "one.png: negative ELBO" in text and "nats" in text
     pixels = torch.tensor(list(recon.convert("L").getdata()), dtype=torch.float32).view(64, 64)
     assert pixels[:, 24:40].mean() > pixels[:, :12].mean() + 40  # ink in the middle column, like the input
+    # invert=true / invert=false as docs/vae.md writes them (key=value parsing reads them as booleans)
+    nelbo = {}
+    for flag in ("true", "false"):
+        with redirect_stdout(out := io.StringIO()):
+            assert predict([ckpt, str(tmp_path / "one.png"), f"invert={flag}"]) == 0
+        nelbo[flag] = float(out.getvalue().split("negative ELBO ")[1].split()[0])
+    assert nelbo["false"] > nelbo["true"] + 50, nelbo  # not inverted, the white page is all ink: no digit
     assert predict([ckpt, str(tmp_path / "missing.png")]) == 2
     assert predict([ckpt, "bogus=1"]) == 2
 

@@ -183,8 +183,9 @@ def check_options(options: dict, defaults: dict, what: str) -> dict:
         if key not in defaults:
             raise unknown_key(key, sorted(defaults), what, what="option")
         default = defaults[key]
-        if isinstance(default, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)  # key=value parsing read a number where a name or path was meant
+        if isinstance(default, str) and isinstance(value, (int, float)):
+            # key=value parsing read a number or a boolean where a name or path was meant (invert=true)
+            value = str(value).lower() if isinstance(value, bool) else str(value)
         bounds = implicit_range(key)  # a seed (32 bits: numpy's), num_workers, threads
         if bounds and value is not None:
             if isinstance(value, int) and not isinstance(value, bool):

@@ -29,10 +29,10 @@ from torch import Tensor, nn
 from torch.distributions import Distribution, Normal
 
 from zoo.core.module import ZooModule, check_options
-from zoo.errors import UserError
+from zoo.errors import UserError, no_access
 from zoo.models.vae import plots
 from zoo.models.vae.nets import ARCHS, build_nets
-from zoo.options import check_output_file, choice, positive
+from zoo.options import can_write, check_output_file, choice, positive
 
 LIKELIHOODS = ("bernoulli", "gaussian")
 
@@ -277,14 +277,17 @@ class LatentVAE(ZooModule):
             print(f"wrote {n} samples to {out}")
             return
         invert = str(o["invert"])
+        targets = [Path(p).with_name(Path(p).stem + "_recon.png") for p in inputs]  # beside each input
+        for target in targets:  # before any is written
+            if not can_write(target):
+                raise no_access(target, write=True, instead="copy the image into a folder you can write in")
         x = torch.stack([plots.load_image(p, self.image_shape, self.data_info, invert) for p in inputs])
         x = x.to(self.device, self.dtype)
         recon = self.reconstruct(x)
         with torch.no_grad():
             torch.manual_seed(seed)
             rec, kl, _ = self.eval_terms(x)
-        for path, r, loss in zip(inputs, recon, (rec + kl).tolist()):
-            target = Path(path).with_name(Path(path).stem + "_recon.png")
+        for path, target, r, loss in zip(inputs, targets, recon, (rec + kl).tolist()):
             save_image(plots.upscale(r[None], 64), target)
             print(f"{path}: negative ELBO {loss:.2f} nats -> {target}")
         if o["out"]:
