@@ -24,10 +24,10 @@ class CommandLineParser(argparse.ArgumentParser):
 
 
 def as_user_error(err: BaseException) -> UserError | None:
-    """``err`` itself when it is a UserError, a UserError for an allocation the machine cannot serve
-    or for a file or folder the user may not read or write, or None for anything else (a bug: its
-    traceback is shown)."""
-    return err if isinstance(err, UserError) else out_of_memory(err) or permission_denied(err)
+    """``err`` itself when it is a UserError, a UserError for an allocation the machine cannot serve,
+    for a file or folder the user may not read or write, or for a full disk; None for anything else
+    (a bug: its traceback is shown)."""
+    return err if isinstance(err, UserError) else out_of_memory(err) or permission_denied(err) or disk_full(err)
 
 
 def out_of_memory(err: BaseException) -> UserError | None:
@@ -46,17 +46,36 @@ def out_of_memory(err: BaseException) -> UserError | None:
 
 
 DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)
+FULL = (errno.ENOSPC, errno.EDQUOT)  # the disk, or the user's quota on it
+
+
+def _os_errors(err: BaseException | None):
+    """``err`` and the errors behind it (its cause, else its context), the OSErrors among them."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, OSError):
+            yield err
+        seen.add(id(err))
+        err = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
 
 
 def permission_denied(err: BaseException) -> UserError | None:
     """A file or folder this process may not read or write (an OSError that names it, or the cause of
     another library's error): the UserError of ``no_access``; None for anything else."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, OSError) and err.errno in DENIED and err.filename:
-            return no_access(os.fsdecode(err.filename), read_only_fs=err.errno == errno.EROFS)
-        seen.add(id(err))
-        err = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
+    for os_err in _os_errors(err):
+        if os_err.errno in DENIED and os_err.filename:
+            return no_access(os.fsdecode(os_err.filename), read_only_fs=os_err.errno == errno.EROFS)
+    return None
+
+
+def disk_full(err: BaseException) -> UserError | None:
+    """A write the disk (or the user's quota) had no room for; None for anything else. Checkpoints
+    are written to a temporary file first, so the last good one is still there."""
+    for os_err in _os_errors(err):
+        if os_err.errno in FULL:
+            where = f" writing {os.fsdecode(os_err.filename)}" if os_err.filename else ""
+            return UserError(f"no space left{where} ({os.strerror(os_err.errno).lower()}): free some space "
+                             "(or ask for more quota), or write elsewhere (run_dir=, out=)")
     return None
 
 

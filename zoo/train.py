@@ -249,8 +249,12 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
                     parent.rmdir()
                 except OSError:  # not empty: another run's
                     break
-        if diverged is not None or user is err:
+        if diverged is not None:
             raise err from None
+        kept = sorted((run_dir / "checkpoints").glob("last*.ckpt")) if run_dir.is_dir() else []
+        if kept:  # e.g. the disk filled up at a later checkpoint
+            user = UserError(f"{user} (the last good checkpoint is kept: {kept[-1]}; resume with ckpt_path=last "
+                             "once fixed)")
         raise user from None
     finally:
         if distributed and trainer.is_global_zero:
