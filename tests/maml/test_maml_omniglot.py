@@ -33,7 +33,13 @@ def test_episodes_have_the_right_shapes_labels_and_classes(tmp_path):
     assert data.train_set.n_classes == 12 * 4 and data.test_set.n_classes == 8 * 4
     assert [len(b[0]) for b in data.test_set] == [2, 2, 1]  # 5 fixed tasks in batches of 2
     assert torch.equal(data.test_set[0][0], make(tmp_path, n_way=5, shots=2, seed=7).test_set[0][0])  # fixed test tasks
-    assert (tmp_path / "data" / "omniglot" / "omniglot_28.pt").is_file()  # decoded once, cached
+    cache = tmp_path / "data" / "omniglot" / "omniglot_28.pt"
+    assert cache.is_file()  # decoded once, cached
+    # a cache cut short (a kill while another run wrote it, before writes were atomic) is decoded again
+    whole = make(tmp_path, n_way=5, shots=2).test_set[0][0]
+    cache.write_bytes(cache.read_bytes()[:1000])
+    assert torch.equal(make(tmp_path, n_way=5, shots=2).test_set[0][0], whole)
+    assert len(cache.read_bytes()) > 1000 and not list(cache.parent.glob(".*tmp-*"))  # written whole again
 
 
 def test_rotations_are_classes_of_their_own(tmp_path):

@@ -14,6 +14,7 @@ Contract:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,24 @@ def shuffled_loader(dataset: Dataset, batch_size: int, seed: int = 0, **kwargs: 
 
 def plain_loader(dataset: Dataset, batch_size: int, **kwargs: Any) -> DataLoader:
     return DataLoader(dataset, batch_size=batch_size, shuffle=False, **kwargs)
+
+
+def load_cache(path: Path) -> dict | None:
+    """A cache of tensors that ``save_cache`` wrote, or None when it is absent, unreadable, cut short
+    or from another version (the data is then made again)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:
+        return None
+
+
+def save_cache(obj: dict, path: Path) -> None:
+    """Write ``obj`` to ``path`` atomically (a kill leaves the old file or none, never half of one); a
+    folder that cannot be written in, or a full disk, only costs making the data again next run."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except (OSError, RuntimeError):  # torch's writer says RuntimeError for a file it may not open
+        tmp.unlink(missing_ok=True)

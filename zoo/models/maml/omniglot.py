@@ -19,14 +19,13 @@ xq (T, N*Q, 1, 28, 28), yq (T, N*Q).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.core.data import EpochSampler, ZooDataModule
+from zoo.core.data import EpochSampler, ZooDataModule, load_cache, save_cache
 from zoo.errors import UserError, permission_denied
 from zoo.options import nonempty_path, positive, readable
 from zoo.registry import DATAMODULES
@@ -86,10 +85,9 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
     cache = folder / f"omniglot_{size}.pt"
     chars = character_folders(folder)
     names = [str(c.relative_to(folder)) for c in chars]
-    if cache.is_file() and os.access(cache, os.R_OK):  # an unreadable cache: decoded again
-        saved = torch.load(cache, weights_only=True)
-        if saved.get("names") == names:
-            return saved["images"], names
+    saved = load_cache(cache) or {}  # absent, unreadable or cut short: decoded again
+    if saved.get("names") == names and "images" in saved:
+        return saved["images"], names
     from PIL import Image, UnidentifiedImageError
 
     per_char = []
@@ -113,10 +111,7 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
         per_char.append(torch.stack(imgs))
     n = min(len(p) for p in per_char)
     images = torch.stack([p[:n] for p in per_char])  # (C, n, S, S), strokes bright
-    try:
-        torch.save({"images": images, "names": names}, cache)
-    except (OSError, RuntimeError):  # torch's writer says RuntimeError for a file it may not open
-        pass  # a read-only data folder (or cache file): decode again next time
+    save_cache({"images": images, "names": names}, cache)  # a read-only data folder: decoded again next time
     return images, names
 
 

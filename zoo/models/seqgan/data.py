@@ -9,7 +9,6 @@ Batches are LongTensors (B, T).
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -18,29 +17,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from zoo.core.data import ZooDataModule
+from zoo.core.data import ZooDataModule, load_cache, save_cache
 from zoo.errors import UserError
 from zoo.models.seqgan.oracle import lm_from_params, load_oracle_npz, random_oracle_params
 from zoo.options import nonempty_path, positive
 from zoo.registry import DATAMODULES
-
-
-def _load_cache(path: Path) -> list | None:
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-        return [data["train"], data["val"], data["test"]]
-    except Exception:  # absent, unreadable or from another version: sample again
-        return None
-
-
-def _save_cache(path: Path, splits: list) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        torch.save(dict(zip(("train", "val", "test"), splits)), tmp)
-        os.replace(tmp, path)
-    except OSError:  # a read-only root only costs the sampling time next run
-        pass
 
 
 class Sequences(Dataset):
@@ -112,7 +93,8 @@ class OracleData(ZooDataModule):
             params = random_oracle_params(c.seed, c.vocab_size, c.emb_dim, c.hidden_dim)
         self.oracle = lm_from_params(params).eval().requires_grad_(False)
         cache = self._cache_path(params)
-        splits = _load_cache(cache)
+        saved = load_cache(cache) or {}
+        splits = [saved[k] for k in ("train", "val", "test")] if {"train", "val", "test"} <= set(saved) else None
         if splits is None:
             splits = []
             for offset, n in ((1, c.num_train), (2, c.num_val), (3, c.num_test)):
@@ -125,7 +107,8 @@ class OracleData(ZooDataModule):
 
     def _save_samples(self) -> None:
         if self._unsaved is not None:
-            _save_cache(*self._unsaved)
+            cache, splits = self._unsaved
+            save_cache(dict(zip(("train", "val", "test"), splits)), cache)
             self._unsaved = None
 
     def train_dataloader(self):
