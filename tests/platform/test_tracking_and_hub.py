@@ -87,6 +87,28 @@ def test_pretrained_hash_mismatch_and_unknown_name(exported):
         zoo.load("toy-test")
 
 
+def test_a_re_export_that_fails_part_way_leaves_the_old_entry_whole(exported, tmp_path, monkeypatch):
+    import errno
+
+    import zoo.pretrained.__main__ as pretrained_cli
+
+    result, weights = exported
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("toy-test.*")}
+
+    def full_disk(*args, **kwargs):  # the card is written after the weights: fail there
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    retrained = torch.load(result.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    retrained["state_dict"] = {k: v + 1 for k, v in retrained["state_dict"].items()}  # other weights
+    torch.save(retrained, tmp_path / "retrained.ckpt")
+    with monkeypatch.context() as patch, pytest.raises(OSError):
+        patch.setattr(pretrained_cli.json, "dumps", full_disk)
+        export(str(tmp_path / "retrained.ckpt"), "toy-test", "again", {}, out_dir=tmp_path, replace=True)
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("toy-test.*")} == before  # weights and card as they were
+    assert not list(tmp_path.glob(".toy-test.*"))  # no temporary file left
+    assert zoo.load("toy-test") is not None  # the hash still matches
+
+
 def test_help_list_and_print_config(toy_recipe, capsys):
     assert main(["--help"]) == 0 and "recipe=NAME" in capsys.readouterr().out
     assert main(["--list"]) == 0

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from zoo.core.files import atomic_path
+
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Write to a temporary file in the same folder, fsync, then rename over the target: a kill
@@ -22,16 +24,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
-            with open(tmp, "wb") as f:
-                torch.save(checkpoint, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:  # a full disk, a kill signal's KeyboardInterrupt: no partial file is left
-            tmp.unlink(missing_ok=True)
-            raise
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:  # a full disk or a kill leaves no partial file
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())
 
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict:
         return torch.load(path, map_location=map_location or "cpu", weights_only=True)

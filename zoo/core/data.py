@@ -14,7 +14,6 @@ Contract:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from zoo.core.files import atomic_path
 from zoo.errors import UserError
 
 
@@ -104,10 +104,9 @@ def load_cache(path: Path) -> dict | None:
 def save_cache(obj: dict, path: Path) -> None:
     """Write ``obj`` to ``path`` atomically (a kill leaves the old file or none, never half of one); a
     folder that cannot be written in, or a full disk, only costs making the data again next run."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            torch.save(obj, tmp)
     except (OSError, RuntimeError):  # torch's writer says RuntimeError for a file it may not open
-        tmp.unlink(missing_ok=True)
+        pass

@@ -72,6 +72,7 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
     from safetensors.torch import save_file
 
     import zoo
+    from zoo.core.files import atomic_path
     from zoo.evaluate import evaluate
     from zoo.hub import PRETRAINED_DIR, pretrained_cards, read_checkpoint, sha256
     from zoo.options import make_folder
@@ -85,24 +86,27 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
     ckpt = read_checkpoint(ckpt_path)
     info = ckpt["zoo"]
     metrics = evaluate(ckpt_path, options)
-    weights = out_dir / f"{name}.safetensors"
+    weights, card_path = out_dir / f"{name}.safetensors", out_dir / f"{name}.json"
     state = {k: v.detach().clone().contiguous() for k, v in ckpt["state_dict"].items()}
-    save_file(state, str(weights), metadata={"zoo_model": info["model"], "name": name})
-    card = {
-        "name": name, "description": description, "model": info["model"],
-        "hyper_parameters": ckpt["hyper_parameters"], "data": info["data"], "recipe": info["recipe"],
-        "command": portable_command(info["command"]), "seed": info["config"]["seed"],
-        "trained_steps": ckpt.get("global_step"),
-        # which checkpoint of the run was exported (last.ckpt or best-<epoch>-<step>.ckpt)
-        "checkpoint": {"file": Path(ckpt_path).name, "epoch": ckpt.get("epoch"), "step": ckpt.get("global_step")},
-        "metrics": metrics, "metrics_split": "test", "evaluate": f"python -m zoo.evaluate {name} --json",
-        "weights": weights.name, "sha256": sha256(weights), "size_bytes": weights.stat().st_size,
-        "created": time.strftime("%Y-%m-%d"), "zoo_version": zoo.__version__,
-    }
-    sources = card_sources(ckpt["hyper_parameters"].get("cfg", {}), name, pretrained_cards(out_dir))
-    if sources:  # other cards this one was trained from: re-exporting them changes what its recipe gives
-        card["sources"] = sources
-    (out_dir / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")
+    # both written beside their names and renamed at the end, the weights first: a kill or a full disk
+    # leaves the old entry (or none), not a card whose hash its weights do not match
+    with atomic_path(card_path) as card_tmp, atomic_path(weights) as weights_tmp:
+        save_file(state, str(weights_tmp), metadata={"zoo_model": info["model"], "name": name})
+        card = {
+            "name": name, "description": description, "model": info["model"],
+            "hyper_parameters": ckpt["hyper_parameters"], "data": info["data"], "recipe": info["recipe"],
+            "command": portable_command(info["command"]), "seed": info["config"]["seed"],
+            "trained_steps": ckpt.get("global_step"),
+            # which checkpoint of the run was exported (last.ckpt or best-<epoch>-<step>.ckpt)
+            "checkpoint": {"file": Path(ckpt_path).name, "epoch": ckpt.get("epoch"), "step": ckpt.get("global_step")},
+            "metrics": metrics, "metrics_split": "test", "evaluate": f"python -m zoo.evaluate {name} --json",
+            "weights": weights.name, "sha256": sha256(weights_tmp), "size_bytes": weights_tmp.stat().st_size,
+            "created": time.strftime("%Y-%m-%d"), "zoo_version": zoo.__version__,
+        }
+        sources = card_sources(ckpt["hyper_parameters"].get("cfg", {}), name, pretrained_cards(out_dir))
+        if sources:  # other cards this one was trained from: re-exporting them changes what its recipe gives
+            card["sources"] = sources
+        card_tmp.write_text(json.dumps(card, indent=1) + "\n")
     return weights
 
 
