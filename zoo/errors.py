@@ -23,6 +23,13 @@ class CommandLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def interrupted(when: str = "") -> int:
+    """Ctrl-C outside training (which saves and stops on its own): one line, not Python's traceback
+    of wherever the signal landed; 130 as the shell gives a command stopped by SIGINT."""
+    print(f"interrupted (Ctrl-C){when}", file=sys.stderr)
+    return 130
+
+
 def as_user_error(err: BaseException) -> UserError | None:
     """``err`` itself when it is a UserError, a UserError for an allocation the machine cannot serve,
     for a file or folder the user may not read or write, or for a full disk; None for anything else

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config import SEED_MAX
-from zoo.errors import CommandLineParser, UserError, as_user_error
+from zoo.errors import CommandLineParser, UserError, as_user_error, interrupted
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(exit.code or 0)
     try:
         metrics = evaluate(args.target, parse_kv(args.overrides))
+    except KeyboardInterrupt:
+        return interrupted()
     except Exception as err:
         user = as_user_error(err)
         if user is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from zoo.errors import CommandLineParser, as_user_error
+from zoo.errors import CommandLineParser, as_user_error, interrupted
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         model, _ = load_any(args.target)
         with torch.inference_mode():
             model.predict_cli(inputs, options)
+    except KeyboardInterrupt:
+        return interrupted()
     except Exception as err:
         user = as_user_error(err)
         if user is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import UserError, as_user_error, no_access
+from zoo.errors import UserError, as_user_error, interrupted, no_access
 
 USAGE = """\
 usage: python -m zoo.train recipe=NAME [key=value ...]
@@ -331,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         result = train(argv)
+    except KeyboardInterrupt:
+        return interrupted()
     except Exception as err:
         user = as_user_error(err)  # out of memory: building the data or the model (inside fit it is one already)
         if user is not None:

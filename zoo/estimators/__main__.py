@@ -11,7 +11,7 @@ import math
 import sys
 
 from zoo.config import SEED_MAX
-from zoo.errors import CommandLineParser, UserError, as_user_error
+from zoo.errors import CommandLineParser, UserError, as_user_error, interrupted
 
 MAX_DRAWS = 10**6  # CPU, one thread: 10**4 draws take 4 s, 10**5 28 s, 10**7 over 11 minutes and 3.6 GB
 
@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             print(compare.format_table(result))
             if args.out:
                 print(f"plot: {args.out}")
+    except KeyboardInterrupt:
+        return interrupted()
     except Exception as err:  # a UserError, or an allocation the machine cannot serve
         user = as_user_error(err)
         if user is None:

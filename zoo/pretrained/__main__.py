@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import CommandLineParser, UserError, as_user_error
+from zoo.errors import CommandLineParser, UserError, as_user_error, interrupted
 
 
 def list_entries() -> str:
@@ -139,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
 
         path = export(args.ckpt, args.name, args.description, parse_kv(args.overrides), replace=args.replace)
         print(f"wrote {path} and {path.with_suffix('.json')}")
+    except KeyboardInterrupt:
+        return interrupted()
     except Exception as err:  # a UserError, or a file or folder that may not be read or written
         user = as_user_error(err)
         if user is None:

@@ -1,5 +1,6 @@
 """A full disk (or quota): one 'error:' line, exit status 2, no traceback, no partial checkpoint file,
-and the last good checkpoint kept. Was an OSError traceback (ENOSPC) from whichever write met it."""
+and the last good checkpoint kept. Ctrl-C outside training: one line, exit status 130. Both were
+Python tracebacks (OSError ENOSPC from whichever write met it; KeyboardInterrupt)."""
 
 import errno
 import os
@@ -80,3 +81,25 @@ def test_disk_full_finds_the_error_behind_another_librarys():
     message = str(as_user_error(wrapped))
     assert "no space left writing /scratch/me/run/last.ckpt" in message and "quota" in message
     assert disk_full(OSError(errno.EIO, "I/O error")) is None and disk_full(RuntimeError("a bug")) is None
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate", "predict"])
+def test_ctrl_c_outside_training_is_one_line_and_leaves_no_run(command, tmp_path, capsys, monkeypatch):
+    """Ctrl-C while the data or the model is being built (training itself saves and stops on its own:
+    tests/platform/test_train_runs.py): was Python's KeyboardInterrupt traceback."""
+    import importlib
+
+    import zoo.hub
+    import zoo.train
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(zoo.train, "build", ctrl_c)  # zoo.train: building the data and the model
+    monkeypatch.setattr(zoo.hub, "load_any", ctrl_c)  # zoo.evaluate / zoo.predict: loading the model
+    main = importlib.import_module(f"zoo.{command}").main
+    args = {"train": ["recipe=vae_digits", f"run_dir={tmp_path}/runs"], "evaluate": ["vae-digits"],
+            "predict": ["vae-digits", f"out={tmp_path}/samples.png"]}[command]
+    assert main(args) == 130
+    assert capsys.readouterr().err == "interrupted (Ctrl-C)\n"
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "samples.png").exists()
