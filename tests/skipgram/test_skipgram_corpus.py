@@ -164,6 +164,23 @@ def test_chunks_are_deterministic_per_seed_and_epoch(tmp_path):
     assert len(run(1, 0)[0]) != len(a[0]) or not torch.equal(run(1, 0)[0], a[0])
 
 
+@pytest.mark.parametrize("workers", [2, 4])
+def test_data_loader_workers_share_the_chunks_in_order(tmp_path, workers):
+    """Each DataLoader worker takes its share of the chunks (not all of them), and the loader gives
+    them in the order one process does: the same training data with any data.num_workers."""
+    path = tmp_path / "c.txt"
+    path.write_text("the a the b the c the d the e\n" * 200)
+    folder = build_corpus([path], tmp_path / "cache", min_count=1)
+    _, counts, meta = load_corpus(folder)
+    ds = CorpusChunks(folder / "ids.bin", meta["n_ids"], counts, 1000, window=5, sample=0.05, seed=0)
+    ds.epoch = 1
+    alone = list(torch.utils.data.DataLoader(ds, batch_size=None))
+    shared = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers))
+    assert len(alone) == len(ds) == len(shared) == 3  # unequal shares; with 4 workers one has none
+    for a, b in zip(alone, shared):
+        assert torch.equal(a["tokens"], b["tokens"]) and torch.equal(a["window"], b["window"])
+
+
 def test_missing_corpus_is_a_user_error_with_the_howto(tmp_path):
     with pytest.raises(UserError, match="text8.zip"):
         resolve_files(str(tmp_path / "text8"))

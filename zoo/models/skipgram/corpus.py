@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, get_worker_info
 
 from zoo.errors import UserError
 from zoo.models.skipgram.sampling import keep_probability
@@ -248,7 +248,10 @@ class CorpusChunks(IterableDataset):
     (what word2vec's learning-rate schedule counts). Under DDP each rank takes every
     world_size-th chunk, and all ranks take the same number (ceil(chunks / world_size), the last
     ones wrapping round to the first chunks, as DistributedSampler pads): the model synchronises
-    after every chunk, so an extra chunk on one rank would leave the others waiting forever."""
+    after every chunk, so an extra chunk on one rank would leave the others waiting forever.
+    With DataLoader workers (``data.num_workers``) worker w of W takes the rank's chunks w, w + W,
+    ..., which the loader interleaves back into the order one process gives: without this every
+    worker read every chunk, and training saw each chunk W times and the run differed."""
 
     def __init__(self, ids_path: Path, n_ids: int, counts: np.ndarray, chunk_tokens: int, window: int,
                  sample: float, seed: int = 0):
@@ -273,7 +276,8 @@ class CorpusChunks(IterableDataset):
 
     def __iter__(self) -> Iterator[dict]:
         ids = np.memmap(self.ids_path, dtype=np.int32, mode="r", shape=(self.n_ids,))
-        for k in self.chunk_order():
+        order, worker = self.chunk_order(), get_worker_info()
+        for k in order if worker is None else order[worker.id::worker.num_workers]:
             block = torch.from_numpy(np.array(ids[self.bounds[k]:self.bounds[k + 1]], dtype=np.int64))
             g = torch.Generator().manual_seed((self.seed * 1_000_003 + self.epoch) * 1_000_003 + k)
             previous = torch.get_num_threads()
