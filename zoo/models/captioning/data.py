@@ -221,7 +221,7 @@ class KarpathyData(_CaptionData):
             raise UserError(f"image folder not found at {image_dir}: put the {c.dataset} images there "
                             f"(COCO: train2014/ and val2014/ inside it) or set data.image_dir=PATH")
         try:
-            images = json.loads(json_path.read_text())["images"]
+            images = json.loads(json_path.read_bytes())["images"]  # bytes: UTF-8 whatever the locale
         except (ValueError, KeyError, TypeError) as err:
             raise UserError(f"{json_path} is not a Karpathy split file (expected {{'images': [...]}}): "
                             f"{err}") from None
