@@ -40,6 +40,17 @@ def test_episodes_have_the_right_shapes_labels_and_classes(tmp_path):
     cache.write_bytes(cache.read_bytes()[:1000])
     assert torch.equal(make(tmp_path, n_way=5, shots=2).test_set[0][0], whole)
     assert len(cache.read_bytes()) > 1000 and not list(cache.parent.glob(".*tmp-*"))  # written whole again
+    # a drawing replaced under the same name (a re-download, a fix) is decoded again, not read from the cache
+    from PIL import Image
+
+    from zoo.models.maml.omniglot import character_folders, load_images
+
+    folder = cache.parent
+    drawing = sorted(character_folders(folder)[0].glob("*.png"))[0]
+    full_ink = lambda images: (images == 255).flatten(2).all(-1).any()  # noqa: E731  (strokes are 255)
+    assert not full_ink(load_images(folder, 28)[0])
+    Image.new("L", Image.open(drawing).size, 0).save(drawing)  # black everywhere: all ink
+    assert full_ink(load_images(folder, 28)[0])
 
 
 def test_rotations_are_classes_of_their_own(tmp_path):

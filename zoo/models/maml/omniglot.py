@@ -18,6 +18,7 @@ xq (T, N*Q, 1, 28, 28), yq (T, N*Q).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,13 +81,25 @@ def character_folders(folder: Path) -> list[Path]:
     return chars
 
 
+def drawings_stamp(folder: Path, chars: list[Path]) -> str:
+    """What a cache was decoded from: every drawing's name, size and modification time (a drawing
+    replaced under the same name is decoded again)."""
+    digest = hashlib.sha1()
+    for c in chars:
+        for f in sorted(c.glob("*.png")):
+            stat = f.stat()
+            digest.update(f"{f.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
 def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
     """(characters, drawings, size, size) uint8 images (strokes = 255), cached in the folder."""
     cache = folder / f"omniglot_{size}.pt"
     chars = character_folders(folder)
     names = [str(c.relative_to(folder)) for c in chars]
+    stamp = drawings_stamp(folder, chars)
     saved = load_cache(cache) or {}  # absent, unreadable or cut short: decoded again
-    if saved.get("names") == names and "images" in saved:
+    if saved.get("names") == names and saved.get("stamp") == stamp and "images" in saved:
         return saved["images"], names
     from PIL import Image, UnidentifiedImageError
 
@@ -111,7 +124,7 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
         per_char.append(torch.stack(imgs))
     n = min(len(p) for p in per_char)
     images = torch.stack([p[:n] for p in per_char])  # (C, n, S, S), strokes bright
-    save_cache({"images": images, "names": names}, cache)  # a read-only data folder: decoded again next time
+    save_cache({"images": images, "names": names, "stamp": stamp}, cache)  # read-only folder: decoded next time
     return images, names
 
 
