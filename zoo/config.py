@@ -90,7 +90,8 @@ def all_recipes() -> dict[str, Path]:
 
 
 def recipe_description(path: Path) -> str:
-    for line in path.read_text().splitlines():
+    # a byte-order mark skipped; a recipe in Latin-1 shows U+FFFD in its line instead of ending --list
+    for line in path.read_text(encoding="utf-8-sig", errors="replace").splitlines():
         if line.startswith("description:"):
             return line.split(":", 1)[1].strip().strip("\"'")
     return ""
@@ -251,7 +252,7 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     try:
         raw = OmegaConf.to_container(merged, resolve=True)
     except Exception as err:
-        raise UserError(f"cannot resolve {where}: {str(err).splitlines()[0]}") from None
+        raise UserError(f"cannot resolve {where}: {str(err).splitlines()[0]}{_environment_hint(err)}") from None
     if not isinstance(raw, dict):
         raise UserError(f"{where} must be a YAML mapping of keys to values")
     top_schema = {f.name: f for f in dataclasses.fields(RunConfig)}
@@ -279,6 +280,16 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     cfg["logger"] = loggers
     cfg["recipe"] = cfg["recipe"] or path.stem
     return cfg
+
+
+def _environment_hint(err: Exception) -> str:
+    """``${HOME}`` is OmegaConf's interpolation of a key named HOME, not the environment variable."""
+    import re
+
+    found = re.search(r"Interpolation key '(\w+)' not found", str(err))
+    if found is None or not (found.group(1) in os.environ or found.group(1).isupper()):
+        return ""
+    return f" (an environment variable is written ${{oc.env:{found.group(1)}}})"
 
 
 def _mapping(raw: dict, key: str, where: str) -> dict:

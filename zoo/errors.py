@@ -32,9 +32,12 @@ def interrupted(when: str = "") -> int:
 
 def as_user_error(err: BaseException) -> UserError | None:
     """``err`` itself when it is a UserError, a UserError for an allocation the machine cannot serve,
-    for a file or folder the user may not read or write, or for a full disk; None for anything else
-    (a bug: its traceback is shown)."""
-    return err if isinstance(err, UserError) else out_of_memory(err) or permission_denied(err) or disk_full(err)
+    for a file or folder the user may not read or write, for a full disk, for a path too long, or for
+    a warning the user's filters made an error; None for anything else (a bug: its traceback is shown)."""
+    if isinstance(err, UserError):
+        return err
+    return (out_of_memory(err) or permission_denied(err) or disk_full(err) or name_too_long(err)
+            or warning_as_error(err))
 
 
 def out_of_memory(err: BaseException) -> UserError | None:
@@ -84,6 +87,35 @@ def disk_full(err: BaseException) -> UserError | None:
             return UserError(f"no space left{where} ({os.strerror(os_err.errno).lower()}): free some space "
                              "(or ask for more quota), or write elsewhere (run_dir=, out=)")
     return None
+
+
+def name_too_long(err: BaseException) -> UserError | None:
+    """A path the file system refuses for its length (ENAMETOOLONG); None for anything else."""
+    for os_err in _os_errors(err):
+        if os_err.errno == errno.ENAMETOOLONG:
+            path = os.fsdecode(os_err.filename or "")
+            longest = max(Path(path).parts or [path], key=lambda part: len(os.fsencode(part)))
+            if len(os.fsencode(longest)) > 255:
+                why = f"its part {_shorten(longest, 40)} has {len(os.fsencode(longest))} bytes (a name may have 255)"
+            else:
+                why = f"it has {len(os.fsencode(path))} bytes (a path may have 4096)"
+            return UserError(f"path too long: {_shorten(path)}: {why}; choose a shorter path (run_dir=, "
+                             "data.root=, ...)")
+    return None
+
+
+def _shorten(text: str, keep: int = 100) -> str:
+    return text if len(text) <= keep else f"{text[:keep // 2]}...{text[-keep // 2:]}"
+
+
+def warning_as_error(err: BaseException) -> UserError | None:
+    """A warning raised as an exception because the user's warning filters say so (PYTHONWARNINGS=error,
+    python -W error); None for anything else."""
+    if not isinstance(err, Warning):
+        return None
+    text = " ".join(str(err).split())
+    return UserError(f"{type(err).__name__}: {text} (a warning, made an error by PYTHONWARNINGS or python -W: "
+                     "act on it, or let this warning pass)")
 
 
 def no_access(path: str | Path, write: bool | None = None, instead: str | None = None,

@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from zoo.options import parse_kv
 
-    parser = CommandLineParser(prog="python -m zoo.evaluate", description=__doc__.split("\n")[0],
+    parser = CommandLineParser(prog="python -m zoo.evaluate", description=(__doc__ or "").split("\n")[0],
                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                               epilog=__doc__.split("\n\n", 2)[-1])
+                               epilog=(__doc__ or "").split("\n\n", 2)[-1])
     parser.add_argument("target", help="a checkpoint path or a pretrained name")
     # default=[]: else argparse names this optional list among the "required" arguments when target is missing
     parser.add_argument("overrides", nargs="*", default=[], metavar="key=value",
@@ -140,4 +140,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from zoo.streams import run_command
+
+    sys.exit(run_command(main))

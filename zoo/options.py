@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.errors import UserError, no_access
+from zoo.paths import expand_path
 from zoo.registry import closest
 
 NUMBER_TYPES = (int, float)
@@ -163,6 +164,7 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key", pref
         if f.name in nested and isinstance(plain[f.name], dict):  # a section of its own: its ranges too
             plain[f.name] = validate(nested[f.name], plain[f.name], where, what, f"{prefix}{f.name}.")
             continue
+        plain[f.name] = expand_path(plain[f.name], prefix + f.name, where)  # ~/runs, $SCRATCH/data
         default = f.default if f.default is not dataclasses.MISSING else None
         negative_default = isinstance(default, NUMBER_TYPES) and default < 0
         meta = {**implicit_range(f.name), **f.metadata}

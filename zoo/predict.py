@@ -19,9 +19,9 @@ from zoo.errors import CommandLineParser, as_user_error, interrupted
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = CommandLineParser(prog="python -m zoo.predict", description=__doc__.split("\n")[0],
+    parser = CommandLineParser(prog="python -m zoo.predict", description=(__doc__ or "").split("\n")[0],
                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                               epilog=__doc__.split("\n\n", 1)[-1])
+                               epilog=(__doc__ or "").split("\n\n", 1)[-1])
     parser.add_argument("target", help="a checkpoint path or a pretrained name")
     parser.add_argument("args", nargs="*", metavar="input | key=value",
                         help="the model's inputs (files, words) and options")
@@ -53,4 +53,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from zoo.streams import run_command
+
+    sys.exit(run_command(main))

@@ -92,7 +92,10 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
 
 def check_writable(run_dir: Path) -> None:
     """Refuse a run folder that cannot be made, before any data or model is built."""
-    existing = next(p for p in (run_dir, *run_dir.parents) if p.exists())
+    existing = next(p for p in (run_dir, *run_dir.parents) if os.path.lexists(p))
+    if not existing.exists():  # a symbolic link to nothing: mkdir says only "File exists"
+        raise UserError(f"cannot write the run folder {run_dir}: {existing} is a symbolic link to "
+                        f"{os.readlink(existing)}, which does not exist; create that folder or choose another run_dir=")
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         what = "is not a folder" if not existing.is_dir() else "is not writable"
         raise UserError(f"cannot write the run folder {run_dir}: {existing} {what}; choose another run_dir=")
@@ -357,4 +360,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from zoo.streams import run_command
+
+    sys.exit(run_command(main))

@@ -17,7 +17,7 @@ MAX_DRAWS = 10**6  # CPU, one thread: 10**4 draws take 4 s, 10**5 28 s, 10**7 ov
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = CommandLineParser(prog="python -m zoo.estimators", description=__doc__.split("\n")[0])
+    parser = CommandLineParser(prog="python -m zoo.estimators", description=(__doc__ or "").split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     cmp = sub.add_parser("compare", help="bias and variance of estimators on problems with exact gradients")
     cmp.add_argument("--theta", type=float, default=0.0, help="theta in z ~ N(2 theta + 3, 1) (default 0)")
@@ -76,4 +76,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from zoo.streams import run_command
+
+    sys.exit(run_command(main))

@@ -10,6 +10,7 @@ Where things are:
 from __future__ import annotations
 
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -113,6 +114,9 @@ class ShowAttendTell(ZooModule):
                                      c.cnn_stages)
         if c.freeze_encoder:  # eval mode here too: Lightning restores each module's mode as it found it
             self.encoder.requires_grad_(False).eval()  # before validation, and never calls train() itself
+            # by design, so Lightning's warning about modules in eval mode is noise (and under
+            # PYTHONWARNINGS=error the end of the run)
+            warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
         self.decoder = AttentionDecoder(len(self.vocab), self.encoder.feat_dim, c.embed_dim, c.hidden_dim,
                                         c.att_dim, c.dropout, c.gate, c.deep_output, c.init_state)
         self.estimator = self.build_estimator() if c.attention == "hard" else None

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from zoo.core.files import replace_undecoded
 from zoo.errors import UserError
 from zoo.models.skipgram.sampling import keep_probability
 from zoo.options import readable
@@ -51,9 +52,9 @@ def read_sentences(paths: list[Path], max_sentence_length: int = 10000, read_cha
     for path in paths:
         pending: list[str] = []  # words of the current line not yet yielded
         tail = ""  # a word cut by the block boundary
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with open(path, encoding="utf-8-sig", errors="surrogateescape") as f:  # a byte-order mark skipped
             while True:
-                block = f.read(read_chars)
+                block = replace_undecoded(f.read(read_chars), path)  # not UTF-8: U+FFFD, and one warning
                 if not block:
                     break
                 text = tail + block

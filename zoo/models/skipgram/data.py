@@ -9,6 +9,7 @@ needs only the evaluation files, not the corpus.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -133,6 +134,9 @@ class TextCorpusData(ZooDataModule):
             self.train_set.epoch = epoch
 
     def train_dataloader(self) -> DataLoader:
+        # Lightning cautions that workers may each yield the whole dataset; CorpusChunks shares its chunks
+        # among them. A warning on every run, and the end of one under PYTHONWARNINGS=error
+        warnings.filterwarnings("ignore", message="Your `IterableDataset` has `__len__` defined")
         return DataLoader(self.train_set, batch_size=None, num_workers=self.cfg.num_workers)
 
     def _eval_loader(self, split: str) -> DataLoader:

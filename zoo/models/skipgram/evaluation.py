@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from zoo.core.files import open_utf8
 from zoo.errors import UserError
 
 
@@ -31,7 +32,7 @@ def read_similarity(path: str | Path) -> list[tuple[str, str, float]]:
     """(word1, word2, score) triples of a WordSim353 / SimLex-999 style file."""
     pairs: list[tuple[str, str, float]] = []
     score_col = 2
-    with open(path, encoding="utf-8") as f:
+    with open_utf8(path, "similarity file") as f:
         for lineno, line in enumerate(f, 1):
             line = line.strip()
             if not line or line.startswith("#"):
@@ -57,7 +58,7 @@ def read_similarity(path: str | Path) -> list[tuple[str, str, float]]:
 def read_analogies(path: str | Path) -> list[tuple[str, list[tuple[str, str, str, str]]]]:
     """[(section, [(a, b, c, d), ...]), ...] of a questions-words.txt style file."""
     sections: list[tuple[str, list]] = []
-    with open(path, encoding="utf-8") as f:
+    with open_utf8(path, "analogy file") as f:
         for lineno, line in enumerate(f, 1):
             line = line.strip()
             if not line:

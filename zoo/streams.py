@@ -1,0 +1,112 @@
+"""The standard streams of a command, whatever the shell gave it: closed (``>&-``, a cron job), a
+reader that went away (``| head -1``), a full device (``> /dev/full``). What a command prints can
+then be lost, never the run: a progress bar that cannot be drawn does not stop training half-way.
+
+``run_command(main)`` is every command's ``__main__`` entry (``sys.exit(run_command(main))``)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+class LossyStream:
+    """A text stream that drops what it cannot write: at the first failure its file descriptor is
+    pointed at /dev/null, so later writes, the interpreter's last flush and child processes that
+    inherit it go nowhere; ``failure`` keeps the error."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self.failure: OSError | None = None
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as err:
+            self._lost(err)
+            return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as err:
+            self._lost(err)
+
+    def _lost(self, err: OSError) -> None:
+        if self.failure is None:
+            self.failure = err
+            try:
+                _to_devnull(self.stream.fileno())
+            except (OSError, ValueError):  # no descriptor (a stream in memory): the writes are dropped all the same
+                pass
+
+    def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno, ...: the stream's
+        return getattr(self.stream, name)
+
+
+def _to_devnull(fd: int) -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    if null != fd:
+        os.dup2(null, fd)
+        os.close(null)
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def guard_streams() -> LossyStream | None:
+    """Standard input, output and error that a command can always use: a descriptor the shell closed
+    is opened on /dev/null (else the next file opened takes its number and gets what is printed),
+    and output and error drop what cannot be written. Returns the guarded standard output (None: none)."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if not _is_open(fd):
+            _to_devnull(fd)
+            setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, LossyStream):
+            setattr(sys, name, LossyStream(stream))
+    return sys.stdout if isinstance(sys.stdout, LossyStream) else None
+
+
+def run_command(main: Callable[[], int]) -> int:
+    """``main()``'s exit status, with the streams guarded. Output lost to a reader that went away
+    (``| head -1``) is what the reader asked for; lost otherwise (a full disk) it is one error line
+    and exit status 2, though the command did its work (a run folder is whole)."""
+    out = guard_streams()
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # torch cannot even be imported there
+        print("error: the current folder no longer exists (it was deleted or moved after this shell entered "
+              "it): cd to an existing folder and run the command again", file=sys.stderr)
+        return 2
+    code = main()
+    if out is None:
+        return code
+    out.flush()
+    lost = out.failure
+    if lost is not None and lost.errno != errno.EPIPE and not code:
+        print(f"error: cannot write the standard output ({os.strerror(lost.errno or errno.EIO).lower()}): what "
+              "this command printed there is lost, though it ran to its end; send the output elsewhere (a file "
+              "on a disk with room, or the screen)", file=sys.stderr)
+        return 2
+    return code
+
+
+def zoo_train() -> int:
+    """The ``zoo-train`` console script (pyproject.toml): ``python -m zoo.train``, streams guarded."""
+    from zoo.train import main
+
+    return run_command(main)
