@@ -22,6 +22,7 @@ from typing import Optional
 import torch
 
 from zoo.core.data import ZooDataModule
+from zoo.core.files import replace_undecoded
 from zoo.errors import UserError
 from zoo.models.seqgan.data import Sequences
 from zoo.options import between, nonempty_path, positive
@@ -98,14 +99,15 @@ def read_lines(path: Path, lowercase: bool) -> list[str]:
             f"text file not found at {path}: give data.path=FILE with one sentence per line "
             "(relative paths are looked up under data.root), or leave it unset for the embedded corpus"
         )
-    text = path.read_text(encoding="utf-8", errors="replace")  # a stray Latin-1 byte becomes U+FFFD
-    garbage = text.count("\ufffd") + len(re.findall(r"[\x00-\x08\x0e-\x1f]", text))
+    text = path.read_text(encoding="utf-8-sig", errors="surrogateescape")  # a BOM is skipped
+    garbage = len(re.findall(r"[\udc80-\udcff\ufffd\x00-\x08\x0e-\x1f]", text))  # bytes not UTF-8, control codes
     if garbage > 0.1 * len(text):  # binary data: it would train on made-up "words"
         raise UserError(
             f"{path} is not UTF-8 text ({garbage / len(text):.0%} of its characters are undecodable bytes or "
             "control codes): give a UTF-8 text file with one sentence per line (convert another encoding "
             "with `iconv -t UTF-8`), or leave data.path unset for the embedded corpus"
         )
+    text = replace_undecoded(text, path)  # a stray Latin-1 byte becomes U+FFFD, with one warning naming the file
     lines = [" ".join(line.split()) for line in text.splitlines()]
     lines = [line.lower() if lowercase else line for line in lines if line]
     return lines
