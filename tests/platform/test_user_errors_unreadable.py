@@ -32,11 +32,6 @@ def enforced(argv: list[str]) -> list[str]:
     return [setpriv, f"--inh-caps={DROP}", f"--bounding-set={DROP}", *argv]
 
 
-def zoo(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(enforced([sys.executable, "-m", f"zoo.{module}", *map(str, args)]), cwd=cwd,
-                          env=subprocess_env(), capture_output=True, text=True, timeout=300)
-
-
 @pytest.fixture
 def lock():
     """``lock(path, mode)`` chmods ``path``; every mode is restored at teardown (so pytest can delete
@@ -53,80 +48,145 @@ def lock():
         os.chmod(path, mode)
 
 
-def assert_refused(result: subprocess.CompletedProcess, path: Path, runs: Path | None = None) -> str:
-    err = result.stderr
-    assert result.returncode == 2 and "Traceback" not in err, err
+def assert_refused(result: dict, path: Path, runs: Path | None = None) -> str:
+    err = result["err"]
+    assert result["code"] == 2 and "Traceback" not in err and err.strip(), err
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: ") and str(path) in last and "chmod" in last, err
     assert runs is None or not runs.exists() or not any(runs.iterdir()), "nothing written for a refused run"
     return last
 
 
-def test_an_unreadable_recipe(tmp_path, lock):
-    recipe = tmp_path / "secret.yaml"
-    shutil.copy(ROOT / "recipes" / "vae" / "vae_digits.yaml", recipe)
-    lock(recipe)
-    last = assert_refused(zoo("train", f"recipe={recipe}", f"run_dir={tmp_path / 'runs'}", cwd=tmp_path), recipe,
-                          tmp_path / "runs")
-    assert f"chmod +r {recipe}" in last
-
-
-def test_resuming_from_an_unreadable_last_checkpoint_writes_nothing(tmp_path, lock):
-    run = tmp_path / "runs" / "vae_digits" / "20240101-000000"
-    (run / "checkpoints").mkdir(parents=True)
-    ckpt = run / "checkpoints" / "last.ckpt"
-    ckpt.write_bytes(b"PK")
-    lock(ckpt)
-    before = sorted(tmp_path.rglob("*"))
-    result = zoo("train", "recipe=vae_digits", f"run_dir={tmp_path / 'runs'}", "ckpt_path=last", cwd=tmp_path)
-    assert_refused(result, ckpt)
-    assert sorted(tmp_path.rglob("*")) == before
-
-
-def test_resuming_the_last_run_whose_checkpoints_folder_is_closed_names_the_folder(tmp_path, lock):
-    folder = tmp_path / "runs" / "vae_digits" / "20240101-000000" / "checkpoints"
-    folder.mkdir(parents=True)
-    (folder / "last.ckpt").write_bytes(b"PK")
-    lock(folder)  # the glob for */checkpoints/last.ckpt passed over it: "no earlier run" before
-    result = zoo("train", "recipe=vae_digits", f"run_dir={tmp_path / 'runs'}", "ckpt_path=last", cwd=tmp_path)
-    last = assert_refused(result, folder)
-    assert f"chmod +rx {folder}" in last and "no earlier run" not in last
-
-
-def test_reconstructions_beside_inputs_in_a_closed_folder_are_refused_before_any_is_written(tmp_path, lock):
+# ---- the commands, in one child process (each zoo.* command costs seconds of imports) -------------
+def prepare_commands(root: Path, chmod) -> dict[str, dict]:
+    """{case: {"argv": [module, *args], "cwd": folder, ...what the test checks}}, each in a folder of its
+    own under ``root``, with its files locked."""
     from PIL import Image
 
-    mine, closed = tmp_path / "mine", tmp_path / "read-only"
+    cases: dict[str, dict] = {}
+
+    def case(name: str, *argv: object, **facts: Path) -> Path:
+        folder = root / name
+        cases[name] = {"argv": [str(a) for a in argv], "cwd": str(folder), **{k: str(v) for k, v in facts.items()}}
+        return folder
+
+    recipe = root / "recipe" / "secret.yaml"
+    recipe.parent.mkdir(parents=True)
+    shutil.copy(ROOT / "recipes" / "vae" / "vae_digits.yaml", recipe)
+    chmod(recipe)
+    case("recipe", "train", f"recipe={recipe}", f"run_dir={root / 'recipe' / 'runs'}", path=recipe)
+
+    for name, locked in (("last_ckpt", "last.ckpt"), ("checkpoints_folder", "")):
+        folder = root / name / "runs" / "vae_digits" / "20240101-000000" / "checkpoints"
+        folder.mkdir(parents=True)
+        (folder / "last.ckpt").write_bytes(b"PK")
+        chmod(folder / locked if locked else folder)  # a folder: its glob passed it over ("no earlier run")
+        case(name, "train", "recipe=vae_digits", f"run_dir={root / name / 'runs'}", "ckpt_path=last",
+             path=folder / locked if locked else folder)
+        cases[name]["before"] = [str(p) for p in sorted((root / name).rglob("*"))]
+
+    mine, closed = root / "recon" / "mine", root / "recon" / "read-only"
     for folder in (mine, closed):
-        folder.mkdir()
+        folder.mkdir(parents=True)
         Image.new("L", (8, 8), 0).save(folder / "digit.png")
-    lock(closed, 0o500)
-    result = zoo("predict", "vae-digits", mine / "digit.png", closed / "digit.png", cwd=tmp_path)
-    assert_refused(result, closed)
-    assert sorted(p.name for p in mine.iterdir()) == ["digit.png"]  # the first input's was not written either
+    chmod(closed, 0o500)
+    case("recon", "predict", "vae-digits", mine / "digit.png", closed / "digit.png", path=closed, mine=mine)
+
+    for module in ("evaluate", "predict"):
+        ckpt = root / f"ckpt_{module}" / "model.ckpt"
+        ckpt.parent.mkdir()
+        ckpt.write_bytes(b"PK")  # never opened: what it holds does not matter
+        chmod(ckpt)
+        case(f"ckpt_{module}", module, ckpt, path=ckpt)
+
+    for name, argv in (("out", ["predict", "vae-digits", "out={}/samples.png", "n=4"]),
+                       ("plots_dir", ["evaluate", "vae-digits", "plots_dir={}/plots"])):
+        folder = root / name / "read-only"
+        folder.mkdir(parents=True)
+        chmod(folder, 0o500)
+        case(name, *[a.format(folder) for a in argv], path=folder)
+    return cases
+
+
+def run_commands(cases: str) -> None:
+    """Child process: each case's command run by its main(), as JSON {case: {"code": .., "err": ..}}."""
+    import contextlib
+    import importlib
+    import io
+
+    out = {}
+    for name, spec in json.loads(Path(cases).read_text()).items():
+        os.chdir(spec["cwd"] if os.path.isdir(spec["cwd"]) else Path(cases).parent)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = importlib.import_module(f"zoo.{spec['argv'][0]}").main(spec["argv"][1:])
+        out[name] = {"code": code, "err": err.getvalue()}
+    print(json.dumps(out))
+
+
+@pytest.fixture(scope="module")
+def commands(tmp_path_factory):
+    """Every case of ``prepare_commands``, run once under enforced permissions: {case: facts + result}."""
+    root = tmp_path_factory.mktemp("commands")
+    changed: list[tuple[Path, int]] = []
+
+    def chmod(path: Path, mode: int = 0o000) -> None:
+        changed.append((path, path.stat().st_mode & 0o7777))
+        os.chmod(path, mode)
+
+    try:
+        cases = prepare_commands(root, chmod)
+        (root / "cases.json").write_text(json.dumps(cases))
+        code = f"import test_user_errors_unreadable as t; t.run_commands({str(root / 'cases.json')!r})"
+        result = subprocess.run(enforced([sys.executable, "-c", code]), cwd=root, env=subprocess_env(),
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        outcomes = json.loads(result.stdout.strip().splitlines()[-1])
+        yield {name: {**cases[name], **outcomes[name]} for name in cases}
+    finally:
+        for path, mode in reversed(changed):
+            os.chmod(path, mode)
+
+
+def test_an_unreadable_recipe(commands):
+    case = commands["recipe"]
+    last = assert_refused(case, Path(case["path"]), Path(case["cwd"]) / "runs")
+    assert f"chmod +r {case['path']}" in last
+
+
+def test_resuming_from_an_unreadable_last_checkpoint_writes_nothing(commands):
+    case = commands["last_ckpt"]
+    assert_refused(case, Path(case["path"]))
+    assert [str(p) for p in sorted(Path(case["cwd"]).rglob("*"))] == case["before"]
+
+
+def test_resuming_the_last_run_whose_checkpoints_folder_is_closed_names_the_folder(commands):
+    case = commands["checkpoints_folder"]
+    last = assert_refused(case, Path(case["path"]))
+    assert f"chmod +rx {case['path']}" in last and "no earlier run" not in last
+
+
+def test_reconstructions_beside_inputs_in_a_closed_folder_are_refused_before_any_is_written(commands):
+    case = commands["recon"]
+    assert_refused(case, Path(case["path"]))
+    assert sorted(p.name for p in Path(case["mine"]).iterdir()) == ["digit.png"]  # the first input's neither
 
 
 @pytest.mark.parametrize("module", ["evaluate", "predict"])
-def test_an_unreadable_checkpoint(module, tmp_path, lock):
-    ckpt = tmp_path / "model.ckpt"
-    ckpt.write_bytes(b"PK")  # never opened: what it holds does not matter
-    lock(ckpt)
-    assert_refused(zoo(module, ckpt, cwd=tmp_path), ckpt)
+def test_an_unreadable_checkpoint(module, commands):
+    case = commands[f"ckpt_{module}"]
+    assert_refused(case, Path(case["path"]))
 
 
-def test_an_output_in_a_folder_that_may_not_be_written(tmp_path, lock):
-    folder = tmp_path / "read-only"
-    folder.mkdir()
-    lock(folder, 0o500)
-    last = assert_refused(zoo("predict", "vae-digits", f"out={folder / 'samples.png'}", "n=4", cwd=tmp_path), folder)
-    assert "out=" in last and not any(folder.iterdir())
+def test_an_output_in_a_folder_that_may_not_be_written(commands):
+    case = commands["out"]
+    last = assert_refused(case, Path(case["path"]))
+    assert "out=" in last and not any(Path(case["path"]).iterdir())
 
 
-def test_evaluate_refuses_a_plots_dir_it_may_not_make(tmp_path, lock):
-    folder = tmp_path / "read-only"
-    folder.mkdir()
-    lock(folder, 0o500)
-    last = assert_refused(zoo("evaluate", "vae-digits", f"plots_dir={folder / 'plots'}", cwd=tmp_path), folder)
+def test_evaluate_refuses_a_plots_dir_it_may_not_make(commands):
+    case = commands["plots_dir"]
+    last = assert_refused(case, Path(case["path"]))
     assert "plots_dir=" in last
 
 
