@@ -28,7 +28,7 @@ COMMANDS = {  # name -> arguments of `python -m zoo.train`, and the exit status 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add_device_option(ap)  # recorded only: these commands stop before any tensor exists
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/cli_latency.json"))

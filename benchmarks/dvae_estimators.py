@@ -142,7 +142,7 @@ def shared_point(model, datamodule, args) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--steps", type=int, default=2000, help="optimizer steps per estimator (batch 64)")
     p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS), choices=list(ESTIMATORS))
     p.add_argument("--repeats", type=int, default=32, help="gradient estimates per variance probe")

@@ -101,7 +101,7 @@ def analyse(path: Path, shots: int, device: torch.device) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     p.add_argument("--models", required=True, help="folder of <method>_<K>shot_seed<S>.safetensors")
     add_device_option(p)
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/maml_sharpness.json"))

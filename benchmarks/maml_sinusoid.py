@@ -111,7 +111,7 @@ def summary(runs: list[dict]) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     p.add_argument("--iterations", type=int, default=PAPER_ITERATIONS,
                    help="meta-iterations per run (the paper: 70,000)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

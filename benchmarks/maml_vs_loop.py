@@ -92,7 +92,7 @@ def timed(fn, args, reps: int, device: str) -> list[float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     add_device_option(p)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--settings", nargs="+", default=["sinusoid", "omniglot"])

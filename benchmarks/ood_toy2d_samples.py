@@ -56,7 +56,7 @@ def placement(model, seed: int, device: torch.device, n: int = 1000) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add_device_option(ap)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--runs", default=str(ROOT / "runs/bench_ood_toy2d_samples"))

@@ -111,7 +111,7 @@ def fake_mnist(root: Path) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--recipe", default="vae_digits")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--repeats", type=int, default=3)

@@ -29,7 +29,7 @@ def images(dataset, device) -> torch.Tensor:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add_device_option(ap)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/pixel_baseline_digits.json"))
     args = ap.parse_args()

@@ -118,7 +118,7 @@ def train_seeds(recipe: str, seeds: list[int], device, parallel: int, extra: lis
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     add_device_option(ap)
     ap.add_argument("--recipes", required=True, help="comma-separated recipe names")
     ap.add_argument("--seeds", default="0,1,2")

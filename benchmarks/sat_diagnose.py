@@ -89,7 +89,7 @@ def diagnose(ckpt: str, device: torch.device) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("checkpoints", nargs="+")
     ap.add_argument("--out", help="write every row to this JSON file")
     add_device_option(ap)

@@ -65,7 +65,7 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     add_device_option(ap)
     ap.add_argument("--variants", default="soft,hard,hard_long,hard_long_rloo4",
                     help=f"comma-separated, from: {', '.join(VARIANTS)}")

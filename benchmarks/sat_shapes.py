@@ -114,7 +114,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     add_device_option(ap)
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--parallel", type=int, default=3, help="runs at once (each uses one torch thread)")
@@ -141,7 +141,7 @@ def main() -> None:
         else:
             print(f"{what}: no record {path.relative_to(ROOT)} (left out of the table)", file=sys.stderr)
     rows = summarise(records)
-    out = {"what": __doc__.splitlines()[0], "device": str(device),
+    out = {"what": (__doc__ or "").split("\n")[0], "device": str(device),
            "command": " ".join(["python", "benchmarks/sat_shapes.py", *sys.argv[1:]]), "rows": rows}
     (RESULTS / f"sat_shapes_{device.type}.json").write_text(json.dumps(out, indent=1) + "\n")
     (RESULTS / f"sat_shapes_{device.type}.md").write_text(table(rows) + "\n")

@@ -49,7 +49,7 @@ def run(args: list[str], run_dir: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--zoo", nargs="*", default=[], metavar="KEY=VALUE", help="extra zoo.train overrides")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_ddp_cpu.json"))

@@ -63,7 +63,7 @@ def run_corpus(path: Path, similarity: list[str], analogies: list[str], repeats:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--corpora", default="wiki,lee", help="wiki, lee")
     parser.add_argument("--repeats", type=int, default=3, help="seeds (and shuffles) per order; at least 2")
     parser.add_argument("--epochs", type=int, default=5)

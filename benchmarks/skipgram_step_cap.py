@@ -63,7 +63,7 @@ def run(cap: str, objective: str, sample: float, seed: int, device, run_root: st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--objectives", default="nce,negative_sampling,full_softmax")
     parser.add_argument("--samples", default="0,0.001", help="data.sample values (0: no subsampling)")
     parser.add_argument("--seeds", default="0,1,2")

@@ -320,7 +320,7 @@ def run_corpus(name: str, path: Path, similarity: list[str], analogies: list[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="seeds per tool")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--corpora", default="lee,wiki,synthetic",
