@@ -147,3 +147,29 @@ def test_text_files_with_a_byte_order_mark_or_not_in_utf8(tmp_path, capsys):
     assert recipe_description(recipe) == "petit caf\ufffd"
     recipe.write_text("description: très petit\n", encoding="utf-8-sig")
     assert recipe_description(recipe) == "très petit"
+
+
+def test_a_figure_with_words_the_font_lacks_is_saved_under_warnings_as_errors(tmp_path):
+    """matplotlib warns about every glyph its font lacks (a CJK word in a skip-gram plot): under
+    PYTHONWARNINGS=error that ended the run after training."""
+    import warnings
+
+    import matplotlib
+    import pytest
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from toymodel import Toy
+
+    model = Toy({}, {"dim": 8})
+    model.plots_dir = tmp_path / "plots"
+    fig, ax = plt.subplots()
+    ax.text(0.5, 0.5, "\u5b57 word")  # a CJK character DejaVu Sans has no glyph for
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert model.save_figure("words", fig) == tmp_path / "plots" / "words.png"
+        with pytest.raises(UserWarning, match="missing from font"):  # so the figure does need the filter
+            fig2, ax2 = plt.subplots()
+            ax2.text(0.5, 0.5, "\u5b57")
+            fig2.savefig(tmp_path / "plain.png")
+    assert (tmp_path / "plots" / "words.png").stat().st_size > 0

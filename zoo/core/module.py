@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,9 @@ class ZooModule(L.LightningModule):
         path = None
         if self._trainer is None or self.trainer.is_global_zero:
             path = self._plots_dir() / f"{name}.png"
-            fig.savefig(path, dpi=110, bbox_inches="tight")
+            with warnings.catch_warnings():  # words in a script the font lacks (CJK) are drawn as boxes, and
+                warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from")  # that is no reason
+                fig.savefig(path, dpi=110, bbox_inches="tight")  # to end a run under PYTHONWARNINGS=error
             self._log_png(name, path)
         plt.close(fig)
         return path
