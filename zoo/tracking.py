@@ -157,13 +157,23 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
     # Lightning refuses log_model with offline mode; artifacts only make sense online.
     logger = WandbLogger(mode=mode, log_model="all" if (mode == "online" and opts["log_model"]) else False,
                          settings=_settings(), **common)
+    _drop_anonymous(logger)
     if mode == "online":
         try:
             _ = logger.experiment  # start now, so a network failure shows here and not mid-run
         except Exception as err:  # wandb raises many kinds of errors for a dead network
             print(f"warning: W&B online start failed ({type(err).__name__}: {err}); logging offline",
                   file=sys.stderr)
-            logger = WandbLogger(mode="offline", log_model=False, settings=_settings(), **common)
+            logger = _drop_anonymous(WandbLogger(mode="offline", log_model=False, settings=_settings(), **common))
+    return logger
+
+
+def _drop_anonymous(logger: Any) -> Any:
+    """Lightning 2.6 hands wandb.init ``anonymous=None`` on every run, and wandb >= 0.19 answers each
+    with "WARNING The anonymous setting has no effect": the key is left out instead (it has no effect)."""
+    init = getattr(logger, "_wandb_init", None)
+    if isinstance(init, dict) and init.get("anonymous") is None:
+        init.pop("anonymous", None)
     return logger
 
 

@@ -25,7 +25,7 @@ def test_wandb_missing_is_a_user_error(toy_recipe, tmp_path, monkeypatch):
         train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "logger=[csv,wandb]", "trainer.max_epochs=1"])
 
 
-def test_wandb_offline_run_writes_local_files(toy_recipe, tmp_path, monkeypatch):
+def test_wandb_offline_run_writes_local_files(toy_recipe, tmp_path, monkeypatch, capfd):
     if importlib.util.find_spec("wandb") is None:  # a broken install: check the message instead
         test_wandb_missing_is_a_user_error(toy_recipe, tmp_path, monkeypatch)
         return
@@ -36,6 +36,7 @@ def test_wandb_offline_run_writes_local_files(toy_recipe, tmp_path, monkeypatch)
     assert (result.run_dir / "plots" / "weights.png").is_file()
     assert (result.run_dir / "plots" / "weights_image.png").is_file()
     assert list(offline[0].rglob("media/images/plots/*.png")), "figures logged to W&B"
+    assert "anonymous setting" not in capfd.readouterr().err  # wandb's warning on every run, for Lightning's None
 
 
 def test_tensorboard_logger(toy_recipe, tmp_path):
