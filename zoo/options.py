@@ -376,6 +376,9 @@ def parse_dotlist(items: list[str]) -> Any:
         key = item.split("=", 1)[0]
         if "=" not in item or not key or key.strip() != key:
             raise UserError(f"malformed override '{item}': write key=value, e.g. trainer.max_epochs=3")
+        if not item.split("=", 1)[1].strip():  # OmegaConf reads it as null: ckpt_path=$UNSET started a new run
+            raise UserError(f"'{item}' gives {key} no value (a shell variable that is not set expands to nothing): "
+                            f"write one ({key}=null unsets an optional key), or leave the key out")
     try:
         return OmegaConf.from_dotlist(items)
     except Exception as err:  # omegaconf's grammar errors

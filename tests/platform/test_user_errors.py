@@ -16,6 +16,8 @@ from platform_testlib import run_main, subprocess_env
     ("model.lr=fast", "bad value for 'lr'"),  # wrong type
     ("logger=[csv,wandbb]", "unknown logger 'wandbb'"),  # wrong choice
     ("trainer.max_epochs", "malformed override"),  # no '='
+    ("ckpt_path=", "gives ckpt_path no value"),  # ckpt_path=$UNSET: OmegaConf's null, and a new run began
+    ("model.hidden= ", "gives model.hidden no value"),  # was "Incompatible value 'None' for field of type 'int'"
     ("model.name=vea", "unknown model 'vea'"),  # unknown model
     ("model.name=os:getcwd", "is a builtin_function_or_method, not a model"),  # were TypeErrors in build
     ("model.name=collections:OrderedDict", "class OrderedDict, not a model"),
