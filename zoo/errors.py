@@ -4,6 +4,7 @@ import argparse
 import errno
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -23,11 +24,23 @@ class CommandLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def interrupted(when: str = "") -> int:
-    """Ctrl-C outside training (which saves and stops on its own): one line, not Python's traceback
-    of wherever the signal landed; 130 as the shell gives a command stopped by SIGINT."""
-    print(f"interrupted (Ctrl-C){when}", file=sys.stderr)
-    return 130
+def exit_status(run: Callable[[], int]) -> int:
+    """``run()``'s exit status under the zoo's rule for failures, shared by every command: a user's
+    mistake (or an allocation, a permission or a full disk it caused: ``as_user_error``) is one
+    'error:' line and status 2; Ctrl-C outside training (which saves and stops on its own) is one
+    line and 130, as the shell gives a command stopped by SIGINT; anything else is a bug and keeps
+    its traceback."""
+    try:
+        return run()
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+    except Exception as err:
+        user = as_user_error(err)
+        if user is None:
+            raise
+        print(f"error: {user}", file=sys.stderr)
+        return user.exit_code
 
 
 def as_user_error(err: BaseException) -> UserError | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config import SEED_MAX
-from zoo.errors import CommandLineParser, UserError, as_user_error, interrupted
+from zoo.errors import CommandLineParser, UserError, exit_status
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
@@ -73,18 +73,16 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     L.seed_everything(seed, verbose=False)
     with tempfile.TemporaryDirectory() as tmp:
         model.plots_dir = plots_dir or Path(tmp)
-        held = HeldMessages().start()  # Lightning's device lines: printed once the test starts
         try:
-            trainer = build_trainer(lambda: L.Trainer(callbacks=[ReleaseHeldMessages(held)], **trainer_opts),
-                                    "trainer option")
-            results = trainer.test(model, datamodule=datamodule, verbose=False)
+            with HeldMessages() as held:  # Lightning's device lines: printed once the test starts
+                trainer = build_trainer(lambda: L.Trainer(callbacks=[ReleaseHeldMessages(held)], **trainer_opts),
+                                        "trainer option")
+                results = trainer.test(model, datamodule=datamodule, verbose=False)
         except Exception as err:
-            user = err if isinstance(err, UserError) else user_error_in_fit(err)  # e.g. a limit_test_batches
-            held.discard() if user is not None else held.release()  # that selects no batch
+            user = user_error_in_fit(err)  # e.g. a trainer.limit_test_batches that selects no batch
             if user is None:
                 raise
             raise user from None
-        held.release()
     if not results or not results[0]:
         raise UserError("no test batch was evaluated: leave out trainer.limit_test_batches, or give it a value "
                         "that keeps at least one batch")
@@ -125,18 +123,13 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
     except SystemExit as exit:  # argparse: --help (0) or a usage error (2, message printed)
         return int(exit.code or 0)
-    try:
+
+    def run() -> int:
         metrics = evaluate(args.target, parse_kv(args.overrides))
-    except KeyboardInterrupt:
-        return interrupted()
-    except Exception as err:
-        user = as_user_error(err)
-        if user is None:
-            raise
-        print(f"error: {user}", file=sys.stderr)
-        return 2
-    print(json.dumps(metrics) if args.json else format_table(metrics))
-    return 0
+        print(json.dumps(metrics) if args.json else format_table(metrics))
+        return 0
+
+    return exit_status(run)
 
 
 if __name__ == "__main__":

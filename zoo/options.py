@@ -122,8 +122,6 @@ def implicit_range(name: str) -> dict:
     if name == "seed" or name.endswith("_seed"):
         return {"ge": 0, "le": SEED_MAX, "seed": True}
     if name in ("num_workers", "threads"):
-        import os
-
         return {"le": 4 * (os.cpu_count() or 1), "why": f"{os.cpu_count()} CPU cores here"}
     return {}
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from zoo.errors import CommandLineParser, as_user_error, interrupted
+from zoo.errors import CommandLineParser, exit_status
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv if {"-h", "--help"} & set(argv) else ["--", *argv])
     except SystemExit as exit:  # argparse: --help (0) or a usage error (2, message printed)
         return int(exit.code or 0)
-    try:
+
+    def run() -> int:
         import torch
 
         from zoo.hub import load_any
@@ -41,15 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         model, _ = load_any(args.target)
         with torch.inference_mode():
             model.predict_cli(inputs, options)
-    except KeyboardInterrupt:
-        return interrupted()
-    except Exception as err:
-        user = as_user_error(err)
-        if user is None:
-            raise
-        print(f"error: {user}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+
+    return exit_status(run)
 
 
 if __name__ == "__main__":

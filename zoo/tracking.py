@@ -39,8 +39,9 @@ class HeldMessages:
     """Lightning's log lines ("GPU available: ...", the model summary) held back from ``start()``
     until ``release()`` prints them or ``discard()`` drops them: a setting Lightning refuses part-way
     (limit_train_batches=1.5 in its __init__, a val_check_interval longer than the epoch inside fit)
-    is then the zoo's one error line. Held at the handlers, so records of every lightning.* logger
-    are caught; a second hold nested inside sees nothing (the outer one decides)."""
+    is then the zoo's one error line. As a context manager: released when the block ends, dropped
+    when it raises (a traceback needs no device lines). Held at the handlers, so records of every
+    lightning.* logger are caught; a second hold nested inside sees nothing (the outer one decides)."""
 
     def __init__(self):
         self.held: list[tuple[logging.Handler, logging.LogRecord]] = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import UserError, as_user_error, interrupted, no_access
+from zoo.errors import UserError, as_user_error, exit_status, no_access
 
 USAGE = """\
 usage: python -m zoo.train recipe=NAME [key=value ...]
@@ -205,7 +205,7 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
 def user_error_in_fit(err: Exception) -> UserError | None:
     """Lightning's complaints about the user's settings that only show once training or testing runs
     (a monitored metric the model never logs, a validation interval longer than the epoch): a
-    UserError, or None for anything else (a bug)."""
+    UserError (``err`` itself when it is one), or None for anything else (a bug)."""
     message = " ".join(str(err).split())
     if type(err).__name__ == "MisconfigurationException":
         return UserError(f"invalid settings: {message}")
@@ -221,8 +221,9 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
     made) if the run fails on a user error or diverges before its first checkpoint."""
     from zoo.callbacks.safety import as_divergence
     from zoo.config import to_yaml
+    from zoo.core.files import missing_folders, remove_empty
 
-    created = [p for p in (run_dir, *run_dir.parents) if not p.exists()]  # none for a resumed run or a DDP child
+    created = missing_folders(run_dir)  # none for a resumed run or a DDP child
     if trainer.is_global_zero:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -240,18 +241,14 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
         if diverged is not None and diverged is not err:
             err = diverged
         err.run_dir = run_dir  # for the message: where the last good checkpoint is, if any
-        user = err if isinstance(err, UserError) else user_error_in_fit(err)
+        user = user_error_in_fit(err)
         if user is None and diverged is None:
             raise
         # a mistake found only once training started (e.g. in the model's setup), or a loss that
         # diverged before the first checkpoint: leave nothing behind
         if created and trainer.is_global_zero and not any((run_dir / "checkpoints").glob("*.ckpt")):
             shutil.rmtree(run_dir, ignore_errors=True)
-            for parent in created[1:]:  # runs/<recipe>/ (and runs/) when this run made them
-                try:
-                    parent.rmdir()
-                except OSError:  # not empty: another run's
-                    break
+            remove_empty(created[1:])  # runs/<recipe>/ (and runs/) when this run made them
         if diverged is not None:
             raise err from None
         kept = sorted((run_dir / "checkpoints").glob("last*.ckpt")) if run_dir.is_dir() else []
@@ -297,15 +294,10 @@ def train(argv: list[str]) -> RunResult | None:
             "command": command, "config": cfg}
     # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
     # it finds inside fit before then (a validation interval longer than the epoch) is the only line
-    held = HeldMessages().start()
-    try:
+    with HeldMessages() as held:
         trainer = make_trainer(cfg, run_dir, model, [RunInfo(info), ReleaseHeldMessages(held)],
                                resumed=ckpt is not None)
         fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
-    except BaseException as err:
-        held.discard() if isinstance(err, UserError) else held.release()
-        raise
-    held.release()
     signal_cb = next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
     result = RunResult(run_dir, model, interrupted=signal_cb.received is not None, rank_zero=trainer.is_global_zero)
     if cfg["test_after_fit"] and not cfg["trainer"].get("fast_dev_run") and not result.interrupted:
@@ -332,26 +324,26 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "--list":
         print(list_recipes())
         return 0
+    return exit_status(lambda: run(argv))
+
+
+def run(argv: list[str]) -> int:
+    """``train`` for the command line: the run folder and test metrics printed, a diverged run's
+    message (exit status 1: not the user's mistake as such)."""
     try:
         result = train(argv)
-    except KeyboardInterrupt:
-        return interrupted()
     except Exception as err:
-        user = as_user_error(err)  # out of memory: building the data or the model (inside fit it is one already)
-        if user is not None:
-            print(f"error: {user}", file=sys.stderr)
-            return 2
-        if type(err).__name__ == "NonFiniteLossError":
-            where = Path(getattr(err, "run_dir", "."))
-            if any((where / "checkpoints").glob("*.ckpt")):
-                kept = (f"the last good checkpoint is kept in {where}/checkpoints (resume with ckpt_path=last "
-                        "after fixing the cause)")
-            else:
-                kept = "it diverged before its first checkpoint, so no run folder was kept"
-            print(f"error: {err}. Training stopped; {kept}. A lower model.lr (or a smaller batch) is the usual fix.",
-                  file=sys.stderr)
-            return 1
-        raise
+        if type(err).__name__ != "NonFiniteLossError":
+            raise
+        where = Path(getattr(err, "run_dir", "."))
+        if any((where / "checkpoints").glob("*.ckpt")):
+            kept = (f"the last good checkpoint is kept in {where}/checkpoints (resume with ckpt_path=last "
+                    "after fixing the cause)")
+        else:
+            kept = "it diverged before its first checkpoint, so no run folder was kept"
+        print(f"error: {err}. Training stopped; {kept}. A lower model.lr (or a smaller batch) is the usual fix.",
+              file=sys.stderr)
+        return 1
     if result is not None and result.rank_zero:
         print(f"run folder: {result.run_dir}")
         for key, value in sorted(result.test_metrics.items()):

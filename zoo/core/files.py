@@ -29,6 +29,22 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def missing_folders(folder: str | Path) -> list[Path]:
+    """``folder`` and the folders above it that do not exist yet, innermost first: what making it
+    creates, and what ``remove_empty`` takes away again if the work in it fails."""
+    folder = Path(folder)
+    return [p for p in (folder, *folder.parents) if not p.exists()]
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (innermost first) as far as they are empty: another run's files stop it."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            break
+
+
 @contextlib.contextmanager
 def open_utf8(path: str | Path, what: str = "file") -> Iterator[TextIO]:
     """``path`` opened as UTF-8 text whatever the locale, a byte-order mark skipped; a file in another

@@ -11,7 +11,7 @@ import math
 import sys
 
 from zoo.config import SEED_MAX
-from zoo.errors import CommandLineParser, UserError, as_user_error, interrupted
+from zoo.errors import CommandLineParser, UserError, exit_status
 
 MAX_DRAWS = 10**6  # CPU, one thread: 10**4 draws take 4 s, 10**5 28 s, 10**7 over 11 minutes and 3.6 GB
 
@@ -28,50 +28,46 @@ def main(argv: list[str] | None = None) -> int:
     cmp.add_argument("--json", action="store_true", help="print JSON instead of the table")
     sub.add_parser("list", help="registered estimators, biased or not")
     args = parser.parse_args(argv)
-    try:
-        if args.command == "list":
-            from zoo.estimators import describe, list_estimators
+    return exit_status(lambda: run(args))
 
-            print("\n".join(describe(name) for name in list_estimators()))
-            return 0
-        if args.draws < 2:
-            raise UserError(f"--draws must be >= 2 to estimate a variance, got {args.draws}")
-        if args.draws > MAX_DRAWS:  # 10**11 asked for terabytes and died with "can't allocate memory"
-            raise UserError(f"--draws must be at most {MAX_DRAWS} (10**6: minutes on one CPU thread), got "
-                            f"{args.draws}; the standard errors shrink as 1/sqrt(draws), 10**4 to 10**5 show "
-                            "every bias")
-        if not 0 <= args.seed <= SEED_MAX:  # torch.manual_seed overflows past 64 bits
-            raise UserError(f"--seed must be an integer from 0 to {SEED_MAX}, got {args.seed}")
-        if not math.isfinite(args.theta):  # a nan mean is refused deep inside torch.distributions
-            raise UserError(f"--theta must be a finite number, got {args.theta}")
-        if args.out:  # before the draws: savefig fails only after them
-            from zoo.options import check_output_file
 
-            check_output_file(args.out, "--out", "figure")
-        import torch
+def run(args) -> int:
+    """One sub-command, its options parsed."""
+    if args.command == "list":
+        from zoo.estimators import describe, list_estimators
 
-        from zoo.estimators import compare
+        print("\n".join(describe(name) for name in list_estimators()))
+        return 0
+    if args.draws < 2:
+        raise UserError(f"--draws must be >= 2 to estimate a variance, got {args.draws}")
+    if args.draws > MAX_DRAWS:  # 10**11 asked for terabytes and died with "can't allocate memory"
+        raise UserError(f"--draws must be at most {MAX_DRAWS} (10**6: minutes on one CPU thread), got "
+                        f"{args.draws}; the standard errors shrink as 1/sqrt(draws), 10**4 to 10**5 show "
+                        "every bias")
+    if not 0 <= args.seed <= SEED_MAX:  # torch.manual_seed overflows past 64 bits
+        raise UserError(f"--seed must be an integer from 0 to {SEED_MAX}, got {args.seed}")
+    if not math.isfinite(args.theta):  # a nan mean is refused deep inside torch.distributions
+        raise UserError(f"--theta must be a finite number, got {args.theta}")
+    if args.out:  # before the draws: savefig fails only after them
+        from zoo.options import check_output_file
 
-        torch.set_num_threads(1)
-        result = compare.run(theta=args.theta, draws=args.draws, seed=args.seed)
+        check_output_file(args.out, "--out", "figure")
+    import torch
+
+    from zoo.estimators import compare
+
+    torch.set_num_threads(1)
+    result = compare.run(theta=args.theta, draws=args.draws, seed=args.seed)
+    if args.out:
+        compare.plot(result, args.out)
+    if args.json:
+        out = compare.strip_private(result)
+        out["plot"] = args.out or None
+        print(json.dumps(out, indent=1))
+    else:
+        print(compare.format_table(result))
         if args.out:
-            compare.plot(result, args.out)
-        if args.json:
-            out = compare.strip_private(result)
-            out["plot"] = args.out or None
-            print(json.dumps(out, indent=1))
-        else:
-            print(compare.format_table(result))
-            if args.out:
-                print(f"plot: {args.out}")
-    except KeyboardInterrupt:
-        return interrupted()
-    except Exception as err:  # a UserError, or an allocation the machine cannot serve
-        user = as_user_error(err)
-        if user is None:
-            raise
-        print(f"error: {user}", file=sys.stderr)
-        return user.exit_code
+            print(f"plot: {args.out}")
     return 0
 
 

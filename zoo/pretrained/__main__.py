@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import CommandLineParser, UserError, as_user_error, interrupted
+from zoo.errors import CommandLineParser, UserError, exit_status
 
 
 def list_entries() -> str:
@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(argv)
     except SystemExit as exit:  # --help (0) or a usage error (2, message printed)
         return int(exit.code or 0)
-    try:
+
+    def run() -> int:
         if argv[:1] != ["export"]:
             print(list_entries())
             return 0
@@ -139,15 +140,9 @@ def main(argv: list[str] | None = None) -> int:
 
         path = export(args.ckpt, args.name, args.description, parse_kv(args.overrides), replace=args.replace)
         print(f"wrote {path} and {path.with_suffix('.json')}")
-    except KeyboardInterrupt:
-        return interrupted()
-    except Exception as err:  # a UserError, or a file or folder that may not be read or written
-        user = as_user_error(err)
-        if user is None:
-            raise
-        print(f"error: {user}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+
+    return exit_status(run)
 
 
 if __name__ == "__main__":

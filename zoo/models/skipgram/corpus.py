@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from zoo.core.files import replace_undecoded
+from zoo.core.files import missing_folders, remove_empty, replace_undecoded
 from zoo.errors import UserError
 from zoo.models.skipgram.sampling import keep_probability
 from zoo.options import readable
@@ -161,18 +161,14 @@ def build_corpus(paths: list[Path], cache_root: Path, min_count: int = 5, max_vo
     if not lookup:  # before any folder is made: a refused corpus leaves nothing on disk
         raise UserError(f"no word occurs min_count={min_count} times in {[str(p) for p in paths]}: lower "
                         "data.min_count or give a bigger corpus")
-    made = [p for p in (folder.parent, *folder.parent.parents) if not p.exists()]  # removed again on failure
+    made = missing_folders(folder.parent)  # removed again on failure
     tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
     try:
         tmp.mkdir(parents=True, exist_ok=True)
         _encode_corpus(tmp, sentences(), lookup, tokenizer, paths, opts)
     except BaseException:  # a read error, a full disk, Ctrl-C: no half-written cache stays behind
         shutil.rmtree(tmp, ignore_errors=True)
-        for parent in made:  # innermost first; only the folders this call created, and only if empty
-            try:
-                parent.rmdir()
-            except OSError:
-                break
+        remove_empty(made)  # only the folders this call created, and only if empty
         raise
     try:
         tmp.rename(folder)
