@@ -71,7 +71,7 @@ case "$STAGE" in
     for p in "${PLATFORMS[@]}"; do args+=(--platform "$p"); done
     "$PY" -m pip "${args[@]}" -d .gpu/wheels1 "${WHEELS1[@]}" || exit 1
     "$PY" -m pip "${args[@]}" -d .gpu/wheels2 "${WHEELS2[@]}" || exit 1
-    "$PY" benchmarks/cut_wheel.py .gpu/wheels2/gensim-*.whl || exit 1
+    "$PY" benchmarks/tools/cut_wheel.py .gpu/wheels2/gensim-*.whl || exit 1
     cp ../shared/data/*.npz .gpu/wheels1/shared_data/ 2>/dev/null \
       || echo "gpu_check: ../shared/data/*.npz not found: the SeqGAN oracle test will fail there" >&2
     du -sh .gpu/wheels1 .gpu/wheels2

@@ -88,8 +88,8 @@ def test_recipe_runs_under_cpu_ddp(name, tmp_path: Path):
     root = Path(__file__).resolve().parent.parent
     env = subprocess_env()  # extends PYTHONPATH, never replaces it
     proc = subprocess.run([sys.executable, "-m", "zoo.train", f"recipe={name}", f"run_dir={tmp_path}",
-                           "trainer.devices=2", "trainer.strategy=ddp", "trainer.max_epochs=1",
-                           "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+                           "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp",
+                           "trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
                            "trainer.limit_test_batches=1", "trainer.enable_progress_bar=false"],
                           env=env, capture_output=True, text=True, timeout=300, cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -22,14 +22,35 @@ class _DropCloudTip(logging.Filter):
 
 
 def quiet_lightning() -> None:
-    """Drop two messages Lightning prints on every run that a zoo user cannot act on: the
-    advertisement for its cloud logger, and torch's deprecation of ``LeafSpec`` raised from
-    Lightning's own code. Everything else Lightning says is kept."""
+    """Drop three messages Lightning prints on every run that a zoo user cannot act on: the
+    advertisement for its cloud logger, torch's deprecation of ``LeafSpec`` raised from Lightning's
+    own code, and "does not have many workers" on a machine of more than 2 cores (the datamodules
+    choose their workers: 0 where the data are tensors in memory, which workers only slow down, and
+    2 where images are decoded from disk; ``data.num_workers=`` changes it). Under
+    PYTHONWARNINGS=error that last warning ended every run on such a machine. Everything else
+    Lightning says is kept."""
     for name in RANK_ZERO_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropCloudTip) for f in logger.filters):
             logger.addFilter(_DropCloudTip())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
+    warnings.filterwarnings("ignore", message=r"The '\w+' does not have many workers")
+
+
+def console_callbacks(trainer_opts: dict, others: list) -> list:
+    """Lightning's plain model summary and tqdm progress bar, named so that Lightning does not pick
+    its ``rich`` versions when that package is installed: those print to the console directly, past
+    HeldMessages and zoo.streams, so a run's output would depend on an unrelated package. Each only
+    where the trainer options leave it on and ``others`` has none (a ``callbacks:`` entry naming
+    Lightning's RichProgressBar, say)."""
+    from lightning.pytorch.callbacks import ModelSummary, ProgressBar, TQDMProgressBar
+
+    out = []
+    if trainer_opts.get("enable_model_summary") is not False and not any(isinstance(c, ModelSummary) for c in others):
+        out.append(ModelSummary())
+    if trainer_opts.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in others):
+        out.append(TQDMProgressBar())
+    return out
 
 
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")

@@ -124,6 +124,7 @@ def slurm_resume_checkpoint(run_dir: Path) -> str | None:
 
 def build(cfg: dict) -> tuple[Any, Any]:
     """Datamodule and model from a validated config."""
+    from zoo.core.memory import AllocationGuard
     from zoo.registry import DATAMODULES, MODELS
 
     data_opts = {k: v for k, v in cfg["data"].items() if k != "name"}
@@ -131,7 +132,8 @@ def build(cfg: dict) -> tuple[Any, Any]:
     datamodule = DATAMODULES.get(cfg["data"]["name"])(data_opts)
     datamodule.prepare_data()
     datamodule.setup("fit")
-    model = MODELS.get(cfg["model"]["name"])(model_opts, datamodule.info())
+    with AllocationGuard():  # weights larger than the machine: one line, before they are allocated
+        model = MODELS.get(cfg["model"]["name"])(model_opts, datamodule.info())
     return datamodule, model
 
 
@@ -181,7 +183,7 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
         RNGState,
         SignalCheckpoint,
     )
-    from zoo.tracking import make_loggers
+    from zoo.tracking import console_callbacks, make_loggers
 
     ck = cfg["checkpoint"]
     ckpt_dir = run_dir / "checkpoints"
@@ -196,6 +198,7 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
     callbacks = [MonitorCheck(best.monitor), best, last, SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(),
                  *extra_callbacks, *build_callbacks(cfg["callbacks"]), FinalCheckpoint(ckpt_dir, last)]
     trainer_opts = dict(cfg["trainer"])
+    callbacks += console_callbacks(trainer_opts, callbacks)
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
     return L.Trainer(default_root_dir=str(run_dir), logger=make_loggers(cfg, run_dir, resumed), callbacks=callbacks,

@@ -169,3 +169,26 @@ def test_auto_path_picks_the_loop_for_the_conv_net_on_cpu_only():
     assert meta.resolve_path("auto", False, cpu) == "batched"
     assert meta.resolve_path("auto", True, cuda) == "batched"
     assert meta.resolve_path("loop", False, cpu) == "loop"
+
+
+def test_the_adaptation_curve_leaves_inference_mode():
+    """Lightning tests and validates under torch.inference_mode, where torch.func.grad returns zeros
+    before torch 2.12 (pytorch issue 177318): on the GPU machine's torch 2.11 no fine-tuning step
+    changed the test loss (loss_3 == loss_0). The curve's inner gradients are taken outside it, from
+    a batch made inside it, and give the curve computed outside it (seed 0)."""
+    torch.manual_seed(0)
+    net = MLP().double()
+    xs, ys, xq, yq = sinusoid_batch()
+    seen = []
+
+    def loss_fn(out, y):
+        seen.append(torch.is_inference_mode_enabled())
+        return F.mse_loss(out, y)
+
+    plain, _ = meta.adaptation_curve(net, dict(net.named_parameters()), 0.01, (xs, ys, xq, yq), loss_fn, 2)
+    with torch.inference_mode():
+        batch = tuple(t.clone() for t in (xs, ys, xq, yq))  # inference tensors, as Lightning's batches
+        inside, _ = meta.adaptation_curve(net, dict(net.named_parameters()), 0.01, batch, loss_fn, 2)
+    assert seen and not any(seen)
+    torch.testing.assert_close(inside, plain, rtol=0, atol=0)
+    assert (plain[:, 2] != plain[:, 0]).all()  # every step moved every task (zero gradients left it flat)

@@ -30,7 +30,8 @@ def test_joint_run_resumes_from_its_last_checkpoint(tmp_path):
 
 def test_joint_run_under_cpu_ddp(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=ood_digits_joint", f"run_dir={tmp_path}",
-                           "trainer.devices=2", "trainer.strategy=ddp", "trainer.max_epochs=1", *SHORT],
+                           "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp",
+                           "trainer.max_epochs=1", *SHORT],
                           env=subprocess_env(), capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("run folder:") == 1

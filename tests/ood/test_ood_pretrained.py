@@ -14,7 +14,8 @@ NAMES = ["ood-digits-ce", "ood-digits-joint"]
 @pytest.mark.parametrize("name", NAMES)
 def test_evaluate_reproduces_the_card(name, capsys):
     card = pretrained_cards()[name]
-    assert evaluate.main([name, "--json"]) == 0
+    # on the CPU, where the card was made (on a GPU, TF32 convolutions move the last digits)
+    assert evaluate.main([name, "--json", "trainer.accelerator=cpu"]) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert set(metrics) == set(card["metrics"])
     for key, value in card["metrics"].items():

@@ -173,3 +173,21 @@ def test_a_figure_with_words_the_font_lacks_is_saved_under_warnings_as_errors(tm
             ax2.text(0.5, 0.5, "\u5b57")
             fig2.savefig(tmp_path / "plain.png")
     assert (tmp_path / "plots" / "words.png").stat().st_size > 0
+
+
+def test_many_cores_and_warnings_as_errors(tmp_path, monkeypatch, capsys):
+    """On a machine of more than 2 cores Lightning warns that a DataLoader without workers "may be a
+    bottleneck" (every recipe on the 16-core GPU machine: under PYTHONWARNINGS=error no run could
+    start). The zoo's datamodules choose their workers, so the warning is dropped; here the core
+    count Lightning sees is faked, the warnings filter is -W error."""
+    import warnings
+
+    from lightning.pytorch.trainer.connectors import data_connector
+
+    monkeypatch.setattr(data_connector, "suggested_max_num_workers", lambda devices: 15)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, err = run_main(["recipe=vae_digits", "trainer.max_steps=2", "trainer.limit_val_batches=1",
+                              "trainer.limit_test_batches=1", "trainer.enable_progress_bar=false",
+                              f"run_dir={tmp_path}/runs"], capsys)
+    assert code == 0, err

@@ -96,3 +96,23 @@ def test_records_of_a_logger_that_propagates_to_the_root_are_held_too(lightning_
     finally:
         fabric.propagate = saved
         root.removeHandler(recorder)
+
+
+def test_the_same_console_output_with_rich_installed(tmp_path, monkeypatch, lightning_lines):
+    """With the ``rich`` package installed Lightning picks its rich model summary and progress bar,
+    which print to the console directly (past the held messages; the summary came before the device
+    line on the GPU machine, which has rich). zoo.train names the plain ones, so Lightning's flag
+    that rich is there changes nothing (without them it would build the rich ones here, which have
+    no rich to import)."""
+    from lightning.pytorch.callbacks import ModelSummary, TQDMProgressBar
+    from lightning.pytorch.trainer.connectors import callback_connector
+
+    from zoo.train import train
+
+    monkeypatch.setattr(callback_connector, "_RICH_AVAILABLE", True)
+    result = train(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "trainer.max_steps=2",
+                    "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"])
+    kinds = [type(c) for c in result.model.trainer.callbacks]
+    assert kinds.count(ModelSummary) == 1 and kinds.count(TQDMProgressBar) == 1, kinds
+    assert not any("Rich" in k.__name__ for k in kinds), kinds
+    assert sum("Total params" in line for line in lightning_lines) == 1, lightning_lines

@@ -329,3 +329,20 @@ def test_a_size_the_machine_cannot_allocate_exits_2_and_writes_nothing(tmp_path,
     code, err = run_main(["recipe=vae_digits", "model.hidden=2147483647", f"run_dir={tmp_path}/runs"], capsys)
     assert code == 2 and "out of memory" in err and "Traceback" not in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_weights_larger_than_the_machine_are_refused_before_they_are_allocated(tmp_path, capsys, monkeypatch):
+    """Where the kernel grants any allocation (vm.overcommit_memory=1: the GPU machine), the test above
+    ran for minutes filling memory instead of failing: the sizes a model asks for are added up
+    against the machine's memory first. Here the machine is made 64 MiB: a 4096-unit VAE (84 MiB of
+    weights) is refused with the sum, and one of 400 units trains."""
+    from zoo.core import memory
+
+    monkeypatch.setattr(memory, "machine_bytes", lambda: 64 * 2**20)
+    code, err = run_main(["recipe=vae_digits", "model.hidden=4096", "trainer.fast_dev_run=true",
+                          f"run_dir={tmp_path}/runs"], capsys)
+    assert code == 2 and err.startswith("error: out of memory (0.1 GiB of weights requested") and "0.1 GiB)" in err, err
+    assert not (tmp_path / "runs").exists()
+    code, err = run_main(["recipe=vae_digits", "model.hidden=400", "trainer.fast_dev_run=true",
+                          f"run_dir={tmp_path}/runs"], capsys)
+    assert code == 0, err

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # V = 330 x 4 + 20 = 1,340 words: above batch_centres / 4, so the ranks' changes are summed
 CORPUS = ["recipe=skipgram_synthetic", "data.planted.groups=330", "data.planted.forms=4",
           "data.planted.tokens=300000", "data.chunk_tokens=27000", "model.dim=32", "trainer.max_epochs=2",
-          "trainer.enable_progress_bar=false"]
+          "trainer.enable_progress_bar=false", "trainer.accelerator=cpu"]  # CPU DDP, also where a GPU is
 
 
 def test_two_processes_learn_like_one(tmp_path):

@@ -161,7 +161,11 @@ def adaptation_curve(net: nn.Module, params: Params, alpha: float | Params, batc
                 p = adapt(net, p, alpha, xs, ys, loss_fn, 1, first_order=True)
         return torch.stack(losses), torch.stack(metrics)
 
-    with torch.enable_grad():  # torch.func.grad needs autograd on inside
+    # torch.func.grad needs autograd on inside, and out of inference mode (Lightning evaluates in it):
+    # there it silently returns zeros before torch 2.12 (pytorch issue 177318), so no step adapted. The
+    # batch is copied out of inference mode (an inference tensor cannot enter a recorded graph).
+    with torch.inference_mode(False), torch.enable_grad():
+        batch = tuple(t.clone() for t in batch)
         parts = [vmap(one_task)(*(t[i:i + chunk] for t in batch)) for i in range(0, len(batch[0]), chunk)]
     losses = torch.cat([p[0] for p in parts])
     metrics = torch.cat([p[1] for p in parts]) if metric is not None else None

@@ -2,7 +2,7 @@
 but for the five test-data files the benchmarks and tests read (skipgram_measures.py, zoo corpus
 ``gensim:`` names), so that the tree and both wheel folders fit one device call's 64 MiB.
 
-    python benchmarks/cut_wheel.py .gpu/wheels2/gensim-4.4.0-*.whl
+    python benchmarks/tools/cut_wheel.py .gpu/wheels2/gensim-4.4.0-*.whl
 """
 
 import sys
