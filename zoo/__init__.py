@@ -4,7 +4,15 @@
     model = zoo.load("vae-digits")          # a pretrained entry, or a path to a .ckpt
 """
 
+import sys as _sys
+
 __version__ = "0.1.0"
+
+if _sys.argv[:1] == ["-m"]:  # `python -m zoo.<command>`, checked before a subpackage (zoo.estimators) loads torch
+    from zoo.streams import working_folder_gone as _gone
+
+    if _gone():
+        raise SystemExit(2)
 
 
 def load(target: str):

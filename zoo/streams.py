@@ -81,16 +81,24 @@ def guard_streams() -> LossyStream | None:
     return sys.stdout if isinstance(sys.stdout, LossyStream) else None
 
 
+def working_folder_gone() -> bool:
+    """True, with the error line printed, when the current folder was deleted or moved after the shell
+    entered it: torch cannot even be loaded there (MKL's fatal error)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        print("error: the current folder no longer exists (it was deleted or moved after this shell entered "
+              "it): cd to an existing folder and run the command again", file=sys.stderr)
+        return True
+    return False
+
+
 def run_command(main: Callable[[], int]) -> int:
     """``main()``'s exit status, with the streams guarded. Output lost to a reader that went away
     (``| head -1``) is what the reader asked for; lost otherwise (a full disk) it is one error line
     and exit status 2, though the command did its work (a run folder is whole)."""
     out = guard_streams()
-    try:
-        os.getcwd()
-    except FileNotFoundError:  # torch cannot even be imported there
-        print("error: the current folder no longer exists (it was deleted or moved after this shell entered "
-              "it): cd to an existing folder and run the command again", file=sys.stderr)
+    if working_folder_gone():
         return 2
     code = main()
     if out is None:

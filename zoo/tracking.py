@@ -16,14 +16,19 @@ from pathlib import Path
 from typing import Any
 
 
-class _DropCloudTip(logging.Filter):
+class _DropNoise(logging.Filter):
+    DROPPED = ("Tip: For seamless cloud logging",  # an advertisement
+               "Trainer already configured with model summary callbacks")  # console_callbacks named it
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip: For seamless cloud logging" not in record.getMessage()
+        message = record.getMessage()
+        return not any(text in message for text in self.DROPPED)
 
 
 def quiet_lightning() -> None:
-    """Drop three messages Lightning prints on every run that a zoo user cannot act on: the
-    advertisement for its cloud logger, torch's deprecation of ``LeafSpec`` raised from Lightning's
+    """Drop four messages Lightning prints on every run that a zoo user cannot act on: the
+    advertisement for its cloud logger, its note that the model summary was given (by
+    ``console_callbacks``), torch's deprecation of ``LeafSpec`` raised from Lightning's
     own code, and "does not have many workers" on a machine of more than 2 cores (the datamodules
     choose their workers: 0 where the data are tensors in memory, which workers only slow down, and
     2 where images are decoded from disk; ``data.num_workers=`` changes it). Under
@@ -31,8 +36,8 @@ def quiet_lightning() -> None:
     Lightning says is kept."""
     for name in RANK_ZERO_LOGGERS:
         logger = logging.getLogger(name)
-        if not any(isinstance(f, _DropCloudTip) for f in logger.filters):
-            logger.addFilter(_DropCloudTip())
+        if not any(isinstance(f, _DropNoise) for f in logger.filters):
+            logger.addFilter(_DropNoise())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
     warnings.filterwarnings("ignore", message=r"The '\w+' does not have many workers")
 
@@ -174,6 +179,10 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
         raise UserError("logger 'wandb' needs the wandb package: pip install wandb") from None
     opts = cfg["wandb"]
     mode = wandb_mode(opts["mode"])
+    if not os.environ.get("HOME") and not os.environ.get("XDG_CACHE_HOME"):
+        # wandb's core finds its log and cache folders from one of them: without either (a container, a
+        # cron job) it printed ~20 log lines on every run and left .wandb_cache in the working folder
+        os.environ["XDG_CACHE_HOME"] = str(run_dir / "wandb" / "cache")
     common = dict(project=opts["project"], entity=opts["entity"], save_dir=str(run_dir), tags=opts["tags"],
                   name=f"{cfg['recipe']}/{run_dir.name}", config=cfg)
     # Lightning refuses log_model with offline mode; artifacts only make sense online.

@@ -88,9 +88,11 @@ def test_a_deleted_working_folder_and_python_OO(tmp_path):
     gone = tmp_path / "gone"
     gone.mkdir()
     env = {**subprocess_env(), "PYTHONPATH": str(ROOT)}  # no empty entry: Python cannot make "" absolute there
-    proc = subprocess.run(["sh", "-c", 'cd "$1" && rmdir "$1" && exec "$0" -m zoo.evaluate vae-digits', sys.executable,
-                           str(gone)], env=env, capture_output=True, text=True, timeout=300)
-    assert "current folder no longer exists" in one_error_line(proc)
+    for command in ("zoo.evaluate vae-digits", "zoo.estimators list"):  # estimators' package loads torch
+        gone.mkdir(exist_ok=True)
+        proc = subprocess.run(["sh", "-c", f'cd "$1" && rmdir "$1" && exec "$0" -m {command}', sys.executable,
+                               str(gone)], env=env, capture_output=True, text=True, timeout=300)
+        assert "current folder no longer exists" in one_error_line(proc)
     program = ("import sys, zoo.evaluate, zoo.predict, zoo.estimators.__main__ as estimators\n"
                "codes = [zoo.evaluate.main(['--help']), zoo.predict.main(['--help'])]\n"
                "try:\n    estimators.main(['--help'])\nexcept SystemExit as done:\n    codes.append(done.code)\n"
@@ -191,3 +193,20 @@ def test_many_cores_and_warnings_as_errors(tmp_path, monkeypatch, capsys):
                               "trainer.limit_test_batches=1", "trainer.enable_progress_bar=false",
                               f"run_dir={tmp_path}/runs"], capsys)
     assert code == 0, err
+
+
+def test_wandb_without_a_home(tmp_path):
+    """No HOME and no XDG_CACHE_HOME (a container, a cron job): wandb's core printed about 20 of its
+    log lines ("ERROR main: failed to get logger path", "INFO server: ...") and left .wandb_cache in
+    the working folder; its folders now go into the run folder, and the run says nothing of W&B."""
+    env = {k: v for k, v in subprocess_env().items() if k not in ("HOME", "XDG_CACHE_HOME")}
+    proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=vae_digits", "trainer.max_steps=2",
+                           "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "logger=wandb",
+                           "trainer.enable_progress_bar=false", f"run_dir={tmp_path}/runs"],
+                          cwd=tmp_path, env={**env, "WANDB_MODE": "offline"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert " INFO " not in proc.stderr and " ERROR " not in proc.stderr, proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+    run = only_child(tmp_path / "runs" / "vae_digits")
+    assert list((run / "wandb").glob("offline-run-*")), "the offline run is where the docs say"

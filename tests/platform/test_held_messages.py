@@ -116,3 +116,4 @@ def test_the_same_console_output_with_rich_installed(tmp_path, monkeypatch, ligh
     assert kinds.count(ModelSummary) == 1 and kinds.count(TQDMProgressBar) == 1, kinds
     assert not any("Rich" in k.__name__ for k in kinds), kinds
     assert sum("Total params" in line for line in lightning_lines) == 1, lightning_lines
+    assert not any("already configured" in line for line in lightning_lines), lightning_lines  # nor its note on that
