@@ -244,3 +244,32 @@ def test_in_turn_is_word2vecs_sequential_sgd_within_a_window(window_pairs):
         assert error < 1e-6
     else:
         assert error > 1e-3
+
+
+@pytest.mark.parametrize("window_pairs", ["in_turn", "at_once"])
+def test_the_minibatch_path_reads_no_count_back_per_call(window_pairs):
+    """On a GPU reading a value back (``int(t)``, ``.item()``) holds the host until the queue drains;
+    the minibatch path did it once per sgd_windows call (the pair count: 10 a minibatch in turn, as
+    benchmarks/skipgram_ops.py counts), and the loss of the first minibatch once per call too. Now a
+    chunk reads three values at its end: the loss, its pairs and all pairs. Counted on the CPU, where
+    the same operations run."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Reads(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Reads.count += func.overloadpacket.__name__ == "_local_scalar_dense"
+            return func(*args, **(kwargs or {}))
+
+    g = torch.Generator().manual_seed(0)
+    n = 3000
+    tokens = torch.randint(0, 5000, (n,), generator=g)  # a vocabulary large enough for the sparse step
+    sentence = torch.cumsum(torch.rand(n, generator=g) < 0.05, 0)
+    window = torch.randint(1, 6, (n,), generator=g)
+    net = SkipGram(torch.full((5000,), 10), dim=8, objective="negative_sampling")
+    with torch.no_grad(), Reads():
+        stats = train_chunk(net, tokens, sentence, window, 5, 0.01, 0.001, batch_centres=500, seed=0,
+                            window_pairs=window_pairs)
+    assert stats["pairs"] == len(skipgram_pairs(tokens, sentence, window)[0])  # 6 minibatches, counted right
+    assert Reads.count == 3, Reads.count

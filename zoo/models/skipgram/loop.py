@@ -42,6 +42,8 @@ from zoo.models.skipgram.nets import SkipGram
 from zoo.models.skipgram.sampling import offsets, window_contexts
 
 WINDOW_PAIRS = ("in_turn", "at_once")  # how a minibatch visits each window's pairs (module docstring)
+Sums = tuple  # (summed loss, pairs): 0-dim tensors (or 0), read once a chunk: a read holds the host until a GPU's
+#               queue drains
 
 
 def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, window: torch.Tensor,
@@ -71,7 +73,7 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
 
     reach = offsets(max_window, tokens.device).abs()  # (2W,): -W..-1, 1..W, a window's contexts left to right
 
-    def in_turn(centres: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> tuple[float, int]:
+    def in_turn(centres: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> Sums:
         """The minibatch's pairs offset by offset: (P, 1) blocks, each window's contexts in turn.
         The pairs of all offsets are selected at once (two host syncs a minibatch on a GPU, not
         three per offset)."""
@@ -89,7 +91,7 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
                 loss, pairs = loss + l, pairs + p
         return loss, pairs
 
-    def at_once(batch: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> tuple[float, int]:
+    def at_once(batch: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> Sums:
         """The minibatch's windows bucketed by half-width b: (centres, 2b) blocks, all pairs at once."""
         loss, pairs = 0.0, 0
         wb = window[batch]
@@ -108,7 +110,7 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
 
     train_minibatch = in_turn if window_pairs == "in_turn" else at_once
 
-    def run(thread: int) -> tuple[float, int, int]:
+    def run(thread: int) -> tuple:  # (loss, its pairs, all pairs): tensors, read at the end
         g = torch.Generator(device=tokens.device).manual_seed((seed * 7919 + thread) % (1 << 62))
         loss, loss_pairs, pairs = 0.0, 0, 0
         for k in range(thread, n_batches, threads):
@@ -134,6 +136,6 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
                 results = list(pool.map(run, range(threads)))
     finally:
         torch.set_num_threads(previous)
-    loss = sum(r[0] for r in results)
-    loss_pairs = sum(r[1] for r in results)
-    return {"loss": loss / max(1, loss_pairs), "pairs": float(sum(r[2] for r in results))}
+    # the sums are tensors until here (on a GPU each read holds the host until the queue drains)
+    loss, loss_pairs, pairs = (float(sum(r[i] for r in results)) for i in range(3))
+    return {"loss": loss / max(1.0, loss_pairs), "pairs": pairs}

@@ -108,10 +108,11 @@ class SkipGram(nn.Module):
     @torch.no_grad()
     def sgd_windows(self, cond: torch.Tensor, valid: torch.Tensor, target: torch.Tensor, lr: float,
                     generator: torch.Generator | None = None, share_negatives: bool = True,
-                    with_loss: bool = False, dense: bool | None = None) -> tuple[float, int]:
+                    with_loss: bool = False, dense: bool | None = None) -> tuple:
         """One simultaneous SGD step on windows. cond (B, S) conditioning ids, valid (B, S),
         target (B,) the predicted words. ``dense``: use ``_sgd_dense`` (None: when it is cheaper,
-        i.e. V^2 <= the number of (pair, output) terms). Returns (summed loss or 0, number of pairs)."""
+        i.e. V^2 <= the number of (pair, output) terms). Returns (summed loss or 0, number of pairs),
+        each a 0-dim tensor to be read once a chunk: reading one holds the host until a GPU's queue drains."""
         if self.objective == "full_softmax":
             return self.sgd_softmax(cond[valid], target[:, None].expand_as(cond)[valid], lr, with_loss)
         k = self.negative
@@ -130,7 +131,7 @@ class SkipGram(nn.Module):
         if not self.step_cap:
             self.centre.index_add_(0, cond.flatten(), grad_v.flatten(0, 1), alpha=lr)
             self.context.index_add_(0, out.flatten(), grad_u.flatten(0, 1), alpha=lr)
-            return loss, int(valid.sum())
+            return loss, valid.sum()
         # per-row damped steps (``_capped_step``), both from the tables before either update (v, u
         # are gathered copies); a row's Hessian-vector product sums h (x . p) x over its terms
         rows_v, inv_v = torch.unique(cond, return_inverse=True)  # (R,), (B, S)
@@ -148,7 +149,7 @@ class SkipGram(nn.Module):
         step_u = self._capped_step(self._sum_rows(inv_u, len(rows_u), grad_u), hvp_u, lr)  # (R', D)
         self.centre.index_add_(0, rows_v, step_v)
         self.context.index_add_(0, rows_u, step_u)
-        return loss, int(valid.sum())
+        return loss, valid.sum()
 
     @staticmethod
     def _sum_rows(inverse: torch.Tensor, n: int, values: torch.Tensor) -> torch.Tensor:
@@ -157,7 +158,7 @@ class SkipGram(nn.Module):
         return flat.new_zeros(n, *flat.shape[1:]).index_add_(0, inverse.flatten(), flat)
 
     def _sgd_dense(self, cond: torch.Tensor, valid: torch.Tensor, out: torch.Tensor, lr: float,
-                   with_loss: bool) -> tuple[float, int]:
+                   with_loss: bool) -> tuple[torch.Tensor | float, torch.Tensor]:
         """The same simultaneous step for a small vocabulary V, where a minibatch has more (pair,
         output) terms than there are word pairs: the scores of all V x V pairs come from one GEMM,
         a term's score is a lookup, and its coefficient is summed into a (V, V) matrix G, so the
@@ -182,18 +183,18 @@ class SkipGram(nn.Module):
             grad_u.mul_(lr)
         self.centre.add_(grad_v)
         self.context.add_(grad_u)
-        return loss, int(valid.sum())
+        return loss, valid.sum()
 
     def _coefficients(self, s: torch.Tensor, valid: torch.Tensor, out: torch.Tensor, with_loss: bool
-                      ) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+                      ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | float]:
         """From scores s (B, S, K1): the masked y - sig(s) = -dloss/ds, the masked curvature
         bound ``path_curvature`` when the step cap needs it (else None), and the summed loss when
-        asked (else 0)."""
+        asked (a 0-dim tensor, read by the caller once a chunk; else 0)."""
         w = self._weights(valid, out)
         loss = 0.0
         if with_loss:
             ll = torch.cat([F.logsigmoid(s[..., :1]), F.logsigmoid(-s[..., 1:])], -1)
-            loss = float(-(ll * w).sum())
+            loss = -(ll * w).sum()
         sig = torch.sigmoid(s)
         g = sig.neg()
         g[..., 0] += 1.0
