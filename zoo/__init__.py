@@ -8,11 +8,12 @@ import sys as _sys
 
 __version__ = "0.1.0"
 
-if _sys.argv[:1] == ["-m"]:  # `python -m zoo.<command>`, checked before a subpackage (zoo.estimators) loads torch
-    from zoo.streams import working_folder_gone as _gone
+if _sys.argv[:1] == ["-m"]:  # `python -m zoo.<command>`, before a subpackage (zoo.estimators) loads torch
+    from zoo import streams as _streams
 
-    if _gone():
+    if _streams.working_folder_gone():
         raise SystemExit(2)
+    _streams.config_folders_elsewhere()
 
 
 def load(target: str):

@@ -81,6 +81,32 @@ def guard_streams() -> LossyStream | None:
     return sys.stdout if isinstance(sys.stdout, LossyStream) else None
 
 
+def writable(path: str | os.PathLike) -> bool:
+    """Whether ``path`` can be written or made: the path itself if it exists, else the nearest folder above."""
+    here = os.path.abspath(path)
+    while not os.path.exists(here) and os.path.dirname(here) != here:
+        here = os.path.dirname(here)
+    return os.access(here, os.W_OK | os.X_OK if os.path.isdir(here) else os.W_OK)
+
+
+def config_folders_elsewhere() -> None:
+    """A HOME that is unset or read-only (a container, a shared account): matplotlib, which torchmetrics
+    imports with Lightning, warned on every command that it made a temporary config folder instead.
+    The command makes that folder itself, quietly (MPLCONFIGDIR). Before Lightning is imported."""
+    import tempfile
+
+    if os.environ.get("MPLCONFIGDIR"):
+        return
+    base = os.environ.get("XDG_CONFIG_HOME") or (os.path.join(os.environ["HOME"], ".config")
+                                                 if os.environ.get("HOME") else None)
+    if base is None or not writable(os.path.join(base, "matplotlib")):
+        import atexit
+        import shutil
+
+        os.environ["MPLCONFIGDIR"] = folder = tempfile.mkdtemp(prefix="zoo-matplotlib-")
+        atexit.register(shutil.rmtree, folder, True)
+
+
 def working_folder_gone() -> bool:
     """True, with the error line printed, when the current folder was deleted or moved after the shell
     entered it: torch cannot even be loaded there (MKL's fatal error)."""
@@ -115,6 +141,7 @@ def run_command(main: Callable[[], int]) -> int:
 
 def zoo_train() -> int:
     """The ``zoo-train`` console script (pyproject.toml): ``python -m zoo.train``, streams guarded."""
+    config_folders_elsewhere()
     from zoo.train import main
 
     return run_command(main)

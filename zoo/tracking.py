@@ -172,6 +172,7 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
     from lightning.pytorch.loggers import WandbLogger
 
     from zoo.errors import UserError
+    from zoo.streams import writable
 
     try:
         import wandb  # noqa: F401
@@ -179,9 +180,11 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
         raise UserError("logger 'wandb' needs the wandb package: pip install wandb") from None
     opts = cfg["wandb"]
     mode = wandb_mode(opts["mode"])
-    if not os.environ.get("HOME") and not os.environ.get("XDG_CACHE_HOME"):
-        # wandb's core finds its log and cache folders from one of them: without either (a container, a
-        # cron job) it printed ~20 log lines on every run and left .wandb_cache in the working folder
+    cache = os.environ.get("XDG_CACHE_HOME") or (os.path.join(os.environ["HOME"], ".cache")
+                                                  if os.environ.get("HOME") else None)
+    if cache is None or not writable(cache):
+        # wandb's core keeps its logs and cache there: without HOME (a container, a cron job) or with a
+        # read-only one it printed ~20 log lines on every run and left .wandb_cache in the working folder
         os.environ["XDG_CACHE_HOME"] = str(run_dir / "wandb" / "cache")
     common = dict(project=opts["project"], entity=opts["entity"], save_dir=str(run_dir), tags=opts["tags"],
                   name=f"{cfg['recipe']}/{run_dir.name}", config=cfg)

@@ -21,3 +21,22 @@ def run_main(argv: list[str], capsys) -> tuple[int, str]:
 
     code = main(argv)
     return code, capsys.readouterr().err
+
+
+DROP = "-dac_override,-dac_read_search"
+
+
+def enforced(argv: list[str]) -> list[str]:
+    """``argv`` run so that file permissions apply: as root, under setpriv without the capabilities
+    that bypass them; as another user, as it is."""
+    import shutil
+
+    import pytest
+
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("these tests run as root, where chmod stops no read: they need setpriv (util-linux, "
+                    "e.g. apt-get install util-linux) to drop CAP_DAC_OVERRIDE; it is not installed")
+    return [setpriv, f"--inh-caps={DROP}", f"--bounding-set={DROP}", *argv]

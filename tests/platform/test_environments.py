@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import lightning  # noqa: F401  (imported before the tests: its log handler keeps the real stderr)
-from platform_testlib import ROOT, run_main, subprocess_env
+import pytest
+from platform_testlib import ROOT, enforced, run_main, subprocess_env
 
 FAST = ["trainer.fast_dev_run=true"]
 
@@ -195,18 +196,26 @@ def test_many_cores_and_warnings_as_errors(tmp_path, monkeypatch, capsys):
     assert code == 0, err
 
 
-def test_wandb_without_a_home(tmp_path):
-    """No HOME and no XDG_CACHE_HOME (a container, a cron job): wandb's core printed about 20 of its
-    log lines ("ERROR main: failed to get logger path", "INFO server: ...") and left .wandb_cache in
-    the working folder; its folders now go into the run folder, and the run says nothing of W&B."""
-    env = {k: v for k, v in subprocess_env().items() if k not in ("HOME", "XDG_CACHE_HOME")}
-    proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=vae_digits", "trainer.max_steps=2",
-                           "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "logger=wandb",
-                           "trainer.enable_progress_bar=false", f"run_dir={tmp_path}/runs"],
-                          cwd=tmp_path, env={**env, "WANDB_MODE": "offline"}, capture_output=True, text=True,
-                          timeout=300)
+@pytest.mark.parametrize("home", ["unset", "read-only"])
+def test_wandb_and_matplotlib_without_a_writable_home(home, tmp_path):
+    """HOME unset or read-only (a container, a cron job, a shared account): wandb's core printed about
+    20 of its log lines ("ERROR main: failed to get logger path", "INFO server: ...") and left
+    .wandb_cache in the working folder, and matplotlib warned that it made a temporary config folder.
+    Their folders now go into the run folder and a temporary folder, and the run says nothing of them."""
+    env = {k: v for k, v in subprocess_env().items() if k not in ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
+                                                                    "MPLCONFIGDIR")}
+    if home == "read-only":
+        (tmp_path / "home").mkdir(mode=0o555)
+        env["HOME"] = str(tmp_path / "home")
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.run(enforced([sys.executable, "-m", "zoo.train", "recipe=vae_digits", "trainer.max_steps=2",
+                                    "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "logger=wandb",
+                                    "trainer.enable_progress_bar=false", f"run_dir={work}/runs"]),
+                          cwd=work, env={**env, "WANDB_MODE": "offline"}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert " INFO " not in proc.stderr and " ERROR " not in proc.stderr, proc.stderr[-3000:]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
-    run = only_child(tmp_path / "runs" / "vae_digits")
+    assert "matplotlib" not in proc.stderr.lower(), proc.stderr[-3000:]
+    assert sorted(p.name for p in work.iterdir()) == ["runs"]
+    run = only_child(work / "runs" / "vae_digits")
     assert list((run / "wandb").glob("offline-run-*")), "the offline run is where the docs say"

@@ -15,21 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from platform_testlib import ROOT, subprocess_env
-
-DROP = "-dac_override,-dac_read_search"
-
-
-def enforced(argv: list[str]) -> list[str]:
-    """``argv`` run so that file permissions apply: as root, under setpriv without the capabilities
-    that bypass them; as another user, as it is."""
-    if os.geteuid() != 0:
-        return argv
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.fail("these tests run as root, where chmod stops no read: they need setpriv (util-linux, "
-                    "e.g. apt-get install util-linux) to drop CAP_DAC_OVERRIDE; it is not installed")
-    return [setpriv, f"--inh-caps={DROP}", f"--bounding-set={DROP}", *argv]
+from platform_testlib import ROOT, enforced, subprocess_env
 
 
 @pytest.fixture
