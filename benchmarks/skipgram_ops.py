@@ -38,15 +38,17 @@ SYNCING = {"nonzero", "_unique2", "unique_dim", "_unique", "unique_consecutive",
 
 
 class OpCounter(TorchDispatchMode):
-    """Counts every aten operation, and those that make the host wait for the device."""
+    """Counts every aten operation, those that launch work (views only relabel memory), and those
+    that make the host wait for the device."""
 
     def __init__(self):
         super().__init__()
-        self.ops, self.syncs = 0, collections.Counter()
+        self.ops, self.kernels, self.syncs = 0, 0, collections.Counter()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
         self.ops += 1
+        self.kernels += not func.is_view
         if name in SYNCING:
             self.syncs[name] += 1
         elif name == "index" and any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in args[1]):
@@ -104,13 +106,16 @@ def measure(batch_centres: int, order: str, cap: str, device: torch.device) -> d
         seconds = time.perf_counter() - start
     row = {"batch_centres": batch_centres, "window_pairs": order, "step_cap": cap, "raw_words": words,
            "minibatches": minibatches, "ops_per_minibatch": round(counter.ops / minibatches),
+           "kernel_ops_per_minibatch": round(counter.kernels / minibatches),
+           "kernel_ops_per_1k_words": round(1000 * counter.kernels / words, 1),
            "syncs_per_minibatch": round(syncs / minibatches, 1),
            "syncs_by_kind": {**dict(counter.syncs), "tolist": tolist[0]},
            "ops_per_1k_words": round(1000 * counter.ops / words, 1),
            "syncs_per_1k_words": round(1000 * syncs / words, 2),
            "words_per_s": round(words / seconds)}
-    print(f"{batch_centres:>6} {order:8s} {cap:6s}: {row['ops_per_minibatch']:>5} ops and "
-          f"{row['syncs_per_minibatch']:>5} syncs a minibatch, {row['ops_per_1k_words']:>7} ops and "
+    print(f"{batch_centres:>6} {order:8s} {cap:6s}: {row['ops_per_minibatch']:>5} ops ("
+          f"{row['kernel_ops_per_minibatch']} not views) and {row['syncs_per_minibatch']:>5} syncs a minibatch, "
+          f"{row['kernel_ops_per_1k_words']:>7} non-view ops and "
           f"{row['syncs_per_1k_words']:>6} syncs per 1k words; {row['words_per_s']:,} words/s on {device}", flush=True)
     return row
 
