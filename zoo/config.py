@@ -60,6 +60,10 @@ class RunConfig:
     trainer: Any = field(default_factory=dict)  # keyword arguments of lightning.Trainer
     seed: int = between(0, 0, SEED_MAX)  # seeds python, numpy and torch (and dataloader workers)
     threads: int = 0  # torch intra-op CPU threads; 0 = torch's default (one per core)
+    # float32 arithmetic on a CUDA GPU: None = torch's defaults (matrix products in full float32, cuDNN
+    # convolutions in TF32); highest = both in full float32 (nearest the CPU's numbers); high / medium =
+    # both with TF32 / bf16 inside (faster from Ampere on; Lightning's tip names this setting)
+    matmul_precision: Optional[str] = choice(None, [None, "highest", "high", "medium"])
     logger: Any = field(default_factory=lambda: ["csv"])  # any of csv, wandb, tensorboard
     wandb: WandbConfig = field(default_factory=WandbConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

@@ -20,9 +20,25 @@ class _DropNoise(logging.Filter):
     DROPPED = ("Tip: For seamless cloud logging",  # an advertisement
                "Trainer already configured with model summary callbacks")  # console_callbacks named it
 
+    precision_chosen = False  # set_float32_precision ran: Lightning's tip to choose it is answered
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
+        if "torch.set_float32_matmul_precision" in message and _DropNoise.precision_chosen:
+            return False
         return not any(text in message for text in self.DROPPED)
+
+
+def set_float32_precision(level: str) -> None:
+    """``matmul_precision``: one level for matrix products and cuDNN's convolutions, whose TF32 switch
+    torch keeps apart (on by default: on an H100 a conv net's float32 gradients then differ from the
+    CPU's in the third digit). Lightning's tip to set the first is dropped once it is set (with
+    ``highest`` its condition still holds)."""
+    import torch
+
+    torch.set_float32_matmul_precision(level)
+    torch.backends.cudnn.allow_tf32 = level != "highest"
+    _DropNoise.precision_chosen = True
 
 
 def quiet_lightning() -> None:

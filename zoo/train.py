@@ -282,6 +282,10 @@ def train(argv: list[str]) -> RunResult | None:
         import torch
 
         torch.set_num_threads(cfg["threads"])
+    if cfg["matmul_precision"]:
+        from zoo.tracking import set_float32_precision
+
+        set_float32_precision(cfg["matmul_precision"])
     L.seed_everything(cfg["seed"], workers=True, verbose=False)
     datamodule, model = build(cfg)
     # the training loader's own checks (a batch larger than the data) before Lightning prints its device

@@ -117,3 +117,31 @@ def test_the_same_console_output_with_rich_installed(tmp_path, monkeypatch, ligh
     assert not any("Rich" in k.__name__ for k in kinds), kinds
     assert sum("Total params" in line for line in lightning_lines) == 1, lightning_lines
     assert not any("already configured" in line for line in lightning_lines), lightning_lines  # nor its note on that
+
+
+def test_matmul_precision_sets_both_switches_and_answers_lightnings_tip(tmp_path, capsys, monkeypatch):
+    """``matmul_precision=highest``: matrix products and cuDNN convolutions in full float32 (torch keeps
+    cuDNN's TF32 switch apart, on by default: on the H100 the conv net's meta-gradient moved by 2e-3);
+    Lightning's tip to choose the precision, printed on every run on such a GPU, is then dropped."""
+    import torch
+
+    from zoo.tracking import _DropNoise
+
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    monkeypatch.setattr(_DropNoise, "precision_chosen", False)
+    tip = logging.LogRecord("lightning.pytorch.utilities.rank_zero", logging.INFO, __file__, 1,
+                            "You are using a CUDA device that has Tensor Cores. To properly utilize them, you should "
+                            "set `torch.set_float32_matmul_precision('medium' | 'high')`", None, None)
+    assert _DropNoise().filter(tip)  # kept while the user has not chosen
+    before = torch.get_float32_matmul_precision()
+    try:
+        code, err = run_main(["recipe=vae_digits", "matmul_precision=highest", "trainer.fast_dev_run=true",
+                              f"run_dir={tmp_path}/runs"], capsys)
+        assert code == 0, err
+        assert torch.get_float32_matmul_precision() == "highest" and torch.backends.cudnn.allow_tf32 is False
+        assert not _DropNoise().filter(tip)
+        code, err = run_main(["recipe=vae_digits", "matmul_precision=high", "trainer.fast_dev_run=true",
+                              f"run_dir={tmp_path}/runs"], capsys)
+        assert code == 0 and torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
+    finally:
+        torch.set_float32_matmul_precision(before)
