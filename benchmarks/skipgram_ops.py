@@ -77,11 +77,12 @@ def one_chunk(batch: dict, model, device: torch.device) -> dict:
                        cfg.interleave)
 
 
-def measure(batch_centres: int, order: str, cap: str, device: torch.device) -> dict:
+def measure(batch_centres: int, order: str, cap: str, rows: str, device: torch.device) -> dict:
     overrides = [f"model.batch_centres={batch_centres}", f"model.window_pairs={order}",
                  f"data.chunk_tokens={16 * batch_centres}"]  # ~11 minibatches after subsampling
     overrides += ["model.step_cap=false"] if cap == "none" else [f"model.step_cap_method={cap}"]
     batch, model = chunk_and_model(overrides, device)
+    model.net.sync_free_rows = {"sort": True, "unique": False, "auto": None}[rows]
     words = int(batch["raw_words"])
     minibatches = -(-len(batch["tokens"]) // batch_centres)
     counter, tolist = OpCounter(), [0]
@@ -104,7 +105,7 @@ def measure(batch_centres: int, order: str, cap: str, device: torch.device) -> d
         one_chunk(batch, model, device)
         synchronize(device)
         seconds = time.perf_counter() - start
-    row = {"batch_centres": batch_centres, "window_pairs": order, "step_cap": cap, "raw_words": words,
+    row = {"batch_centres": batch_centres, "window_pairs": order, "step_cap": cap, "rows": rows, "raw_words": words,
            "minibatches": minibatches, "ops_per_minibatch": round(counter.ops / minibatches),
            "kernel_ops_per_minibatch": round(counter.kernels / minibatches),
            "kernel_ops_per_1k_words": round(1000 * counter.kernels / words, 1),
@@ -126,6 +127,8 @@ def main() -> None:
     parser.add_argument("--batches", default="5120,65536", help="model.batch_centres values")
     parser.add_argument("--orders", default="in_turn,at_once", help="model.window_pairs values")
     parser.add_argument("--caps", default="newton,line,none", help="model.step_cap_method values (none: no cap)")
+    parser.add_argument("--rows", default="sort", choices=["sort", "unique", "auto"],
+                        help="the step cap's rows: sort (no sync; the GPU's default), unique (the CPU's), auto")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_ops.json"))
     args = parser.parse_args()
     device = resolve_device(args.device)
@@ -136,7 +139,7 @@ def main() -> None:
     for batch_centres in (int(b) for b in args.batches.split(",")):
         for order in args.orders.split(","):
             for cap in args.caps.split(","):
-                record["rows"].append(measure(batch_centres, order, cap, device))
+                record["rows"].append(measure(batch_centres, order, cap, args.rows, device))
                 Path(args.out).parent.mkdir(parents=True, exist_ok=True)
                 Path(args.out).write_text(json.dumps(record, indent=1) + "\n")  # as it goes
     print(f"wrote {args.out}")

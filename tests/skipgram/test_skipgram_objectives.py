@@ -226,3 +226,29 @@ def test_initial_word_vectors_span_the_chosen_range(init_range):
     assert net.centre.abs().max() <= bound
     assert net.centre.max() > 0.999 * bound and net.centre.min() < -0.999 * bound
     assert net.context.abs().max() == 0
+
+
+@pytest.mark.parametrize("method", ["newton", "line"])
+@pytest.mark.parametrize("objective", ["negative_sampling", "nce", "full_softmax"])
+def test_rows_without_unique_give_the_same_tables(objective, method):
+    """``sync_free_rows`` (the GPU's default: no torch.unique, whose size the host reads back each
+    call) finds the step cap's rows by a sort, padded with zero steps: the tables after three capped
+    steps equal unique's bit for bit (seed 0; CPU)."""
+    torch.manual_seed(0)
+    counts = torch.randint(1, 100, (300,))
+    cond, target = torch.randint(0, 300, (200, 4)), torch.randint(0, 300, (200,))
+    valid = torch.rand(200, 4) > 0.2
+    tables = []
+    for sync_free in (False, True):
+        net = SkipGram(counts, dim=16, objective=objective, step_cap=True, cap_method=method)
+        with torch.no_grad():
+            net.centre.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(1))
+            net.context.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(2))
+            net.sync_free_rows = sync_free
+            start = net.context.detach().clone()
+            g = torch.Generator().manual_seed(3)
+            for _ in range(3):
+                net.sgd_windows(cond, valid, target, 0.05, g, dense=False)
+        tables.append((net.centre.detach().clone(), net.context.detach().clone()))
+    assert not torch.equal(tables[1][1], start)  # the capped steps moved the tables
+    assert all(torch.equal(a, b) for a, b in zip(*tables))

@@ -72,6 +72,7 @@ class SkipGram(nn.Module):
         self.sampler = AliasSampler(q)
         self.hogwild_threads = 1  # threads running minibatches on these tables at once (loop.py)
         self.replicas = 1  # DDP ranks whose chunk updates are summed (loop.py, from module.py)
+        self.sync_free_rows: bool | None = None  # ``rows`` without torch.unique; None = on a GPU
 
     # ---- the objective with autograd (reference and diagnostics) ------------------------------
     def logits(self, v: torch.Tensor, u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -134,8 +135,8 @@ class SkipGram(nn.Module):
             return loss, valid.sum()
         # per-row damped steps (``_capped_step``), both from the tables before either update (v, u
         # are gathered copies); a row's Hessian-vector product sums h (x . p) x over its terms
-        rows_v, inv_v = torch.unique(cond, return_inverse=True)  # (R,), (B, S)
-        rows_u, inv_u = torch.unique(out, return_inverse=True)  # (R',), (B, K1)
+        rows_v, inv_v = self.rows(cond)  # (R,), (B, S)
+        rows_u, inv_u = self.rows(out)  # (R',), (B, K1)
 
         def hvp_v(P: torch.Tensor) -> torch.Tensor:  # (R, D) -> (R, D)
             a = torch.bmm(F.embedding(inv_v, P), u.transpose(1, 2)).mul_(curvature)  # (B, S, K1)
@@ -150,6 +151,24 @@ class SkipGram(nn.Module):
         self.centre.index_add_(0, rows_v, step_v)
         self.context.index_add_(0, rows_u, step_u)
         return loss, valid.sum()
+
+    def rows(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The table rows that ``ids`` touch and each id's index among them: ``torch.unique(ids,
+        return_inverse=True)``, whose size the host must read back (on a GPU a sync that holds the host
+        until the queue drains: 20 a minibatch with the step cap, benchmarks/skipgram_ops.py). With
+        ``sync_free_rows`` (default: on a GPU) the rows come from a sort instead, padded to ids.numel()
+        with id 0: a padding row gets no terms, so a zero step. Same rows, order and sums as unique's
+        for the real rows (tested)."""
+        if not (ids.is_cuda if self.sync_free_rows is None else self.sync_free_rows):
+            return torch.unique(ids, return_inverse=True)
+        flat = ids.flatten()
+        ordered, order = flat.sort()  # (N,)
+        first = torch.ones_like(ordered, dtype=torch.bool)
+        first[1:] = ordered[1:] != ordered[:-1]
+        segment = first.cumsum(0) - 1  # (N,) the row of each sorted id
+        rows = torch.zeros_like(flat).scatter_(0, segment, ordered)  # (N,) the distinct ids, then zeros
+        inverse = torch.empty_like(segment).scatter_(0, order, segment)
+        return rows, inverse.view_as(ids)
 
     @staticmethod
     def _sum_rows(inverse: torch.Tensor, n: int, values: torch.Tensor) -> torch.Tensor:
@@ -260,7 +279,7 @@ class SkipGram(nn.Module):
         rows = c
         if self.step_cap:  # ``_capped_step``, with the diagonal of the softmax Hessian p (1 - p)
             curvature = path_curvature(g)  # (P, V)
-            rows, inverse = torch.unique(c, return_inverse=True)
+            rows, inverse = self.rows(c)
             grad_v = self._capped_step(
                 self._sum_rows(inverse, len(rows), grad_v),
                 lambda P: self._sum_rows(inverse, len(rows), ((P[inverse] @ context.T) * curvature) @ context), lr)
