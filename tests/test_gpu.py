@@ -77,6 +77,39 @@ def test_skipgram_learns_on_cuda(tmp_path: Path):
     assert result.test_metrics["test/planted_spearman"] > 0.85
 
 
+@pytest.mark.parametrize("method", ["newton", "line"])
+def test_skipgram_sparse_capped_step_on_cuda_matches_the_cpu(method):
+    """The sparse minibatch step with the step cap (a vocabulary too large for the dense path; the
+    recipe above has 180 words) on CUDA, its rows by sort (the GPU's default, no host sync) and by
+    torch.unique: the tables after three steps match the CPU's to float tolerance (the GPU's
+    index_add_ sums in another order). The noise words are drawn on the CPU and reused."""
+    from zoo.models.skipgram.nets import SkipGram
+
+    torch.manual_seed(0)
+    counts = torch.randint(1, 100, (3000,))
+    cond, target = torch.randint(0, 3000, (2000, 4)), torch.randint(0, 3000, (2000,))
+    valid = torch.rand(2000, 4) > 0.2
+    tables = {}
+    for where, sync_free in (("cpu", False), ("cuda", True), ("cuda", False)):
+        net = SkipGram(counts, dim=16, step_cap=True, cap_method=method)
+        with torch.no_grad():
+            net.centre.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(1))
+            net.context.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(2))
+        net = net.to(where)
+        net.sync_free_rows = sync_free
+        noise, draw = torch.Generator().manual_seed(3), net.sampler.sample  # the same draws everywhere
+        net.sampler.sample = lambda shape, generator=None, device=None, draw=draw, noise=noise: \
+            draw(shape, noise).to(device)
+        with torch.no_grad():
+            for _ in range(3):
+                net.sgd_windows(cond.to(where), valid.to(where), target.to(where), 0.05, None, dense=False)
+        tables[where, sync_free] = net.centre.detach().cpu(), net.context.detach().cpu()
+    reference = tables["cpu", False]
+    for key in (("cuda", True), ("cuda", False)):
+        for got, want in zip(tables[key], reference):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_rng_state_restores_cuda_generators():
     """A resumed GPU run draws the same CUDA random numbers as the uninterrupted one (RNGState)."""
     from zoo.callbacks.safety import RNGState
