@@ -167,8 +167,10 @@ EOF
     timeout "$(left 100)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
       --repeats 1 --threads 1 --zoo updates=minibatch batch_centres=65536 \
       --out "$OUT/skipgram_batch64k_$DEVICE.json" > "$OUT/bench.log" 2>&1
-    timeout "$(left 60)" "$PY" benchmarks/skipgram_ops.py --device "$DEVICE" --caps newton,line \
-      --out "$OUT/skipgram_ops_$DEVICE.json" >> "$OUT/bench.log" 2>&1
+    for rows in unique sort; do  # the step cap's rows: which is faster where each operation is a launch?
+      timeout "$(left 40)" "$PY" benchmarks/skipgram_ops.py --device "$DEVICE" --caps newton --rows $rows \
+        --out "$OUT/skipgram_ops_${rows}_$DEVICE.json" >> "$OUT/bench.log" 2>&1
+    done
     timeout "$(left 50)" "$PY" benchmarks/maml_vs_loop.py --device "$DEVICE" --reps 10 \
       --out "$OUT/maml_vs_loop_$DEVICE.json" >> "$OUT/bench.log" 2>&1
     timeout "$(left 90)" "$PY" benchmarks/seqgan_rollouts.py --device "$DEVICE" --repeats 3 \

@@ -82,7 +82,7 @@ def measure(batch_centres: int, order: str, cap: str, rows: str, device: torch.d
                  f"data.chunk_tokens={16 * batch_centres}"]  # ~11 minibatches after subsampling
     overrides += ["model.step_cap=false"] if cap == "none" else [f"model.step_cap_method={cap}"]
     batch, model = chunk_and_model(overrides, device)
-    model.net.sync_free_rows = {"sort": True, "unique": False, "auto": None}[rows]
+    model.net.sync_free_rows = rows == "sort"
     words = int(batch["raw_words"])
     minibatches = -(-len(batch["tokens"]) // batch_centres)
     counter, tolist = OpCounter(), [0]
@@ -127,8 +127,8 @@ def main() -> None:
     parser.add_argument("--batches", default="5120,65536", help="model.batch_centres values")
     parser.add_argument("--orders", default="in_turn,at_once", help="model.window_pairs values")
     parser.add_argument("--caps", default="newton,line,none", help="model.step_cap_method values (none: no cap)")
-    parser.add_argument("--rows", default="sort", choices=["sort", "unique", "auto"],
-                        help="the step cap's rows: sort (no sync; the GPU's default), unique (the CPU's), auto")
+    parser.add_argument("--rows", default="unique", choices=["unique", "sort"],
+                        help="the step cap's rows: unique (the default; a host sync each) or sort (none; more ops)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_ops.json"))
     args = parser.parse_args()
     device = resolve_device(args.device)

@@ -80,7 +80,7 @@ def test_skipgram_learns_on_cuda(tmp_path: Path):
 @pytest.mark.parametrize("method", ["newton", "line"])
 def test_skipgram_sparse_capped_step_on_cuda_matches_the_cpu(method):
     """The sparse minibatch step with the step cap (a vocabulary too large for the dense path; the
-    recipe above has 180 words) on CUDA, its rows by sort (the GPU's default, no host sync) and by
+    recipe above has 180 words) on CUDA, its rows by sort (no host sync) and by
     torch.unique: the tables after three steps match the CPU's to float tolerance (the GPU's
     index_add_ sums in another order). The noise words are drawn on the CPU and reused."""
     from zoo.models.skipgram.nets import SkipGram

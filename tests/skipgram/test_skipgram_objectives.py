@@ -231,7 +231,7 @@ def test_initial_word_vectors_span_the_chosen_range(init_range):
 @pytest.mark.parametrize("method", ["newton", "line"])
 @pytest.mark.parametrize("objective", ["negative_sampling", "nce", "full_softmax"])
 def test_rows_without_unique_give_the_same_tables(objective, method):
-    """``sync_free_rows`` (the GPU's default: no torch.unique, whose size the host reads back each
+    """``sync_free_rows`` (no torch.unique, whose size the host reads back each
     call) finds the step cap's rows by a sort, padded with zero steps: the tables after three capped
     steps equal unique's bit for bit (seed 0; CPU)."""
     torch.manual_seed(0)

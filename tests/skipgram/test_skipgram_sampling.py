@@ -269,7 +269,7 @@ def test_the_minibatch_path_reads_no_count_back_per_call(window_pairs):
     sentence = torch.cumsum(torch.rand(n, generator=g) < 0.05, 0)
     window = torch.randint(1, 6, (n,), generator=g)
     net = SkipGram(torch.full((5000,), 10), dim=8, objective="negative_sampling")
-    net.sync_free_rows = True  # as on a GPU: the step cap's rows without torch.unique
+    net.sync_free_rows = True  # the step cap's rows by a sort: no torch.unique either
     with torch.no_grad(), Reads():
         stats = train_chunk(net, tokens, sentence, window, 5, 0.01, 0.001, batch_centres=500, seed=0,
                             window_pairs=window_pairs)

@@ -72,7 +72,7 @@ class SkipGram(nn.Module):
         self.sampler = AliasSampler(q)
         self.hogwild_threads = 1  # threads running minibatches on these tables at once (loop.py)
         self.replicas = 1  # DDP ranks whose chunk updates are summed (loop.py, from module.py)
-        self.sync_free_rows: bool | None = None  # ``rows`` without torch.unique; None = on a GPU
+        self.sync_free_rows = False  # ``rows`` by a sort, without torch.unique's host sync (see ``rows``)
 
     # ---- the objective with autograd (reference and diagnostics) ------------------------------
     def logits(self, v: torch.Tensor, u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -155,11 +155,13 @@ class SkipGram(nn.Module):
     def rows(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The table rows that ``ids`` touch and each id's index among them: ``torch.unique(ids,
         return_inverse=True)``, whose size the host must read back (on a GPU a sync that holds the host
-        until the queue drains: 20 a minibatch with the step cap, benchmarks/skipgram_ops.py). With
-        ``sync_free_rows`` (default: on a GPU) the rows come from a sort instead, padded to ids.numel()
-        with id 0: a padding row gets no terms, so a zero step. Same rows, order and sums as unique's
-        for the real rows (tested)."""
-        if not (ids.is_cuda if self.sync_free_rows is None else self.sync_free_rows):
+        until the queue drains: 20 a 5,120-window minibatch with the step cap, benchmarks/skipgram_ops.py).
+        With ``sync_free_rows`` the rows come from a sort instead, padded to ids.numel() with id 0: a
+        padding row gets no terms, so a zero step. Same rows, order and sums as unique's for the real
+        rows (tested), but 14 operations for unique's one: which is faster on a GPU, where each
+        operation is a launch, is unmeasured (skipgram_ops.py --device cuda --rows sort|unique), so it
+        is off."""
+        if not self.sync_free_rows:
             return torch.unique(ids, return_inverse=True)
         flat = ids.flatten()
         ordered, order = flat.sort()  # (N,)
