@@ -8,6 +8,8 @@ every ``test/*`` metric as a table (or one JSON object with --json).
   trainer.KEY=VALUE     lightning.Trainer arguments (e.g. trainer.limit_test_batches=10)
   seed=N                seed for stochastic metrics (default: the run's seed)
   plots_dir=PATH        where the model writes its test figures (default: not kept)
+  matmul_precision=highest|high|medium
+                        float32 products and convolutions on a GPU (as zoo.train's; default: torch's)
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     from zoo.hub import load_any
     from zoo.options import validate
     from zoo.registry import DATAMODULES
-    from zoo.tracking import HeldMessages, build_trainer
+    from zoo.tracking import HeldMessages, build_trainer, set_float32_precision
     from zoo.train import user_error_in_fit
 
     options = dict(options or {})
@@ -54,12 +56,17 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
                 raise UserError(f"seed must be an integer from 0 to {SEED_MAX}, got {value!r}")
             seed = value
+        elif key == "matmul_precision":
+            if value not in ("highest", "high", "medium"):
+                raise UserError(f"matmul_precision must be highest, high or medium, got {value!r}")
+            set_float32_precision(value)
         elif key == "plots_dir":
             plots_dir = Path(str(value))
             if plots_dir.exists() and not plots_dir.is_dir():
                 raise UserError(f"plots_dir={plots_dir} is a file, not a folder; choose another plots_dir=")
         else:
-            raise UserError(f"unknown option '{key}' for zoo.evaluate: use data.KEY=, trainer.KEY=, seed=, plots_dir=")
+            raise UserError(f"unknown option '{key}' for zoo.evaluate: use data.KEY=, trainer.KEY=, seed=, plots_dir=, "
+                            "matmul_precision=")
     name = data_cfg.pop("name")
     entry = DATAMODULES.entry(name)
     if name != info["data"]["name"] and entry.config is not None:
@@ -117,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target", help="a checkpoint path or a pretrained name")
     # default=[]: else argparse names this optional list among the "required" arguments when target is missing
     parser.add_argument("overrides", nargs="*", default=[], metavar="key=value",
-                        help="data.KEY=, trainer.KEY=, seed=, plots_dir=")
+                        help="data.KEY=, trainer.KEY=, seed=, plots_dir=, matmul_precision=")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     try:
         args = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)

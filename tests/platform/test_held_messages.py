@@ -143,5 +143,11 @@ def test_matmul_precision_sets_both_switches_and_answers_lightnings_tip(tmp_path
         code, err = run_main(["recipe=vae_digits", "matmul_precision=high", "trainer.fast_dev_run=true",
                               f"run_dir={tmp_path}/runs"], capsys)
         assert code == 0 and torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
+        from zoo.evaluate import main as evaluate  # the same switch to reproduce a card on a GPU
+
+        assert evaluate(["vae-digits", "matmul_precision=highest", "trainer.limit_test_batches=1"]) == 0
+        assert torch.get_float32_matmul_precision() == "highest" and torch.backends.cudnn.allow_tf32 is False
+        assert evaluate(["vae-digits", "matmul_precision=fast"]) == 2
+        assert "must be highest, high or medium" in capsys.readouterr().err
     finally:
         torch.set_float32_matmul_precision(before)
