@@ -142,6 +142,9 @@ def shared_point(model, datamodule, args) -> dict:
 
 
 def main() -> None:
+    from zoo.tracking import quiet_lightning
+
+    quiet_lightning()  # the Trainers built here: no cloud tip, no LeafSpec warning
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--steps", type=int, default=2000, help="optimizer steps per estimator (batch 64)")
     p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS), choices=list(ESTIMATORS))

@@ -89,6 +89,9 @@ def diagnose(ckpt: str, device: torch.device) -> dict:
 
 
 def main() -> None:
+    from zoo.tracking import quiet_lightning
+
+    quiet_lightning()  # the Trainers built here: no cloud tip, no LeafSpec warning
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("checkpoints", nargs="+")
     ap.add_argument("--out", help="write every row to this JSON file")

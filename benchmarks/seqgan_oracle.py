@@ -264,6 +264,9 @@ def merged(paths: list[str]) -> dict:
 
 
 def main() -> None:
+    from zoo.tracking import quiet_lightning
+
+    quiet_lightning()  # the Trainers built here: no cloud tip, no LeafSpec warning
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--oracle", default=None, help=".npz oracle (default: a seeded N(0,1) oracle)")
     p.add_argument("--paper", action="store_true", help="the paper's schedule instead of the scaled one")

@@ -320,6 +320,9 @@ def run_corpus(name: str, path: Path, similarity: list[str], analogies: list[str
 
 
 def main() -> None:
+    from zoo.tracking import quiet_lightning
+
+    quiet_lightning()  # the Trainers built here: no cloud tip, no LeafSpec warning
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="seeds per tool")
     parser.add_argument("--epochs", type=int, default=5)
