@@ -160,7 +160,7 @@ EOF
     # the whole default suite (the gpu tests run too: CUDA is there); -v names each result as it comes,
     # so a run cut by the time limit still says what passed. On the H100 (2026-11-25) 976 tests passed in
     # 290 s at -n 12 with one worker held by a test that hung (fixed since)
-    OMP_NUM_THREADS=1 timeout "$(left 300)" "$PY" -m pytest -v -p no:cacheprovider ${XDIST:--n 14 --timeout 120} -rfE \
+    OMP_NUM_THREADS=1 timeout "$(left 300)" "$PY" -m pytest -v -p no:cacheprovider ${XDIST:--n 14 --timeout 180} --durations=25 -rfE \
       ${TESTS:-} > "$OUT/pytest_all.log" 2>&1
     echo "pytest exit $? after ${SECONDS}s"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_all.log" | tail -n 40
     # then the timings, alone on the machine, the ones not measured yet first; each writes its JSON as it goes
