@@ -35,8 +35,8 @@ def _requested_bytes(func, args: tuple, kwargs: dict) -> int:
     names = [a.name for a in func._schema.arguments]
     if "size" not in names:
         return 0
-    device = kwargs.get("device")
-    if device is not None and torch.device(device).type != "cpu":
+    device = kwargs.get("device") or torch.get_default_device()  # e.g. under `with torch.device("meta")`
+    if torch.device(device).type != "cpu":
         return 0
     index = names.index("size")
     size = args[index] if index < len(args) else kwargs.get("size", ())
