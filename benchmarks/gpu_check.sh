@@ -23,6 +23,7 @@
 #   bash benchmarks/gpu_check.sh tests       the whole default suite with the GPU visible (pytest -n 8)
 #   bash benchmarks/gpu_check.sh bench       the timing benchmarks with --device cuda
 #   bash benchmarks/gpu_check.sh seeds       sat_shapes_hard and sat_shapes_soft, seeds 0-2, on the GPU
+#                                            (VARIANTS=hard,hard_fp32: the same without TF32, matmul_precision=highest)
 #   bash benchmarks/gpu_check.sh skipgram    the skip-gram GPU path on Wikipedia text against gensim: 1 and 2
 #                                            threads at the recipe's step size, 1 thread at 64k windows
 #                                            with a window's contexts in turn and at once (window_pairs)

@@ -33,6 +33,9 @@ VARIANTS = {  # name -> (recipe, overrides)
     "soft_long_cos": ("sat_shapes_soft", COSINE + ["trainer.max_epochs=12"]),
     "hard": ("sat_shapes_hard", []),  # the recipe (the soft card's frozen encoder, 20 epochs, Adam 1e-3)
     "hard_scratch": ("sat_shapes_hard_scratch", []),  # the same, encoder trained from pixels
+    # on a GPU without TF32 (cuDNN's convolutions use it by default): how much of the CPU-GPU spread is it?
+    "soft_fp32": ("sat_shapes_soft", ["matmul_precision=highest"]),
+    "hard_fp32": ("sat_shapes_hard", ["matmul_precision=highest"]),
     # the H100 record's hard variants (encoder from pixels; 6 epochs then)
     "hard_rloo4": ("sat_shapes_hard_scratch", RLOO),
     "hard_long": ("sat_shapes_hard_scratch", LONG_HARD),
