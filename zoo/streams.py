@@ -2,7 +2,9 @@
 reader that went away (``| head -1``), a full device (``> /dev/full``). What a command prints can
 then be lost, never the run: a progress bar that cannot be drawn does not stop training half-way.
 
-``run_command(main)`` is every command's ``__main__`` entry (``sys.exit(run_command(main))``)."""
+``run_command(main)`` is every command's ``__main__`` entry (``sys.exit(run_command(main))``). The
+folders around a command are checked here too, before torch loads: a working folder deleted under the
+shell, a HOME that is unset or read-only."""
 
 from __future__ import annotations
 
