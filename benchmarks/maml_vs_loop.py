@@ -32,6 +32,7 @@ from devices import add_device_option, resolve_device  # noqa: E402  (benchmarks
 
 from zoo.models.maml import meta  # noqa: E402
 from zoo.models.maml.nets import MLP, ConvNet  # noqa: E402
+from zoo.tracking import float32_precision  # noqa: E402
 
 
 def setting(name: str, device: str):
@@ -76,19 +77,6 @@ def higher_path(net, batch, loss_fn, alpha):
             for acc, g in zip(total, torch.autograd.grad(q, params)):
                 acc += g
     return tuple(total)
-
-
-class ExactFloat32:
-    """TF32 off for the gradient check: on an H100 cuDNN runs float32 convolutions in TF32 by default
-    (10-bit mantissa), and the batched path's grouped convolutions then differ from the loop's by
-    2.3e-3, which says nothing about the meta-gradient. The timings run with the device's defaults."""
-
-    def __enter__(self):
-        self.saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-
-    def __exit__(self, *exc):
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = self.saved
 
 
 def timed(fn, args, reps: int, device: str) -> list[float]:
@@ -136,12 +124,15 @@ def main() -> None:
         if have_higher:
             paths["higher"] = higher_path
         reps = args.reps or (5 if conv and not args.device.startswith("cuda") else 50)
-        with ExactFloat32():
+        # TF32 off for the gradient check: on an H100 cuDNN runs float32 convolutions in TF32 by default,
+        # and the batched path's grouped convolutions then differed from the loop's by 2.3e-3, which says
+        # nothing about the meta-gradient. The timings run with the device's defaults.
+        with float32_precision("highest"):
             ref = paths["loop"](net, batch, loss_fn, alpha)
         scale = max(float(r.abs().max()) for r in ref)
         res = {"tasks": len(batch[0]), "reps": reps, "paths": {}}
         for pname, fn in paths.items():
-            with ExactFloat32():
+            with float32_precision("highest"):
                 got = fn(net, batch, loss_fn, alpha)
             err = max(float((a - b).abs().max()) for a, b in zip(got, ref))
             ok = err <= 1e-4 * max(scale, 1.0)

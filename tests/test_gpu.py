@@ -118,23 +118,18 @@ def test_maml_conv_meta_gradient_on_cuda_in_full_float32():
 
     from zoo.models.maml import meta
     from zoo.models.maml.nets import ConvNet
-    from zoo.tracking import set_float32_precision
+    from zoo.tracking import float32_precision
 
-    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
     g = torch.Generator().manual_seed(0)
     xs, xq = torch.rand(8, 5, 1, 28, 28, generator=g).cuda(), torch.rand(8, 15, 1, 28, 28, generator=g).cuda()
     ys, yq = torch.arange(5, device="cuda").expand(8, -1), torch.arange(5, device="cuda").repeat(3).expand(8, -1)
     torch.manual_seed(0)
     net = ConvNet(5).cuda()
     params = dict(net.named_parameters())
-    try:
-        set_float32_precision("highest")
+    with float32_precision("highest"):
         grads = {path: torch.autograd.grad(meta.META_LOSSES[path](net, params, 0.4, (xs, ys, xq, yq), F.cross_entropy,
                                                                   1, False), list(params.values()))
                  for path in ("batched", "loop")}
-    finally:
-        torch.set_float32_matmul_precision(before[0])
-        torch.backends.cudnn.allow_tf32 = before[1]
     scale = max(float(t.abs().max()) for t in grads["loop"])
     diff = max(float((a - b).abs().max()) for a, b in zip(grads["batched"], grads["loop"]))
     assert diff <= 1e-4 * max(scale, 1.0), (diff, scale)

@@ -52,6 +52,9 @@ class WandbConfig:
     tags: list = field(default_factory=list)  # run tags
 
 
+MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision's levels
+
+
 @dataclass
 class RunConfig:
     description: str = ""  # one line, shown by --list
@@ -63,7 +66,7 @@ class RunConfig:
     # float32 arithmetic on a CUDA GPU: None = torch's defaults (matrix products in full float32, cuDNN
     # convolutions in TF32); highest = both in full float32 (nearest the CPU's numbers); high / medium =
     # both with TF32 / bf16 inside (faster from Ampere on; Lightning's tip names this setting)
-    matmul_precision: Optional[str] = choice(None, [None, "highest", "high", "medium"])
+    matmul_precision: Optional[str] = choice(None, [None, *MATMUL_PRECISIONS])
     logger: Any = field(default_factory=lambda: ["csv"])  # any of csv, wandb, tensorboard
     wandb: WandbConfig = field(default_factory=WandbConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from zoo.config import SEED_MAX
+from zoo.config import MATMUL_PRECISIONS, SEED_MAX
 from zoo.errors import CommandLineParser, UserError, exit_status
 
 
@@ -57,8 +57,9 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
                 raise UserError(f"seed must be an integer from 0 to {SEED_MAX}, got {value!r}")
             seed = value
         elif key == "matmul_precision":
-            if value not in ("highest", "high", "medium"):
-                raise UserError(f"matmul_precision must be highest, high or medium, got {value!r}")
+            if value not in MATMUL_PRECISIONS:
+                raise UserError(f"matmul_precision must be {', '.join(MATMUL_PRECISIONS[:-1])} or "
+                                f"{MATMUL_PRECISIONS[-1]}, got {value!r}")
             set_float32_precision(value)
         elif key == "plots_dir":
             plots_dir = Path(str(value))

@@ -35,6 +35,7 @@ from typing import Any
 from zoo.errors import UserError, no_access
 from zoo.paths import expand_path
 from zoo.registry import closest
+from zoo.streams import writable
 
 NUMBER_TYPES = (int, float)
 SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit: Lightning's seed_everything refuses larger ones
@@ -329,7 +330,7 @@ def check_output_file(path: str | Path, option: str, writer: str | None = "image
     above = next((p for p in path.parents if p.exists()), None)
     if above is not None and not above.is_dir():
         raise UserError(f"{option}={path}: {above} is a file, not a folder; choose another {option}= path")
-    if not can_write(path):
+    if not writable(path):
         raise no_access(path, write=True, instead=f"choose another {option}= path")
     if writer is None:
         return path
@@ -339,15 +340,6 @@ def check_output_file(path: str | Path, option: str, writer: str | None = "image
         shown = [f".{f}" for f in sorted(formats) if f in ("jpg", "pdf", "svg", "bmp", "gif", "tiff", "webp")]
         raise UserError(f"{option}={path}: {what}; end the file name in .png (or {', '.join(shown)})")
     return path
-
-
-def can_write(path: str | Path) -> bool:
-    """Whether ``path`` can be written: the file itself when it exists, else the nearest folder above."""
-    path = Path(path)
-    if path.exists():
-        return os.access(path, os.W_OK)
-    above = next((p for p in path.parents if p.exists()), None)
-    return above is None or os.access(above, os.W_OK | os.X_OK)
 
 
 def _output_formats(writer: str) -> set[str]:

@@ -91,6 +91,12 @@ def writable(path: str | os.PathLike) -> bool:
     return os.access(here, os.W_OK | os.X_OK if os.path.isdir(here) else os.W_OK)
 
 
+def home_folder(variable: str, default: str) -> str | None:
+    """An XDG folder: ``$variable``, else ``$HOME/default``; None without either."""
+    home = os.environ.get("HOME")
+    return os.environ.get(variable) or (os.path.join(home, default) if home else None)
+
+
 def config_folders_elsewhere() -> None:
     """A HOME that is unset or read-only (a container, a shared account): matplotlib, which torchmetrics
     imports with Lightning, warned on every command that it made a temporary config folder instead.
@@ -99,8 +105,7 @@ def config_folders_elsewhere() -> None:
 
     if os.environ.get("MPLCONFIGDIR"):
         return
-    base = os.environ.get("XDG_CONFIG_HOME") or (os.path.join(os.environ["HOME"], ".config")
-                                                 if os.environ.get("HOME") else None)
+    base = home_folder("XDG_CONFIG_HOME", ".config")
     if base is None or not writable(os.path.join(base, "matplotlib")):
         import atexit
         import shutil

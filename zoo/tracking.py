@@ -6,12 +6,13 @@ with a warning."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import netrc
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,21 @@ def set_float32_precision(level: str) -> None:
     torch.set_float32_matmul_precision(level)
     torch.backends.cudnn.allow_tf32 = level != "highest"
     _DropNoise.precision_chosen = True
+
+
+@contextlib.contextmanager
+def float32_precision(level: str) -> Iterator[None]:
+    """``set_float32_precision`` for a block only (a check in full float32 beside timings with the
+    device's defaults); both switches are restored after it."""
+    import torch
+
+    saved = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32, _DropNoise.precision_chosen
+    set_float32_precision(level)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved[0])
+        torch.backends.cudnn.allow_tf32, _DropNoise.precision_chosen = saved[1:]
 
 
 def quiet_lightning() -> None:
@@ -188,7 +204,7 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
     from lightning.pytorch.loggers import WandbLogger
 
     from zoo.errors import UserError
-    from zoo.streams import writable
+    from zoo.streams import home_folder, writable
 
     try:
         import wandb  # noqa: F401
@@ -196,8 +212,7 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
         raise UserError("logger 'wandb' needs the wandb package: pip install wandb") from None
     opts = cfg["wandb"]
     mode = wandb_mode(opts["mode"])
-    cache = os.environ.get("XDG_CACHE_HOME") or (os.path.join(os.environ["HOME"], ".cache")
-                                                  if os.environ.get("HOME") else None)
+    cache = home_folder("XDG_CACHE_HOME", ".cache")
     if cache is None or not writable(cache):
         # wandb's core keeps its logs and cache there: without HOME (a container, a cron job) or with a
         # read-only one it printed ~20 log lines on every run and left .wandb_cache in the working folder

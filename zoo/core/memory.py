@@ -9,6 +9,7 @@ for by size is added up, and the request that takes the sum past the machine's m
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
@@ -29,16 +30,22 @@ def machine_bytes() -> int:
     return min(total, int(limit)) if limit.isdigit() else total
 
 
-def _requested_bytes(func, args: tuple, kwargs: dict) -> int:
-    """Bytes a factory op (empty, zeros, randn, ...: the ops with a ``size`` argument) allocates on the
-    CPU; 0 for every other op and for other devices (meta, a GPU: its allocator refuses at once)."""
+@functools.cache
+def _size_position(func) -> int | None:
+    """Where an op takes its ``size`` argument (factory ops: empty, zeros, randn, ...); None elsewhere."""
     names = [a.name for a in func._schema.arguments]
-    if "size" not in names:
+    return names.index("size") if "size" in names else None
+
+
+def _requested_bytes(func, args: tuple, kwargs: dict) -> int:
+    """Bytes a factory op allocates on the CPU; 0 for every other op and for other devices (meta, a
+    GPU: its allocator refuses at once)."""
+    index = _size_position(func)
+    if index is None:
         return 0
     device = kwargs.get("device") or torch.get_default_device()  # e.g. under `with torch.device("meta")`
     if torch.device(device).type != "cpu":
         return 0
-    index = names.index("size")
     size = args[index] if index < len(args) else kwargs.get("size", ())
     dtype = kwargs.get("dtype") or torch.get_default_dtype()
     return math.prod(int(n) for n in size) * dtype.itemsize

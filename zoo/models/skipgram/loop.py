@@ -42,8 +42,6 @@ from zoo.models.skipgram.nets import SkipGram
 from zoo.models.skipgram.sampling import offsets, window_contexts
 
 WINDOW_PAIRS = ("in_turn", "at_once")  # how a minibatch visits each window's pairs (module docstring)
-Sums = tuple  # (summed loss, pairs): 0-dim tensors (or 0), read once a chunk: a read holds the host until a GPU's
-#               queue drains
 
 
 def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, window: torch.Tensor,
@@ -73,7 +71,7 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
 
     reach = offsets(max_window, tokens.device).abs()  # (2W,): -W..-1, 1..W, a window's contexts left to right
 
-    def in_turn(centres: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> Sums:
+    def in_turn(centres: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> tuple:
         """The minibatch's pairs offset by offset: (P, 1) blocks, each window's contexts in turn.
         The pairs of all offsets are selected at once (two host syncs a minibatch on a GPU, not
         three per offset)."""
@@ -91,7 +89,7 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
                 loss, pairs = loss + l, pairs + p
         return loss, pairs
 
-    def at_once(batch: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> Sums:
+    def at_once(batch: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> tuple:
         """The minibatch's windows bucketed by half-width b: (centres, 2b) blocks, all pairs at once."""
         loss, pairs = 0.0, 0
         wb = window[batch]
@@ -110,7 +108,9 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
 
     train_minibatch = in_turn if window_pairs == "in_turn" else at_once
 
-    def run(thread: int) -> tuple:  # (loss, its pairs, all pairs): tensors, read at the end
+    # in_turn / at_once return (summed loss, pairs) and run (loss, its pairs, all pairs): 0-dim tensors (or
+    # 0), read once at the chunk's end, since on a GPU each read holds the host until the queue drains
+    def run(thread: int) -> tuple:
         g = torch.Generator(device=tokens.device).manual_seed((seed * 7919 + thread) % (1 << 62))
         loss, loss_pairs, pairs = 0.0, 0, 0
         for k in range(thread, n_batches, threads):

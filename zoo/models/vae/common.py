@@ -32,7 +32,8 @@ from zoo.core.module import ZooModule, check_options
 from zoo.errors import UserError, no_access
 from zoo.models.vae import plots
 from zoo.models.vae.nets import ARCHS, build_nets
-from zoo.options import can_write, check_output_file, choice, positive
+from zoo.options import check_output_file, choice, positive
+from zoo.streams import writable
 
 LIKELIHOODS = ("bernoulli", "gaussian")
 
@@ -279,7 +280,7 @@ class LatentVAE(ZooModule):
         invert = str(o["invert"])
         targets = [Path(p).with_name(Path(p).stem + "_recon.png") for p in inputs]  # beside each input
         for target in targets:  # before any is written
-            if not can_write(target):
+            if not writable(target):
                 raise no_access(target, write=True, instead="copy the image into a folder you can write in")
         x = torch.stack([plots.load_image(p, self.image_shape, self.data_info, invert) for p in inputs])
         x = x.to(self.device, self.dtype)
