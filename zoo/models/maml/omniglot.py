@@ -81,12 +81,12 @@ def character_folders(folder: Path) -> list[Path]:
     return chars
 
 
-def drawings_stamp(folder: Path, chars: list[Path]) -> str:
+def drawings_stamp(folder: Path, drawings: list[list[Path]]) -> str:
     """What a cache was decoded from: every drawing's name, size and modification time (a drawing
     replaced under the same name is decoded again)."""
     digest = hashlib.sha1()
-    for c in chars:
-        for f in sorted(c.glob("*.png")):
+    for files in drawings:
+        for f in files:
             stat = f.stat()
             digest.update(f"{f.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
@@ -97,15 +97,15 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
     cache = folder / f"omniglot_{size}.pt"
     chars = character_folders(folder)
     names = [str(c.relative_to(folder)) for c in chars]
-    stamp = drawings_stamp(folder, chars)
+    drawings = [sorted(readable(c).glob("*.png")) for c in chars]  # glob sees nothing in a folder it may not read
+    stamp = drawings_stamp(folder, drawings)
     saved = load_cache(cache) or {}  # absent, unreadable or cut short: decoded again
     if saved.get("names") == names and saved.get("stamp") == stamp and "images" in saved:
         return saved["images"], names
     from PIL import Image, UnidentifiedImageError
 
     per_char = []
-    for c in chars:
-        files = sorted(readable(c).glob("*.png"))  # glob sees nothing in a folder it may not read
+    for c, files in zip(chars, drawings):
         if not files:
             raise UserError(f"{c} holds no .png drawings; expected {LAYOUT}")
         imgs = []
