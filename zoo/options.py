@@ -74,6 +74,11 @@ def nonempty_path(default: str) -> Any:
     return _field(default, nonempty=True)
 
 
+def interval(default: tuple[float, float], signed: bool = False) -> Any:
+    """A pair [low, high] with low <= high (each end range-checked like a number; ``signed``: may be < 0)."""
+    return _field(default, interval=True, **({"signed": True} if signed else {}))
+
+
 def choice(default: Any, choices: list) -> Any:
     return _field(default, choices=list(choices))
 
@@ -112,10 +117,12 @@ def check_value(name: str, value: Any, meta: Mapping, where: str) -> None:
                         f"{closest(str(value), [str(c) for c in choices])}")
     if meta.get("nonempty") and isinstance(value, str) and not value.strip():
         raise UserError(f"'{name}' in {where} must not be empty (write '.' for the working directory)")
-    for item in value if isinstance(value, list) else [value]:
+    for item in value if isinstance(value, (list, tuple)) else [value]:  # OmegaConf 2.3 gives lists, 2.4 tuples
         why = range_error(name, item, meta)
         if why:
             raise UserError(f"'{name}' in {where} {why}, got {value!r}")
+    if meta.get("interval") and not (isinstance(value, (list, tuple)) and len(value) == 2 and value[0] <= value[1]):
+        raise UserError(f"'{name}' in {where} must be a pair [low, high] with low <= high, got {value!r}")
 
 
 def implicit_range(name: str) -> dict:

@@ -50,6 +50,31 @@ def test_every_integer_and_float_option_keeps_within_what_it_feeds():
             validate(Opts, {key: value}, "t")
 
 
+@pytest.mark.parametrize("override, expected", [
+    ("data.amplitude=[5,0.1]", "'amplitude' in recipe .* must be a pair \\[low, high\\] with low <= high"),
+    ("data.x_range=[1e400,2]", "'x_range' in recipe .* must be a finite number"),
+    ("data.amplitude=[-1,5]", "'amplitude' in recipe .* must be >= 0"),
+])
+def test_a_pair_option_is_checked_at_both_ends_and_in_order(override, expected, tmp_path, capsys):
+    # OmegaConf 2.4 keeps tuple[float, float] options as tuples (2.3 gives lists): both were once unchecked or
+    # wrongly checked, and uniform_(hi, lo) ended in torch's traceback after the run folder was written
+    import re
+
+    code, err = run_main(["recipe=maml_sinusoid", f"run_dir={tmp_path}/runs", *FAST, override], capsys)
+    assert_refused(code, err, "error: ", tmp_path / "runs")
+    assert re.search(expected, err), err
+
+
+def test_a_pair_option_may_be_negative_where_declared_signed():
+    from zoo.errors import UserError
+    from zoo.models.maml.data import SinusoidConfig
+    from zoo.options import validate
+
+    assert validate(SinusoidConfig, {"x_range": [-3.0, -1.0]}, "t")["x_range"] in ([-3.0, -1.0], (-3.0, -1.0))
+    with pytest.raises(UserError, match="'x_range' in t must be a pair"):
+        validate(SinusoidConfig, {"x_range": [1.0, -1.0]}, "t")
+
+
 def test_a_nested_section_is_range_checked_and_named_in_full(tmp_path, capsys):
     code, err = run_main(["recipe=ood_toy2d", f"run_dir={tmp_path}/runs", *FAST, "model.classifier_optim.beta1=1.5"],
                          capsys)

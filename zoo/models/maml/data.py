@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import EpochSampler, ZooDataModule
 from zoo.errors import UserError
-from zoo.options import nonempty_path, positive
+from zoo.options import interval, nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 
@@ -35,9 +35,9 @@ class SinusoidConfig:
     val_tasks: int = positive(100)  # fixed validation tasks
     test_tasks: int = positive(600)  # fixed test tasks (the paper's table: 600)
     eval_batch_tasks: int = positive(600)  # tasks per validation / test batch (600: the test split is one batch)
-    amplitude: tuple[float, float] = (0.1, 5.0)  # A ~ U[lo, hi]
-    phase: tuple[float, float] = (0.0, math.pi)  # phi ~ U[lo, hi]
-    x_range: tuple[float, float] = (-5.0, 5.0)  # x ~ U[lo, hi]
+    amplitude: tuple[float, float] = interval((0.1, 5.0))  # A ~ U[lo, hi]
+    phase: tuple[float, float] = interval((0.0, math.pi), signed=True)  # phi ~ U[lo, hi]
+    x_range: tuple[float, float] = interval((-5.0, 5.0), signed=True)  # x ~ U[lo, hi]
     seed: int = 0  # training-task seed
     eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) tasks
     num_workers: int = 0  # DataLoader worker processes
