@@ -2,6 +2,7 @@
 #   make demo   -> create .venv, install, train the default recipe (vae_digits, ~2 min on 2 CPU cores)
 #   make test   -> create .venv if needed, install, run the test suite
 #   make test-gpu  -> every recipe on CUDA, fp32 and bf16-mixed (a machine with a GPU)
+#   make test-oldest -> the suite on the lowest versions pyproject.toml allows (its ">=" bounds), in .venv-oldest
 #   make reproduce -> every pretrained card re-evaluated on its full test split against its numbers,
 #                     and its recipe re-trained and checked against the seed spread on the card
 PYTHON ?= python3
@@ -25,6 +26,13 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 
+test-oldest:
+	$(PYTHON) -m venv .venv-oldest
+	.venv-oldest/bin/pip install -q --upgrade pip
+	$(PYTHON) .ci/oldest_constraints.py > .venv-oldest/constraints.txt
+	.venv-oldest/bin/pip install -q -c .venv-oldest/constraints.txt -e ".[dev]"
+	.venv-oldest/bin/python -m pytest -q
+
 test-gpu: install
 	$(BIN)/python -m pytest -q -m gpu
 
@@ -34,4 +42,4 @@ reproduce: install
 lint: install
 	$(BIN)/ruff check zoo tests benchmarks
 
-.PHONY: install demo test test-gpu reproduce lint
+.PHONY: install demo test test-oldest test-gpu reproduce lint

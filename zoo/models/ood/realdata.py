@@ -115,10 +115,10 @@ def _svhn_file(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
     from scipy.io import loadmat
     from scipy.io.matlab import MatReadError
 
-    try:
+    try:  # IndexError: scipy 1.10's reader on bytes that are no .mat file at all
         mat = loadmat(str(path))
         x, y = mat["X"], mat["y"]
-    except (ValueError, KeyError, OSError, NotImplementedError, MatReadError) as err:
+    except (ValueError, KeyError, OSError, NotImplementedError, MatReadError, IndexError) as err:
         raise permission_denied(err) or UserError(
             f"{path} is not an SVHN .mat file with X (32, 32, 3, N) and y (N, 1): {err}. Download it again from "
             f"{SVHN_URL} (the 'cropped digits', format 2)") from None
