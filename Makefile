@@ -29,7 +29,7 @@ test: install
 test-oldest:
 	$(PYTHON) -m venv .venv-oldest
 	.venv-oldest/bin/pip install -q --upgrade pip
-	$(PYTHON) .ci/oldest_constraints.py > .venv-oldest/constraints.txt
+	$(PYTHON) .ci/requirements.py oldest > .venv-oldest/constraints.txt
 	.venv-oldest/bin/pip install -q -c .venv-oldest/constraints.txt -e ".[dev]"
 	.venv-oldest/bin/python -m pytest -q
 

@@ -97,6 +97,9 @@ for name in ["omegaconf", "wandb", "pytorch_ood", "lightning", "torchmetrics", "
 print("torch", torch.__version__, "cuda", torch.cuda.is_available(),
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
 EOF
+    # the image's own packages were never checked by pip against pyproject.toml: a test that fails from an
+    # old matplotlib (pyparsing's deprecations under -W error) is then told apart from a GPU problem
+    "$PY" .ci/requirements.py check 2>&1 | tee -a "$OUT/install.log"
     ;;
   gpu-tests)
     env_there
