@@ -10,13 +10,9 @@
 
 import re
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
-
-try:
-    import tomllib
-except ImportError:  # Python 3.10
-    sys.exit("this needs Python 3.11 or later (tomllib)")
 
 SPEC = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*(?:\[[^\]]*\])?\s*([^;#]*)")
 
