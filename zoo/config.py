@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from zoo.errors import UserError
-from zoo.options import SEED_MAX, at_least, between, choice, validate_call
+from zoo.options import SEED_MAX, at_least, between, choice, positive, validate_call
 from zoo.options import validate as validate_options
 from zoo.registry import closest
 
@@ -37,7 +37,8 @@ TRAINER_RANGES = {
 @dataclass
 class CheckpointConfig:
     every_n_train_steps: Optional[int] = None  # also save last.ckpt every N steps (None: epoch ends only)
-    every_n_epochs: int = 1  # save at the end of every N-th epoch
+    every_n_epochs: int = positive(1)  # save at the end of every N-th epoch (0 saved no checkpoint, not even
+    # last.ckpt: the finished run could be neither evaluated nor resumed)
     save_top_k: int = at_least(1, -1)  # how many "best" checkpoints to keep, by the model's monitored metric
     monitor: Optional[str] = None  # metric for "best"; None = the model's own (e.g. val/loss)
     mode: Optional[str] = choice(None, [None, "min", "max"])  # None = the model's own
@@ -278,7 +279,10 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     cfg["wandb"] = validate_options(WandbConfig, _mapping(raw, "wandb", where), f"{where} [wandb]")
     cfg["checkpoint"] = validate_options(CheckpointConfig, _mapping(raw, "checkpoint", where), f"{where} [checkpoint]")
     cfg["trainer"] = _trainer_options(raw.get("trainer") or {}, where)
-    check_precision(MODELS.entry(cfg["model"]["name"]).obj, cfg["trainer"].get("precision"), where)
+    model_cls = MODELS.entry(cfg["model"]["name"]).obj
+    check_precision(model_cls, cfg["trainer"].get("precision"), where)
+    if hasattr(model_cls, "check_run"):  # a model's own checks of the run's settings together
+        model_cls.check_run(cfg)
     loggers = cfg["logger"] if isinstance(cfg["logger"], list) else [cfg["logger"]]
     for name in loggers:
         if name not in LOGGERS:
@@ -326,7 +330,17 @@ def _trainer_options(options: dict, where: str) -> dict:
     options = validate_call(L.Trainer.__init__, options, f"{where} [trainer] (lightning.Trainer arguments)",
                             what="key", ranges=TRAINER_RANGES)
     _check_cpu_processes(options)
+    _check_min_below_max(options)
     return options
+
+
+def _check_min_below_max(options: dict) -> None:
+    """Lightning stops at max_epochs / max_steps whatever min_epochs / min_steps ask for, silently."""
+    for unit in ("epochs", "steps"):
+        low, high = options.get(f"min_{unit}"), options.get(f"max_{unit}")
+        if low is not None and high is not None and 0 <= high < low:
+            raise UserError(f"trainer.min_{unit}={low} is above trainer.max_{unit}={high}, where training stops: "
+                            f"raise trainer.max_{unit} or lower trainer.min_{unit}")
 
 
 def _check_cpu_processes(options: dict) -> None:

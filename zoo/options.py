@@ -59,9 +59,13 @@ def at_least(default: Any, low: float) -> Any:
     return _field(default, ge=low)
 
 
-def between(default: Any, low: float, high: float, high_open: bool = False) -> Any:
-    """low <= value <= high (< high with ``high_open``)."""
-    return _field(default, ge=low, **({"lt": high} if high_open else {"le": high}))
+def between(default: Any, low: float, high: float, high_open: bool = False, why: str | None = None,
+            low_open: bool = False) -> Any:
+    """low <= value <= high (< high with ``high_open``, > low with ``low_open``); ``why``: the reason for
+    the upper bound, in its message."""
+    lower = {"gt": low} if low_open else {"ge": low}
+    upper = {"lt": high} if high_open else {"le": high}
+    return _field(default, **lower, **upper, **({"why": why} if why else {}))
 
 
 def signed(default: Any) -> Any:
@@ -174,8 +178,8 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key", pref
         default = f.default if f.default is not dataclasses.MISSING else None
         negative_default = isinstance(default, NUMBER_TYPES) and default < 0
         meta = {**implicit_range(f.name), **f.metadata}
-        if {"le", "lt"} & set(f.metadata):  # a declared upper bound replaces the implicit one
-            meta.pop("why", None)
+        if {"le", "lt"} & set(f.metadata) and "why" not in f.metadata:  # a declared upper bound replaces
+            meta.pop("why", None)  # the implicit one (and its reason)
         check_value(prefix + f.name, plain[f.name], {"signed": True, **meta} if negative_default else meta, where)
     try:
         schema(**plain)

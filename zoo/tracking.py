@@ -170,6 +170,10 @@ def build_trainer(make: Callable[[], Any], what: str) -> Any:
     except Exception as err:
         if type(err).__name__ == "MisconfigurationException":  # e.g. limit_train_batches=1.5
             raise UserError(f"invalid {what}: {err}{_fix_hint(str(err))}") from None
+        message = " ".join(str(err).split())
+        if isinstance(err, RuntimeError) and message.startswith("Found more than one stateful callback"):
+            # callbacks=[ema, ema]: two instances whose checkpointed states would share one key
+            raise UserError(f"callbacks: {message.split('. In the current')[0]}: list it once") from None
         raise
 
 

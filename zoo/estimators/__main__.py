@@ -14,13 +14,14 @@ from zoo.config import SEED_MAX
 from zoo.errors import CommandLineParser, UserError, exit_status
 
 MAX_DRAWS = 10**6  # CPU, one thread: 10**4 draws take 4 s, 10**5 28 s, 10**7 over 11 minutes and 3.6 GB
+MAX_THETA = 1e5
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = CommandLineParser(prog="python -m zoo.estimators", description=(__doc__ or "").split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     cmp = sub.add_parser("compare", help="bias and variance of estimators on problems with exact gradients")
-    cmp.add_argument("--theta", type=float, default=0.0, help="theta in z ~ N(2 theta + 3, 1) (default 0)")
+    cmp.add_argument("--theta", type=float, default=0.0, help="theta in z ~ N(2 theta + 3, 1), -1e5 to 1e5 (default 0)")
     cmp.add_argument("--draws", type=int, default=10000,
                      help="independent estimates per estimator, 2 to 10**6 (default 10000)")
     cmp.add_argument("--seed", type=int, default=0, help=f"torch random seed, 0 to {SEED_MAX} (default 0)")
@@ -46,8 +47,11 @@ def run(args) -> int:
                         "every bias")
     if not 0 <= args.seed <= SEED_MAX:  # torch.manual_seed overflows past 64 bits
         raise UserError(f"--seed must be an integer from 0 to {SEED_MAX}, got {args.seed}")
-    if not math.isfinite(args.theta):  # a nan mean is refused deep inside torch.distributions
-        raise UserError(f"--theta must be a finite number, got {args.theta}")
+    # a nan mean is refused deep inside torch.distributions; z = 2 theta + 3 + noise is drawn in float32,
+    # where 1e8 rounded the unit noise away (every score-function estimate 0) and 1e40 overflowed
+    if not (math.isfinite(args.theta) and abs(args.theta) <= MAX_THETA):
+        raise UserError(f"--theta must be a finite number from -{MAX_THETA:g} to {MAX_THETA:g} (float32 draws "
+                        f"z ~ N(2 theta + 3, 1) keep their unit noise there), got {args.theta}")
     if args.out:  # before the draws: savefig fails only after them
         from zoo.options import check_output_file
 

@@ -17,7 +17,7 @@ import torch
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError
-from zoo.options import check_input_file, nonempty_path, positive, readable
+from zoo.options import between, check_input_file, nonempty_path, positive, readable
 from zoo.registry import DATAMODULES
 
 from . import shapes as S
@@ -70,7 +70,8 @@ class ShapesConfig:
     n_val: int = positive(300)  # validation scenes
     n_test: int = positive(500)  # test scenes
     image_size: int = positive(64)  # canvas side in pixels
-    max_objects: int = positive(3)  # 1..max_objects shapes per scene
+    # 1..max_objects shapes per scene; more than 3 were named 3 by the captions, and the scene sampler looped forever
+    max_objects: int = between(3, 1, 3, why="a caption names at most 3 objects")
     seed: int = 0  # generator seed (scenes, splits) and shuffling seed
     batch_size: int = positive(64)  # examples per batch
     num_workers: int = 0  # DataLoader workers

@@ -73,9 +73,9 @@ class SATConfig:
     # instead of ending wherever a constant step leaves them; see docs/captioning.md, seeds)
     encoder_lr: float = 0.0  # >0: separate learning rate for a pretrained encoder being fine-tuned
     weight_decay: float = 0.0  # L2 penalty
-    beam_size: int = positive(1)  # captions for val/test metrics: 1 = greedy, k = beam search
+    beam_size: int = between(1, 1, D.MAX_BEAMS)  # captions for val/test metrics: 1 = greedy, k = beam search
     length_norm: float = 0.0  # beam ranking by log p / length^length_norm (0: plain log p)
-    max_decode_len: int = 0  # longest generated caption (0: the data's max_len + 1)
+    max_decode_len: int = between(0, 0, D.MAX_LEN)  # longest generated caption (0: the data's max_len + 1)
     n_figure: int = positive(4)  # images in the attention overlay figures
 
     def __post_init__(self):

@@ -22,8 +22,12 @@ from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.models.maml import meta
 from zoo.models.maml.nets import MLP, ConvNet
-from zoo.options import choice, positive
+from zoo.options import between, choice, positive
 from zoo.registry import MODELS
+
+# Adaptation steps per task in training (each unrolled into the meta-gradient's graph) and in
+# evaluation (on every validation task, every epoch): the paper takes 1 to 10; 10**8 never finished
+MAX_STEPS = 1000
 
 
 @dataclass
@@ -32,8 +36,8 @@ class MAMLConfig:
     layers: int = positive(2)  # MLP hidden layers (the paper: 2)
     filters: int = positive(64)  # conv net filters per layer (classification; the paper: 64)
     inner_lr: float = 0.01  # alpha: inner-loop step size (sinusoid 0.01, Omniglot 0.4)
-    inner_steps: int = 1  # inner gradient steps in meta-training (0: the pretrained-on-all-tasks baseline)
-    eval_inner_steps: int = 10  # validation / test: losses after 0, 1, ..., this many steps
+    inner_steps: int = between(1, 0, MAX_STEPS)  # steps in meta-training (0: the pretrained-on-all-tasks baseline)
+    eval_inner_steps: int = between(10, 0, MAX_STEPS)  # validation / test: losses after 0, 1, ..., this many steps
     eval_inner_lr: float = 0.0  # step size for evaluation fine-tuning (0: inner_lr, or the learned ones)
     first_order: bool = False  # FOMAML: no gradient through the inner gradients
     meta_sgd: bool = False  # Meta-SGD: learn a per-parameter inner step size, initialised at inner_lr

@@ -30,8 +30,9 @@ from torch.distributions import Independent, Normal
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import EstimatorSpec, StochasticNode, estimator_option, reward_to_go
+from zoo.models.maml.module import MAX_STEPS
 from zoo.models.maml.nav2d_env import GaussianPolicy, policy_out, rollout
-from zoo.options import positive
+from zoo.options import between, positive
 from zoo.registry import MODELS
 
 
@@ -41,11 +42,13 @@ class Nav2dMAMLConfig:
     layers: int = positive(2)  # policy hidden layers (the paper: 2)
     init_std: float = positive(0.1)  # initial action standard deviation (learned afterwards)
     inner_lr: float = 0.1  # alpha (the paper: 0.1)
-    inner_steps: int = 1  # adaptation steps in meta-training (0: the pretrained-on-all-goals baseline)
-    eval_steps: int = 3  # validation / test: returns after 0, 1, ..., this many adaptation steps
+    inner_steps: int = between(1, 0, MAX_STEPS)  # adaptation steps in meta-training (0: the pretrained-on-all-goals
+    # baseline)
+    eval_steps: int = between(3, 0, MAX_STEPS)  # validation / test: returns after 0, 1, ..., this many steps
     first_order: bool = False  # drop the gradient through the inner policy gradient too
     trajectories: int = positive(20)  # n: trajectories per task per step (the paper: 20)
-    horizon: int = positive(100)  # H: steps per trajectory (the paper: 100)
+    horizon: int = between(100, 1, 10_000)  # H: steps per trajectory (the paper: 100); one Python step
+    # each, so 10**8 never finished
     lr: float = positive(3e-3)  # Adam learning rate of the meta-update
     estimator: EstimatorSpec = estimator_option({"name": "reinforce", "baseline": "rloo"})  # policy gradient estimator
     eval_seed: int = 0  # seeds the evaluation rollouts and the random-init baseline policy

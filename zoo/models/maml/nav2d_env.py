@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset
 from zoo.core.data import EpochSampler, ZooDataModule
 from zoo.errors import UserError
 from zoo.models.maml.nets import MLP
-from zoo.options import nonempty_path, positive
+from zoo.options import between, nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 
@@ -79,7 +79,8 @@ class Nav2dConfig:
     root: str = nonempty_path("data")  # unused (tasks are generated); kept for a uniform interface
     meta_batch: int = positive(20)  # T: tasks per meta-iteration (the paper: 20)
     steps_per_epoch: int = positive(50)  # meta-iterations per Lightning epoch
-    goal_range: float = positive(0.5)  # goals ~ U[-range, range]^2
+    goal_range: float = between(0.5, 0, 1000, low_open=True, why="a point moves at most 0.1 a step, for at most "
+                                "10000 steps")  # goals ~ U[-range, range]^2; 1e30 overflowed the rewards
     val_tasks: int = positive(20)  # fixed validation goals
     test_tasks: int = positive(40)  # fixed test goals
     seed: int = 0  # training-goal seed

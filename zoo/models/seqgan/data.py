@@ -20,7 +20,7 @@ from torch.utils.data import Dataset
 from zoo.core.data import ZooDataModule, load_cache, save_cache
 from zoo.errors import UserError
 from zoo.models.seqgan.oracle import lm_from_params, load_oracle_npz, random_oracle_params
-from zoo.options import nonempty_path, positive
+from zoo.options import at_least, nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 
@@ -44,7 +44,8 @@ class OracleDataConfig:
     num_workers: int = 0  # DataLoader workers
     seed: int = 0  # seeds the oracle (when not loaded), the samples and the shuffling
     oracle_params: Optional[str] = None  # .npz with the oracle's parameters (keys: see oracle.py)
-    vocab_size: int = positive(5000)  # oracle vocabulary (ignored when oracle_params is given)
+    vocab_size: int = at_least(5000, 2)  # oracle vocabulary (ignored when oracle_params is given); 1 word: one
+    # sequence only, nothing to learn
     emb_dim: int = positive(32)  # oracle embedding size (ignored when oracle_params is given)
     hidden_dim: int = positive(32)  # oracle LSTM size (ignored when oracle_params is given)
     seq_len: int = positive(20)  # tokens per sequence

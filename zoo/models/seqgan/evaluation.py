@@ -26,6 +26,11 @@ from zoo.models.seqgan.oracle import nll_oracle
 from zoo.models.seqgan.plots import nll_curve_figure
 from zoo.models.seqgan.text import decode
 
+# predict's sizes: n=10**8 samples and method=sbs k=10**8 beams never finished (the recipes evaluate on
+# 10,000 samples; a beam is a printed line)
+MAX_SAMPLES = 100_000
+MAX_BEAMS = 100
+
 
 class SeqGANEvaluation:
     """The evaluation half of the SeqGAN LightningModule (``SeqGAN`` derives from it): its validation
@@ -138,9 +143,9 @@ class SeqGANEvaluation:
             raise UserError(
                 f"method must be 'sample' (ancestral) or 'sbs' (stochastic beam search), got {opts['method']!r}"
             )
-        for key in ("n", "k"):
-            if not isinstance(opts[key], int) or opts[key] < 1:
-                raise UserError(f"{key} must be a positive integer, got {opts[key]!r}")
+        for key, most in (("n", MAX_SAMPLES), ("k", MAX_BEAMS)):
+            if not isinstance(opts[key], int) or not 1 <= opts[key] <= most:
+                raise UserError(f"{key} must be an integer from 1 to {most}, got {opts[key]!r}")
         gen = self.gen
         if opts["method"] == "sample":
             seqs, scores = self.generate(opts["n"], opts["seed"]), None

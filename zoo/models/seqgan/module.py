@@ -90,6 +90,15 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
     stochastic_node = StochasticNode(kind="categorical", differentiable_cost=False, multi_sample=False,
                                      context_dim_from="gen_hidden_dim")
 
+    @staticmethod
+    def check_run(cfg: dict) -> None:
+        """A training run's schedule must have an epoch (the unit tests build models with none): with every
+        phase 0 the run saved an untrained G and exited 0."""
+        m = cfg["model"]
+        if not (m["mle_epochs"] or m["d_pretrain_rounds"] * m["d_pretrain_epochs"] or m["adv_iterations"]):
+            raise UserError("the seqgan schedule trains nothing (model.mle_epochs, model.d_pretrain_rounds x "
+                            "model.d_pretrain_epochs and model.adv_iterations are all 0): set one of them above 0")
+
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
         self.automatic_optimization = False

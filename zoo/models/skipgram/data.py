@@ -21,7 +21,7 @@ from zoo.errors import UserError
 from zoo.models.skipgram import corpus as C
 from zoo.models.skipgram.evaluation import read_analogies, read_similarity
 from zoo.models.skipgram.synthetic import PlantedCorpus, generate
-from zoo.options import nonempty_path, positive, readable, validate
+from zoo.options import at_least, between, nonempty_path, positive, readable, validate
 from zoo.registry import DATAMODULES
 
 
@@ -31,12 +31,17 @@ def _set_name(path: Path, split: str) -> str:
     return name[: -len(split) - 1] if name.endswith(f"_{split}") else name
 
 
+NO_VAL_SIMILARITY = ("data.val_similarity is empty: give at least one word-similarity file (WordSim353 / "
+                     "SimLex-999 format); its Spearman is the validation metric")
+
+
 @dataclass
 class CorpusOptions:
     root: str = nonempty_path("data")  # data folder; the encoded-corpus cache goes to <root>/skipgram_cache
     min_count: int = 5  # words seen fewer times are dropped (word2vec's min_count)
-    max_vocab: Optional[int] = None  # keep at most this many most frequent words (None: all)
-    sample: float = 1e-3  # subsampling threshold t of frequent words (0: off)
+    max_vocab: Optional[int] = at_least(None, 2)  # keep at most this many most frequent words (None: all; 0 also
+    # meant all, 1 failed after the corpus was encoded)
+    sample: float = between(1e-3, 0, 1, high_open=True)  # subsampling threshold t of frequent words (0: off)
     window: int = positive(5)  # maximum half-width; each centre draws b ~ U{1..window}
     chunk_tokens: int = positive(1_000_000)  # words per training step (a chunk; ends at a sentence end)
     max_sentence_length: int = positive(10000)  # longer lines are cut (gensim's limit)
@@ -86,7 +91,10 @@ class TextCorpusData(ZooDataModule):
         stage = getattr(stage, "value", stage)  # Lightning passes a TrainerFn (a str enum)
         if stage in (None, "fit") and self.train_set is None:
             cfg = self.cfg
-            self._check_test_files(*self.eval_files().get("test", ([], [])))
+            files = self.eval_files()
+            self._check_test_files(*files.get("test", ([], [])))
+            if "val" in files and not files["val"][0]:  # found by _load_eval after the corpus was cached
+                raise UserError(NO_VAL_SIMILARITY)
             self.folder = C.build_corpus(self.corpus_files(), Path(cfg.root) / "skipgram_cache",
                                          cfg.min_count, cfg.max_vocab, cfg.max_sentence_length,
                                          cfg.read_chars, cfg.lowercase, cfg.strip_punctuation)
@@ -112,8 +120,7 @@ class TextCorpusData(ZooDataModule):
 
     def _load_eval(self, split: str, similarity: list, analogies: list) -> list[dict]:
         if split == "val" and not similarity:
-            raise UserError("data.val_similarity is empty: give at least one word-similarity file "
-                            "(WordSim353 / SimLex-999 format); its Spearman is the validation metric")
+            raise UserError(NO_VAL_SIMILARITY)
         sets = []
         for i, path in enumerate(C.resolve_files(similarity, "similarity file") if similarity else []):
             sets.append({"kind": "similarity", "name": _set_name(path, split), "primary": i == 0,

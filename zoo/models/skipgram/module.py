@@ -15,7 +15,7 @@ from zoo.models.skipgram.evaluation import analogy_score, nearest, similarity_sc
 from zoo.models.skipgram.export import save_word2vec
 from zoo.models.skipgram.loop import WINDOW_PAIRS, train_chunk
 from zoo.models.skipgram.nets import CAP_METHODS, OBJECTIVES, SkipGram
-from zoo.options import at_least, choice, positive
+from zoo.options import at_least, between, choice, positive
 from zoo.registry import MODELS
 
 
@@ -38,7 +38,7 @@ class SkipGramConfig:
     share_negatives: bool = True  # at_once: k noise words per window (Ji et al. 2016) instead of per pair
     init_range: float = positive(0.5)  # word vectors start U(-r/D, r/D): 0.5 = word2vec.c, 1.0 = gensim 4
     lr: float = positive(0.025)  # initial SGD learning rate (word2vec's skip-gram default)
-    min_lr_ratio: float = 1e-4  # lr falls linearly to lr * min_lr_ratio over all epochs (word2vec)
+    min_lr_ratio: float = between(1e-4, 0, 1)  # lr falls linearly to lr * min_lr_ratio over all epochs (word2vec)
     updates: str = choice("auto", ["auto", "sequential", "minibatch"])  # how SGD visits the pairs:
     # sequential = word2vec's update after every pair, in a compiled CPU kernel (kernel.py; best
     # quality and speed on a CPU); minibatch = batch_centres windows per vectorised update (torch,
