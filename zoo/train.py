@@ -348,8 +348,11 @@ def run(argv: list[str]) -> int:
                     "after fixing the cause)")
         else:
             kept = "it diverged before its first checkpoint, so no run folder was kept"
-        print(f"error: {err}. Training stopped; {kept}. A lower model.lr (or a smaller batch) is the usual fix.",
-              file=sys.stderr)
+        changed = [a for a in argv if a.startswith(("model.", "data.")) and not a.startswith("model.lr=")]
+        hint = (f"; or an extreme value among the options changed from the recipe: {', '.join(changed)}"
+                if changed else "")  # model.decoder_std=1e-30 diverges at any learning rate
+        print(f"error: {err}. Training stopped; {kept}. A lower model.lr (or a smaller batch) is the usual "
+              f"fix{hint}.", file=sys.stderr)
         return 1
     if result is not None and result.rank_zero:
         print(f"run folder: {result.run_dir}")

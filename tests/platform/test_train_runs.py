@@ -136,6 +136,7 @@ def test_nan_loss_stops_with_message_and_keeps_good_checkpoint(toy_recipe, tmp_p
     code = main([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "model.explode_at=20", "trainer.max_epochs=5"])
     err = capsys.readouterr().err
     assert code == 1 and "became nan at step 20" in err and "the last good checkpoint is kept in" in err
+    assert "options changed from the recipe: model.explode_at=20." in err  # the cause, when it is an option
     ckpt = torch.load(next(tmp_path.glob("*/*/checkpoints/last.ckpt")), weights_only=True)
     assert ckpt["global_step"] <= 20
     assert all(torch.isfinite(v).all() for v in ckpt["state_dict"].values())

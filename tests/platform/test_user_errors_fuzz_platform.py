@@ -97,6 +97,7 @@ def test_a_diverged_run_says_so_without_a_traceback(tmp_path, capsys):
                           "trainer.enable_progress_bar=false", "model.lr=1e30"], capsys)
     assert code == 1 and "Traceback" not in err, err
     assert "non-finite" in err and "diverged before its first checkpoint" in err and "model.lr" in err
+    assert "options changed from the recipe" not in err  # model.lr is named by the usual fix already
     assert not (tmp_path / "runs").exists()
 
 

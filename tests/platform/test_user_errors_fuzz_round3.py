@@ -56,6 +56,8 @@ def test_the_bounds_keep_the_recipes_and_the_paper_settings():
     # max_vocab 0 silently kept every word; 1 was refused only after the corpus was generated and cached
     ("skipgram_synthetic", ["data.max_vocab=0"], "'max_vocab' in recipe .* must be >= 2"),
     ("skipgram_synthetic", ["data.sample=5"], "'sample' in recipe .* must be < 1"),  # refused after the cache too
+    # 0 silently meant None (as many negatives as training sequences)
+    ("seqgan_oracle_small", ["model.num_negatives=0"], "'num_negatives' in recipe .* must be >= 1"),
 ])
 def test_values_meaningless_for_the_model_are_refused_with_the_config(recipe, overrides, expected, tmp_path, capsys):
     code, err = run_main([f"recipe={recipe}", f"run_dir={tmp_path}/runs", "print_config=true", *overrides], capsys)

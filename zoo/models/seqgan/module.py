@@ -25,7 +25,7 @@ from zoo.models.seqgan.evaluation import SeqGANEvaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
 from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
 from zoo.models.seqgan.schedule import Schedule
-from zoo.options import between, positive
+from zoo.options import at_least, between, positive
 from zoo.registry import MODELS
 
 PAPER_FILTERS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]
@@ -53,7 +53,7 @@ class SeqGANConfig:
     adv_g_steps: int = 1  # G policy-gradient steps per iteration
     adv_d_rounds: int = 5  # D rounds (fresh negatives) per iteration
     adv_d_epochs: int = 3  # D epochs per round
-    num_negatives: Optional[int] = None  # negatives per D round (None: as many as training sequences)
+    num_negatives: Optional[int] = at_least(None, 1)  # negatives per D round (None: as many as training sequences)
     adv_batch_size: int = positive(64)  # sequences sampled per G step
     rollouts: int = positive(16)  # Monte Carlo rollouts N per prefix
     rollout_keep: float = between(0.8, 0, 1)  # rollout net update: beta <- keep * beta + (1 - keep) * theta
