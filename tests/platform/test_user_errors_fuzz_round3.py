@@ -94,6 +94,14 @@ def test_an_empty_val_similarity_is_refused_before_the_corpus_is_cached(tmp_path
     assert not (tmp_path / "data" / "skipgram_cache").exists()  # was left behind, encoded
 
 
+def test_a_malformed_test_similarity_file_is_refused_before_training(tmp_path, capsys):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a\tb\n")  # no score: was found only when the test stage read it, after the whole run
+    code, err = run_main(["recipe=skipgram_lee", f"run_dir={tmp_path}/runs", f"data.root={tmp_path}/data",
+                          f"data.test_similarity=[{bad}]", "trainer.fast_dev_run=true"], capsys)
+    assert_refused(code, err, "bad.tsv:1: expected 'word1 word2 score'", tmp_path / "runs")
+
+
 def test_min_epochs_may_stay_below_an_unbounded_max():
     from zoo.config import load_config
 

@@ -112,11 +112,13 @@ class TextCorpusData(ZooDataModule):
 
     @staticmethod
     def _check_test_files(similarity: list, analogies: list) -> None:
-        """The test split's files are read after training: a missing or unreadable one is refused
-        before it."""
-        for specs, what in ((similarity, "similarity file"), (analogies, "analogy file")):
+        """The test split's files are read after training: a missing, unreadable or malformed one is
+        refused before it (they are small: parsed twice)."""
+        for specs, what, read in ((similarity, "similarity file", read_similarity),
+                                  (analogies, "analogy file", read_analogies)):
             for path in C.resolve_files(specs, what) if specs else []:
                 readable(path)
+                read(path)
 
     def _load_eval(self, split: str, similarity: list, analogies: list) -> list[dict]:
         if split == "val" and not similarity:
