@@ -102,6 +102,14 @@ def test_a_malformed_test_similarity_file_is_refused_before_training(tmp_path, c
     assert_refused(code, err, "bad.tsv:1: expected 'word1 word2 score'", tmp_path / "runs")
 
 
+def test_a_cnn_too_deep_for_the_image_is_refused_before_the_run(tmp_path, capsys):
+    # a 1x1 grid: one location, so the attention had nothing to choose, and the run said nothing
+    code, err = run_main(["recipe=sat_shapes_soft", f"run_dir={tmp_path}/runs", "trainer.fast_dev_run=true",
+                          "data.n_train=64", "data.n_val=16", "data.n_test=16", "model.cnn_stages=6"], capsys)
+    assert_refused(code, err, r"cnn_stages=6 leaves a 1x1 grid of a 64-px image.*\(cnn_stages <= 5 here\)",
+                   tmp_path / "runs")
+
+
 def test_min_epochs_may_stay_below_an_unbounded_max():
     from zoo.config import load_config
 
