@@ -281,8 +281,7 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     cfg["trainer"] = _trainer_options(raw.get("trainer") or {}, where)
     model_cls = MODELS.entry(cfg["model"]["name"]).obj
     check_precision(model_cls, cfg["trainer"].get("precision"), where)
-    if hasattr(model_cls, "check_run"):  # a model's own checks of the run's settings together
-        model_cls.check_run(cfg)
+    model_cls.check_run(cfg)  # a model's own checks of the run's settings together
     loggers = cfg["logger"] if isinstance(cfg["logger"], list) else [cfg["logger"]]
     for name in loggers:
         if name not in LOGGERS:

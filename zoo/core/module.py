@@ -67,6 +67,11 @@ class ZooModule(L.LightningModule):
         self.data_info = dict(data_info or {})
         self.plots_dir: Path | None = None  # set by zoo.train / zoo.evaluate
 
+    @staticmethod
+    def check_run(cfg: dict) -> None:
+        """The whole validated recipe (model, data, trainer) before anything is built: settings that are
+        each valid but together meaningless (SeqGAN's schedule with every phase 0). Nothing by default."""
+
     def before_fit(self) -> None:
         """See the module docstring; nothing by default."""
 

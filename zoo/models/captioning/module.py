@@ -109,7 +109,7 @@ class ShowAttendTell(ZooModule):
         super().__init__(cfg, data_info)
         c, info = self.cfg, self.data_info
         self.check_data(info)
-        side = -(-info["image_size"] // 2 ** c.cnn_stages)  # each stride-2 stage: ceil(n / 2)
+        side = -(-info["image_size"] // 2 ** c.cnn_stages)  # the cnn's grid: each stride-2 stage gives ceil(n / 2)
         if c.encoder == "cnn" and side < 2:  # one location: nothing for the attention to choose
             raise UserError(f"model.cnn_stages={c.cnn_stages} leaves a {side}x{side} grid of a {info['image_size']}-px "
                             f"image: attention needs at least 2x2 locations (cnn_stages <= "

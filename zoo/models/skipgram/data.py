@@ -89,9 +89,9 @@ class TextCorpusData(ZooDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         stage = getattr(stage, "value", stage)  # Lightning passes a TrainerFn (a str enum)
+        files = self.eval_files()
         if stage in (None, "fit") and self.train_set is None:
             cfg = self.cfg
-            files = self.eval_files()
             self._check_test_files(*files.get("test", ([], [])))
             if "val" in files and not files["val"][0]:  # found by _load_eval after the corpus was cached
                 raise UserError(NO_VAL_SIMILARITY)
@@ -100,12 +100,8 @@ class TextCorpusData(ZooDataModule):
                                          cfg.read_chars, cfg.lowercase, cfg.strip_punctuation)
             self.words, counts, self.meta = C.load_corpus(self.folder)
             self.counts = counts.tolist()
-            if cfg.window < 1 or not 0 <= cfg.sample < 1:
-                raise UserError("data.window must be >= 1 and 0 <= data.sample < 1 "
-                                f"(got {cfg.window}, {cfg.sample})")
             self.train_set = C.CorpusChunks(self.folder / "ids.bin", self.meta["n_ids"], counts,
                                             cfg.chunk_tokens, cfg.window, cfg.sample, cfg.seed)
-        files = self.eval_files()
         for split in (["val"] if stage == "fit" else ["val", "test"] if stage is None else [stage]):
             if split in files and split not in self.eval_sets:
                 self.eval_sets[split] = self._load_eval(split, *files[split])
