@@ -153,14 +153,40 @@ def image_transform(size: int, normalize: str):
     return T.Compose(steps)
 
 
-def load_image(path: Path | str, transform) -> torch.Tensor:
+def load_image(path: Path | str, transform, size: int | None = None) -> torch.Tensor:
+    """An image file through ``transform``; with ``size`` (``zoo.predict``: the model's input size), a
+    note on stderr when the image is smaller than the model's input or has no colour, which the
+    transform would otherwise change silently."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(check_input_file(path)) as im:
+            if size is not None:
+                note = conversion_note(im, size)
+                if note:
+                    import sys
+
+                    print(f"note: {path} {note}", file=sys.stderr)
             return transform(im.convert("RGB"))
     except UnidentifiedImageError:
         raise UserError(f"{path} is not an image file PIL can read") from None
+
+
+GREY_MODES = ("1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F")  # PIL's modes without colour
+
+
+def conversion_note(im, size: int) -> str | None:
+    """What ``image_transform`` does to a PIL image the model would not see as it is: enlarged (smaller
+    than ``size``) or given colour (greyscale: the same grey in the three channels, so no colour the
+    captions name); None for a colour image at least ``size`` pixels on each side (scaled down and
+    centre-cropped as the training images were)."""
+    w, h = im.size
+    small, grey = min(w, h) < size, im.mode in GREY_MODES
+    if not (small or grey):
+        return None
+    kind = f"{w}x{h}" + (" greyscale" if grey else "")
+    done = " ".join([f"resized to {size}x{size}"] * small + ["RGB" if small else "converted to RGB"] * grey)
+    return f"is {kind}; {done} as the model expects" + (" (it sees no colour)" if grey else "")
 
 
 KARPATHY_LAYOUT = "{'images': [{'filename', 'filepath' (optional), 'split', 'sentences': [{'tokens': [...]}]}]}"

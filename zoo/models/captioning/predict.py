@@ -48,8 +48,9 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
     if opts["overlay"]:  # checked before the decoding; its folder is created when the figure is saved
         check_output_file(opts["overlay"], "overlay", "figure", makes_folder=True)
     info = model.data_info
-    tf = image_transform(int(info.get("image_size", 224)), info.get("normalize", "imagenet"))
-    images = torch.stack([load_image(p, tf) for p in inputs]).to(model.device)
+    size = int(info.get("image_size", 224))
+    tf = image_transform(size, info.get("normalize", "imagenet"))
+    images = torch.stack([load_image(p, tf, size) for p in inputs]).to(model.device)  # notes: resized, grey
     max_len = opts["max_len"] or model.max_len
     feats, grid = model.encode(images)
     vocab = model.vocab

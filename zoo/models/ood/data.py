@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError
-from zoo.options import nonempty_path, positive
+from zoo.options import between, nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 
@@ -188,6 +188,11 @@ class OODDigits(OODDataModule):
 
 
 # ---- the 2-D toy ---------------------------------------------------------------------------------
+TOY_BOX = 8.0  # the uniform OOD box is [-TOY_BOX, TOY_BOX]^2
+TOY_BOX_WHY = ("the OOD test sets lie in the box [-8, 8]^2: classes placed or spread past it cover them or leave "
+               "them behind")
+
+
 @dataclass
 class Toy2DConfig:
     root: str = nonempty_path("data")  # unused (generated); kept for a uniform interface
@@ -196,8 +201,11 @@ class Toy2DConfig:
     num_workers: int = 0  # DataLoader worker processes
     seed: int = 0  # shuffling seed (the points themselves are fixed)
     n_train: int = positive(2000)  # training points (half per class)
-    separation: float = 2.0  # the class means are (-separation, 0) and (+separation, 0)
-    std: float = positive(0.5)  # per-coordinate standard deviation of each class
+    # The OOD sets are fixed: the box [-8, 8]^2 and a ring of radius 5 around the origin. Classes placed
+    # or spread past the box (separation or std 1e30 trained without complaint) leave no OOD set to
+    # measure against: both are bounded by the box's half-width, far beyond any toy a study would draw.
+    separation: float = between(2.0, 0, TOY_BOX, why=TOY_BOX_WHY)  # class means (-separation, 0), (+separation, 0)
+    std: float = between(0.5, 0, TOY_BOX, low_open=True, why=TOY_BOX_WHY)  # per-coordinate std of each class
     ood_train: bool = False  # also serve an OOD training set (uniform on [-8, 8]^2) for mode=confidence
 
 

@@ -35,6 +35,7 @@ from zoo.registry import MODELS
 
 MODES = ("ce", "confidence", "joint", "boundary_gan")
 GAN_MODES = ("joint", "boundary_gan")  # the modes with a generator and a discriminator
+MAX_BETA = 1000.0  # beta's upper bound (see OODConfig.beta)
 
 
 @dataclass
@@ -48,7 +49,11 @@ class OptimConfig:
 @dataclass
 class OODConfig:
     mode: str = field(default="ce", metadata={"choices": list(MODES)})  # ce | confidence | joint | boundary_gan
-    beta: float = 1.0  # weight of the KL(U || p) term (>= 0; the paper: 1 for SVHN, 0.1 for CIFAR-10)
+    # weight of the KL(U || p) term (the paper: 1 for SVHN, 0.1 for CIFAR-10). At most 1000: there the KL term
+    # outweighs the cross-entropy a thousandfold (the 2-D toy's accuracy already falls from 0.99 to 0.88), and
+    # 1e38 trained to chance or overflowed the float32 loss into the "diverged" message
+    beta: float = between(1.0, 0, MAX_BETA, why="the KL term would outweigh the cross-entropy more than "
+                          "a thousandfold; the paper uses 0.1 and 1")
     classifier: str = field(default="cnn", metadata={"choices": ["mlp", "cnn", "vgg13"]})  # classifier net
     width: int = positive(32)  # classifier width (mlp hidden units; cnn first channels; vgg13: 64 = the paper's)
     dropout: float = between(0.0, 0, 1, high_open=True)  # dropout before the classifier's last layer

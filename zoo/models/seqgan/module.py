@@ -30,6 +30,9 @@ from zoo.registry import MODELS
 
 PAPER_FILTERS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]
 PAPER_COUNTS = [100, 200, 200, 200, 200, 100, 100, 100, 100, 100, 160, 160]
+MAX_ROLLOUTS = 1000  # see SeqGANConfig.rollouts
+MAX_EVAL_SAMPLES = 1_000_000  # see SeqGANConfig.eval_samples
+EVAL_SAMPLES_WHY = "100x the paper's 10,000, which take about 20 s on a CPU core"
 
 
 @dataclass
@@ -55,13 +58,20 @@ class SeqGANConfig:
     adv_d_epochs: int = 3  # D epochs per round
     num_negatives: Optional[int] = at_least(None, 1)  # negatives per D round (None: as many as training sequences)
     adv_batch_size: int = positive(64)  # sequences sampled per G step
-    rollouts: int = positive(16)  # Monte Carlo rollouts N per prefix
+    # Monte Carlo rollouts N per prefix (the paper: 16). At most 1000: a G step generates and scores
+    # (seq_len - 1) x N x adv_batch_size sequences, and 10**8 ran out of memory only at the first
+    # adversarial step, after MLE and D pre-training
+    rollouts: int = between(16, 1, MAX_ROLLOUTS, why="over 60x the paper's 16; each G step generates "
+                            "(seq_len - 1) x rollouts x adv_batch_size sequences")
     rollout_keep: float = between(0.8, 0, 1)  # rollout net update: beta <- keep * beta + (1 - keep) * theta
     batched_rollouts: bool = True  # all prefixes x rollouts in one generation (False: per-step loop)
     d_chunk: int = positive(4096)  # sequences per D call when scoring rollouts (bounds memory)
     estimator: EstimatorSpec = estimator_option({"name": "reinforce", "baseline": "none"})  # G's gradient
-    eval_samples: int = positive(10000)  # generator samples for val/nll_oracle (the paper: 10,000)
-    test_samples: int = positive(10000)  # generator samples for test/nll_oracle
+    # generator samples for val/nll_oracle (the paper: 10,000) and test/nll_oracle. At most 10**6: 10,000 take
+    # about 20 s on a CPU core at the paper's sizes, so 10**6 is half an hour per evaluation (val: every epoch);
+    # 2**31 - 1 sampled for days, or ran out of memory, only after the first epoch had trained
+    eval_samples: int = between(10000, 1, MAX_EVAL_SAMPLES, why=EVAL_SAMPLES_WHY)
+    test_samples: int = between(10000, 1, MAX_EVAL_SAMPLES, why=EVAL_SAMPLES_WHY)
     bleu_samples: int = positive(100)  # samples for val BLEU (text data)
     test_bleu_samples: int = positive(200)  # samples for test BLEU and self-BLEU (text data)
     bleu_refs: int = positive(300)  # held-out references per BLEU sample (cost grows as samples x refs)
