@@ -21,6 +21,7 @@ from zoo.registry import closest
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 LOGGERS = ("csv", "wandb", "tensorboard")
 WANDB_MODES = ("online", "offline", "disabled", "shared")
+WANDB_PROJECT_FORBIDDEN = "/\\#?%:"  # characters W&B refuses in a project name
 # Ranges of lightning.Trainer's numeric arguments where they differ from the zoo's ">= 0" rule:
 # -1 sentinels (all devices, no limit, the whole validation set) and counts that must be >= 1.
 # Lightning checks some of these itself, but only once it runs (accumulate_grad_batches=0 and
@@ -50,7 +51,18 @@ class WandbConfig:
     entity: Optional[str] = None  # W&B team or user; None = your default
     mode: Optional[str] = choice(None, [None, *WANDB_MODES])  # None = online if logged in, else offline
     log_model: bool = True  # upload checkpoints as artifacts (online only)
-    tags: list = field(default_factory=list)  # run tags
+    tags: list[str] = field(default_factory=list)  # run tags
+
+    def __post_init__(self):  # W&B's own rules, which it enforced only once the run had started (a traceback)
+        bad = sorted(set(WANDB_PROJECT_FORBIDDEN) & set(self.project))
+        if not 1 <= len(self.project) <= 128 or bad:
+            why = f"contains {' '.join(bad)}" if bad else f"has {len(self.project)} characters"
+            raise ValueError(f"wandb.project={self.project!r} {why}: W&B takes 1 to 128 characters, none of "
+                             f"{' '.join(WANDB_PROJECT_FORBIDDEN)} (e.g. wandb.project=my-project)")
+        for tag in self.tags:
+            if not 1 <= len(tag) <= 64:
+                raise ValueError(f"wandb.tags holds {tag[:20] + '...' if len(tag) > 20 else tag!r} of {len(tag)} "
+                                 "characters: W&B takes tags of 1 to 64 characters")
 
 
 MATMUL_PRECISIONS = ("highest", "high", "medium")  # torch.set_float32_matmul_precision's levels
@@ -108,6 +120,10 @@ def recipe_description(path: Path) -> str:
 def find_recipe(name: str) -> Path:
     if name.endswith((".yaml", ".yml")) or os.sep in name:
         path = Path(name)
+        if path.is_dir():  # said "recipe file not found" of a folder that is there
+            example = min(path.glob("*.yaml"), default=None)
+            raise UserError(f"recipe {path} is a folder, not a recipe file: give a YAML file"
+                            f"{f' (e.g. {example})' if example else ''} or a recipe name (python -m zoo.train --list)")
         if not path.is_file():
             raise UserError(f"recipe file not found: {path}")
         return path
@@ -118,11 +134,34 @@ def find_recipe(name: str) -> Path:
     return recipes[name]
 
 
+MAX_RECIPE_VALUES = 10_000  # keys and values of a recipe once its aliases are expanded (OmegaConf 2.4's own limit)
+
+
+def expanded_size(node: Any, seen: dict | None = None) -> int:
+    """How many YAML nodes a composed document holds once every alias is expanded; each node is counted
+    once however often it is referred to, so a "billion laughs" is measured in microseconds."""
+    import yaml
+
+    seen = {} if seen is None else seen
+    if node is None:
+        return 0
+    if id(node) not in seen:
+        children = ([part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode)
+                    else node.value if isinstance(node, yaml.SequenceNode) else [])
+        seen[id(node)] = 1 + sum(expanded_size(child, seen) for child in children)
+    return seen[id(node)]
+
+
 def load_yaml(path: Path) -> Any:
     import yaml
     from omegaconf import OmegaConf
 
     try:
+        size = expanded_size(yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader))
+        if size > MAX_RECIPE_VALUES:  # OmegaConf 2.3 built every copy (2.4 stops at 10,000 with its own message)
+            raise UserError(f"recipe {path}: its YAML aliases (*name) expand to {size:,} values, more than the "
+                            f"{MAX_RECIPE_VALUES:,} a recipe may hold (an alias bomb?): write the values out, or "
+                            "nest fewer aliases")
         return OmegaConf.load(path)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
@@ -199,6 +238,9 @@ def parse_overrides(items: list[str]) -> Any:
 
 def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
     section = raw.get(key)
+    if isinstance(section, str) and section:  # model=vae on the command line: a section given a name alone
+        raise UserError(f"'{key}: {section}' in {where}: {key} is a section of options; its name is given as "
+                        f"{key}.name={section} (known: {', '.join(registry.list())})")
     if not isinstance(section, dict) or "name" not in section:
         raise UserError(f"{where} needs a '{key}:' section with a 'name' "
                         f"(known: {', '.join(registry.list())})")
@@ -260,7 +302,9 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     try:
         raw = OmegaConf.to_container(merged, resolve=True)
     except Exception as err:
-        raise UserError(f"cannot resolve {where}: {str(err).splitlines()[0]}{_environment_hint(err)}") from None
+        key = getattr(err, "full_key", None)
+        raise UserError(f"cannot resolve {where}{f' at {key}' if key else ''}: {str(err).splitlines()[0]}"
+                        f"{_environment_hint(err) or _interpolation_hint(err)}") from None
     if not isinstance(raw, dict):
         raise UserError(f"{where} must be a YAML mapping of keys to values")
     top_schema = {f.name: f for f in dataclasses.fields(RunConfig)}
@@ -286,10 +330,25 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     for name in loggers:
         if name not in LOGGERS:
             raise UserError(f"unknown logger '{name}' in {where}{closest(str(name), list(LOGGERS))}. "
-                            f"Choose from {', '.join(LOGGERS)}")
+                            f"Choose from {', '.join(LOGGERS)}, or none: logger=[]")
+    twice = sorted({name for name in loggers if loggers.count(name) > 1})
+    if twice:  # two csv loggers wrote every row of metrics.csv twice
+        raise UserError(f"logger lists {', '.join(twice)} more than once in {where}: list each logger once, "
+                        f"e.g. logger=[{','.join(dict.fromkeys(loggers))}]")
+    if "wandb" in loggers and cfg["wandb"]["mode"] is None:
+        check_wandb_environment()
     cfg["logger"] = loggers
     cfg["recipe"] = cfg["recipe"] or path.stem
     return cfg
+
+
+def check_wandb_environment() -> None:
+    """WANDB_MODE, which decides the W&B mode when wandb.mode is not given: W&B refused a wrong one only
+    once the run had started (a traceback, and a run folder left behind)."""
+    mode = os.environ.get("WANDB_MODE")
+    if mode and mode not in (*WANDB_MODES, "dryrun", "run"):
+        raise UserError(f"the environment variable WANDB_MODE={mode!r} is not a W&B mode: unset it, or set it (or "
+                        f"wandb.mode=) to one of {', '.join(WANDB_MODES)}")
 
 
 def _environment_hint(err: Exception) -> str:
@@ -300,6 +359,26 @@ def _environment_hint(err: Exception) -> str:
     if found is None or not (found.group(1) in os.environ or found.group(1).isupper()):
         return ""
     return f" (an environment variable is written ${{oc.env:{found.group(1)}}})"
+
+
+def _interpolation_hint(err: Exception) -> str:
+    """How to write the ``${...}`` OmegaConf could not resolve (its own messages name only what failed)."""
+    import re
+
+    text = str(err)
+    unset = re.search(r"Environment variable '(\w+)' not found", text)
+    if unset:
+        return (f" (set the environment variable {unset.group(1)}, or give a default: "
+                f"${{oc.env:{unset.group(1)},DEFAULT}})")
+    if "Recursive interpolation" in text:
+        return " (it refers back to itself through ${...}: give one of the keys in the loop a value)"
+    if "Interpolation key" in text:
+        return " (${...} names another key of the recipe by its full dotted path, e.g. ${data.batch_size})"
+    if "Unsupported interpolation type" in text:
+        return " (the resolvers are oc.env, oc.decode, oc.select, oc.create; a literal '${' is written '\\${')"
+    if "GrammarParseError" in type(err).__name__ or "GrammarParseError" in text:
+        return " (an interpolation is written ${dotted.key} or ${resolver:args}, closed by '}')"
+    return ""
 
 
 def _mapping(raw: dict, key: str, where: str) -> dict:
@@ -330,7 +409,38 @@ def _trainer_options(options: dict, where: str) -> dict:
                             what="key", ranges=TRAINER_RANGES)
     _check_cpu_processes(options)
     _check_min_below_max(options)
+    _check_strategy(options)
+    _check_max_time(options)
     return options
+
+
+def _check_max_time(options: dict) -> None:
+    """A time limit of zero (or less): Lightning stopped the run as it started and exited 0, as max_epochs=0
+    would have (refused by TRAINER_RANGES)."""
+    import datetime
+
+    value = options.get("max_time")
+    try:
+        if isinstance(value, str):  # Lightning's DD:HH:MM:SS
+            days, hours, minutes, seconds = (int(part) for part in value.split(":"))
+            value = datetime.timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+        elif isinstance(value, dict):
+            value = datetime.timedelta(**value)
+    except (ValueError, TypeError):  # not a duration: Lightning's own message says so
+        return
+    if isinstance(value, datetime.timedelta) and value.total_seconds() <= 0:
+        raise UserError(f"trainer.max_time={options['max_time']} would train nothing (the run stops as it starts): "
+                        "give a positive duration, DD:HH:MM:SS (e.g. 00:12:00:00), or leave it out")
+
+
+def _check_strategy(options: dict) -> None:
+    """Lightning's spawn strategies pickle the trainer into each new process, and a zoo run (its callbacks'
+    locks and streams) cannot be pickled: a traceback once fit started, after the run folder was written."""
+    strategy = options.get("strategy")
+    if isinstance(strategy, str) and "spawn" in strategy:
+        raise UserError(f"trainer.strategy={strategy} is not supported: it starts its processes by pickling the "
+                        "trainer, which the zoo's callbacks and loggers cannot be; use trainer.strategy=ddp "
+                        "(each process starts as a fresh command)")
 
 
 def _check_min_below_max(options: dict) -> None:

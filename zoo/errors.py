@@ -50,7 +50,7 @@ def as_user_error(err: BaseException) -> UserError | None:
     if isinstance(err, UserError):
         return err
     return (out_of_memory(err) or permission_denied(err) or disk_full(err) or name_too_long(err)
-            or warning_as_error(err))
+            or warning_as_error(err) or image_too_large(err))
 
 
 def out_of_memory(err: BaseException) -> UserError | None:
@@ -119,6 +119,19 @@ def name_too_long(err: BaseException) -> UserError | None:
 
 def _shorten(text: str, keep: int = 100) -> str:
     return text if len(text) <= keep else f"{text[:keep // 2]}...{text[-keep // 2:]}"
+
+
+def image_too_large(err: BaseException, path: str | os.PathLike | None = None) -> UserError | None:
+    """An image PIL refuses to open for its size (DecompressionBombError: over 2 x 89 million pixels, a
+    guard against decompression bombs); None for anything else. ``path``: the file, where it is known."""
+    if type(err).__name__ != "DecompressionBombError":
+        return None
+    import re
+
+    pixels, limit = (re.findall(r"(\d+) pixels", str(err)) + ["?", "?"])[:2]  # "Image size (N pixels) ... limit of M"
+    what = f"{os.fspath(path)} is" if path is not None else "an image is"
+    return UserError(f"{what} too large to read: {pixels} pixels, over PIL's limit of {limit} (a guard against "
+                     "decompression bombs); scale it down first (e.g. convert IN -resize 4000x4000 OUT)")
 
 
 def warning_as_error(err: BaseException) -> UserError | None:

@@ -327,15 +327,20 @@ def make_folder(folder: str | Path, instead: str | None = None) -> Path:
 
 
 def check_output_file(path: str | Path, option: str, writer: str | None = "image", makes_folder: bool = False,
-                      example: str = "out.png") -> Path:
+                      example: str = "out.png", inputs: list | None = None) -> Path:
     """A file a command is about to write: its folder must exist (unless the command creates it,
     ``makes_folder``; then no file may stand where one of its folders would be), the path must not be a
     folder, and its extension must name a format the writer knows (``image``: PIL's, which
     torchvision's save_image uses; ``figure``: matplotlib's savefig; None: any). save_image / savefig
-    fail with a traceback only after the work is done."""
+    fail with a traceback only after the work is done. ``inputs``: files the command reads, which the
+    output must not replace."""
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{option}={path} is a folder; give a file name, e.g. {option}={path / example}")
+    for given in inputs or []:  # the command's own input files: the output replaced the image it read
+        if path.is_file() and Path(given).is_file() and os.path.samefile(path, given):
+            raise UserError(f"{option}={path} is one of the input files ({given}): writing there would replace it; "
+                            f"choose another {option}= path")
     if not makes_folder and not path.parent.is_dir():
         raise UserError(f"{option}={path}: the folder {path.parent} does not exist; create it or choose another")
     above = next((p for p in path.parents if p.exists()), None)
@@ -375,15 +380,39 @@ def parse_dotlist(items: list[str]) -> Any:
 
     for item in items:
         key = item.split("=", 1)[0]
+        if key.startswith(("+", "~")):  # Hydra's add / force-add / delete prefixes
+            plain = key.lstrip("+~")
+            raise UserError(f"malformed override '{item}': the zoo's overrides are plain key=value, without Hydra's "
+                            f"'+', '++' or '~' prefixes: write {plain}=VALUE (every option exists already; "
+                            f"{plain}=null unsets an optional one)")
         if "=" not in item or not key or key.strip() != key:
             raise UserError(f"malformed override '{item}': write key=value, e.g. trainer.max_epochs=3")
+        if "" in key.split("."):  # model..lr=3 or model.lr.=3: "unknown key ''", or a mapping {'': 3} as the value
+            raise UserError(f"malformed override '{item}': the key '{key}' has an empty part between its dots; "
+                            "write e.g. model.lr=0.01")
         if not item.split("=", 1)[1].strip():  # OmegaConf reads it as null: ckpt_path=$UNSET started a new run
             raise UserError(f"'{item}' gives {key} no value (a shell variable that is not set expands to nothing): "
                             f"write one ({key}=null unsets an optional key), or leave the key out")
-    try:
-        return OmegaConf.from_dotlist(items)
-    except Exception as err:  # omegaconf's grammar errors
-        raise UserError(f"malformed override in {items}: {str(err).splitlines()[0]}") from None
+    for item in items:  # one at a time, so that a message names the item at fault
+        try:
+            OmegaConf.from_dotlist([item])
+        except Exception as err:  # YAML's or OmegaConf's grammar errors
+            raise UserError(f"malformed override '{item}': {_grammar_problem(err)}") from None
+    return OmegaConf.from_dotlist(items)
+
+
+def _grammar_problem(err: Exception) -> str:
+    """What is wrong with one override's value, and how it is written: YAML's own message starts with
+    its context ("while parsing a flow sequence"), the problem comes after."""
+    problem = getattr(err, "problem", None)  # yaml's MarkedYAMLError
+    if problem:
+        return (f"{problem} in its value: close every bracket and quote (a list is written 'key=[a,b]', a mapping "
+                "'key={a: 1}', in quotes for the shell)")
+    text = str(err).splitlines()[0]
+    if "${" in str(err):
+        return (f"{text} (an interpolation is written ${{dotted.key}} or ${{oc.env:VARIABLE}}, closed by '}}'; "
+                "a literal '${' is written '\\${')")
+    return text
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:

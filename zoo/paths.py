@@ -23,7 +23,12 @@ def expand_path(value: Any, key: str, where: str) -> Any:
     if not isinstance(value, str):
         return value
     if _HOME.match(value):
-        value = os.path.expanduser(value)
+        expanded = os.path.expanduser(value)
+        if expanded.startswith("~") and "/" in value:  # ~nosuchuser/x made a folder '~nosuchuser' in the working one
+            user = value[1:].split("/", 1)[0]
+            raise UserError(f"'{key}' in {where}: {value} names the home folder of a user '{user}', and this machine "
+                            f"has none: write ~/ for your own home folder, or the path out")
+        value = expanded
     if "/" not in value or "$" not in value or os.path.lexists(value):
         return value
     unset = [name for name in _VARIABLE.findall(value) if name not in os.environ]

@@ -52,6 +52,9 @@ def split_args(argv: list[str]) -> tuple[str, list[str]]:
         if arg.startswith("recipe="):
             recipe = arg.split("=", 1)[1]
         elif arg.startswith("-"):
+            if "=" in arg:  # --trainer.max_epochs=3
+                raise UserError(f"unknown flag '{arg}': overrides are written without dashes, "
+                                f"{arg.lstrip('-')}; see `python -m zoo.train --help`")
             raise UserError(f"unknown flag '{arg}'; see `python -m zoo.train --help`")
         else:
             overrides.append(arg)
@@ -80,7 +83,7 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
     slurm = slurm_run_dir(root)
     if slurm is not None:  # a SLURM batch job: its folder survives a requeue, which keeps the job id
         return slurm, ckpt or slurm_resume_checkpoint(slurm)
-    if os.environ.get("TORCHELASTIC_RUN_ID") and int(os.environ.get("WORLD_SIZE", 1)) > 1:
+    if os.environ.get("TORCHELASTIC_RUN_ID") and world_size() > 1:
         return root / f"torchrun-{os.environ['TORCHELASTIC_RUN_ID']}", ckpt
     run_dir = root / time.strftime("%Y%m%d-%H%M%S")
     suffix = 1
@@ -88,6 +91,15 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
         run_dir = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{suffix}"
         suffix += 1
     return run_dir, ckpt
+
+
+def world_size() -> int:
+    """WORLD_SIZE as torchrun sets it; a hand-set value that is no number is one message."""
+    value = os.environ.get("WORLD_SIZE", "1")
+    if not value.strip().isdigit():
+        raise UserError(f"the environment variable WORLD_SIZE={value!r} (the number of processes, set by torchrun) "
+                        "must be a whole number: unset it, or run under torchrun")
+    return int(value)
 
 
 def check_writable(run_dir: Path) -> None:
@@ -137,16 +149,48 @@ def build(cfg: dict) -> tuple[Any, Any]:
     return datamodule, model
 
 
-def check_resumable(ckpt: str, model_name: str, model: Any) -> None:
-    """A checkpoint to resume must be of the model the recipe builds, and its weights must fit it: a
-    size option changed since (model.latent_dim=3 on a run trained with 8) fails inside fit
-    otherwise, after the run folder is written."""
-    from zoo.hub import read_checkpoint
+def read_resume_checkpoint(ckpt: str, cfg: dict) -> dict:
+    """The checkpoint a run resumes from, read (metadata and shapes only) before any data is built: it must
+    exist, be a zoo checkpoint of the model the recipe trains, and, when the user named it (ckpt_path=),
+    leave something to train under trainer.max_epochs / max_steps (Lightning stopped at once and exited 0)."""
+    from zoo.hub import pretrained_cards, read_checkpoint
 
-    saved = read_checkpoint(ckpt, mmap=True)  # metadata and shapes only: no tensor is read
+    path = Path(ckpt)
+    if not path.exists() and not path.suffix and os.sep not in ckpt:  # best, LAST, vae-digits
+        entry = (f" ({ckpt} is a pretrained entry: use it with python -m zoo.evaluate / zoo.predict {ckpt})"
+                 if ckpt in pretrained_cards() else "")
+        raise UserError(f"ckpt_path={ckpt}: no such checkpoint file; ckpt_path takes 'last' (the latest run of "
+                        f"this recipe under run_dir) or the path of a .ckpt file{entry}")
+    saved = read_checkpoint(ckpt, mmap=True)  # no tensor is read
+    model_name = cfg["model"]["name"]
     if saved["zoo"]["model"] != model_name:
         raise UserError(f"checkpoint {ckpt} is a '{saved['zoo']['model']}' model, but the recipe trains "
                         f"'{model_name}'")
+    if cfg["ckpt_path"] is not None and not cfg["trainer"].get("fast_dev_run"):  # not a SLURM requeue's own
+        check_left_to_train(ckpt, saved, cfg["trainer"])
+    return saved
+
+
+def check_left_to_train(ckpt: str, saved: dict, trainer: dict) -> None:
+    """Lightning's own stopping rule (its fit loop's ``done``) applied to the checkpoint's counters."""
+    progress = saved.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("current", {})
+    epochs, steps = progress.get("processed"), saved.get("global_step")
+    if not isinstance(epochs, int) or not isinstance(steps, int):
+        return
+    max_steps, max_epochs = trainer.get("max_steps", -1), trainer.get("max_epochs")
+    if max_epochs is None:  # Lightning's default
+        max_epochs = 1000 if max_steps == -1 and trainer.get("max_time") is None else -1
+    for key, limit, done in (("max_steps", max_steps, steps), ("max_epochs", max_epochs, epochs)):
+        if limit != -1 and done >= limit:
+            raise UserError(f"checkpoint {ckpt} has trained {epochs} epoch(s), {steps} step(s): trainer.{key}={limit} "
+                            f"leaves nothing more to train. Raise trainer.{key} to go on training, or evaluate it: "
+                            f"python -m zoo.evaluate {ckpt}")
+
+
+def check_resumable(ckpt: str, saved: dict, model: Any) -> None:
+    """A checkpoint to resume must fit the model the recipe builds: a size option changed since
+    (model.latent_dim=3 on a run trained with 8) fails inside fit otherwise, after the run folder is
+    written."""
     own = model.state_dict()
     fix = "Resume with the model options the run was trained with (its config.yaml)"
     for key, value in saved["state_dict"].items():
@@ -160,6 +204,28 @@ def check_resumable(ckpt: str, model_name: str, model: Any) -> None:
                  for name, keys in (("it lacks", missing), ("it has no place here for", unexpected)) if keys]
         raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: {'; '.join(parts)}. {fix} "
                         "(an estimator or a model part changed since)")
+
+
+def check_trainer_settings(cfg: dict) -> None:
+    """Lightning's own checks of the ``trainer:`` section (an accelerator this machine lacks, a strategy name
+    that does not exist, trainer.devices=[5]) before any data is built or cached: they ran only once the run's
+    Trainer was made, after the datamodule (a corpus encoded, oracle samples drawn). A Trainer made and
+    dropped, which writes nothing; what it would print or warn is dropped too (the run's own Trainer says it)."""
+    import warnings
+
+    import lightning as L
+
+    from zoo.tracking import HeldMessages, build_trainer, console_callbacks
+
+    plain = console_callbacks(cfg["trainer"], [])  # Lightning's plain summary and bar, as in the run (not rich's)
+    held = HeldMessages().start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            build_trainer(lambda: L.Trainer(logger=False, enable_checkpointing=False, callbacks=plain,
+                                            **cfg["trainer"]), f"trainer settings {cfg['trainer']}")
+    finally:
+        held.discard()
 
 
 def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False) -> Any:
@@ -287,12 +353,14 @@ def train(argv: list[str]) -> RunResult | None:
 
         set_float32_precision(cfg["matmul_precision"])
     L.seed_everything(cfg["seed"], workers=True, verbose=False)
+    saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
+    check_trainer_settings(cfg)
     datamodule, model = build(cfg)
     # the training loader's own checks (a batch larger than the data) before Lightning prints its device
     # lines and model summary: a mistake found there is then the only line on the screen
     datamodule.train_dataloader()
     if ckpt is not None:
-        check_resumable(ckpt, cfg["model"]["name"], model)
+        check_resumable(ckpt, saved, model)
     elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
         model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
     model.plots_dir = run_dir / "plots"

@@ -72,3 +72,220 @@ def test_predict_says_when_it_resizes_or_colours_an_image(tmp_path, capsys):
         f"note: {tmp_path / 'small.png'} is 10x12; resized to 64x64 as the model expects",
         f"note: {tmp_path / 'grey.png'} is 64x64 greyscale; converted to RGB as the model expects (it sees no colour)",
     ], out.err
+
+
+# ---- recipe files and OmegaConf interpolations ----------------------------------------------------------------
+BOMB = "\n".join(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]" for prev, name in zip("abcdefgh", "bcdefghi"))
+
+
+@pytest.mark.parametrize("text, expected", [
+    # OmegaConf 2.4 stopped it as a "YAML syntax error ... line 1, column 1"; 2.3 built every copy
+    ("a: &a [x, x, x, x, x, x, x, x, x]\n" + BOMB + "\nmodel: {name: vae}\ndata: {name: digits}\n",
+     r"its YAML aliases \(\*name\) expand to [\d,]{11} values, more than the 10,000 a recipe may hold"),
+    # OmegaConf's own words only ("Interpolation key 'nowhere.x' not found"), without the key that holds it
+    ("model:\n  name: vae\n  latent_dim: ${nowhere.x}\ndata: {name: digits}\n",
+     r"at model.latent_dim: Interpolation key 'nowhere.x' not found \(\$\{...\} names another key .* by its full"),
+    ("model:\n  name: vae\n  latent_dim: ${model.hidden}\n  hidden: ${model.latent_dim}\ndata: {name: digits}\n",
+     r"at model.latent_dim: Recursive interpolation detected \(it refers back to itself"),
+    ("model: {name: vae}\ndata:\n  name: digits\n  root: ${oc.env:ZOO_ROUND4_UNSET}\n",
+     r"at data.root: .*'ZOO_ROUND4_UNSET' not found\" \(set the environment variable .* \$\{oc.env:ZOO_ROUND4_UNSET,"),
+    ("model:\n  name: vae\n  latent_dim: ${foo:bar}\ndata: {name: digits}\n",
+     r"at model.latent_dim: Unsupported interpolation type foo \(the resolvers are oc.env"),
+])
+def test_broken_recipe_files_name_the_key_and_the_fix(text, expected, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ZOO_ROUND4_UNSET", raising=False)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text)
+    code, err = run_main([f"recipe={recipe}", f"run_dir={tmp_path}/runs"], capsys)
+    assert_refused(code, err, expected, tmp_path / "runs")
+
+
+def test_alias_expansion_is_counted_without_building_it():
+    import yaml
+
+    from zoo.config import expanded_size
+
+    doc = yaml.compose("a: &a [x, x, x, x, x, x, x, x, x]\n" + BOMB, Loader=yaml.SafeLoader)
+    lists = [10]  # a: the list and its 9 values; b..i: a list of 9 copies of the one before
+    for _ in range(8):
+        lists.append(1 + 9 * lists[-1])
+    assert expanded_size(doc) == 1 + 9 + sum(lists) > 10**8  # the mapping, its 9 keys, their lists
+    assert expanded_size(yaml.compose("a: 1\nb: [1, 2]\n", Loader=yaml.SafeLoader)) == 7  # map, 2 keys, 1, list, 2
+
+
+def test_a_recipe_folder_is_not_reported_missing(tmp_path, capsys):
+    (tmp_path / "mine.yaml").write_text("model: {name: vae}\ndata: {name: digits}\n")
+    code, err = run_main([f"recipe={tmp_path}", f"run_dir={tmp_path}/runs"], capsys)  # "recipe file not found"
+    assert_refused(code, err, f"recipe {tmp_path} is a folder, not a recipe file: give a YAML file \\(e.g. "
+                   f"{tmp_path / 'mine.yaml'}\\)", tmp_path / "runs")
+
+
+# ---- override syntax ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("override, expected", [
+    # Hydra's prefixes: "unknown key '+model' (did you mean: model?)", or "write key=value" for ~
+    ("+model.foo=3", r"malformed override '\+model.foo=3': .* without Hydra's '\+', '\+\+' or '~' prefixes: "
+                     r"write model.foo=VALUE"),
+    ("~model.latent_dim", r"without Hydra's .* write model.latent_dim=VALUE .*model.latent_dim=null unsets"),
+    # "unknown key ''", and "Value '{'': 3}' of type 'DictConfig' could not be converted to Integer"
+    ("model..latent_dim=3", r"the key 'model..latent_dim' has an empty part between its dots"),
+    ("model.latent_dim.=3", r"the key 'model.latent_dim.' has an empty part between its dots"),
+    # "malformed override in ['logger=[csv', ...every item...]: while parsing a flow sequence"
+    ("logger=[csv", r"malformed override 'logger=\[csv': did not find expected ',' or '\]' in its value: close every"),
+    ("model.estimator={name: rloo", r"malformed override 'model.estimator=\{name: rloo': did not find expected ',' or"),
+    ("model.latent_dim=${model.hidden", r"'model.latent_dim=\$\{model.hidden': no viable .* closed by '\}'"),
+    # "needs a 'model:' section with a 'name'"
+    ("model=vae", r"'model: vae' in recipe .*: model is a section of options; its name is given as model.name=vae"),
+    # two csv loggers wrote every row of metrics.csv twice
+    ("logger=[csv,tensorboard,csv]", r"logger lists csv more than once .*: list each logger once, e.g. "
+                                     r"logger=\[csv,tensorboard\]"),
+    ("logger=null", r"unknown logger 'None' .* or none: logger=\[\]"),
+])
+def test_override_syntax_mistakes_name_the_item_and_the_fix(override, expected, tmp_path, capsys):
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "print_config=true", override], capsys)
+    assert_refused(code, err, expected, tmp_path / "runs")
+
+
+def test_an_override_with_dashes_says_to_drop_them(tmp_path, capsys):
+    code, err = run_main(["recipe=vae_digits", "--trainer.max_epochs=3", f"run_dir={tmp_path}/runs"], capsys)
+    assert_refused(code, err, "overrides are written without dashes, trainer.max_epochs=3", tmp_path / "runs")
+
+
+def test_a_home_folder_of_no_user_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # ran, into a folder named '~nosuchuser' in the working one
+    code, err = run_main(["recipe=vae_digits", "run_dir=~nosuchuser_r4/runs", "print_config=true"], capsys)
+    assert_refused(code, err, "~nosuchuser_r4/runs names the home folder of a user 'nosuchuser_r4', and this machine "
+                   "has none: write ~/", tmp_path / "~nosuchuser_r4")
+    assert not any(tmp_path.iterdir())
+
+
+# ---- trainer settings, before any data is built ---------------------------------------------------------------
+@pytest.mark.parametrize("overrides, expected", [
+    # a traceback ("cannot pickle '_thread.RLock' object") once fit started, and a run folder left behind
+    (["trainer.strategy=ddp_spawn"], r"trainer.strategy=ddp_spawn is not supported: .* use trainer.strategy=ddp"),
+    # refused by Lightning only after the corpus was generated and cached under data.root
+    (["trainer.strategy=dpp"], r"invalid trainer settings .* invalid strategy name"),
+    # Lightning's reason only ("should be an int > 0"), after the corpus too
+    (["trainer.devices=[0,1]"], r"selected with `CPUAccelerator` .* trainer.devices is a number of processes"),
+    # the run stopped as it started and exited 0
+    (["trainer.max_time=00:00:00:00"], r"trainer.max_time=00:00:00:00 would train nothing"),
+])
+def test_trainer_settings_are_refused_before_any_data_is_built(overrides, expected, tmp_path, capsys):
+    code, err = run_main(["recipe=skipgram_synthetic", f"run_dir={tmp_path}/runs", f"data.root={tmp_path}/data",
+                          *overrides], capsys)
+    assert_refused(code, err, expected, tmp_path / "runs")
+    assert not (tmp_path / "data").exists(), "no corpus generated for a refused run"
+
+
+def test_evaluate_refuses_a_spawn_strategy(capsys):
+    from zoo import evaluate
+
+    assert evaluate.main(["vae-digits", "trainer.strategy=ddp_spawn"]) == 2  # a pickling traceback
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [err.strip()] and "trainer.strategy=ddp_spawn is not supported" in err, err
+
+
+# ---- resuming ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def vae_checkpoint(tmp_path_factory):
+    """A vae_digits run of 3 steps (1 epoch started)."""
+    from zoo.train import train
+
+    root = tmp_path_factory.mktemp("base")
+    train(["recipe=vae_digits", f"run_dir={root}", "trainer.max_steps=3", "test_after_fit=false",
+           "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false"])
+    return next(root.glob("vae_digits/*/checkpoints/last.ckpt"))
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    # Lightning stopped at once ("max_steps=2 reached"), exited 0, and left a run folder of logs only
+    (["trainer.max_steps=2"], r"has trained 1 epoch\(s\), 3 step\(s\): trainer.max_steps=2 leaves nothing more to "
+                              r"train. Raise trainer.max_steps .* python -m zoo.evaluate"),
+    (["trainer.max_epochs=1"], r"trainer.max_epochs=1 leaves nothing more to train"),
+])
+def test_resuming_a_run_with_nothing_left_to_train_is_refused(overrides, expected, vae_checkpoint, tmp_path, capsys):
+    code, err = run_main(["recipe=vae_digits", f"ckpt_path={vae_checkpoint}", f"run_dir={tmp_path}/runs", *overrides],
+                         capsys)
+    assert_refused(code, err, expected, tmp_path / "runs")
+
+
+def test_a_checkpoint_of_another_model_is_refused_before_the_data(vae_checkpoint, tmp_path, capsys):
+    # refused only after skip-gram's corpus was generated and cached
+    code, err = run_main(["recipe=skipgram_synthetic", f"ckpt_path={vae_checkpoint}", f"run_dir={tmp_path}/runs",
+                          f"data.root={tmp_path}/data"], capsys)
+    assert_refused(code, err, "is a 'vae' model, but the recipe trains 'skipgram'", tmp_path / "runs")
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("best", r"ckpt_path=best: no such checkpoint file; ckpt_path takes 'last' .* or the path of a .ckpt file$"),
+    ("vae-digits", r"ckpt_path=vae-digits: .*\(vae-digits is a pretrained entry: use it with python -m zoo.evaluate"),
+])
+def test_a_ckpt_path_that_is_a_word_says_what_ckpt_path_takes(value, expected, tmp_path, capsys):
+    code, err = run_main(["recipe=vae_digits", f"ckpt_path={value}", f"run_dir={tmp_path}/runs"], capsys)  # "not found"
+    assert_refused(code, err, expected, tmp_path / "runs")
+
+
+# ---- W&B and the environment ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("override, expected", [
+    # wandb's UsageError / pydantic ValidationError tracebacks once fit started, after the run folder
+    ("wandb.project=my/project", r"wandb.project='my/project' contains /: W&B takes 1 to 128 characters, none of"),
+    ("wandb.tags=[" + "x" * 65 + "]", r"wandb.tags holds 'xxxxxxxxxxxxxxxxxxxx...' of 65 characters: W&B takes tags "
+                                      r"of 1 to 64"),
+])
+def test_wandb_names_it_refuses_are_refused_with_the_config(override, expected, tmp_path, capsys):
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "logger=[csv,wandb]", "wandb.mode=offline",
+                          "print_config=true", override], capsys)
+    assert_refused(code, err, expected, tmp_path / "runs")
+
+
+def test_wandb_tags_that_are_numbers_become_strings():
+    from zoo.config import load_config
+
+    assert load_config("vae_digits", ["wandb.tags=[1,2]"])["wandb"]["tags"] == ["1", "2"]  # a pydantic traceback
+
+
+def test_a_wandb_mode_from_the_environment_is_checked(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "bogus")  # a pydantic traceback once fit started
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "logger=[wandb]", "print_config=true"],
+                         capsys)
+    assert_refused(code, err, "the environment variable WANDB_MODE='bogus' is not a W&B mode: unset it", tmp_path)
+    assert run_main(["recipe=vae_digits", "logger=[wandb]", "wandb.mode=offline", "print_config=true"], capsys)[0] == 0
+
+
+def test_a_world_size_that_is_no_number_is_one_message(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "r4")
+    monkeypatch.setenv("WORLD_SIZE", "two")  # int('two'): a ValueError traceback
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs"], capsys)
+    assert_refused(code, err, "the environment variable WORLD_SIZE='two' .* must be a whole number", tmp_path / "runs")
+
+
+# ---- images given to zoo.predict -----------------------------------------------------------------------------
+def test_predict_refuses_a_truncated_or_huge_image_and_an_output_over_its_input(tmp_path, capsys, monkeypatch):
+    import numpy as np
+    from PIL import Image
+
+    from zoo import predict
+
+    pixels = (np.random.default_rng(0).random((64, 64, 3)) * 255).astype("uint8")
+    Image.fromarray(pixels).save(tmp_path / "full.png")
+    data = (tmp_path / "full.png").read_bytes()
+    (tmp_path / "cut.png").write_bytes(data[: len(data) // 2])
+    # a traceback for the cut-short file
+    cases = [(["sat-shapes-soft", "cut.png"], r"cut.png is not a readable image \(image file is truncated\)"),
+             (["sat-shapes-soft", "full.png"], "full.png is too large to read: 4096 pixels, over PIL's limit of 2000"),
+             (["vae-digits", "full.png"], r"cannot read .*full.png as an image: Image size \(4096 pixels\)")]
+    for argv, expected in cases:
+        if "full" in argv[1]:  # PIL refuses more than twice its limit; 64x64 is more than twice 1000 pixels
+            monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+        assert predict.main([argv[0], str(tmp_path / argv[1])]) == 2
+        out = capsys.readouterr()
+        assert len(out.err.strip().splitlines()) == 1 and re.search(expected, out.err) and not out.out, out
+    monkeypatch.undo()
+    before = (tmp_path / "full.png").read_bytes()
+    for argv in (["sat-shapes-soft", "full.png", "overlay=OUT"], ["vae-digits", "full.png", "out=OUT"]):
+        # the attention figure / the reconstruction grid replaced the input image, exit 0
+        option = argv[2].split("=")[0]
+        assert predict.main([argv[0], str(tmp_path / argv[1]), argv[2].replace("OUT", str(tmp_path / "full.png"))]) == 2
+        out = capsys.readouterr()
+        assert f"{option}={tmp_path / 'full.png'} is one of the input files" in out.err and not out.out, out
+    assert (tmp_path / "full.png").read_bytes() == before and not (tmp_path / "full_recon.png").exists()

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
-from zoo.errors import UserError
+from zoo.errors import UserError, image_too_large
 from zoo.options import between, check_input_file, nonempty_path, positive, readable
 from zoo.registry import DATAMODULES
 
@@ -170,6 +170,12 @@ def load_image(path: Path | str, transform, size: int | None = None) -> torch.Te
             return transform(im.convert("RGB"))
     except UnidentifiedImageError:
         raise UserError(f"{path} is not an image file PIL can read") from None
+    except Image.DecompressionBombError as err:  # was a traceback
+        raise image_too_large(err, path) from None
+    except OSError as err:  # decoding: "image file is truncated" (a traceback); a file's own errors keep theirs
+        if err.errno is not None:
+            raise
+        raise UserError(f"{path} is not a readable image ({err}): a cut-short copy? Give the complete file") from None
 
 
 GREY_MODES = ("1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F")  # PIL's modes without colour

@@ -46,7 +46,7 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
         raise UserError(f"option max_len must be at most {D.MAX_LEN} words (0 = the model's, {model.max_len}), "
                         f"got {opts['max_len']}")
     if opts["overlay"]:  # checked before the decoding; its folder is created when the figure is saved
-        check_output_file(opts["overlay"], "overlay", "figure", makes_folder=True)
+        check_output_file(opts["overlay"], "overlay", "figure", makes_folder=True, inputs=inputs)
     info = model.data_info
     size = int(info.get("image_size", 224))
     tf = image_transform(size, info.get("normalize", "imagenet"))

@@ -115,7 +115,7 @@ def load_image(path: str, shape: list[int], resize: bool, convert: bool, invert:
     try:
         img = Image.open(p)
         img.load()
-    except (UnidentifiedImageError, OSError) as err:
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as err:
         raise UserError(f"cannot read {p} as an image: {err}") from None
     channels = {"L": 1, "1": 1, "I": 1, "F": 1, "LA": 2, "RGB": 3, "RGBA": 4}.get(img.mode, 3)
     if channels != c and not (channels in (2, 4) and channels - 1 == c):

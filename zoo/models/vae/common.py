@@ -266,7 +266,7 @@ class LatentVAE(ZooModule):
         if n < 1 or nrow < 1:
             raise UserError(f"n={n} and nrow={nrow} must be >= 1 (images to draw, images per row)")
         if o["out"] or not inputs:
-            check_output_file(o["out"] or "samples.png", "out")
+            check_output_file(o["out"] or "samples.png", "out", inputs=inputs)
         mean = str(o["mean"]).lower() in ("1", "true", "yes")
         self.eval()
         from torchvision.utils import save_image

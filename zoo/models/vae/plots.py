@@ -38,7 +38,7 @@ def load_image(path: str, image_shape: list[int], data_info: dict, invert: str =
     p = check_input_file(path)
     try:
         img = Image.open(p).convert("L")
-    except (UnidentifiedImageError, OSError) as err:
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as err:
         raise UserError(f"cannot read {p} as an image: {err}") from None
     _, h, w = image_shape
     img = img.resize((w, h), Image.Resampling.BOX if img.width >= w else Image.Resampling.BILINEAR)
