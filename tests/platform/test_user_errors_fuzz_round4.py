@@ -32,6 +32,9 @@ def assert_refused(code: int, err: str, expected: str, runs: Path) -> None:
     # sampled for days (or ran out of memory) at the end of the first epoch
     ("seqgan_oracle_small", "model.eval_samples=2147483647", r"'eval_samples' in recipe .* must be <= 1000000"),
     ("seqgan_oracle", "model.test_samples=1000001", r"'test_samples' in recipe .* must be <= 1000000 \(100x"),
+    # still generating 10 minutes after the first epoch (5 GB); self-BLEU grows with the square of the samples
+    ("seqgan_text", "model.bleu_samples=100000000", r"'bleu_samples' in recipe .* must be <= 10000 \(100x"),
+    ("seqgan_text", "model.test_bleu_samples=100000", r"'test_bleu_samples' in recipe .* must be <= 2000 \(10x"),
 ])
 def test_values_no_study_would_choose_are_refused_with_the_config(recipe, override, expected, tmp_path, capsys):
     code, err = run_main([f"recipe={recipe}", f"run_dir={tmp_path}/runs", "print_config=true", override], capsys)
@@ -47,6 +50,7 @@ def test_the_new_bounds_keep_the_recipes_and_the_paper_settings():
     cfg = load_config("ood_toy2d", ["model.beta=1000", "data.std=8", "data.separation=8"])
     assert cfg["model"]["beta"] == 1000 and cfg["data"]["std"] == 8 and cfg["data"]["separation"] == 8
     assert load_config("ood_cifar10_joint", ["model.beta=0.1"])["model"]["beta"] == 0.1  # the paper's CIFAR-10
+    assert load_config("seqgan_text", ["model.bleu_samples=10000", "model.test_bleu_samples=2000"])["model"]["name"]
     cfg = load_config("seqgan_oracle", ["model.rollouts=1000", "model.eval_samples=1000000"])
     assert cfg["model"]["rollouts"] == 1000 and load_config("seqgan_oracle", [])["model"]["rollouts"] == 16
 
