@@ -1,6 +1,7 @@
 """Helpers for the platform tests (a plain module: `conftest` names clash between test folders)."""
 
 import os
+import re
 from pathlib import Path
 
 PLATFORM = Path(__file__).resolve().parent
@@ -21,6 +22,15 @@ def run_main(argv: list[str], capsys) -> tuple[int, str]:
 
     code = main(argv)
     return code, capsys.readouterr().err
+
+
+def assert_refused(code: int, err: str, expected: str, runs: Path) -> None:
+    """A refused command: exit status 2, one ``error:`` line matching ``expected``, no traceback, and no
+    run folder written under ``runs``."""
+    assert code == 2 and "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(expected, lines[0]), err
+    assert not runs.exists() or not any(runs.iterdir()), "nothing written for a refused run"
 
 
 DROP = "-dac_override,-dac_read_search"

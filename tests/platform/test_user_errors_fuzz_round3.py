@@ -3,19 +3,10 @@ hung or were killed for memory (a caption beam of 100000, 10**8 decoding or adap
 rollout horizon of 10**8, more shapes than a scene's captions name), a goal range that overflowed
 the rewards. Each is one message, exit status 2, no traceback, and no run folder left behind."""
 
-import re
-from pathlib import Path
 
 import lightning  # noqa: F401  (imported before the tests: its log handler keeps the real stderr)
 import pytest
-from platform_testlib import run_main
-
-
-def assert_refused(code: int, err: str, expected: str, runs: Path) -> None:
-    assert code == 2 and "Traceback" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(expected, lines[0]), err
-    assert not runs.exists() or not any(runs.iterdir()), "nothing written for a refused run"
+from platform_testlib import assert_refused, run_main
 
 
 @pytest.mark.parametrize("recipe, override, expected", [
