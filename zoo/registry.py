@@ -49,8 +49,11 @@ def import_dotted(path: str) -> Any:
 
 def closest(name: str, choices: list[str], n: int = 3) -> str:
     """Human hint: ' (did you mean: a, b?)' or ''."""
-    hits = difflib.get_close_matches(name, choices, n=n, cutoff=0.5)
-    return f" (did you mean: {', '.join(hits)}?)" if hits else ""
+    by_lower = {}
+    for choice in choices:  # compared without case: VAE-DIGITS is one letter-case away from vae-digits
+        by_lower.setdefault(str(choice).lower(), choice)
+    hits = [by_lower[hit] for hit in difflib.get_close_matches(str(name).lower(), list(by_lower), n=n, cutoff=0.5)]
+    return f" (did you mean: {', '.join(map(str, hits))}?)" if hits else ""
 
 
 class Registry:

@@ -285,3 +285,15 @@ def test_predict_refuses_a_truncated_or_huge_image_and_an_output_over_its_input(
         out = capsys.readouterr()
         assert f"{option}={tmp_path / 'full.png'} is one of the input files" in out.err and not out.out, out
     assert (tmp_path / "full.png").read_bytes() == before and not (tmp_path / "full_recon.png").exists()
+
+
+# ---- names in the wrong letter case -------------------------------------------------------------------------
+def test_a_name_in_the_wrong_case_gets_the_right_one_suggested(tmp_path, capsys):
+    """``zoo.load("VAE-DIGITS")`` and ``recipe=VAE_DIGITS`` suggested nothing: difflib compared case too."""
+    import zoo
+    from zoo.errors import UserError
+
+    with pytest.raises(UserError, match=r"unknown pretrained model 'VAE-DIGITS' \(did you mean: vae-digits"):
+        zoo.load("VAE-DIGITS")
+    code, err = run_main(["recipe=VAE_DIGITS", f"run_dir={tmp_path}/runs"], capsys)
+    assert_refused(code, err, r"\(did you mean: vae_digits", tmp_path / "runs")
