@@ -28,12 +28,12 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     import lightning as L
 
     from zoo.callbacks.safety import ReleaseHeldMessages
-    from zoo.config import _trainer_options
     from zoo.hub import load_any
     from zoo.options import validate
     from zoo.registry import DATAMODULES
     from zoo.tracking import HeldMessages, build_trainer, set_float32_precision
     from zoo.train import user_error_in_fit
+    from zoo.trainer_options import check_trainer_options
 
     options = dict(options or {})
     model, info = load_any(target)
@@ -74,7 +74,7 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
         data_cfg = _carried_over(data_cfg, given, entry.config)
     opts = validate(entry.config, data_cfg, f"data options of {target}") if entry.config else data_cfg
     user_trainer = {k: v for k, v in trainer_opts.items() if k not in ("logger", "enable_checkpointing")}
-    trainer_opts.update(_trainer_options(user_trainer, f"zoo.evaluate {target}"))
+    trainer_opts.update(check_trainer_options(user_trainer, f"zoo.evaluate {target}"))
     datamodule = entry.obj(opts)
     datamodule.prepare_data()
     datamodule.setup("test")

@@ -393,12 +393,21 @@ def parse_dotlist(items: list[str]) -> Any:
         if not item.split("=", 1)[1].strip():  # OmegaConf reads it as null: ckpt_path=$UNSET started a new run
             raise UserError(f"'{item}' gives {key} no value (a shell variable that is not set expands to nothing): "
                             f"write one ({key}=null unsets an optional key), or leave the key out")
-    for item in items:  # one at a time, so that a message names the item at fault
-        try:
-            OmegaConf.from_dotlist([item])
-        except Exception as err:  # YAML's or OmegaConf's grammar errors
-            raise UserError(f"malformed override '{item}': {_grammar_problem(err)}") from None
-    return OmegaConf.from_dotlist(items)
+    try:
+        return OmegaConf.from_dotlist(items)
+    except Exception:  # YAML's or OmegaConf's grammar errors, which do not say which item
+        for item in items:  # one at a time, so that the message names the item at fault
+            try:
+                OmegaConf.from_dotlist([item])
+            except Exception as err:
+                raise UserError(f"malformed override '{item}': {_grammar_problem(err)}") from None
+        raise
+
+
+# How a ``${...}`` is written, for OmegaConf's grammar errors (which name only what failed to parse):
+# in an override here, in a recipe in zoo.config's interpolation hint
+INTERPOLATION_SYNTAX = ("(an interpolation is written ${dotted.key} or ${oc.env:VARIABLE}, closed by '}'; "
+                        "a literal '${' is written '\\${')")
 
 
 def _grammar_problem(err: Exception) -> str:
@@ -409,10 +418,7 @@ def _grammar_problem(err: Exception) -> str:
         return (f"{problem} in its value: close every bracket and quote (a list is written 'key=[a,b]', a mapping "
                 "'key={a: 1}', in quotes for the shell)")
     text = str(err).splitlines()[0]
-    if "${" in str(err):
-        return (f"{text} (an interpolation is written ${{dotted.key}} or ${{oc.env:VARIABLE}}, closed by '}}'; "
-                "a literal '${' is written '\\${')")
-    return text
+    return f"{text} {INTERPOLATION_SYNTAX}" if "${" in str(err) else text
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:

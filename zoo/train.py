@@ -206,28 +206,6 @@ def check_resumable(ckpt: str, saved: dict, model: Any) -> None:
                         "(an estimator or a model part changed since)")
 
 
-def check_trainer_settings(cfg: dict) -> None:
-    """Lightning's own checks of the ``trainer:`` section (an accelerator this machine lacks, a strategy name
-    that does not exist, trainer.devices=[5]) before any data is built or cached: they ran only once the run's
-    Trainer was made, after the datamodule (a corpus encoded, oracle samples drawn). A Trainer made and
-    dropped, which writes nothing; what it would print or warn is dropped too (the run's own Trainer says it)."""
-    import warnings
-
-    import lightning as L
-
-    from zoo.tracking import HeldMessages, build_trainer, console_callbacks
-
-    plain = console_callbacks(cfg["trainer"], [])  # Lightning's plain summary and bar, as in the run (not rich's)
-    held = HeldMessages().start()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            build_trainer(lambda: L.Trainer(logger=False, enable_checkpointing=False, callbacks=plain,
-                                            **cfg["trainer"]), f"trainer settings {cfg['trainer']}")
-    finally:
-        held.discard()
-
-
 def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False) -> Any:
     """The lightning.Trainer of a run; a setting Lightning refuses is a UserError."""
     from zoo.tracking import build_trainer
@@ -342,6 +320,7 @@ def train(argv: list[str]) -> RunResult | None:
 
     from zoo.callbacks.safety import ReleaseHeldMessages, RunInfo
     from zoo.tracking import HeldMessages
+    from zoo.trainer_options import check_trainer_settings
     run_dir, ckpt = resolve_run_dir(cfg)
     check_writable(run_dir)
     if cfg["threads"]:
