@@ -39,7 +39,8 @@ def exit_status(run: Callable[[], int]) -> int:
         user = as_user_error(err)
         if user is None:
             raise
-        print(f"error: {user}", file=sys.stderr)
+        one_line = " ".join(line.strip() for line in str(user).splitlines() if line.strip())  # Lightning's may wrap
+        print(f"error: {one_line}", file=sys.stderr)
         return user.exit_code
 
 

@@ -183,6 +183,8 @@ def _fix_hint(reason: str) -> str:
         return " Use trainer.accelerator=cpu, or auto (a GPU when there is one)"
     if "Trainer(devices=" in reason and "not a valid input" in reason:
         return " trainer.devices must be >= 1, -1 (all devices) or auto"
+    if "You requested gpu" in reason and "only has" in reason:  # trainer.devices=[0,1] on a machine with one GPU
+        return " trainer.devices lists GPU indices this machine has, or is a count: use trainer.devices=1"
     if "selected with `CPUAccelerator`" in reason:  # devices=[0] or "1,2": GPU indices on a machine without one
         return " On the CPU, trainer.devices is a number of processes, e.g. trainer.devices=1"
     return ""

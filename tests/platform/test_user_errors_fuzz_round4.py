@@ -155,6 +155,17 @@ def test_a_home_folder_of_no_user_is_refused(tmp_path, capsys, monkeypatch):
     assert not any(tmp_path.iterdir())
 
 
+def test_a_message_over_several_lines_is_printed_as_one(capsys):
+    from zoo.errors import UserError, exit_status
+
+    def fail() -> int:  # Lightning's words for trainer.devices=[0,1] on a machine with one GPU (the H200, 2026-11-26)
+        raise UserError("invalid trainer settings: You requested gpu: [0, 1]\n But your machine only has: [0]\n")
+
+    assert exit_status(fail) == 2
+    assert capsys.readouterr().err == ("error: invalid trainer settings: You requested gpu: [0, 1] "
+                                       "But your machine only has: [0]\n")
+
+
 # ---- trainer settings, before any data is built ---------------------------------------------------------------
 @pytest.mark.parametrize("overrides, expected", [
     # a traceback ("cannot pickle '_thread.RLock' object") once fit started, and a run folder left behind
@@ -162,7 +173,12 @@ def test_a_home_folder_of_no_user_is_refused(tmp_path, capsys, monkeypatch):
     # refused by Lightning only after the corpus was generated and cached under data.root
     (["trainer.strategy=dpp"], r"invalid trainer settings .* invalid strategy name"),
     # Lightning's reason only ("should be an int > 0"), after the corpus too
-    (["trainer.devices=[0,1]"], r"selected with `CPUAccelerator` .* trainer.devices is a number of processes"),
+    # (on the CPU, named: with a GPU present, auto picks it and the next test covers that)
+    (["trainer.accelerator=cpu", "trainer.devices=[0,1]"],
+     r"selected with `CPUAccelerator` .* trainer.devices is a number of processes"),
+    # on a 1-GPU machine Lightning said it over two lines (then two 'error' lines); everywhere else it is one of
+    # "no GPU" / "only has [0]" / "selected with CPUAccelerator", each one line with a fix
+    (["trainer.devices=[0,7]"], r"invalid trainer settings .*(use|trainer.devices)"),
     # the run stopped as it started and exited 0
     (["trainer.max_time=00:00:00:00"], r"trainer.max_time=00:00:00:00 would train nothing"),
 ])

@@ -163,9 +163,10 @@ class MAML(ZooModule):
                 out[f"{split}/{name}_{j}"] = mean[j]
                 if split == "test":
                     out[f"{split}/{name}_{j}_ci95"] = ci[j]
-        out[f"{split}/loss"] = losses[:, -1].mean()  # after eval_inner_steps fine-tuning steps
+        last = losses.shape[1] - 1  # after eval_inner_steps fine-tuning steps; the same tensor as
+        out[f"{split}/loss"] = out[f"{split}/loss_{last}"]  # its curve point (a second mean differs on CUDA)
         if metrics is not None:
-            out[f"{split}/acc"] = metrics[:, -1].mean()
+            out[f"{split}/acc"] = out[f"{split}/acc_{last}"]
         self.log_dict(out)
         return losses, metrics
 
