@@ -27,7 +27,7 @@ LONG_HARD = ["trainer.max_epochs=12", "model.expected_context_hold=1200", "model
 RLOO = ["model.score_cost=sum", "model.estimator={name: rloo, n: 4, entropy_weight: 0.002}"]
 COSINE = ["model.lr_schedule=cosine"]
 VARIANTS = {  # name -> (recipe, overrides)
-    "soft": ("sat_shapes_soft", []),  # the recipe (12 epochs, EMA weights; 6 epochs in the H100 record)
+    "soft": ("sat_shapes_soft", []),  # the recipe (20 epochs, EMA weights; 6 epochs in the H100 record)
     "soft_long": ("sat_shapes_soft", ["trainer.max_epochs=12"]),
     "soft_cos": ("sat_shapes_soft", COSINE),
     "soft_long_cos": ("sat_shapes_soft", COSINE + ["trainer.max_epochs=12"]),
