@@ -17,7 +17,7 @@ from zoo.errors import UserError
 from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, positive
 from zoo.options import validate as validate_options
 from zoo.registry import closest
-from zoo.trainer_options import check_trainer_options
+from zoo.trainer_options import check_trainer_options, check_validation_and_test
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 LOGGERS = ("csv", "wandb", "tensorboard")
@@ -314,6 +314,8 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     model_cls = MODELS.entry(cfg["model"]["name"]).obj
     check_precision(model_cls, cfg["trainer"].get("precision"), where)
     model_cls.check_run(cfg)  # a model's own checks of the run's settings together
+    run_monitor = getattr(model_cls, "run_monitor", None)  # a plain LightningModule (a dotted path) has none
+    check_validation_and_test(cfg, run_monitor(cfg) if run_monitor is not None else None)
     loggers = cfg["logger"] if isinstance(cfg["logger"], list) else [cfg["logger"]]
     for name in loggers:
         if name not in LOGGERS:

@@ -44,6 +44,7 @@ class RunResult:
     test_metrics: dict = field(default_factory=dict)  # {"test/...": float}
     interrupted: bool = False  # stopped by SIGTERM/SIGINT (last.ckpt saved)
     rank_zero: bool = True  # False in the other processes of a multi-process run (they print nothing)
+    untested: str | None = None  # why the run was not tested (test_after_fit=false, ...), else None
 
 
 def split_args(argv: list[str]) -> tuple[str, list[str]]:
@@ -61,6 +62,17 @@ def split_args(argv: list[str]) -> tuple[str, list[str]]:
     if not recipe:
         raise UserError("no recipe given: python -m zoo.train recipe=NAME (see --list)")
     return recipe, overrides
+
+
+def repeated_overrides(overrides: list[str]) -> list[str]:
+    """Notes for a key given more than once with different values (``model.lr=1e-3 model.lr=1e-2``): the
+    last one wins, as in a shell, and the note says which."""
+    given: dict[str, list[str]] = {}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        given.setdefault(key, []).append(value)
+    return [f"{key} given {'twice' if len(values) == 2 else f'{len(values)} times'}; using {key}={values[-1]} "
+            "(the last)" for key, values in given.items() if len(set(values)) > 1]
 
 
 def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
@@ -224,23 +236,31 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
         FinalCheckpoint,
         MonitorCheck,
         NonFiniteLossGuard,
+        Notes,
         RNGState,
         SignalCheckpoint,
     )
     from zoo.tracking import console_callbacks, make_loggers
+    from zoo.trainer_options import validation_off
 
     ck = cfg["checkpoint"]
     ckpt_dir = run_dir / "checkpoints"
     # "best" by the model's metric, and "last" = the latest state (a separate callback: with a
     # monitor, Lightning 2.6 refreshes save_last only when a new best is saved).
-    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=ck["monitor"] or model.monitor,
+    monitor = ck["monitor"] or model.monitor
+    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=monitor,
                            mode=ck["mode"] or model.monitor_mode, save_top_k=ck["save_top_k"],
                            every_n_epochs=ck["every_n_epochs"], auto_insert_metric_name=False)
+    # validation turned off (trainer.limit_val_batches=0): no best by a val/ metric (Lightning warned that it
+    # "could not find the monitored key" at each epoch end), said once; a val/ checkpoint.monitor is refused
+    off = validation_off(cfg["trainer"]) if monitor.startswith("val/") else None
     last = ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False,
                            every_n_epochs=None if ck["every_n_train_steps"] else ck["every_n_epochs"],
                            every_n_train_steps=ck["every_n_train_steps"], save_on_train_epoch_end=True)
-    callbacks = [MonitorCheck(best.monitor), best, last, SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(),
-                 *extra_callbacks, *build_callbacks(cfg["callbacks"]), FinalCheckpoint(ckpt_dir, last)]
+    notes = [f"{off[0]}, so no best checkpoint is chosen (by {monitor}); last.ckpt is saved as usual"] if off else []
+    callbacks = [MonitorCheck(monitor), *([best] if off is None else []), last, SignalCheckpoint(ckpt_dir),
+                 NonFiniteLossGuard(), RNGState(), *extra_callbacks, *build_callbacks(cfg["callbacks"]),
+                 FinalCheckpoint(ckpt_dir, last), *([Notes(notes)] if notes else [])]
     trainer_opts = dict(cfg["trainer"])
     callbacks += console_callbacks(trainer_opts, callbacks)
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
@@ -318,7 +338,7 @@ def train(argv: list[str]) -> RunResult | None:
         return None
     import lightning as L
 
-    from zoo.callbacks.safety import ReleaseHeldMessages, RunInfo
+    from zoo.callbacks.safety import Notes, ReleaseHeldMessages, RunInfo
     from zoo.tracking import HeldMessages
     from zoo.trainer_options import check_trainer_settings
     run_dir, ckpt = resolve_run_dir(cfg)
@@ -349,16 +369,29 @@ def train(argv: list[str]) -> RunResult | None:
     # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
     # it finds inside fit before then (a validation interval longer than the epoch) is the only line
     with HeldMessages() as held:
-        trainer = make_trainer(cfg, run_dir, model, [RunInfo(info), ReleaseHeldMessages(held)],
+        repeated = repeated_overrides(overrides)
+        trainer = make_trainer(cfg, run_dir, model, [RunInfo(info), ReleaseHeldMessages(held),
+                                                     *([Notes(repeated)] if repeated else [])],
                                resumed=ckpt is not None)
         fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
     signal_cb = next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
     result = RunResult(run_dir, model, interrupted=signal_cb.received is not None, rank_zero=trainer.is_global_zero)
-    if cfg["test_after_fit"] and not cfg["trainer"].get("fast_dev_run") and not result.interrupted:
-        metrics = trainer.test(model, datamodule=datamodule, verbose=False)
+    result.untested = ("test_after_fit=false" if not cfg["test_after_fit"] else "trainer.fast_dev_run"
+                       if cfg["trainer"].get("fast_dev_run") else "interrupted" if result.interrupted else None)
+    if result.untested is None:
+        try:
+            metrics = trainer.test(model, datamodule=datamodule, verbose=False)
+        except Exception as err:  # e.g. trainer.limit_test_batches=0.001, which keeps no batch: a traceback
+            user = user_error_in_fit(err)
+            if user is None:
+                raise
+            raise UserError(f"{user} (the trained run is kept in {run_dir}; test it with python -m zoo.evaluate "
+                            f"{run_dir / 'checkpoints' / 'last.ckpt'})") from None
         result.test_metrics = {k: float(v) for k, v in (metrics[0] if metrics else {}).items()}
-        if trainer.is_global_zero:
+        if trainer.is_global_zero and result.test_metrics:
             (run_dir / "metrics.json").write_text(json.dumps(result.test_metrics, indent=2) + "\n")
+        elif trainer.is_global_zero:  # an empty metrics.json, silently
+            print("warning: the test logged no metric, so no metrics.json was written", file=sys.stderr)
     return result
 
 
@@ -403,6 +436,10 @@ def run(argv: list[str]) -> int:
         return 1
     if result is not None and result.rank_zero:
         print(f"run folder: {result.run_dir}")
+        if result.untested:  # said, where a tested run lists its metrics
+            last = result.run_dir / "checkpoints" / "last.ckpt"
+            print(f"  not tested ({result.untested})"
+                  + (f": python -m zoo.evaluate {last} tests it" if last.is_file() else ""))
         for key, value in sorted(result.test_metrics.items()):
             print(f"  {key:<28} {value:.4f}")
     return 0

@@ -10,7 +10,7 @@ from zoo.registry import closest, import_dotted
 
 NAMED_CALLBACKS = {
     "grad_variance": "zoo.callbacks.grad_variance:GradientVarianceCallback",
-    "early_stopping": "lightning.pytorch.callbacks:EarlyStopping",
+    "early_stopping": "zoo.callbacks.early_stopping:EarlyStopping",  # Lightning's; monitor: the model's by default
     "lr_monitor": "lightning.pytorch.callbacks:LearningRateMonitor",
     "swa": "lightning.pytorch.callbacks:StochasticWeightAveraging",
     "ema": "zoo.callbacks.ema:EMAWeights",  # EMA of the weights; a model's validation-fitted buffers kept apart

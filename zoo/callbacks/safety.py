@@ -196,6 +196,22 @@ class RunInfo(L.Callback):
         checkpoint["zoo"] = self.info
 
 
+class Notes(L.Callback):
+    """One-line notes about the run's settings (``note: ...`` on stderr), printed once training has started,
+    after the checks Lightning makes inside fit (a mistake found there is then the only line), by one process."""
+
+    def __init__(self, notes: list[str]):
+        self.notes, self.said = list(notes), False
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        import sys
+
+        if trainer.is_global_zero and not self.said:
+            for note in self.notes:
+                print(f"note: {note}", file=sys.stderr)
+        self.said = True
+
+
 class ReleaseHeldMessages(L.Callback):
     """Lets out Lightning's start-up lines held by ``zoo.tracking.HeldMessages`` once training (or
     testing) has started, i.e. after the checks Lightning makes inside fit and test."""

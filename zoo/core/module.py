@@ -72,6 +72,12 @@ class ZooModule(L.LightningModule):
         """The whole validated recipe (model, data, trainer) before anything is built: settings that are
         each valid but together meaningless (SeqGAN's schedule with every phase 0). Nothing by default."""
 
+    @classmethod
+    def run_monitor(cls, cfg: dict) -> tuple[str, str] | None:
+        """(monitor, monitor_mode) a model built from the validated recipe ``cfg`` will have, known before it
+        is built (for the checks of checkpoint.mode and early stopping), or None where it depends on the data."""
+        return cls.monitor, cls.monitor_mode
+
     def before_fit(self) -> None:
         """See the module docstring; nothing by default."""
 

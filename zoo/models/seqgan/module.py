@@ -105,6 +105,12 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
     stochastic_node = StochasticNode(kind="categorical", differentiable_cost=False, multi_sample=False,
                                      context_dim_from="gen_hidden_dim")
 
+    @classmethod
+    def run_monitor(cls, cfg: dict) -> tuple[str, str] | None:
+        """The oracle's NLL with the oracle data, BLEU-3 with text (``__init__``); unknown for other data."""
+        return {"seqgan_oracle": (cls.monitor, cls.monitor_mode),
+                "seqgan_text": ("val/bleu3", "max")}.get(cfg["data"]["name"])
+
     @staticmethod
     def check_run(cfg: dict) -> None:
         """A training run's schedule must have an epoch (the unit tests build models with none): with every
