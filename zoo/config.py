@@ -224,6 +224,17 @@ def parse_overrides(items: list[str]) -> Any:
     return parse_dotlist(items)
 
 
+def repeated_overrides(overrides: list[str]) -> list[str]:
+    """Notes for a key given more than once with different values (``model.lr=1e-3 model.lr=1e-2``): the
+    last one wins, as in a shell, and the note says which."""
+    given: dict[str, list[str]] = {}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        given.setdefault(key, []).append(value)
+    return [f"{key} given {'twice' if len(values) == 2 else f'{len(values)} times'}; using {key}={values[-1]} "
+            "(the last)" for key, values in given.items() if len(set(values)) > 1]
+
+
 def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
     section = raw.get(key)
     if isinstance(section, str) and section:  # model=vae on the command line: a section given a name alone

@@ -64,17 +64,6 @@ def split_args(argv: list[str]) -> tuple[str, list[str]]:
     return recipe, overrides
 
 
-def repeated_overrides(overrides: list[str]) -> list[str]:
-    """Notes for a key given more than once with different values (``model.lr=1e-3 model.lr=1e-2``): the
-    last one wins, as in a shell, and the note says which."""
-    given: dict[str, list[str]] = {}
-    for item in overrides:
-        key, _, value = item.partition("=")
-        given.setdefault(key, []).append(value)
-    return [f"{key} given {'twice' if len(values) == 2 else f'{len(values)} times'}; using {key}={values[-1]} "
-            "(the last)" for key, values in given.items() if len(set(values)) > 1]
-
-
 def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
     """The run folder and the checkpoint to resume from (None: a fresh run)."""
     root = Path(cfg["run_dir"]) / cfg["recipe"]
@@ -329,7 +318,7 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
 
 
 def train(argv: list[str]) -> RunResult | None:
-    from zoo.config import load_config, to_yaml
+    from zoo.config import load_config, repeated_overrides, to_yaml
 
     recipe, overrides = split_args(argv)
     cfg = load_config(recipe, overrides)
