@@ -31,6 +31,8 @@
 #   bash benchmarks/gpu_check.sh skipgram    the skip-gram GPU path on Wikipedia text against gensim: 1 and 2
 #                                            threads at the recipe's step size, 1 thread at 64k windows
 #                                            with a window's contexts in turn and at once (window_pairs)
+#   bash benchmarks/gpu_check.sh timings     right after `all`, while warm: the skip-gram runs `all` had no time for
+#                                            (65,536 windows at 1M-word chunks, then interleaved minibatches)
 #   bash benchmarks/gpu_check.sh skipgram-interleave   the same path with interleaved minibatches
 #                                            (model.interleave 2 and 0), 5,120 and 65,536 windows
 #                                            (words/s and neighbour agreement; docs/skipgram.md, Known limits)
@@ -67,6 +69,23 @@ env_there() {  # the zoo from this checkout, the carried packages after the imag
   fi
   export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
   export ZOO_SHARED_DATA="$SITE/shared_data" WANDB_MODE=offline PYTHONUNBUFFERED=1
+}
+
+timings() {  # the skip-gram GPU runs not measured yet, most wanted first, each cut to what `left` allows
+  # (all 5 take ~4.5 min; the 65,536-window steps at 250k-word chunks, the step's operations and the recipe's
+  # step were measured on the H200 on 2026-11-26, gpu_h200_2026-11-26.json: 2.81M words/s at once, but the step
+  # alone 6.4M: each chunk pays Lightning's step and a table check, and a 250k-word chunk holds ~3 minibatches)
+  for order in at_once in_turn; do  # the recipes' 1M-word chunks
+    timeout "$(left 70)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
+      --repeats 1 --threads 1 --chunk-tokens 1000000 --zoo updates=minibatch batch_centres=65536 window_pairs=$order \
+      --out "$OUT/skipgram_batch64k_${order}_chunk1m_$DEVICE.json" >> "$OUT/bench.log" 2>&1
+  done
+  for run in 65536:2 5120:2 65536:0; do  # batch_centres:interleave (interleaved minibatches, docs/skipgram.md)
+    batch="${run%:*}" interleave="${run#*:}"
+    timeout "$(left 70)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
+      --repeats 1 --threads 1 --zoo updates=minibatch batch_centres=$batch interleave=$interleave \
+      --out "$OUT/skipgram_interleave${interleave}_${batch}_$DEVICE.json" >> "$OUT/bench.log" 2>&1
+  done
 }
 
 case "$STAGE" in
@@ -145,6 +164,12 @@ EOF
         --out "$OUT/skipgram_batch64k_${order}_$DEVICE.json" 2>&1 | tee -a "$OUT/skipgram.log"
     done
     ;;
+  timings)
+    # right after `all` while the machine is warm (30 s; the install in /tmp is kept): what `all` had no time for
+    env_there
+    BUDGET="${BUDGET:-560}"; left() { local l=$(( BUDGET - SECONDS )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+    timings 2>&1; grep -h "words/s" "$OUT"/*.log 2>/dev/null | cut -c1-160; grep -A6 neighbour_agreement "$OUT"/*.json | grep median
+    ;;
   skipgram-interleave)
     env_there
     # interleaved minibatches (model.interleave) on this project's CPU, agreement with gensim at 5,120 windows: 0.566
@@ -185,15 +210,9 @@ EOF
       find /tmp/zoo_sat_seeds -name "*.csv" -size -2M | while read -r f; do
         cp "$f" "$OUT/seeds_$(echo "${f#/tmp/zoo_sat_seeds/}" | tr / _)"; done
     fi
-    # then the timings not measured yet, alone on the machine (the 65,536-window steps, the step's operations and
-    # the recipe's step were measured on the H200 on 2026-11-26: gpu_h200_2026-11-26.json): interleaved minibatches
+    # then the timings not measured yet, alone on the machine, in what is left (the rest: stage timings, at once)
     : > "$OUT/bench.log"
-    for run in 65536:2 5120:2; do  # batch_centres:interleave
-      batch="${run%:*}" interleave="${run#*:}"
-      timeout "$(left 90)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
-        --repeats 1 --threads 1 --zoo updates=minibatch batch_centres=$batch interleave=$interleave \
-        --out "$OUT/skipgram_interleave${interleave}_${batch}_$DEVICE.json" >> "$OUT/bench.log" 2>&1
-    done
+    timings
     echo "benchmarks done after ${SECONDS}s"; grep -v -E "^\s*$" "$OUT/bench.log" | tail -n 30
     tar czf "$FINAL/gpu_results.tgz" -C "$OUT" . && ls -la "$OUT"
     ;;

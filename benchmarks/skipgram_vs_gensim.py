@@ -99,7 +99,8 @@ def run_gensim(corpus: Path, epochs: int, seed: int, workers: int = 2) -> tuple[
 
 
 def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, model_options: dict,
-            device: torch.device = torch.device("cpu")) -> tuple[dict, torch.Tensor, list[str]]:
+            device: torch.device = torch.device("cpu"), chunk_tokens: int = 250_000,
+            ) -> tuple[dict, torch.Tensor, list[str]]:
     import lightning as L
 
     from zoo.models.skipgram.data import TextCorpusData
@@ -119,7 +120,7 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, mod
     L.seed_everything(seed, verbose=False)
     shutil.rmtree(cache, ignore_errors=True)  # time a cold vocabulary + encoding pass
     start = time.perf_counter()
-    data = TextCorpusData({"files": str(corpus), "root": str(cache), **ZOO_HYPER["data"], "chunk_tokens": 250_000,
+    data = TextCorpusData({"files": str(corpus), "root": str(cache), **ZOO_HYPER["data"], "chunk_tokens": chunk_tokens,
                            "seed": seed, "val_similarity": ["gensim:wordsim353.tsv"]})
     data.prepare_data()
     data.setup("fit")
@@ -253,7 +254,7 @@ def run_corpus(name: str, path: Path, similarity: list[str], analogies: list[str
                     stats, vec, words = run_gensim(path, args.epochs, rep, args.gensim_workers)
                 else:
                     stats, vec, words = run_zoo(path, args.epochs, rep, int(key[len("zoo_threads"):]),
-                                                work / "cache", model_options, device)
+                                                work / "cache", model_options, device, args.chunk_tokens)
                 runs[key].append(loop_quality(stats, vec, words, similarity, analogies, probe))
                 vectors.setdefault(f"loop_{key}", []).append((vec, words))
                 print(f"{name} loop {key} seed {rep}: {stats['words_per_s']:,} words/s, "
@@ -333,6 +334,9 @@ def main() -> None:
     parser.add_argument("--gensim-workers", type=int, default=2, help="gensim's threads in the loop runs")
     parser.add_argument("--zoo", nargs="*", default=[], metavar="KEY=VALUE",
                         help="extra options of the zoo's model, e.g. updates=minibatch batch_centres=2048")
+    parser.add_argument("--chunk-tokens", type=int, default=250_000,
+                        help="the loop's words per training step (data.chunk_tokens; the recipes use 1M): each chunk "
+                             "pays Lightning's step and a table check, so a GPU's large minibatches want large chunks")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_vs_gensim.json"))
     add_device_option(parser)
@@ -356,7 +360,8 @@ def main() -> None:
     threads = [int(t) for t in args.threads.split(",")]
     model_options = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.zoo)}
     report = {"hyperparameters": {**HYPER, "epochs": args.epochs, "sg": 1, "gensim_workers": args.gensim_workers},
-              "zoo_options": model_options, "device": str(device), "device_name": describe(device),
+              "zoo_options": model_options, "chunk_tokens": args.chunk_tokens,
+              "device": str(device), "device_name": describe(device),
               "command": "python " + " ".join(sys.argv), "repeats": args.repeats, "what": args.what,
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
                           "gensim": gensim.__version__, "load_average_at_start": load_average()}, "corpora": {}}
