@@ -40,7 +40,8 @@ class EarlyStopping(LightningEarlyStopping):
             self.monitor = pl_module.monitor
             self.mode = self.given_mode or pl_module.monitor_mode
             self.min_delta = abs(self.min_delta) * (1 if self.monitor_op == torch.gt else -1)
-            self.best_score = torch.tensor(torch.inf if self.monitor_op == torch.lt else -torch.inf)
+            best = torch.inf if self.monitor_op == torch.lt else -torch.inf
+            self.best_score = torch.tensor(best)  # cpu: as Lightning's own, moved to the metric's device when compared
         super().setup(trainer, pl_module, stage)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
