@@ -63,7 +63,7 @@ def dscore(args) -> dict:
     sizes = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]
     counts = [100, 200, 200, 200, 200, 100, 100, 100, 100, 100, 160, 160]
     d = Discriminator(5000, 20, 64, tuple(sizes), tuple(counts), 0.25).eval()
-    seqs = torch.randint(0, 5000, (args.sequences, 20))
+    seqs = torch.randint(0, 5000, (args.sequences, 20))  # cpu: a timing of this CPU
     times: dict[str, list[float]] = {"build_tables": [], "score_lookup": [], "score_conv": []}
     with torch.no_grad():
         for r in range(args.repeats + 1):
@@ -96,7 +96,7 @@ def seqgan_mle_step():
     torch.manual_seed(0)
     g = LSTMLM(5000, 32, 32).init_normal(0.1)
     opt = torch.optim.Adam(g.parameters(), lr=0.01)
-    batch = torch.randint(0, 5000, (64, 20))
+    batch = torch.randint(0, 5000, (64, 20))  # cpu: a timing of this CPU
 
     def step():
         loss = -g.log_prob(batch).mean()
