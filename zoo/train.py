@@ -247,9 +247,10 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
                            every_n_epochs=None if ck["every_n_train_steps"] else ck["every_n_epochs"],
                            every_n_train_steps=ck["every_n_train_steps"], save_on_train_epoch_end=True)
     notes = [f"{off[0]}, so no best checkpoint is chosen (by {monitor}); last.ckpt is saved as usual"] if off else []
-    callbacks = [MonitorCheck(monitor), *([best] if off is None else []), last, SignalCheckpoint(ckpt_dir),
-                 NonFiniteLossGuard(), RNGState(), *extra_callbacks, *build_callbacks(cfg["callbacks"]),
-                 FinalCheckpoint(ckpt_dir, last), *([Notes(notes)] if notes else [])]
+    callbacks = [MonitorCheck(monitor, chooses_best=off is None), *([best] if off is None else []), last,
+                 SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
+                 *build_callbacks(cfg["callbacks"]), FinalCheckpoint(ckpt_dir, last),
+                 *([Notes(notes)] if notes else [])]
     trainer_opts = dict(cfg["trainer"])
     callbacks += console_callbacks(trainer_opts, callbacks)
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):

@@ -152,7 +152,26 @@ def test_an_override_given_twice_is_noted_and_the_last_wins(tmp_path, capsys):
     code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}", "model.lr=1e-3", "model.lr=1e-2",
                           "seed=3", "seed=3", *QUICK], capsys)
     assert code == 0, err
-    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    notes = [line for line in err.splitlines() if line.startswith("note:") and "first validation" not in line]
     assert notes == ["note: model.lr given twice; using model.lr=1e-2 (the last)"], err  # seed=3 twice: the same
     config = next(tmp_path.glob("vae_digits/*/config.yaml")).read_text()
     assert "lr: 0.01" in config, config
+
+
+# ---- after the review of round 5 ---------------------------------------------------------------------------------
+def test_a_callback_mapping_without_spaces_gets_the_yaml_hint(tmp_path, capsys):
+    # "needs a 'name'" alone: YAML reads {name:early_stopping} as one key with no value
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs",
+                          "callbacks=[{name:early_stopping,monitor:val/loss}]"], capsys)
+    assert_refused(code, err, r"YAML reads 'name:early_stopping' as one key because no space follows its colon, "
+                   r"write \{name: early_stopping, monitor: val/loss\}$", tmp_path / "runs")
+
+
+def test_a_run_shorter_than_its_first_validation_says_no_best_checkpoint_was_chosen(tmp_path, capsys):
+    # the run kept last.ckpt and no best checkpoint, and said nothing of it
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}", *QUICK], capsys)
+    assert code == 0, err
+    assert ("note: the run ended (at step 3) before its first validation, so no best checkpoint was chosen by "
+            "val/loss; last.ckpt was saved") in err.splitlines(), err
+    run = next(tmp_path.glob("vae_digits/*"))
+    assert [p.name for p in (run / "checkpoints").iterdir()] == ["last.ckpt"]

@@ -26,7 +26,10 @@ def resolve(item: Any) -> tuple[str, type, dict]:
     spec = {"name": item} if isinstance(item, str) else dict(item)
     name = spec.pop("name", None)
     if not isinstance(name, str) or not name:
-        raise UserError(f"callback entry {item!r} needs a 'name' (one of {', '.join(NAMED_CALLBACKS)})")
+        glued = [k for k in spec if isinstance(k, str) and ":" in k]  # {name:ema} is one key in YAML: no space
+        hint = (f": YAML reads {glued[0]!r} as one key because no space follows its colon, write "
+                f"{{{', '.join(k.replace(':', ': ', 1) for k in glued)}}}") if glued else ""
+        raise UserError(f"callback entry {item!r} needs a 'name' (one of {', '.join(NAMED_CALLBACKS)}){hint}")
     if name not in NAMED_CALLBACKS and ":" not in name:
         raise UserError(f"unknown callback '{name}'{closest(name, list(NAMED_CALLBACKS))}. Known: "
                         f"{', '.join(NAMED_CALLBACKS)}, or a dotted path 'package.module:Class'")

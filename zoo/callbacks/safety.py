@@ -65,12 +65,15 @@ class MonitorCheck(L.Callback):
     ``checkpoint.monitor``): Lightning then saves no best checkpoint and, here, says nothing. A
     warning, not an error: some metrics are logged only every few epochs (the OOD model's ODIN search)."""
 
-    def __init__(self, monitor: str):
+    def __init__(self, monitor: str, chooses_best: bool = True):
         self.monitor, self.seen, self.warned = monitor, False, False
+        self.chooses_best = chooses_best and monitor.startswith("val/")  # False: validation off, said at the start
+        self.validated = False
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
             return
+        self.validated = True
         self.seen = self.seen or self.monitor in trainer.callback_metrics
         if not self.seen and not self.warned:
             self.warned = True
@@ -79,6 +82,11 @@ class MonitorCheck(L.Callback):
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not self.seen and self.warned:
             self._warn(trainer, "was never logged, so no best checkpoint was saved (last.ckpt was)")
+        elif self.chooses_best and not self.validated and not trainer.fast_dev_run and trainer.is_global_zero:
+            import sys  # a run shorter than its first validation (trainer.max_steps=3): said, not left to find
+
+            print(f"note: the run ended (at step {trainer.global_step}) before its first validation, so no best "
+                  f"checkpoint was chosen by {self.monitor}; last.ckpt was saved", file=sys.stderr)
 
     def _warn(self, trainer: L.Trainer, what: str) -> None:
         import sys
