@@ -31,6 +31,7 @@ def exit_status(run: Callable[[], int]) -> int:
     line and 130, as the shell gives a command stopped by SIGINT; anything else is a bug and keeps
     its traceback."""
     try:
+        check_thread_variables()
         return run()
     except KeyboardInterrupt:
         print("interrupted (Ctrl-C)", file=sys.stderr)
@@ -42,6 +43,17 @@ def exit_status(run: Callable[[], int]) -> int:
         one_line = " ".join(line.strip() for line in str(user).splitlines() if line.strip())  # Lightning's may wrap
         print(f"error: {one_line}", file=sys.stderr)
         return user.exit_code
+
+
+def check_thread_variables() -> None:
+    """OMP_NUM_THREADS, read by torch's OpenMP runtime as torch loads: a value it cannot read (``abc``, ``0``,
+    ``1.5``) was two lines of libgomp's before anything else, and the run went on with its own default."""
+    import re
+
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if value.strip() and not re.fullmatch(r"\s*[1-9]\d*(\s*,\s*[1-9]\d*)*\s*", value):
+        raise UserError(f"the environment variable OMP_NUM_THREADS={value!r} is not a number of threads: set it to "
+                        "a whole number >= 1 (e.g. OMP_NUM_THREADS=1), or unset it")
 
 
 def as_user_error(err: BaseException) -> UserError | None:

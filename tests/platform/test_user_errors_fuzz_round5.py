@@ -3,6 +3,8 @@ empty where the run relies on it, a best checkpoint or early stopping judged in 
 loss maximised), early stopping on a run shorter than an epoch, and an override given twice. A mistake is
 one message, exit status 2, no traceback and no run folder; a legitimate wish runs and says what it did."""
 
+import re
+
 import lightning  # noqa: F401  (imported before the tests: its log handler keeps the real stderr)
 import pytest
 from platform_testlib import assert_refused, run_main
@@ -175,3 +177,20 @@ def test_a_run_shorter_than_its_first_validation_says_no_best_checkpoint_was_cho
             "val/loss; last.ckpt was saved") in err.splitlines(), err
     run = next(tmp_path.glob("vae_digits/*"))
     assert [p.name for p in (run / "checkpoints").iterdir()] == ["last.ckpt"]
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "1.5", "-1"])
+def test_a_thread_count_openmp_cannot_read_is_one_message(value, tmp_path, capsys, monkeypatch):
+    # libgomp's "Invalid value for environment variable OMP_NUM_THREADS" (two lines, before anything else),
+    # then the run went on with its own default
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "print_config=true"], capsys)
+    assert_refused(code, err, rf"OMP_NUM_THREADS='{re.escape(value)}' is not a number of threads: set it to a whole "
+                   r"number >= 1 \(e.g. OMP_NUM_THREADS=1\), or unset it", tmp_path / "runs")
+
+
+@pytest.mark.parametrize("value", ["2", " 1 ", "4,2", ""])
+def test_a_thread_count_openmp_reads_is_accepted(value, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "print_config=true"], capsys)
+    assert code == 0 and "error" not in err, err
