@@ -325,6 +325,8 @@ def train(argv: list[str]) -> RunResult | None:
     cfg = load_config(recipe, overrides)
     if cfg["print_config"]:
         print(to_yaml(cfg), end="")
+        for note in repeated_overrides(overrides):  # the config shows the last value: say it was chosen
+            print(f"note: {note}", file=sys.stderr)
         return None
     import lightning as L
 

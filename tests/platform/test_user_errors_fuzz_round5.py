@@ -194,3 +194,9 @@ def test_a_thread_count_openmp_reads_is_accepted(value, tmp_path, capsys, monkey
     monkeypatch.setenv("OMP_NUM_THREADS", value)
     code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "print_config=true"], capsys)
     assert code == 0 and "error" not in err, err
+
+
+def test_print_config_notes_an_override_given_twice(capsys):
+    # the config showed 0.01 without a word of the 1e-3 given first
+    code, err = run_main(["recipe=vae_digits", "model.lr=1e-3", "model.lr=1e-2", "print_config=true"], capsys)
+    assert code == 0 and err.splitlines() == ["note: model.lr given twice; using model.lr=1e-2 (the last)"], err
