@@ -207,15 +207,18 @@ def check_resumable(ckpt: str, saved: dict, model: Any) -> None:
                         "(an estimator or a model part changed since)")
 
 
-def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False) -> Any:
-    """The lightning.Trainer of a run; a setting Lightning refuses is a UserError."""
+def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False,
+                 notes: list[str] | None = None) -> Any:
+    """The lightning.Trainer of a run; a setting Lightning refuses is a UserError. ``notes``: lines about
+    the run's settings, printed (``note: ...``) once training starts."""
     from zoo.tracking import build_trainer
 
-    return build_trainer(lambda: _make_trainer(cfg, run_dir, model, extra_callbacks, resumed),
+    return build_trainer(lambda: _make_trainer(cfg, run_dir, model, extra_callbacks, resumed, list(notes or [])),
                          f"trainer settings {cfg['trainer']}")
 
 
-def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool) -> Any:
+def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool,
+                  notes: list[str]) -> Any:
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -246,7 +249,8 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
     last = ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False,
                            every_n_epochs=None if ck["every_n_train_steps"] else ck["every_n_epochs"],
                            every_n_train_steps=ck["every_n_train_steps"], save_on_train_epoch_end=True)
-    notes = [f"{off[0]}, so no best checkpoint is chosen (by {monitor}); last.ckpt is saved as usual"] if off else []
+    if off:
+        notes.append(f"{off[0]}, so no best checkpoint is chosen (by {monitor}); last.ckpt is saved as usual")
     callbacks = [MonitorCheck(monitor, chooses_best=off is None), *([best] if off is None else []), last,
                  SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
                  *build_callbacks(cfg["callbacks"]), FinalCheckpoint(ckpt_dir, last),
@@ -330,7 +334,7 @@ def train(argv: list[str]) -> RunResult | None:
         return None
     import lightning as L
 
-    from zoo.callbacks.safety import Notes, ReleaseHeldMessages, RunInfo
+    from zoo.callbacks.safety import ReleaseHeldMessages, RunInfo
     from zoo.tracking import HeldMessages
     from zoo.trainer_options import check_trainer_settings
     run_dir, ckpt = resolve_run_dir(cfg)
@@ -361,10 +365,8 @@ def train(argv: list[str]) -> RunResult | None:
     # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
     # it finds inside fit before then (a validation interval longer than the epoch) is the only line
     with HeldMessages() as held:
-        repeated = repeated_overrides(overrides)
-        trainer = make_trainer(cfg, run_dir, model, [RunInfo(info), ReleaseHeldMessages(held),
-                                                     *([Notes(repeated)] if repeated else [])],
-                               resumed=ckpt is not None)
+        trainer = make_trainer(cfg, run_dir, model, [RunInfo(info), ReleaseHeldMessages(held)],
+                               resumed=ckpt is not None, notes=repeated_overrides(overrides))
         fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
     signal_cb = next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
     result = RunResult(run_dir, model, interrupted=signal_cb.received is not None, rank_zero=trainer.is_global_zero)

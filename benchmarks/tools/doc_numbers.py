@@ -50,10 +50,6 @@ def machine() -> dict:
             "python": platform.python_version(), "loadavg_at_start": open("/proc/loadavg").read().split()[:3]}
 
 
-def median_of(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
 # ---- dscore --------------------------------------------------------------------------------------
 def dscore(args) -> dict:
     from zoo.models.seqgan.nets import Discriminator
@@ -79,7 +75,7 @@ def dscore(args) -> dict:
                 times["build_tables"].append(t1 - t0)
                 times["score_lookup"].append(t2 - t1)
                 times["score_conv"].append(t3 - t2)
-    med = {k: median_of(v) for k, v in times.items()}
+    med = {k: statistics.median(v) for k, v in times.items()}
     return {"what": "SeqGAN discriminator at the paper's sizes, one torch thread: lookup-table build time and "
                     f"scoring {args.sequences} sequences with the tables (prob_real) vs the convolutions",
             "sequences": args.sequences, "repeats": args.repeats, "warmup": 1,
@@ -152,12 +148,12 @@ def threads(args) -> dict:
                             t0 = time.perf_counter()
                             step()
                             ts.append(time.perf_counter() - t0)
-                        blocks.setdefault(f"{name} threads={n} busy={busy}", []).append(median_of(ts))
+                        blocks.setdefault(f"{name} threads={n} busy={busy}", []).append(statistics.median(ts))
         finally:
             for p in spinners:
                 p.kill()
                 p.wait()
-    med = {k: median_of(v) for k, v in blocks.items()}
+    med = {k: statistics.median(v) for k, v in blocks.items()}
     ratios = {f"{name} busy={busy}": med[f"{name} threads=2 busy={busy}"] / med[f"{name} threads=1 busy={busy}"]
               for name in workloads for busy in args.busy}
     return {"what": "one training step with 1 vs 2 torch threads, with N extra busy single-threaded processes on the "

@@ -99,6 +99,7 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
 
     Config = SeqGANConfig
     monitor, monitor_mode = "val/nll_oracle", "min"
+    text_monitor = ("val/bleu3", "max")  # with text data (no oracle): BLEU-3 against held-out sentences
     ddp_find_unused_parameters = True  # G steps leave D without gradients and D steps leave G
     # sampled tokens, scored by D (no gradient through them), one sequence per input; a learned
     # baseline reads G's hidden state h_t: b(Y_{1:t-1})
@@ -109,7 +110,7 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
     def run_monitor(cls, cfg: dict) -> tuple[str, str] | None:
         """The oracle's NLL with the oracle data, BLEU-3 with text (``__init__``); unknown for other data."""
         return {"seqgan_oracle": (cls.monitor, cls.monitor_mode),
-                "seqgan_text": ("val/bleu3", "max")}.get(cfg["data"]["name"])
+                "seqgan_text": cls.text_monitor}.get(cfg["data"]["name"])
 
     @staticmethod
     def check_run(cfg: dict) -> None:
@@ -153,7 +154,7 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
             self.oracle = LSTMLM(o["vocab_size"], o["emb_dim"], o["hidden_dim"], 0).requires_grad_(False)
         self.text = "vocab" in d
         if not self.oracle:
-            self.monitor, self.monitor_mode = ("val/bleu3", "max") if self.text else ("val/nll", "min")
+            self.monitor, self.monitor_mode = self.text_monitor if self.text else ("val/nll", "min")
         # flags and the seed of G steps / negatives live in buffers, so they survive checkpoints
         self.register_buffer("oracle_ready", torch.zeros((), dtype=torch.long))  # 1 once the oracle is set
         self.register_buffer("rollout_ready", torch.zeros((), dtype=torch.long))  # 1 once beta was set to G
