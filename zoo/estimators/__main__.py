@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 from zoo.config import SEED_MAX
 from zoo.errors import CommandLineParser, UserError, exit_status
@@ -76,6 +75,6 @@ def run(args) -> int:
 
 
 if __name__ == "__main__":
-    from zoo.streams import run_command
+    from zoo.streams import leave, run_command
 
-    sys.exit(run_command(main))
+    leave(run_command(main))

@@ -146,6 +146,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from zoo.streams import run_command
+    from zoo.streams import leave, run_command
 
-    sys.exit(run_command(main))
+    leave(run_command(main))
