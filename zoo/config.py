@@ -141,16 +141,19 @@ def expanded_size(node: Any, seen: dict | None = None) -> int:
 
 
 def load_yaml(path: Path) -> Any:
+    import io
+
     import yaml
     from omegaconf import OmegaConf
 
     try:
-        size = expanded_size(yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader))
+        text = path.read_text(encoding="utf-8")  # read once: the size check and OmegaConf see the same text
+        size = expanded_size(yaml.compose(text, Loader=yaml.SafeLoader))
         if size > MAX_RECIPE_VALUES:  # OmegaConf 2.3 built every copy (2.4 stops at 10,000 with its own message)
             raise UserError(f"recipe {path}: its YAML aliases (*name) expand to {size:,} values, more than the "
                             f"{MAX_RECIPE_VALUES:,} a recipe may hold (an alias bomb?): write the values out, or "
                             "nest fewer aliases")
-        return OmegaConf.load(path)
+        return OmegaConf.load(io.StringIO(text))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

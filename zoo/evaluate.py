@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from zoo.config import MATMUL_PRECISIONS, SEED_MAX
+from zoo.config import MATMUL_PRECISIONS, SEED_MAX, repeated_overrides
 from zoo.errors import CommandLineParser, UserError, exit_status
 
 
@@ -133,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(exit.code or 0)
 
     def run() -> int:
+        for note in repeated_overrides(args.overrides):
+            print(f"note: {note}", file=sys.stderr)
         metrics = evaluate(args.target, parse_kv(args.overrides))
         print(json.dumps(metrics) if args.json else format_table(metrics))
         return 0

@@ -160,6 +160,17 @@ def test_an_override_given_twice_is_noted_and_the_last_wins(tmp_path, capsys):
     assert "lr: 0.01" in config, config
 
 
+def test_zoo_evaluate_notes_an_override_given_twice(capsys):
+    # zoo.evaluate took the last one without a word (zoo.train noted it)
+    from zoo.evaluate import main
+
+    code = main(["vae-digits", "trainer.limit_test_batches=1", "trainer.limit_test_batches=2", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert ("note: trainer.limit_test_batches given twice; using trainer.limit_test_batches=2 (the last)"
+            in out.err.splitlines()), out.err
+
+
 # ---- after the review of round 5 ---------------------------------------------------------------------------------
 def test_a_callback_mapping_without_spaces_gets_the_yaml_hint(tmp_path, capsys):
     # "needs a 'name'" alone: YAML reads {name:early_stopping} as one key with no value

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from zoo.errors import UserError
+from zoo.errors import UserError, image_too_large
 from zoo.options import check_input_file
 
 COLOURS = {"msp": "C0", "odin": "C1", "energy": "C2", "mahalanobis": "C3"}
@@ -115,7 +115,9 @@ def load_image(path: str, shape: list[int], resize: bool, convert: bool, invert:
     try:
         img = Image.open(p)
         img.load()
-    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as err:
+    except Image.DecompressionBombError as err:
+        raise image_too_large(err, p) from None
+    except (UnidentifiedImageError, OSError) as err:
         raise UserError(f"cannot read {p} as an image: {err}") from None
     channels = {"L": 1, "1": 1, "I": 1, "F": 1, "LA": 2, "RGB": 3, "RGBA": 4}.get(img.mode, 3)
     if channels != c and not (channels in (2, 4) and channels - 1 == c):

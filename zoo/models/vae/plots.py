@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from zoo.errors import UserError
+from zoo.errors import UserError, image_too_large
 from zoo.options import check_input_file
 
 
@@ -38,7 +38,9 @@ def load_image(path: str, image_shape: list[int], data_info: dict, invert: str =
     p = check_input_file(path)
     try:
         img = Image.open(p).convert("L")
-    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as err:
+    except Image.DecompressionBombError as err:
+        raise image_too_large(err, p) from None
+    except (UnidentifiedImageError, OSError) as err:
         raise UserError(f"cannot read {p} as an image: {err}") from None
     _, h, w = image_shape
     img = img.resize((w, h), Image.Resampling.BOX if img.width >= w else Image.Resampling.BILINEAR)
