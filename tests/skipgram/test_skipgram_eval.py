@@ -73,6 +73,20 @@ def test_similarity_spearman_and_oov():
     assert r["spearman"] == pytest.approx(-1.0)
 
 
+def test_similarity_of_one_dimensional_vectors_is_nan_without_a_warning():
+    # with dim=1 every cosine is +-1; all the same, scipy warned ConstantInputWarning (an error under -W error)
+    import math
+    import warnings
+
+    index = {w: i for i, w in enumerate("abc")}
+    pairs = [("a", "b", 9.0), ("a", "c", 5.0), ("b", "c", 1.0)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert math.isnan(similarity_score(torch.ones(3, 1), index, pairs)["spearman"])
+        assert math.isnan(similarity_score(torch.tensor([[1.0], [2.0], [-1.0]]), index,
+                                           [(a, b, 1.0) for a, b, _ in pairs])["spearman"])
+
+
 def test_analogy_accuracy_by_section_and_restriction():
     # word vectors with exact additive structure: country + capital offset
     words = ["france", "paris", "italy", "rome", "spain", "madrid", "big", "bigger"]

@@ -81,8 +81,8 @@ def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
     """Spearman rank correlation (ties get their average rank), via scipy."""
     from scipy.stats import spearmanr
 
-    if len(a) < 2:
-        return float("nan")
+    if len(a) < 2 or bool((a == a[0]).all()) or bool((b == b[0]).all()):
+        return float("nan")  # undefined (scipy too gives nan, with a ConstantInputWarning: an error under -W error)
     return float(spearmanr(a.cpu().numpy(), b.cpu().numpy()).statistic)
 
 
