@@ -151,14 +151,18 @@ def leave(code: int) -> NoReturn:
     torch and Lightning are loaded, freeing every module and the C++ libraries' statics takes ~1 s
     (`benchmarks/results/exit_teardown.json`). What that teardown does for the command's output still
     happens: the exit handlers run (loggers, W&B, temporary folders, data-loader workers), every file
-    still open is flushed, then the standard streams. While a thread that is not a daemon still runs,
-    Python exits as usual (it waits for the thread)."""
+    still open is flushed, then the standard streams. Python exits as usual (``sys.exit``) while a
+    thread that is not a daemon still runs (it waits for the thread), and when the command was started
+    by something that goes on after it: a profiler (``python -m cProfile -m zoo.train``), a debugger,
+    or a program calling ``runpy``."""
     import _io  # the C base of every file object: a plain type check (io.IOBase's ABC check costs ~0.4 s here)
     import atexit
     import gc
     import threading
 
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.exit(code)
+    if not _started_by_the_interpreter(sys._getframe(1)):
         sys.exit(code)
     atexit._run_exitfuncs()  # what sys.exit runs first, in the same order (the last registered first)
     for obj in gc.get_objects():  # files opened and never closed: written as the teardown would
@@ -176,6 +180,22 @@ def leave(code: int) -> NoReturn:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+def _started_by_the_interpreter(frame: Any) -> bool:
+    """True when only the interpreter's own start-up lies below ``frame`` (the command's ``__main__``
+    code or console-script function): ``python -m`` (runpy's ``_run_module_as_main``), a script, or
+    a console script's module. Anything else below it (cProfile, pdb, a program's ``runpy.run_module``)
+    has work left to do once the command returns."""
+    below = frame.f_back
+    while below is not None:
+        code = below.f_code
+        interpreter = (code.co_name in ("_run_module_as_main", "_run_code") and "runpy" in code.co_filename) or (
+            code.co_name == "<module>" and below.f_back is None)
+        if not interpreter:
+            return False
+        below = below.f_back
+    return True
 
 
 def zoo_train() -> NoReturn:

@@ -80,3 +80,27 @@ def test_a_command_ends_through_leave(tmp_path):
     assert proc.returncode == 0 and "vae_digits" in proc.stdout, proc.stderr
     assert (tmp_path / "atexit.txt").read_text() == "ran"
     assert (tmp_path / "os_exit.txt").read_text() == "0"
+
+
+def test_a_profiler_around_the_command_still_gets_its_turn(tmp_path):
+    """``python -m cProfile -o FILE -m zoo.train`` (docs/skipgram.md profiles this way): cProfile writes
+    its file after the command returns, so the command exits as usual there."""
+    proc = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(tmp_path / "train.prof"), "-m", "zoo.train",
+                           "--list"], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "vae_digits" in proc.stdout, proc.stderr
+    import pstats
+
+    assert pstats.Stats(str(tmp_path / "train.prof")).total_calls > 0
+
+
+def test_a_program_running_the_command_through_runpy_goes_on_after_it(tmp_path):
+    proc = run("""
+        import runpy, sys
+        sys.argv = ["zoo.train", "--list"]
+        try:
+            runpy.run_module("zoo.train", run_name="__main__", alter_sys=True)
+        except SystemExit as exit:
+            open("after.txt", "w").write(f"went on, status {exit.code}")
+    """, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "after.txt").read_text() == "went on, status 0"
