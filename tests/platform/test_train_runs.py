@@ -115,6 +115,29 @@ def test_sigterm_saves_last_and_exits_cleanly(toy_recipe, tmp_path):
     assert not list(tmp_path.glob("*/*/checkpoints/.*tmp*")), "no temporary files left behind"
 
 
+def test_sigterm_during_validation_saves_when_it_ends_and_the_run_resumes(toy_recipe, tmp_path):
+    """A signal that arrives during validation is acted on when the validation ends; it waited for
+    the next training step (a long one could outlast SLURM's grace period before SIGKILL)."""
+    started = tmp_path / "validating"
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "model.val_delay=1.0", f"model.val_started={started}")
+    deadline = time.time() + 120
+    while not started.exists():
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            raise AssertionError(f"no validation began: {proc.stdout.read()}")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert "SIGTERM received: saved" in out and "at step 8;" in out, out
+    last = next(tmp_path.glob("*/*/checkpoints/last.ckpt"))
+    assert torch.load(last, weights_only=True)["global_step"] == 8  # the first epoch's 256 / 32 steps, no more
+    again = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=2", "ckpt_path=last",
+                   "test_after_fit=false"])
+    assert again.run_dir == last.parent.parent
+    assert torch.load(last, weights_only=True)["global_step"] == 16  # the second epoch, then done
+
+
 def test_sigterm_to_the_launching_process_stops_every_ddp_rank(toy_recipe, tmp_path):
     """Under DDP a signal may reach one rank only (here the launching process, rank 0): the ranks
     agree on stopping every step, so all save together instead of rank 0 waiting alone in the

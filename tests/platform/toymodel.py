@@ -52,6 +52,8 @@ class ToyConfig:
     dropout: float = 0.2  # consumes RNG during training
     explode_at: int = -1  # step at which the loss becomes NaN (tests the guard); -1 never
     step_delay: float = 0.0  # seconds to sleep per step, so tests can kill a run mid-way
+    val_delay: float = 0.0  # seconds to sleep per validation step (not the sanity check), touching val_started first
+    val_started: str = ""  # file touched when a validation step begins, so tests can signal a run mid-validation
 
 
 class Toy(ZooModule):
@@ -82,6 +84,10 @@ class Toy(ZooModule):
         super().log(name, *args, **kwargs)
 
     def validation_step(self, batch, batch_idx):
+        if self.cfg.val_delay and not self.trainer.sanity_checking:
+            if self.cfg.val_started:
+                open(self.cfg.val_started, "a").close()
+            time.sleep(self.cfg.val_delay)
         self.log("val/loss", self.loss(batch))
 
     def on_validation_epoch_end(self):

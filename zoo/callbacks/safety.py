@@ -120,8 +120,10 @@ class FinalCheckpoint(L.Callback):
 
 
 class SignalCheckpoint(L.Callback):
-    """On SIGTERM or SIGINT: finish the current batch, save ``last.ckpt``, stop cleanly.
-    A second SIGINT interrupts at once."""
+    """On SIGTERM or SIGINT: finish the current training batch, or the validation under way, save
+    ``last.ckpt``, stop cleanly (a signal during validation is acted on when it ends, not after the
+    next training batch: with SLURM's grace period, a long step could be one too many). A second
+    SIGINT interrupts at once."""
 
     def __init__(self, ckpt_dir: Path):
         self.ckpt_dir = Path(ckpt_dir)
@@ -138,6 +140,14 @@ class SignalCheckpoint(L.Callback):
             self._previous[sig] = signal.signal(sig, self._handler)
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        self._stop_if_signalled(trainer)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # after on_validation_epoch_end: weights an averaging callback swapped in for validation are back
+        if trainer.state.fn == "fit" and not trainer.sanity_checking:
+            self._stop_if_signalled(trainer)
+
+    def _stop_if_signalled(self, trainer: L.Trainer) -> None:
         stop = self.received is not None
         if trainer.world_size > 1:  # a signal may reach one rank only: stop all if any got one, or
             # that rank would wait alone in the checkpoint's barrier (one small all-reduce a step)
