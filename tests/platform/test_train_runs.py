@@ -104,14 +104,15 @@ def test_sigkill_then_resume_matches_uninterrupted_run(toy_recipe, tmp_path):
 
 
 def test_sigterm_saves_last_and_exits_cleanly(toy_recipe, tmp_path):
-    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "model.step_delay=0.03")
+    # with trainer.min_epochs the stop waited for them, saving and printing at every step until then
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "trainer.min_epochs=45", "model.step_delay=0.03")
     _wait_for_epoch(tmp_path, 0, proc)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
-    assert "SIGTERM received: saved" in out and "ckpt_path=last" in out
+    assert out.count("SIGTERM received: saved") == 1 and "ckpt_path=last" in out, out
     ckpt = torch.load(next(tmp_path.glob("*/*/checkpoints/last.ckpt")), weights_only=True)
-    assert 0 < ckpt["global_step"] < 50 * 8
+    assert 0 < ckpt["global_step"] < 45 * 8  # stopped at the signal, not once min_epochs were done
     assert not list(tmp_path.glob("*/*/checkpoints/.*tmp*")), "no temporary files left behind"
 
 

@@ -128,6 +128,7 @@ class SignalCheckpoint(L.Callback):
     def __init__(self, ckpt_dir: Path):
         self.ckpt_dir = Path(ckpt_dir)
         self.received: int | None = None
+        self.acted = False  # last.ckpt saved and the stop asked for, once
         self._previous: dict[int, Any] = {}
 
     def _handler(self, signum: int, frame: Any) -> None:
@@ -152,11 +153,14 @@ class SignalCheckpoint(L.Callback):
         if trainer.world_size > 1:  # a signal may reach one rank only: stop all if any got one, or
             # that rank would wait alone in the checkpoint's barrier (one small all-reduce a step)
             stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
-        if not stop:
+        if not stop or self.acted:
             return
+        self.acted = True
         path = self.ckpt_dir / "last.ckpt"
         trainer.save_checkpoint(path, weights_only=False)  # explicit: Lightning logs a line when it is not
         trainer.should_stop = True
+        # should_stop alone waits for trainer.min_epochs / min_steps (it saved and printed every step until then)
+        trainer.fit_loop.min_epochs, trainer.fit_loop.epoch_loop.min_steps = None, None
         if trainer.is_global_zero:
             name = signal.Signals(self.received).name if self.received else "a stop signal (on another rank)"
             print(f"\n{name} received: saved {path} at step {trainer.global_step}; "
