@@ -48,6 +48,11 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
     if not 0 <= shots <= MAX_SHOTS:
         raise UserError(f"shots={shots} must be from 0 to {MAX_SHOTS} (points of the random task; "
                         f"0 = the model's K, {model.data_info.get('shots', 10)})")
+    given = [k for k in ("shots", "seed") if k in options]
+    if inputs and given:  # ignored without a word before
+        named, several = " and ".join(f"{k}=" for k in given), len(given) > 1
+        raise UserError(f"{named} {'choose' if several else 'chooses'} the random task; with points given, the "
+                        f"points are the task: leave {'them' if several else 'it'} out, or give no points")
     check_output_file(opts["out"], "out", "figure")  # before fine-tuning, not after
     shown = sorted({0, min(1, steps), steps})
     with torch.inference_mode(False):
