@@ -133,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(exit.code or 0)
 
     def run() -> int:
-        for note in repeated_overrides(args.overrides):
-            print(f"note: {note}", file=sys.stderr)
         metrics = evaluate(args.target, parse_kv(args.overrides))
+        for note in repeated_overrides(args.overrides):  # after the test, as zoo.train's: a mistake is the only line
+            print(f"note: {note}", file=sys.stderr)
         print(json.dumps(metrics) if args.json else format_table(metrics))
         return 0
 

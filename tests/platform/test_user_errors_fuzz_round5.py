@@ -169,6 +169,10 @@ def test_zoo_evaluate_notes_an_override_given_twice(capsys):
     assert code == 0, out.err
     assert ("note: trainer.limit_test_batches given twice; using trainer.limit_test_batches=2 (the last)"
             in out.err.splitlines()), out.err
+    # a mistake stays the only line, as in zoo.train
+    assert main(["vae-digits", "data.batch_size=1", "data.batch_size=0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: 'batch_size'"), err
 
 
 # ---- after the review of round 5 ---------------------------------------------------------------------------------
