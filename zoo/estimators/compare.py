@@ -13,6 +13,7 @@ whole table takes well under a second.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -165,6 +166,7 @@ def plot(result: dict, path: str) -> None:
     ax2.set_title(f"categorical K={len(c['logits'])}: gradient w.r.t. logits")
     ax2.legend(fontsize=7)
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)  # --out may name a new folder, as every zoo output may
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

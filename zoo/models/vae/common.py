@@ -266,13 +266,14 @@ class LatentVAE(ZooModule):
         if n < 1 or nrow < 1:
             raise UserError(f"n={n} and nrow={nrow} must be >= 1 (images to draw, images per row)")
         if o["out"] or not inputs:
-            check_output_file(o["out"] or "samples.png", "out", inputs=inputs)
+            check_output_file(o["out"] or "samples.png", "out", makes_folder=True, inputs=inputs)
         mean = str(o["mean"]).lower() in ("1", "true", "yes")
         self.eval()
         from torchvision.utils import save_image
 
         if not inputs:
             out = Path(o["out"] or "samples.png")
+            out.parent.mkdir(parents=True, exist_ok=True)
             images = plots.upscale(self.sample_images(n, seed, mean))
             save_image(images, out, nrow=nrow, padding=1, pad_value=0.5)
             print(f"wrote {n} samples to {out}")
@@ -293,5 +294,6 @@ class LatentVAE(ZooModule):
             print(f"{path}: negative ELBO {loss:.2f} nats -> {target}")
         if o["out"]:
             grid = plots.upscale(plots.pairs(x.cpu(), recon, nrow))
+            Path(o["out"]).parent.mkdir(parents=True, exist_ok=True)
             save_image(grid, o["out"], nrow=nrow, padding=1, pad_value=0.5)
             print(f"wrote inputs (odd rows) and reconstructions (even rows) to {o['out']}")
