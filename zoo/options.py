@@ -29,13 +29,11 @@ import os
 import types
 import typing
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
-from zoo.errors import UserError, no_access
+from zoo.errors import UserError
 from zoo.paths import expand_path
 from zoo.registry import closest
-from zoo.streams import writable
 
 NUMBER_TYPES = (int, float)
 SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit: Lightning's seed_everything refuses larger ones
@@ -292,83 +290,6 @@ def validate_call(fn: Callable, options: Mapping, where: str, what: str = "optio
 
 
 # ---- the command line -----------------------------------------------------------------------------
-def check_input_file(path: str | Path, what: str = "image") -> Path:
-    """A file a command is about to read: a folder there gets its own message (else "not found" for a
-    path that exists, or an IsADirectoryError from PIL)."""
-    path = Path(path)
-    if path.is_dir():
-        raise UserError(f"{path} is a folder, not an {what}: give {what} files (e.g. {path / '*.png'})")
-    if not path.is_file():
-        raise UserError(f"{what} not found: {path}")
-    return readable(path)
-
-
-def readable(path: str | Path) -> Path:
-    """``path`` when this process may read it (a folder: list and enter it), checked before a reader
-    that would fail later (in a DataLoader worker, after training) or with another library's
-    message; else the UserError of ``zoo.errors.no_access``."""
-    path = Path(path)
-    if not os.access(path, os.R_OK | (os.X_OK if os.path.isdir(path) else 0)):
-        raise no_access(path, write=False)
-    return path
-
-
-def make_folder(folder: str | Path, instead: str | None = None) -> Path:
-    """``folder``, made with its parents when missing, to write files in; a UserError naming the folder
-    that stops it (and the chmod that fixes it) when it cannot be made or written in."""
-    folder = Path(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except PermissionError as err:
-        raise no_access(err.filename or folder, write=True, instead=instead) from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise no_access(folder, write=True, instead=instead)
-    return folder
-
-
-def check_output_file(path: str | Path, option: str, writer: str | None = "image", makes_folder: bool = False,
-                      example: str = "out.png", inputs: list | None = None) -> Path:
-    """A file a command is about to write: its folder must exist (unless the command creates it,
-    ``makes_folder``; then no file may stand where one of its folders would be), the path must not be a
-    folder, and its extension must name a format the writer knows (``image``: PIL's, which
-    torchvision's save_image uses; ``figure``: matplotlib's savefig; None: any). save_image / savefig
-    fail with a traceback only after the work is done. ``inputs``: files the command reads, which the
-    output must not replace."""
-    path = Path(path)
-    if path.is_dir():
-        raise UserError(f"{option}={path} is a folder; give a file name, e.g. {option}={path / example}")
-    for given in inputs or []:  # the command's own input files: the output replaced the image it read
-        if path.is_file() and Path(given).is_file() and os.path.samefile(path, given):
-            raise UserError(f"{option}={path} is one of the input files ({given}): writing there would replace it; "
-                            f"choose another {option}= path")
-    if not makes_folder and not path.parent.is_dir():
-        raise UserError(f"{option}={path}: the folder {path.parent} does not exist; create it or choose another")
-    above = next((p for p in path.parents if p.exists()), None)
-    if above is not None and not above.is_dir():
-        raise UserError(f"{option}={path}: {above} is a file, not a folder; choose another {option}= path")
-    if not writable(path):
-        raise no_access(path, write=True, instead=f"choose another {option}= path")
-    if writer is None:
-        return path
-    formats = _output_formats(writer)
-    if path.suffix.lower().lstrip(".") not in formats:
-        what = f"'{path.suffix}' is not a format the zoo can write {writer}s in" if path.suffix else "no extension"
-        shown = [f".{f}" for f in sorted(formats) if f in ("jpg", "pdf", "svg", "bmp", "gif", "tiff", "webp")]
-        raise UserError(f"{option}={path}: {what}; end the file name in .png (or {', '.join(shown)})")
-    return path
-
-
-def _output_formats(writer: str) -> set[str]:
-    if writer == "figure":
-        from matplotlib.backend_bases import FigureCanvasBase
-
-        return set(FigureCanvasBase.get_supported_filetypes())
-    from PIL import Image
-
-    Image.init()
-    return {ext.lstrip(".") for ext, fmt in Image.registered_extensions().items() if fmt in Image.SAVE}
-
-
 def parse_kv(items: list[str]) -> dict[str, Any]:
     """``["a.b=1", "c=[x, y]"]`` -> ``{"a.b": 1, "c": ["x", "y"]}`` (OmegaConf dotlist values)."""
     return flatten(parse_dotlist(items))

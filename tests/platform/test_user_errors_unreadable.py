@@ -220,7 +220,7 @@ def readers(root: Path) -> dict:
     from zoo.models.skipgram.corpus import resolve_files
     from zoo.models.skipgram.data import TextCorpusData
     from zoo.models.vae.data import read_idx
-    from zoo.options import check_output_file
+    from zoo.paths import check_output_file
     from zoo.pretrained.__main__ import export
 
     karpathy = {"json": str(root / "flickr8k" / "dataset_flickr8k.json"), "min_freq": 1,

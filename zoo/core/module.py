@@ -137,7 +137,7 @@ class ZooModule(L.LightningModule):
             env = os.environ.get("ZOO_RUN_DIR")
             root = env or (self.trainer.default_root_dir if self._trainer is not None else os.getcwd())
             self.plots_dir = Path(root) / "plots"
-        from zoo.options import make_folder
+        from zoo.paths import make_folder
 
         return make_folder(self.plots_dir, instead="choose another plots_dir=")
 

@@ -52,7 +52,7 @@ def run(args) -> int:
         raise UserError(f"--theta must be a finite number from -{MAX_THETA:g} to {MAX_THETA:g} (float32 draws "
                         f"z ~ N(2 theta + 3, 1) keep their unit noise there), got {args.theta}")
     if args.out:  # before the draws: savefig fails only after them
-        from zoo.options import check_output_file
+        from zoo.paths import check_output_file
 
         check_output_file(args.out, "--out", "figure", makes_folder=True)
     import torch

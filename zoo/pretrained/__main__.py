@@ -75,7 +75,7 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
     from zoo.core.files import atomic_path
     from zoo.evaluate import evaluate
     from zoo.hub import PRETRAINED_DIR, pretrained_cards, read_checkpoint, sha256
-    from zoo.options import make_folder
+    from zoo.paths import make_folder
 
     check_entry_name(name)
     out_dir = out_dir or PRETRAINED_DIR

@@ -17,7 +17,8 @@ import torch
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError, image_too_large
-from zoo.options import between, check_input_file, nonempty_path, positive, readable
+from zoo.options import between, nonempty_path, positive
+from zoo.paths import check_input_file, readable
 from zoo.registry import DATAMODULES
 
 from . import shapes as S

@@ -19,7 +19,7 @@ import torch
 
 from zoo.core.module import check_options
 from zoo.errors import UserError
-from zoo.options import check_output_file
+from zoo.paths import check_output_file
 
 from . import decode as D
 from .data import image_transform, load_image

@@ -28,7 +28,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import EpochSampler, ZooDataModule, load_cache, save_cache
 from zoo.errors import UserError, permission_denied
-from zoo.options import nonempty_path, positive, readable
+from zoo.options import nonempty_path, positive
+from zoo.paths import readable
 from zoo.registry import DATAMODULES
 
 SPLITS = ("images_background", "images_evaluation")

@@ -12,7 +12,7 @@ import torch
 
 from zoo.core.module import check_options
 from zoo.errors import UserError
-from zoo.options import check_output_file
+from zoo.paths import check_output_file
 
 DEFAULTS = {"steps": 10, "seed": 0, "out": "maml_adaptation.png", "shots": 0}
 MAX_STEPS = 10_000  # gradient steps of fine-tuning: seconds at most (the paper shows 1 and 10)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.errors import UserError, image_too_large
-from zoo.options import check_input_file
+from zoo.paths import check_input_file
 
 COLOURS = {"msp": "C0", "odin": "C1", "energy": "C2", "mahalanobis": "C3"}
 

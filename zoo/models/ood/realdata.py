@@ -35,7 +35,8 @@ import torch.nn.functional as F
 
 from zoo.errors import UserError, permission_denied
 from zoo.models.ood.data import OODDataModule, noise_images
-from zoo.options import nonempty_path, positive, readable
+from zoo.options import nonempty_path, positive
+from zoo.paths import readable
 from zoo.registry import DATAMODULES
 
 DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")

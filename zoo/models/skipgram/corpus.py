@@ -33,7 +33,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from zoo.core.files import missing_folders, remove_empty, replace_undecoded
 from zoo.errors import UserError
 from zoo.models.skipgram.sampling import keep_probability
-from zoo.options import readable
+from zoo.paths import readable
 
 CACHE_VERSION = 2  # bumped when the cached vocabulary or encoding changes (v2: no 30k cap)
 _PUNCTUATION = re.compile(r"[^\w\s]+")

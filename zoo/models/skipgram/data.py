@@ -21,7 +21,8 @@ from zoo.errors import UserError
 from zoo.models.skipgram import corpus as C
 from zoo.models.skipgram.evaluation import read_analogies, read_similarity
 from zoo.models.skipgram.synthetic import PlantedCorpus, generate
-from zoo.options import at_least, between, nonempty_path, positive, readable, validate
+from zoo.options import at_least, between, nonempty_path, positive, validate
+from zoo.paths import readable
 from zoo.registry import DATAMODULES
 
 

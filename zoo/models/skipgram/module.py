@@ -335,7 +335,7 @@ class SkipGramModule(ZooModule):
             raise UserError(f"binary must be true or false (left out: binary when export= ends in .bin), "
                             f"got {opts['binary']!r}")
         if opts["export"]:  # checked before anything is printed; its folder is created when written
-            from zoo.options import check_output_file
+            from zoo.paths import check_output_file
 
             check_output_file(str(opts["export"]), "export", writer=None, makes_folder=True, example="vectors.bin")
         if inputs:

@@ -32,7 +32,8 @@ from zoo.core.module import ZooModule, check_options
 from zoo.errors import UserError, no_access
 from zoo.models.vae import plots
 from zoo.models.vae.nets import ARCHS, build_nets
-from zoo.options import check_output_file, choice, positive
+from zoo.options import choice, positive
+from zoo.paths import check_output_file
 from zoo.streams import writable
 
 LIKELIHOODS = ("bernoulli", "gaussian")

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.errors import UserError, image_too_large
-from zoo.options import check_input_file
+from zoo.paths import check_input_file
 
 
 def upscale(images: Tensor, min_size: int = 32) -> Tensor:
