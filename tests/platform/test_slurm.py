@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 from platform_testlib import subprocess_env
 
-from zoo.train import resolve_run_dir, train
+from zoo.runs import resolve_run_dir
+from zoo.train import train
 
 SLURM_ENV = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "zoo", "SLURM_NTASKS": "1", "SLURM_PROCID": "0",
              "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost"}
