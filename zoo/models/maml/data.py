@@ -99,8 +99,23 @@ def check_positive(**values: int) -> None:
             raise UserError(f"data.{name}={v} must be at least 1")
 
 
+class EpisodeData(ZooDataModule):
+    """Datasets whose items are whole meta-batches of tasks (``train_set``, ``val_set``, ``test_set``; Config
+    with ``seed`` and ``num_workers``): the loaders pass them through unbatched, training's keyed by epoch."""
+
+    def train_dataloader(self) -> DataLoader:
+        sampler = _EpochKeys(len(self.train_set), self.cfg.seed)
+        return DataLoader(self.train_set, batch_size=None, sampler=sampler, num_workers=self.cfg.num_workers)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=None, shuffle=False, num_workers=self.cfg.num_workers)
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self.test_set, batch_size=None, shuffle=False, num_workers=self.cfg.num_workers)
+
+
 @DATAMODULES.register("sinusoid")
-class SinusoidData(ZooDataModule):
+class SinusoidData(EpisodeData):
     """Sinusoid regression tasks (MAML paper 5.1): A ~ U[0.1, 5], phi ~ U[0, pi], x ~ U[-5, 5] (generated)."""
 
     Config = SinusoidConfig
@@ -126,13 +141,3 @@ class SinusoidData(ZooDataModule):
         c = self.cfg
         return {"task": "regression", "in_dim": 1, "out_dim": 1, "shots": c.shots,
                 "amplitude": list(c.amplitude), "phase": list(c.phase), "x_range": list(c.x_range)}
-
-    def train_dataloader(self) -> DataLoader:
-        sampler = _EpochKeys(len(self.train_set), self.cfg.seed)
-        return DataLoader(self.train_set, batch_size=None, sampler=sampler, num_workers=self.cfg.num_workers)
-
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, batch_size=None, shuffle=False, num_workers=self.cfg.num_workers)
-
-    def test_dataloader(self) -> DataLoader:
-        return DataLoader(self.test_set, batch_size=None, shuffle=False, num_workers=self.cfg.num_workers)

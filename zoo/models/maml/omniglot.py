@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
-from zoo.core.data import EpochSampler, ZooDataModule, load_cache, save_cache
+from zoo.core.data import load_cache, save_cache
 from zoo.errors import UserError, permission_denied
+from zoo.models.maml.data import EpisodeData
 from zoo.options import nonempty_path, positive
 from zoo.paths import readable
 from zoo.registry import DATAMODULES
@@ -170,13 +171,8 @@ class Episodes(Dataset):
         return xs, ys, xq, yq
 
 
-class _EpochKeys(EpochSampler):
-    def __iter__(self):
-        return ((i, self.epoch) for i in range(self.n))
-
-
 @DATAMODULES.register("omniglot")
-class OmniglotData(ZooDataModule):
+class OmniglotData(EpisodeData):
     """Omniglot N-way K-shot episodes from local PNGs (1,200 training characters, rotations as classes)."""
 
     Config = OmniglotConfig
@@ -218,13 +214,3 @@ class OmniglotData(ZooDataModule):
         c = self.cfg
         return {"task": "classification", "n_way": c.n_way, "shots": c.shots,
                 "image_shape": [1, c.image_size, c.image_size]}
-
-    def train_dataloader(self) -> DataLoader:
-        sampler = _EpochKeys(len(self.train_set), self.cfg.seed)
-        return DataLoader(self.train_set, batch_size=None, sampler=sampler, num_workers=self.cfg.num_workers)
-
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, batch_size=None, shuffle=False, num_workers=self.cfg.num_workers)
-
-    def test_dataloader(self) -> DataLoader:
-        return DataLoader(self.test_set, batch_size=None, shuffle=False, num_workers=self.cfg.num_workers)
