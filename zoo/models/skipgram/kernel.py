@@ -126,7 +126,7 @@ if numba is not None:
                 for d in range(dim):
                     syn0[ctx, d] += work[d]
                 pairs += 1
-        return loss, pairs
+        return loss, pairs, rng  # rng: to go on with the same stream (benchmarks/skipgram_hogwild.py)
 
     @njit(parallel=True, cache=True)
     def _train_chunk(tokens, sentence, reduced, bounds, threads, syn0, syn1, keep, alias, log_kq, negative, lr0,
@@ -138,7 +138,7 @@ if numba is not None:
         for t in prange(threads):
             work = np.empty(syn0.shape[1], dtype=syn0.dtype)
             for j in range(t, jobs, threads):  # thread t takes jobs t, t + T, ...: all near one lr
-                loss, p = _train_part(tokens, sentence, reduced, bounds[j], bounds[j + 1], syn0, syn1, keep,
+                loss, p, _ = _train_part(tokens, sentence, reduced, bounds[j], bounds[j + 1], syn0, syn1, keep,
                                       alias, log_kq, negative, lr0, lr1, tokens.shape[0],
                                       seed + 7919 * (j + 1), work, skip_saturated,
                                       LOSS_PAIRS if j == t else 0, table_scale)

@@ -1,0 +1,177 @@
+"""Where the 2-thread gap to gensim comes from: the two threads' order of updates, or their races.
+
+The zoo's sequential kernel with 2 Hogwild threads lands a little further from gensim (2 workers) than
+gensim's own seeds land from each other, and one thread each closes the gap (docs/skipgram.md, "The
+50M-word gap"). Two threads change two things at once: the order of the updates (two jobs of the
+text advance side by side) and the memory (two cores read and write shared rows without locks, so
+an update may be lost or computed from a stale row). This separates them. Per seed, on one corpus:
+
+- ``threads1``: one thread, the whole chunk in order;
+- ``threads2``: two Hogwild threads taking turns on jobs (the recipes' setting);
+- ``serial2``: the same jobs, the same noise words (each job's own random stream, as ``threads2``)
+  and the same side-by-side order, run on ONE core: a centre word of thread 0's job, then one of
+  thread 1's, and so on. The order of ``threads2`` without its races.
+
+and gensim with 2 workers (and 1 with ``--gensim-workers 1,2``). If ``serial2`` sits with
+``threads2``, the order explains the gap; if it sits with ``threads1``, the races do. Reported per
+variant: neighbour agreement with gensim (same seed), with the other variants (same seed), and the
+mean vector length by frequency band (the signature the 50M-word runs showed: two threads shorten the
+rarer words' vectors).
+
+    python benchmarks/skipgram_hogwild.py --corpus wiki --seeds 0 1 2 --out benchmarks/results/skipgram_hogwild.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from skipgram_measures import big_corpus, lee_corpus, neighbour_agreement, objective_probe, wiki_corpus  # noqa: E402
+from skipgram_vs_gensim import ROOT, loop_quality, run_gensim, run_zoo, similarity_files  # noqa: E402
+
+from zoo.models.skipgram import kernel  # noqa: E402
+
+LOSS_PAIRS = kernel.LOSS_PAIRS
+_train_part = kernel._train_part  # a global of this module, so that numba compiles the call below
+
+
+def _serial_chunk(tokens, sentence, reduced, bounds, threads, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1,
+                  seed, skip_saturated, table_scale):
+    """kernel._train_chunk's jobs and random streams, the threads' turns taken one centre word at a time
+    on one core (compiled below; same arguments and result)."""
+    jobs = bounds.shape[0] - 1
+    n_total = tokens.shape[0]
+    work = np.empty(syn0.shape[1], dtype=syn0.dtype)
+    job = np.arange(threads)  # the job each emulated thread is on
+    pos = bounds[:threads].copy()  # its next centre word
+    rng = np.empty(threads, dtype=np.uint64)
+    for t in range(threads):
+        rng[t] = np.uint64(seed + 7919 * (t + 1))
+    losses = np.zeros(threads)
+    counted = np.zeros(threads, dtype=np.int64)
+    pairs = 0
+    active = threads
+    while active > 0:
+        active = 0
+        for t in range(threads):
+            j = job[t]
+            if j >= jobs:
+                continue
+            active += 1
+            first_job = j == t
+            budget = LOSS_PAIRS - counted[t] if first_job and counted[t] < LOSS_PAIRS else 0
+            loss, p, state = _train_part(tokens, sentence, reduced, pos[t], pos[t] + 1, syn0, syn1, keep, alias,
+                                         log_kq, negative, lr0, lr1, n_total, rng[t], work, skip_saturated,
+                                         budget, table_scale)
+            rng[t] = state
+            if budget > 0:
+                losses[t] += loss
+                counted[t] += min(p, budget)
+            pairs += p
+            pos[t] += 1
+            if pos[t] == bounds[j + 1]:  # the next job of this thread, with that job's own stream
+                job[t] = j + threads
+                if job[t] < jobs:
+                    pos[t] = bounds[job[t]]
+                    rng[t] = np.uint64(seed + 7919 * (job[t] + 1))
+    return losses.sum() / max(1, counted.sum()), pairs
+
+
+def norms(vec: torch.Tensor) -> dict:
+    """Mean vector length by frequency band (the words are in frequency order in both tools)."""
+    length = vec.norm(dim=1)
+    bands = [(0, 100), (100, 1000), (1000, 5000), (5000, 15000)]
+    return {f"rank{a}-{b}": round(float(length[a:b].mean()), 4) for a, b in bands if a < len(length)}
+
+
+def spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
+
+
+def main() -> None:
+    from numba import njit
+
+    from zoo.tracking import quiet_lightning
+
+    quiet_lightning()
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--corpus", default="wiki", help="lee, wiki, wiki10m (the Wikipedia text x22, 10M words)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--gensim-workers", default="2", help="gensim's thread counts, e.g. 2 or 1,2")
+    parser.add_argument("--chunk-tokens", type=int, default=250_000)
+    parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_hogwild.json"))
+    args = parser.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    path = {"lee": lambda: lee_corpus(work), "wiki": lambda: wiki_corpus(work),
+            "wiki10m": lambda: big_corpus(work, 10_000_000)}[args.corpus]()
+    wordsim, simlex, analogies = similarity_files()
+    probe = objective_probe(path)
+    serial = njit(cache=False)(_serial_chunk)
+    threaded = kernel._train_chunk
+    workers = [int(w) for w in args.gensim_workers.split(",")]
+    variants = ["threads1", "threads2", "serial2", *[f"gensim{w}" for w in workers]]
+    runs: dict[str, list] = {v: [] for v in variants}
+    vectors: dict[str, list] = {v: [] for v in variants}
+    for seed in args.seeds:
+        for v in variants:  # alternate, so that every variant sees the same machine load
+            start = time.perf_counter()
+            if v.startswith("gensim"):
+                stats, vec, words = run_gensim(path, args.epochs, seed, int(v[len("gensim"):]))
+            else:
+                kernel._train_chunk = serial if v == "serial2" else threaded
+                try:
+                    stats, vec, words = run_zoo(path, args.epochs, seed, 1 if v == "threads1" else 2,
+                                                work / "cache", {}, torch.device("cpu"), args.chunk_tokens)
+                finally:
+                    kernel._train_chunk = threaded
+            stats = loop_quality(stats, vec, words, [wordsim, simlex], [analogies], probe)
+            stats["quality"]["mean_norm"] = norms(vec)
+            stats["wall_s"] = round(time.perf_counter() - start, 1)
+            runs[v].append(stats)
+            vectors[v].append((vec, words))
+            print(f"{args.corpus} {v} seed {seed}: {stats['wall_s']} s, {stats['quality']}", flush=True)
+    agreement = {}
+    for i, a in enumerate(variants):  # same seed, every pair of variants
+        for b in variants[i + 1:]:
+            agreement[f"{a}_vs_{b}"] = spread([round(neighbour_agreement(*x, *y), 4)
+                                               for x, y in zip(vectors[a], vectors[b])])
+    # other seeds only: runs that share no random stream and no starting point, so what is left of their
+    # agreement is how alike the two processes are (same seed, the zoo's variants share their start,
+    # and gensim's 1- and 2-worker runs their start and most of their random draws)
+    n = len(args.seeds)
+    other_seeds = {}
+    for i, a in enumerate(variants):
+        for b in variants[i:]:
+            pairs = [(x, y) for x in range(n) for y in range(n) if x != y and (a != b or x < y)]
+            if pairs:
+                other_seeds[f"{a}_vs_{b}"] = spread([round(neighbour_agreement(*vectors[a][x], *vectors[b][y]), 4)
+                                                     for x, y in pairs])
+    bands = {v: {band: spread([r["quality"]["mean_norm"][band] for r in runs[v]])
+                 for band in runs[v][0]["quality"]["mean_norm"]} for v in variants}
+    result = {"command": "python " + " ".join(sys.argv), "corpus": str(path), "seeds": args.seeds,
+              "epochs": args.epochs, "chunk_tokens": args.chunk_tokens, "runs": runs,
+              "neighbour_agreement_top10_of_1000": {"same_seed": agreement, "other_seeds": other_seeds},
+              "mean_norm_by_band": bands}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    for title, table in (("same seed", agreement), ("other seeds", other_seeds)):
+        for key, value in table.items():
+            print(f"{title:12s} {key:24s} {value['median']:.4f} ({value['min']:.4f}-{value['max']:.4f})")
+    for v in variants:
+        print(v, {band: s["median"] for band, s in bands[v].items()})
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
