@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from skipgram_hogwild import norms, spread  # noqa: E402
@@ -54,12 +55,16 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_gensim_decay.json"))
+    parser.add_argument("--variants", default="gensim_by_lines,gensim_by_words,zoo_by_words",
+                        help="which of gensim_by_lines, gensim_by_words, zoo_by_words to run")
+    parser.add_argument("--zoo", nargs="*", default=[], metavar="KEY=VALUE", help="the zoo's model options")
     args = parser.parse_args()
     work = Path(args.work)
     path = wiki_corpus(work)
     wordsim, simlex, analogies = similarity_files()
     probe = objective_probe(path)
-    variants = ["gensim_by_lines", "gensim_by_words", "zoo_by_words"]
+    variants = args.variants.split(",")
+    zoo_options = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.zoo)}
     runs: dict[str, list] = {v: [] for v in variants}
     vectors: dict[str, list] = {v: [] for v in variants}
     for seed in args.seeds:
@@ -67,7 +72,8 @@ def main() -> None:
             if v.startswith("gensim"):
                 stats, vec, words = run_gensim_decay(path, args.epochs, seed, "examples" if "lines" in v else "words")
             else:
-                stats, vec, words = run_zoo(path, args.epochs, seed, 1, work / "cache", {}, torch.device("cpu"))
+                cpu = torch.device("cpu")
+                stats, vec, words = run_zoo(path, args.epochs, seed, 1, work / "cache", zoo_options, cpu)
             stats = loop_quality(stats, vec, words, [wordsim, simlex], [analogies], probe)
             stats["quality"]["mean_norm"] = norms(vec)
             runs[v].append(stats)
@@ -85,7 +91,8 @@ def main() -> None:
                    "wordsim353": spread([r["quality"]["wordsim353"]["spearman"] for r in runs[v]]),
                    "simlex999": spread([r["quality"]["simlex999"]["spearman"] for r in runs[v]]),
                    "probe_loss": spread([r["quality"]["probe"]["ns_loss"] for r in runs[v]])} for v in variants}
-    result = {"command": "python " + " ".join(sys.argv), "corpus": str(path), "seeds": args.seeds, "runs": runs,
+    result = {"command": "python " + " ".join(sys.argv), "corpus": str(path), "seeds": args.seeds,
+              "zoo_options": zoo_options, "runs": runs,
               "neighbour_agreement_other_seeds": agreement, "summary": summary}
     Path(args.out).write_text(json.dumps(result, indent=1))
     for key, value in agreement.items():

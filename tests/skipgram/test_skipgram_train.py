@@ -199,3 +199,17 @@ def test_a_checkpoint_from_before_the_newton_cap_trains_with_the_cap(corpus):
 
     assert SkipGramModule({"dim": 8, "step_cap": None}, corpus.info()).net.step_cap is True
     assert SkipGramModule({"dim": 8, "step_cap": False}, corpus.info()).net.step_cap is False
+
+
+def test_lr_falls_linearly_to_its_floor_as_gensims_alpha_does(corpus):
+    """lr0 -> lr0 * min_lr_ratio in a straight line over the run (gensim's alpha -> min_alpha); until
+    2026-11-26 it fell towards 0 and stopped at the floor (word2vec.c), 0.4 % less step in all with
+    gensim's 1e-4 / 0.025 (docs/skipgram.md)."""
+    from zoo.models.skipgram.module import SkipGramModule
+
+    model = SkipGramModule({"dim": 8, "lr": 0.025, "min_lr_ratio": 0.004}, corpus.info())
+    total = corpus.info()["train_words"]  # no trainer attached: one epoch
+    assert model.lr_at(0) == pytest.approx(0.025, rel=1e-12)
+    assert model.lr_at(total / 2) == pytest.approx((0.025 + 1e-4) / 2, rel=1e-12)
+    assert model.lr_at(total) == pytest.approx(1e-4, rel=1e-12)
+    assert model.lr_at(2 * total) == pytest.approx(1e-4, rel=1e-12)  # a longer run stays at the floor
