@@ -85,6 +85,31 @@ def _serial_chunk(tokens, sentence, reduced, bounds, threads, syn0, syn1, keep, 
     return losses.sum() / max(1, counted.sum()), pairs
 
 
+def line_bounds(sentence: np.ndarray, limit: int, threads: int) -> np.ndarray:
+    """Job bounds as gensim's job producer draws them: whole sentences (lines) gathered while the job
+    holds at most ``limit`` tokens; a longer sentence is a job of its own (gensim's sentences are cut
+    at 10,000 words already). sentence: (N,) sentence number of every kept token, non-decreasing."""
+    starts = np.flatnonzero(np.r_[True, sentence[1:] != sentence[:-1]])  # first token of every sentence
+    ends = np.r_[starts[1:], len(sentence)]
+    bounds, size = [0], 0
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        if size and size + (b - a) > limit:
+            bounds.append(a)
+            size = 0
+        size += b - a
+    bounds.append(len(sentence))
+    while len(bounds) - 1 < threads:  # a chunk of one long sentence: cut it evenly
+        bounds = np.linspace(0, len(sentence), threads + 1).round().astype(np.int64).tolist()
+    return np.asarray(bounds, dtype=np.int64)
+
+
+def with_line_jobs(chunk_fn, limit: int):
+    """``chunk_fn`` (the kernel's ``_train_chunk`` signature) with its job bounds redrawn by ``line_bounds``."""
+    def run(tokens, sentence, reduced, bounds, threads, *rest):
+        return chunk_fn(tokens, sentence, reduced, line_bounds(sentence, limit, threads), threads, *rest)
+    return run
+
+
 def norms(vec: torch.Tensor) -> dict:
     """Mean vector length by frequency band (the words are in frequency order in both tools)."""
     length = vec.norm(dim=1)
@@ -108,6 +133,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--gensim-workers", default="2", help="gensim's thread counts, e.g. 2 or 1,2")
     parser.add_argument("--chunk-tokens", type=int, default=250_000)
+    parser.add_argument("--variants", default="threads1,threads2,serial2",
+                        help="zoo variants: threads1, threads2, serial2, and threads2_lines / serial2_lines (jobs "
+                             "of whole lines, as gensim's producer makes them)")
+    parser.add_argument("--line-job-tokens", type=int, default=7530,
+                        help="the _lines variants' job limit in kept tokens: gensim's 10,000 words a job times the "
+                             "share subsampling keeps (0.753 on the Wikipedia text)")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_hogwild.json"))
     args = parser.parse_args()
@@ -120,7 +151,10 @@ def main() -> None:
     serial = njit(cache=False)(_serial_chunk)
     threaded = kernel._train_chunk
     workers = [int(w) for w in args.gensim_workers.split(",")]
-    variants = ["threads1", "threads2", "serial2", *[f"gensim{w}" for w in workers]]
+    variants = [*args.variants.split(","), *[f"gensim{w}" for w in workers]]
+    kernels = {"threads1": threaded, "threads2": threaded, "serial2": serial,
+               "threads2_lines": with_line_jobs(threaded, args.line_job_tokens),
+               "serial2_lines": with_line_jobs(serial, args.line_job_tokens)}
     runs: dict[str, list] = {v: [] for v in variants}
     vectors: dict[str, list] = {v: [] for v in variants}
     for seed in args.seeds:
@@ -129,7 +163,7 @@ def main() -> None:
             if v.startswith("gensim"):
                 stats, vec, words = run_gensim(path, args.epochs, seed, int(v[len("gensim"):]))
             else:
-                kernel._train_chunk = serial if v == "serial2" else threaded
+                kernel._train_chunk = kernels[v]
                 try:
                     stats, vec, words = run_zoo(path, args.epochs, seed, 1 if v == "threads1" else 2,
                                                 work / "cache", {}, torch.device("cpu"), args.chunk_tokens)
@@ -160,6 +194,7 @@ def main() -> None:
     bands = {v: {band: spread([r["quality"]["mean_norm"][band] for r in runs[v]])
                  for band in runs[v][0]["quality"]["mean_norm"]} for v in variants}
     result = {"command": "python " + " ".join(sys.argv), "corpus": str(path), "seeds": args.seeds,
+              "line_job_tokens": args.line_job_tokens,
               "epochs": args.epochs, "chunk_tokens": args.chunk_tokens, "runs": runs,
               "neighbour_agreement_top10_of_1000": {"same_seed": agreement, "other_seeds": other_seeds},
               "mean_norm_by_band": bands}
