@@ -23,9 +23,10 @@ import torch
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from skipgram_hogwild import norms, spread  # noqa: E402
+from devices import add_device_option, processor, resolve_device  # noqa: E402
+from skipgram_hogwild import norms  # noqa: E402
 from skipgram_measures import neighbour_agreement, objective_probe, wiki_corpus  # noqa: E402
-from skipgram_vs_gensim import HYPER, ROOT, loop_quality, run_zoo, similarity_files  # noqa: E402
+from skipgram_vs_gensim import HYPER, ROOT, loop_quality, median_range, run_zoo, similarity_files  # noqa: E402
 
 
 def run_gensim_decay(corpus: Path, epochs: int, seed: int, decay: str) -> tuple[dict, torch.Tensor, list[str]]:
@@ -55,10 +56,14 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_gensim_decay.json"))
+    add_device_option(parser)
     parser.add_argument("--variants", default="gensim_by_lines,gensim_by_words,zoo_by_words",
                         help="which of gensim_by_lines, gensim_by_words, zoo_by_words to run")
     parser.add_argument("--zoo", nargs="*", default=[], metavar="KEY=VALUE", help="the zoo's model options")
     args = parser.parse_args()
+    device = resolve_device(args.device)
+    if device.type != "cpu":  # the sequential kernel (numba) and gensim run on the CPU only
+        raise SystemExit(f"--device {args.device}: this benchmark compares CPU kernels; use --device cpu")
     work = Path(args.work)
     path = wiki_corpus(work)
     wordsim, simlex, analogies = similarity_files()
@@ -84,14 +89,15 @@ def main() -> None:
     for i, a in enumerate(variants):
         for b in variants[i:]:
             pairs = [(x, y) for x in range(n) for y in range(n) if x != y and (a != b or x < y)]
-            agreement[f"{a}_vs_{b}"] = spread([round(neighbour_agreement(*vectors[a][x], *vectors[b][y]), 4)
+            agreement[f"{a}_vs_{b}"] = median_range([round(neighbour_agreement(*vectors[a][x], *vectors[b][y]), 4)
                                                for x, y in pairs])
     summary = {v: {"mean_norm": {band: statistics.median(r["quality"]["mean_norm"][band] for r in runs[v])
                                  for band in runs[v][0]["quality"]["mean_norm"]},
-                   "wordsim353": spread([r["quality"]["wordsim353"]["spearman"] for r in runs[v]]),
-                   "simlex999": spread([r["quality"]["simlex999"]["spearman"] for r in runs[v]]),
-                   "probe_loss": spread([r["quality"]["probe"]["ns_loss"] for r in runs[v]])} for v in variants}
-    result = {"command": "python " + " ".join(sys.argv), "corpus": str(path), "seeds": args.seeds,
+                   "wordsim353": median_range([r["quality"]["wordsim353"]["spearman"] for r in runs[v]]),
+                   "simlex999": median_range([r["quality"]["simlex999"]["spearman"] for r in runs[v]]),
+                   "probe_loss": median_range([r["quality"]["probe"]["ns_loss"] for r in runs[v]])} for v in variants}
+    result = {"command": "python " + " ".join(sys.argv), "device": str(device), "processor": processor(),
+              "corpus": str(path), "seeds": args.seeds,
               "zoo_options": zoo_options, "runs": runs,
               "neighbour_agreement_other_seeds": agreement, "summary": summary}
     Path(args.out).write_text(json.dumps(result, indent=1))

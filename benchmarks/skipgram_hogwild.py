@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,8 +33,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from devices import add_device_option, processor, resolve_device  # noqa: E402
 from skipgram_measures import big_corpus, lee_corpus, neighbour_agreement, objective_probe, wiki_corpus  # noqa: E402
-from skipgram_vs_gensim import ROOT, loop_quality, run_gensim, run_zoo, similarity_files  # noqa: E402
+from skipgram_vs_gensim import ROOT, loop_quality, median_range, run_gensim, run_zoo, similarity_files  # noqa: E402
 
 from zoo.models.skipgram import kernel  # noqa: E402
 
@@ -117,10 +117,6 @@ def norms(vec: torch.Tensor) -> dict:
     return {f"rank{a}-{b}": round(float(length[a:b].mean()), 4) for a, b in bands if a < len(length)}
 
 
-def spread(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
-
-
 def main() -> None:
     from numba import njit
 
@@ -141,7 +137,11 @@ def main() -> None:
                              "share subsampling keeps (0.753 on the Wikipedia text)")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_hogwild.json"))
+    add_device_option(parser)
     args = parser.parse_args()
+    device = resolve_device(args.device)
+    if device.type != "cpu":  # the sequential kernel (numba) and gensim run on the CPU only
+        raise SystemExit(f"--device {args.device}: this benchmark compares CPU kernels; use --device cpu")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     path = {"lee": lambda: lee_corpus(work), "wiki": lambda: wiki_corpus(work),
@@ -178,7 +178,7 @@ def main() -> None:
     agreement = {}
     for i, a in enumerate(variants):  # same seed, every pair of variants
         for b in variants[i + 1:]:
-            agreement[f"{a}_vs_{b}"] = spread([round(neighbour_agreement(*x, *y), 4)
+            agreement[f"{a}_vs_{b}"] = median_range([round(neighbour_agreement(*x, *y), 4)
                                                for x, y in zip(vectors[a], vectors[b])])
     # other seeds only: runs that share no random stream and no starting point, so what is left of their
     # agreement is how alike the two processes are (same seed, the zoo's variants share their start,
@@ -189,11 +189,12 @@ def main() -> None:
         for b in variants[i:]:
             pairs = [(x, y) for x in range(n) for y in range(n) if x != y and (a != b or x < y)]
             if pairs:
-                other_seeds[f"{a}_vs_{b}"] = spread([round(neighbour_agreement(*vectors[a][x], *vectors[b][y]), 4)
+                other_seeds[f"{a}_vs_{b}"] = median_range([round(neighbour_agreement(*vectors[a][x], *vectors[b][y]), 4)
                                                      for x, y in pairs])
-    bands = {v: {band: spread([r["quality"]["mean_norm"][band] for r in runs[v]])
+    bands = {v: {band: median_range([r["quality"]["mean_norm"][band] for r in runs[v]])
                  for band in runs[v][0]["quality"]["mean_norm"]} for v in variants}
-    result = {"command": "python " + " ".join(sys.argv), "corpus": str(path), "seeds": args.seeds,
+    result = {"command": "python " + " ".join(sys.argv), "device": str(device), "processor": processor(),
+              "corpus": str(path), "seeds": args.seeds,
               "line_job_tokens": args.line_job_tokens,
               "epochs": args.epochs, "chunk_tokens": args.chunk_tokens, "runs": runs,
               "neighbour_agreement_top10_of_1000": {"same_seed": agreement, "other_seeds": other_seeds},
