@@ -118,6 +118,8 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, mod
             self.seconds, self.cpu = time.perf_counter() - self.start, time.process_time() - self.cpu
 
     L.seed_everything(seed, verbose=False)
+    # this process's own cache folder: two benchmarks sharing one --work emptied each other's
+    cache = cache.parent / f"{cache.name}-{os.getpid()}"
     shutil.rmtree(cache, ignore_errors=True)  # time a cold vocabulary + encoding pass
     start = time.perf_counter()
     data = TextCorpusData({"files": str(corpus), "root": str(cache), **ZOO_HYPER["data"], "chunk_tokens": chunk_tokens,
@@ -142,6 +144,7 @@ def run_zoo(corpus: Path, epochs: int, seed: int, threads: int, cache: Path, mod
              "threads_used": model.threads,
              "intra_op_threads": model.intra_op_threads}
     stats["context_vectors"] = model.net.context.detach().cpu().clone()
+    shutil.rmtree(cache, ignore_errors=True)
     return stats, model.vectors.cpu().clone(), list(model.words)
 
 
