@@ -24,9 +24,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from devices import add_device_option, processor, resolve_device  # noqa: E402
-from skipgram_hogwild import norms  # noqa: E402
-from skipgram_measures import neighbour_agreement, objective_probe, wiki_corpus  # noqa: E402
-from skipgram_vs_gensim import HYPER, ROOT, loop_quality, median_range, run_zoo, similarity_files  # noqa: E402
+from skipgram_measures import agreement_between_processes, objective_probe, wiki_corpus  # noqa: E402
+from skipgram_vs_gensim import HYPER, ROOT, loop_quality, run_zoo, similarity_files  # noqa: E402
+from spread import median_range  # noqa: E402
 
 
 def run_gensim_decay(corpus: Path, epochs: int, seed: int, decay: str) -> tuple[dict, torch.Tensor, list[str]]:
@@ -79,18 +79,11 @@ def main() -> None:
             else:
                 cpu = torch.device("cpu")
                 stats, vec, words = run_zoo(path, args.epochs, seed, 1, work / "cache", zoo_options, cpu)
-            stats = loop_quality(stats, vec, words, [wordsim, simlex], [analogies], probe)
-            stats["quality"]["mean_norm"] = norms(vec)
+            stats = loop_quality(stats, vec, words, [wordsim, simlex], [analogies], probe)  # with mean_norm
             runs[v].append(stats)
             vectors[v].append((vec, words))
             print(f"{v} seed {seed}: {stats['quality']}", flush=True)
-    n = len(args.seeds)
-    agreement = {}
-    for i, a in enumerate(variants):
-        for b in variants[i:]:
-            pairs = [(x, y) for x in range(n) for y in range(n) if x != y and (a != b or x < y)]
-            agreement[f"{a}_vs_{b}"] = median_range([round(neighbour_agreement(*vectors[a][x], *vectors[b][y]), 4)
-                                               for x, y in pairs])
+    agreement = agreement_between_processes(vectors)
     summary = {v: {"mean_norm": {band: statistics.median(r["quality"]["mean_norm"][band] for r in runs[v])
                                  for band in runs[v][0]["quality"]["mean_norm"]},
                    "wordsim353": median_range([r["quality"]["wordsim353"]["spearman"] for r in runs[v]]),

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from devices import add_device_option, describe, resolve_device
 from skipgram_measures import lee_corpus, neighbour_agreement, objective_probe, similarity_files, wiki_corpus
-from skipgram_vs_gensim import ROOT, loop_quality, median_range, quality_medians, run_gensim
+from skipgram_vs_gensim import ROOT, loop_quality, quality_medians, run_gensim
+from spread import median_range
 
 
 def shuffled_copy(path: Path, seed: int) -> Path:

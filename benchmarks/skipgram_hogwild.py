@@ -34,8 +34,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from devices import add_device_option, processor, resolve_device  # noqa: E402
-from skipgram_measures import big_corpus, lee_corpus, neighbour_agreement, objective_probe, wiki_corpus  # noqa: E402
-from skipgram_vs_gensim import ROOT, loop_quality, median_range, run_gensim, run_zoo, similarity_files  # noqa: E402
+from skipgram_measures import (  # noqa: E402
+    agreement_between_processes,
+    big_corpus,
+    lee_corpus,
+    neighbour_agreement,
+    objective_probe,
+    wiki_corpus,
+)
+from skipgram_vs_gensim import ROOT, loop_quality, run_gensim, run_zoo, similarity_files  # noqa: E402
+from spread import median_range  # noqa: E402
 
 from zoo.models.skipgram import kernel  # noqa: E402
 
@@ -110,13 +118,6 @@ def with_line_jobs(chunk_fn, limit: int):
     return run
 
 
-def norms(vec: torch.Tensor) -> dict:
-    """Mean vector length by frequency band (the words are in frequency order in both tools)."""
-    length = vec.norm(dim=1)
-    bands = [(0, 100), (100, 1000), (1000, 5000), (5000, 15000)]
-    return {f"rank{a}-{b}": round(float(length[a:b].mean()), 4) for a, b in bands if a < len(length)}
-
-
 def main() -> None:
     from numba import njit
 
@@ -169,8 +170,7 @@ def main() -> None:
                                                 work / "cache", {}, torch.device("cpu"), args.chunk_tokens)
                 finally:
                     kernel._train_chunk = threaded
-            stats = loop_quality(stats, vec, words, [wordsim, simlex], [analogies], probe)
-            stats["quality"]["mean_norm"] = norms(vec)
+            stats = loop_quality(stats, vec, words, [wordsim, simlex], [analogies], probe)  # with mean_norm
             stats["wall_s"] = round(time.perf_counter() - start, 1)
             runs[v].append(stats)
             vectors[v].append((vec, words))
@@ -180,17 +180,7 @@ def main() -> None:
         for b in variants[i + 1:]:
             agreement[f"{a}_vs_{b}"] = median_range([round(neighbour_agreement(*x, *y), 4)
                                                for x, y in zip(vectors[a], vectors[b])])
-    # other seeds only: runs that share no random stream and no starting point, so what is left of their
-    # agreement is how alike the two processes are (same seed, the zoo's variants share their start,
-    # and gensim's 1- and 2-worker runs their start and most of their random draws)
-    n = len(args.seeds)
-    other_seeds = {}
-    for i, a in enumerate(variants):
-        for b in variants[i:]:
-            pairs = [(x, y) for x in range(n) for y in range(n) if x != y and (a != b or x < y)]
-            if pairs:
-                other_seeds[f"{a}_vs_{b}"] = median_range([round(neighbour_agreement(*vectors[a][x], *vectors[b][y]), 4)
-                                                     for x, y in pairs])
+    other_seeds = agreement_between_processes(vectors)
     bands = {v: {band: median_range([r["quality"]["mean_norm"][band] for r in runs[v]])
                  for band in runs[v][0]["quality"]["mean_norm"]} for v in variants}
     result = {"command": "python " + " ".join(sys.argv), "device": str(device), "processor": processor(),

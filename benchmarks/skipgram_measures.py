@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from spread import median_range
 
 NORM_BANDS = [(0, 100), (100, 1000), (1000, 5000), (5000, 15000), (15000, 10**9)]  # frequency ranks
 
@@ -152,3 +153,21 @@ def neighbour_agreement(a: torch.Tensor, words_a: list[str], b: torch.Tensor, wo
         top.append(sims.topk(k, dim=1).indices)
     same = [len(set(x.tolist()) & set(y.tolist())) / k for x, y in zip(*top)]
     return round(sum(same) / m, 4)
+
+
+def agreement_between_processes(vectors: dict[str, list], digits: int = 4) -> dict:
+    """{"<a>_vs_<b>": median (range) of the neighbour agreement of every pair of runs of variants a and b
+    with different seeds} for every pair of variants, a variant with itself included. vectors: variant ->
+    [(vectors, words) per seed, same seeds in the same order]. Runs of one seed share a start and, for
+    gensim's 1- and 2-worker runs, most random draws; runs of different seeds share neither, so what is
+    left of their agreement is how alike the two processes are (docs/skipgram.md)."""
+    names = list(vectors)
+    out = {}
+    for i, a in enumerate(names):
+        for b in names[i:]:
+            n = min(len(vectors[a]), len(vectors[b]))
+            pairs = [(x, y) for x in range(n) for y in range(n) if x != y and (a != b or x < y)]
+            if pairs:
+                out[f"{a}_vs_{b}"] = median_range([round(neighbour_agreement(*vectors[a][x], *vectors[b][y]), digits)
+                                                   for x, y in pairs])
+    return out

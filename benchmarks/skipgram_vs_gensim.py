@@ -61,6 +61,7 @@ from skipgram_measures import (
     synthetic_corpus,
     wiki_corpus,
 )
+from spread import median_range
 
 ROOT = Path(__file__).resolve().parent.parent
 HYPER = {"dim": 100, "window": 5, "negative": 5, "min_count": 5, "sample": 1e-3, "lr": 0.025, "min_lr": 1e-4}
@@ -222,10 +223,6 @@ def import_seconds() -> float:
     code = "import time; t = time.perf_counter(); import zoo.train, lightning, torch; print(time.perf_counter() - t)"
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                 cwd=ROOT).stdout.split()[-1])
-
-
-def median_range(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
 
 
 def quality_medians(runs: list[dict]) -> dict:

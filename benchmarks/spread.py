@@ -21,6 +21,11 @@ def spread(values: list[float]) -> dict:
     }
 
 
+def median_range(values: list[float]) -> dict:
+    """Median, min, max and every value: for timings, and where a few seeds are summarised by their middle."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
+
+
 def paired(a: list[float], b: list[float]) -> dict:
     """a - b seed by seed: the differences, their mean and its standard error (sd / sqrt(n))."""
     diffs = [x - y for x, y in zip(a, b)]
