@@ -78,10 +78,10 @@ def make_folder(folder: str | Path, instead: str | None = None) -> Path:
     return folder
 
 
-def check_output_file(path: str | Path, option: str, writer: str | None = "image", makes_folder: bool = False,
-                      example: str = "out.png", inputs: list | None = None) -> Path:
-    """A file a command is about to write: its folder must exist (unless the command creates it,
-    ``makes_folder``; then no file may stand where one of its folders would be), the path must not be a
+def check_output_file(path: str | Path, option: str, writer: str | None = "image", example: str = "out.png",
+                      inputs: list | None = None) -> Path:
+    """A file a command is about to write: no file may stand where one of its folders would be (missing
+    folders are made when it is written: ``make_folder(path.parent)``), the path must not be a
     folder, and its extension must name a format the writer knows (``image``: PIL's, which
     torchvision's save_image uses; ``figure``: matplotlib's savefig; None: any). save_image / savefig
     fail with a traceback only after the work is done. ``inputs``: files the command reads, which the
@@ -93,8 +93,6 @@ def check_output_file(path: str | Path, option: str, writer: str | None = "image
         if path.is_file() and Path(given).is_file() and os.path.samefile(path, given):
             raise UserError(f"{option}={path} is one of the input files ({given}): writing there would replace it; "
                             f"choose another {option}= path")
-    if not makes_folder and not path.parent.is_dir():
-        raise UserError(f"{option}={path}: the folder {path.parent} does not exist; create it or choose another")
     above = next((p for p in path.parents if p.exists()), None)
     if above is not None and not above.is_dir():
         raise UserError(f"{option}={path}: {above} is a file, not a folder; choose another {option}= path")

@@ -54,7 +54,7 @@ def run(args) -> int:
     if args.out:  # before the draws: savefig fails only after them
         from zoo.paths import check_output_file
 
-        check_output_file(args.out, "--out", "figure", makes_folder=True)
+        check_output_file(args.out, "--out", "figure")
     import torch
 
     from zoo.estimators import compare

@@ -21,6 +21,7 @@ from torch.distributions import Categorical, Normal
 
 from zoo.errors import UserError
 from zoo.estimators.base import get_estimator, list_estimators
+from zoo.paths import make_folder
 
 A, B = 2.0, 3.0  # seed 001: a = 2, b = 3
 CAT_LOGITS = [1.0, 0.5, 0.0, -0.5, -1.0]  # the categorical example's logits
@@ -166,7 +167,7 @@ def plot(result: dict, path: str) -> None:
     ax2.set_title(f"categorical K={len(c['logits'])}: gradient w.r.t. logits")
     ax2.legend(fontsize=7)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)  # --out may name a new folder, as every zoo output may
+    make_folder(Path(path).parent)  # --out may name a new folder, as every zoo output may
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

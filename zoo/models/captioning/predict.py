@@ -19,7 +19,7 @@ import torch
 
 from zoo.core.module import check_options
 from zoo.errors import UserError
-from zoo.paths import check_output_file
+from zoo.paths import check_output_file, make_folder
 
 from . import decode as D
 from .data import image_transform, load_image
@@ -46,7 +46,7 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
         raise UserError(f"option max_len must be at most {D.MAX_LEN} words (0 = the model's, {model.max_len}), "
                         f"got {opts['max_len']}")
     if opts["overlay"]:  # checked before the decoding; its folder is created when the figure is saved
-        check_output_file(opts["overlay"], "overlay", "figure", makes_folder=True, inputs=inputs)
+        check_output_file(opts["overlay"], "overlay", "figure", inputs=inputs)
     info = model.data_info
     size = int(info.get("image_size", 224))
     tf = image_transform(size, info.get("normalize", "imagenet"))
@@ -78,7 +78,7 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
         fig = attention_figure(shown, [c.split() for c in captions], used, grid,
                                titles=[Path(p).name for p in inputs])
         out = Path(opts["overlay"])
-        out.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(out.parent)
         fig.savefig(out, dpi=110, bbox_inches="tight")
         import matplotlib.pyplot as plt
 

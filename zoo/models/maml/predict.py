@@ -12,7 +12,7 @@ import torch
 
 from zoo.core.module import check_options
 from zoo.errors import UserError
-from zoo.paths import check_output_file
+from zoo.paths import check_output_file, make_folder
 
 DEFAULTS = {"steps": 10, "seed": 0, "out": "maml_adaptation.png", "shots": 0}
 MAX_STEPS = 10_000  # gradient steps of fine-tuning: seconds at most (the paper shows 1 and 10)
@@ -54,7 +54,7 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
         named, several = " and ".join(f"{k}=" for k in given), len(given) > 1
         raise UserError(f"{named} {'choose' if several else 'chooses'} the random task; with points given, the "
                         f"points are the task: leave {'them' if several else 'it'} out, or give no points")
-    check_output_file(opts["out"], "out", "figure", makes_folder=True)  # before fine-tuning, not after
+    check_output_file(opts["out"], "out", "figure")  # before fine-tuning, not after
     shown = sorted({0, min(1, steps), steps})
     with torch.inference_mode(False):
         if inputs:
@@ -69,6 +69,6 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
         else:
             fig = plots.sinusoid_adaptation(model, seed=seed, steps=tuple(shown), shots=shots or None)
             print(f"random task (seed={seed}); the picture shows its true sine, the K points and the fits")
-    Path(opts["out"]).parent.mkdir(parents=True, exist_ok=True)
+    make_folder(Path(opts["out"]).parent)
     fig.savefig(opts["out"], dpi=110, bbox_inches="tight")
     print(f"wrote {opts['out']}")

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from zoo.errors import UserError
+from zoo.paths import make_folder
 
 
 def save_word2vec(path: str | Path, words: list[str], vectors: torch.Tensor, binary: bool | None = None
@@ -26,7 +27,7 @@ def save_word2vec(path: str | Path, words: list[str], vectors: torch.Tensor, bin
     bad = [w for w in words if not w or any(ch.isspace() for ch in w)]
     if bad:
         raise UserError(f"cannot write word2vec format: words with whitespace or empty: {bad[:5]}")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     with open(path, "wb") as f:
         f.write(f"{arr.shape[0]} {arr.shape[1]}\n".encode())
         if binary:

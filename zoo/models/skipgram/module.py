@@ -342,7 +342,7 @@ class SkipGramModule(ZooModule):
         if opts["export"]:  # checked before anything is printed; its folder is created when written
             from zoo.paths import check_output_file
 
-            check_output_file(str(opts["export"]), "export", writer=None, makes_folder=True, example="vectors.bin")
+            check_output_file(str(opts["export"]), "export", writer=None, example="vectors.bin")
         if inputs:
             missing = [w for w in inputs if w not in self.index and w.lower() not in self.index]
             if len(missing) == len(inputs):  # nothing to show: a mistake, not a result

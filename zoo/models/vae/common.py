@@ -33,7 +33,7 @@ from zoo.errors import UserError, no_access
 from zoo.models.vae import plots
 from zoo.models.vae.nets import ARCHS, build_nets
 from zoo.options import choice, positive
-from zoo.paths import check_output_file
+from zoo.paths import check_output_file, make_folder
 from zoo.streams import writable
 
 LIKELIHOODS = ("bernoulli", "gaussian")
@@ -267,14 +267,14 @@ class LatentVAE(ZooModule):
         if n < 1 or nrow < 1:
             raise UserError(f"n={n} and nrow={nrow} must be >= 1 (images to draw, images per row)")
         if o["out"] or not inputs:
-            check_output_file(o["out"] or "samples.png", "out", makes_folder=True, inputs=inputs)
+            check_output_file(o["out"] or "samples.png", "out", inputs=inputs)
         mean = str(o["mean"]).lower() in ("1", "true", "yes")
         self.eval()
         from torchvision.utils import save_image
 
         if not inputs:
             out = Path(o["out"] or "samples.png")
-            out.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(out.parent)
             images = plots.upscale(self.sample_images(n, seed, mean))
             save_image(images, out, nrow=nrow, padding=1, pad_value=0.5)
             print(f"wrote {n} samples to {out}")
@@ -295,6 +295,6 @@ class LatentVAE(ZooModule):
             print(f"{path}: negative ELBO {loss:.2f} nats -> {target}")
         if o["out"]:
             grid = plots.upscale(plots.pairs(x.cpu(), recon, nrow))
-            Path(o["out"]).parent.mkdir(parents=True, exist_ok=True)
+            make_folder(Path(o["out"]).parent)
             save_image(grid, o["out"], nrow=nrow, padding=1, pad_value=0.5)
             print(f"wrote inputs (odd rows) and reconstructions (even rows) to {o['out']}")
