@@ -123,9 +123,11 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
                            every_n_train_steps=ck["every_n_train_steps"], save_on_train_epoch_end=True)
     if off:
         notes.append(f"{off[0]}, so no best checkpoint is chosen (by {monitor}); last.ckpt is saved as usual")
+    # in order (Lightning runs ModelCheckpoints last): the final save before an averaging callback (ema, swa)
+    # copies the average into the weights at the end; the signal's save after its update and its swap-back
     callbacks = [MonitorCheck(monitor, chooses_best=off is None), *([best] if off is None else []), last,
-                 SignalCheckpoint(ckpt_dir), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
-                 *build_callbacks(cfg["callbacks"]), FinalCheckpoint(ckpt_dir, last),
+                 FinalCheckpoint(ckpt_dir, last), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
+                 *build_callbacks(cfg["callbacks"]), SignalCheckpoint(ckpt_dir, last),
                  *([Notes(notes)] if notes else [])]
     trainer_opts = dict(cfg["trainer"])
     callbacks += console_callbacks(trainer_opts, callbacks)

@@ -1,9 +1,12 @@
 """A tiny model + datamodule plugged in by dotted path (``toymodel:Toy``), so the platform's tests
 do not depend on any zoo model. Training uses dropout, so it consumes the RNG like real models."""
 
+import os
+import signal
 import time
 from dataclasses import dataclass
 
+import lightning as L
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
@@ -116,3 +119,15 @@ class Toy(ZooModule):
 
 class Toy2(Toy):
     """Another model, to test that a checkpoint of one model is refused by another."""
+
+
+class SignalAt(L.Callback):
+    """Sends this process SIGTERM at the end of training step ``step`` (global step after it): a
+    signal at a known place in an epoch (``callbacks=[{name: "toymodel:SignalAt", step: 11}]``)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)

@@ -100,9 +100,11 @@ class MonitorCheck(L.Callback):
 
 
 class FinalCheckpoint(L.Callback):
-    """When training ends (max_epochs / max_steps reached, early stopping, a signal), save
-    ``last.ckpt`` whatever the save interval, so every finished run can be evaluated and resumed
-    (``checkpoint.every_n_epochs: 5`` with ``trainer.max_epochs=3`` would otherwise leave none)."""
+    """When training ends (max_epochs / max_steps reached, early stopping), save ``last.ckpt``
+    whatever the save interval, so every finished run can be evaluated and resumed
+    (``checkpoint.every_n_epochs: 5`` with ``trainer.max_epochs=3`` would otherwise leave none).
+    Place it before weight-averaging callbacks: their ``on_train_end`` copies the average into the
+    live weights, which the checkpoint must keep apart (resuming goes on from the live ones)."""
 
     def __init__(self, ckpt_dir: Path, last: Any = None):
         self.ckpt_dir = Path(ckpt_dir)
@@ -123,10 +125,12 @@ class SignalCheckpoint(L.Callback):
     """On SIGTERM or SIGINT: finish the current training batch, or the validation under way, save
     ``last.ckpt``, stop cleanly (a signal during validation is acted on when it ends, not after the
     next training batch: with SLURM's grace period, a long step could be one too many). A second
-    SIGINT interrupts at once."""
+    SIGINT interrupts at once. Place it after weight-averaging callbacks: their step's update and
+    their swap back of the live weights after validation come before the save."""
 
-    def __init__(self, ckpt_dir: Path):
+    def __init__(self, ckpt_dir: Path, last: Any = None):
         self.ckpt_dir = Path(ckpt_dir)
+        self.last = last  # the ModelCheckpoint that writes last.ckpt on its schedule
         self.received: int | None = None
         self.acted = False  # last.ckpt saved and the stop asked for, once
         self._previous: dict[int, Any] = {}
@@ -158,6 +162,8 @@ class SignalCheckpoint(L.Callback):
         self.acted = True
         path = self.ckpt_dir / "last.ckpt"
         trainer.save_checkpoint(path, weights_only=False)  # explicit: Lightning logs a line when it is not
+        if self.last is not None:  # Lightning now closes the epoch: neither the scheduled save nor FinalCheckpoint
+            self.last._last_global_step_saved = trainer.global_step  # may overwrite this mid-epoch state with it
         trainer.should_stop = True
         # should_stop alone waits for trainer.min_epochs / min_steps (it saved and printed every step until then)
         trainer.fit_loop.min_epochs, trainer.fit_loop.epoch_loop.min_steps = None, None

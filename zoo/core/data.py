@@ -1,4 +1,5 @@
-"""`ZooDataModule`: the LightningDataModule base, and a resumable shuffling sampler.
+"""`ZooDataModule`: the LightningDataModule base, a sampler ordered by (seed, epoch), and a loader that
+resumes in the middle of an epoch.
 
 Contract:
 - ``Config``: dataclass of the data options (the recipe's ``data:`` section minus ``name``);
@@ -8,8 +9,9 @@ Contract:
   ...). Called after ``prepare_data()`` and ``setup("fit")``; stored in checkpoints.
 - Missing or malformed data raises ``zoo.errors.UserError`` naming the path looked at and
   how to provide the files.
-- Shuffle with ``EpochSampler`` (or ``shuffled_loader``) so a resumed run sees the same batches
-  as an uninterrupted one: the order depends only on (seed, epoch), never on global RNG state.
+- Train from ``shuffled_loader`` (or a ``ResumableLoader`` over an ``EpochSampler``) so a resumed
+  run sees the same batches as an uninterrupted one: the order depends only on (seed, epoch), never
+  on global RNG state, and the place in the epoch is saved with the checkpoint.
 """
 
 from __future__ import annotations
@@ -55,22 +57,89 @@ class ZooDataModule(L.LightningDataModule):
         return plain_loader(self.test_set, self.cfg.batch_size, num_workers=self.cfg.num_workers)
 
 
-class EpochSampler(Sampler[int]):
-    """Random permutation from (seed, epoch). Lightning calls ``set_epoch`` every epoch (and wraps
-    it for DDP), so a run resumed from an epoch-end checkpoint replays the same order."""
+class EpochSampler(Sampler):
+    """Indices in an order that depends only on (seed, epoch): a random permutation, or 0..n-1 with
+    ``shuffle=False``; with ``tag_epoch`` each item is ``(index, epoch)``, so that a dataset can key
+    its random draws by them (they then also reach DataLoader worker processes). Lightning calls
+    ``set_epoch`` every epoch (and forwards it through its DDP wrapper), so a resumed run replays
+    the same order. ``skip`` items are left out of the next pass only (a resume from the middle of
+    an epoch, see ``ResumableLoader``)."""
 
-    def __init__(self, n: int, seed: int = 0):
+    def __init__(self, n: int, seed: int = 0, shuffle: bool = True, tag_epoch: bool = False):
         self.n, self.seed, self.epoch = n, seed, 0
+        self.shuffle, self.tag_epoch = shuffle, tag_epoch
+        self.skip = 0  # items of this epoch already trained, left out once
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def __iter__(self) -> Iterator[int]:
-        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        return iter(torch.randperm(self.n, generator=g).tolist())
+    def __iter__(self) -> Iterator:
+        if self.shuffle:
+            g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+            order = torch.randperm(self.n, generator=g).tolist()
+        else:
+            order = list(range(self.n))
+        skip, self.skip = self.skip, 0
+        order = order[skip:]
+        return iter([(i, self.epoch) for i in order] if self.tag_epoch else order)
 
     def __len__(self) -> int:
         return self.n
+
+
+class ResumableLoader(DataLoader):
+    """A training DataLoader whose place in the epoch travels in the checkpoint. Lightning saves
+    ``state_dict()`` of a training loader that has one and hands it back on resume; a run resumed
+    from the middle of an epoch (a SIGTERM save, ``checkpoint.every_n_train_steps``) then trains
+    the rest of that epoch in the order an uninterrupted run would have, instead of its first
+    batches again. With an ``EpochSampler`` the batches already trained are skipped without being
+    loaded; under DDP (Lightning wraps the sampler), or from an iterable dataset, they are loaded
+    and dropped."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.position = 0  # batches handed out in the current pass
+        self.resume_at: tuple[int, int] | None = None  # (epoch, batches) to skip in that epoch's next pass
+
+    def state_dict(self) -> dict:
+        return {"epoch": self._epoch(), "batches": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.resume_at = (int(state["epoch"]), int(state["batches"]))
+        if not hasattr(self.sampler, "epoch") and hasattr(self.dataset, "epoch"):
+            self.dataset.epoch = self.resume_at[0]  # Lightning skips on_train_epoch_start, which sets it, on a restart
+
+    def _epoch(self) -> int:
+        """The epoch of the order: the sampler's, or an iterable dataset's that keys its own (skip-gram's chunks)."""
+        return getattr(self.sampler, "epoch", getattr(self.dataset, "epoch", 0))
+
+    def __iter__(self) -> Iterator:
+        self.position = 0
+        if self.resume_at is None:
+            return self._counted(super().__iter__())  # made now, as a DataLoader's: the same draws from torch's RNG
+        return self._resumed()  # a generator: the sampler is read at the first batch, after Lightning's set_epoch
+
+    def _counted(self, batches: Iterator) -> Iterator:
+        for batch in batches:
+            self.position += 1
+            yield batch
+
+    def _resumed(self) -> Iterator:
+        epoch, skip = self.resume_at
+        self.resume_at = None
+        skip = skip if epoch == self._epoch() else 0  # an epoch-end checkpoint: the next epoch starts afresh
+        direct = isinstance(self.sampler, EpochSampler)
+        if direct:
+            self.sampler.skip = skip * (self.batch_size or 1)
+        rng = torch.get_rng_state()
+        batches = super().__iter__()  # draws the workers' base seed from torch's RNG: an uninterrupted run drew it at
+        if skip:  # the epoch's start, before the checkpoint's RNG state was taken, so a resumed one must not
+            torch.set_rng_state(rng)
+        if not direct:  # DDP: Lightning's wrapper shards the order; this rank's first batches are loaded, dropped
+            for _ in range(skip):
+                next(batches, None)
+        self.position = skip
+        yield from self._counted(batches)
 
 
 def check_full_batch(n_examples: int, batch_size: int) -> None:
@@ -85,7 +154,7 @@ def check_full_batch(n_examples: int, batch_size: int) -> None:
 def shuffled_loader(dataset: Dataset, batch_size: int, seed: int = 0, **kwargs: Any) -> DataLoader:
     if kwargs.get("drop_last"):
         check_full_batch(len(dataset), batch_size)
-    return DataLoader(dataset, batch_size=batch_size, sampler=EpochSampler(len(dataset), seed), **kwargs)
+    return ResumableLoader(dataset, batch_size=batch_size, sampler=EpochSampler(len(dataset), seed), **kwargs)
 
 
 def plain_loader(dataset: Dataset, batch_size: int, **kwargs: Any) -> DataLoader:

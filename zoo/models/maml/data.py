@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.core.data import EpochSampler, ZooDataModule
+from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule
 from zoo.errors import UserError
 from zoo.options import interval, nonempty_path, positive
 from zoo.registry import DATAMODULES
@@ -86,13 +86,6 @@ class FixedTasks(Dataset):
         return tuple(t[s] for t in self.tensors)
 
 
-class _EpochKeys(EpochSampler):
-    """Sequential indices tagged with the epoch (the tasks themselves are random)."""
-
-    def __iter__(self):
-        return ((i, self.epoch) for i in range(self.n))
-
-
 def check_positive(**values: int) -> None:
     for name, v in values.items():
         if v < 1:
@@ -104,8 +97,8 @@ class EpisodeData(ZooDataModule):
     with ``seed`` and ``num_workers``): the loaders pass them through unbatched, training's keyed by epoch."""
 
     def train_dataloader(self) -> DataLoader:
-        sampler = _EpochKeys(len(self.train_set), self.cfg.seed)
-        return DataLoader(self.train_set, batch_size=None, sampler=sampler, num_workers=self.cfg.num_workers)
+        sampler = EpochSampler(len(self.train_set), self.cfg.seed, shuffle=False, tag_epoch=True)  # tasks keyed by both
+        return ResumableLoader(self.train_set, batch_size=None, sampler=sampler, num_workers=self.cfg.num_workers)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=None, shuffle=False, num_workers=self.cfg.num_workers)

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.core.data import EpochSampler, ZooDataModule
+from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule
 from zoo.errors import UserError
 from zoo.models.maml.nets import MLP
 from zoo.options import between, nonempty_path, positive
@@ -107,11 +107,6 @@ class Goals(Dataset):
         return torch.empty(self.per_item, 2).uniform_(-r, r, generator=g)  # cpu: goals (T, 2), moved by Lightning
 
 
-class _EpochKeys(EpochSampler):
-    def __iter__(self):
-        return ((i, self.epoch) for i in range(self.n))
-
-
 @DATAMODULES.register("nav2d")
 class Nav2dData(ZooDataModule):
     """2-D point navigation tasks (MAML paper 5.3): one goal per task, uniform in [-0.5, 0.5]^2 (generated)."""
@@ -131,8 +126,8 @@ class Nav2dData(ZooDataModule):
         return {"task": "nav2d", "goal_range": self.cfg.goal_range}
 
     def train_dataloader(self) -> DataLoader:
-        sampler = _EpochKeys(len(self.train_set), self.cfg.seed)
-        return DataLoader(self.train_set, batch_size=None, sampler=sampler, num_workers=self.cfg.num_workers)
+        sampler = EpochSampler(len(self.train_set), self.cfg.seed, shuffle=False, tag_epoch=True)  # goals keyed by both
+        return ResumableLoader(self.train_set, batch_size=None, sampler=sampler, num_workers=self.cfg.num_workers)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_set, batch_size=None, num_workers=self.cfg.num_workers)

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from torch.utils.data import DataLoader
 
-from zoo.core.data import ZooDataModule
+from zoo.core.data import ResumableLoader, ZooDataModule
 from zoo.errors import UserError
 from zoo.models.skipgram import corpus as C
 from zoo.models.skipgram.evaluation import read_analogies, read_similarity
@@ -143,7 +143,7 @@ class TextCorpusData(ZooDataModule):
         # Lightning cautions that workers may each yield the whole dataset; CorpusChunks shares its chunks
         # among them. A warning on every run, and the end of one under PYTHONWARNINGS=error
         warnings.filterwarnings("ignore", message="Your `IterableDataset` has `__len__` defined")
-        return DataLoader(self.train_set, batch_size=None, num_workers=self.cfg.num_workers)
+        return ResumableLoader(self.train_set, batch_size=None, num_workers=self.cfg.num_workers)
 
     def _eval_loader(self, split: str) -> DataLoader:
         if split not in self.eval_sets:

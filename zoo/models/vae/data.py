@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from zoo.core.data import EpochSampler, ZooDataModule, check_full_batch, plain_loader
+from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule, check_full_batch, plain_loader
 from zoo.errors import UserError
 from zoo.options import between, choice, nonempty_path, positive
 from zoo.registry import DATAMODULES
@@ -42,7 +42,7 @@ def binarize_images(x: torch.Tensor, mode: str, threshold: float, seed: int) -> 
 class ImageSet(Dataset):
     """Images (N, 1, H, W) in [0, 1] with labels. With ``dynamic=True`` every read is a fresh
     Bernoulli draw keyed by (seed, epoch, index); the epoch travels with the index from
-    ``EpochTaggedSampler`` (so it also reaches DataLoader worker processes)."""
+    ``EpochSampler(tag_epoch=True)`` (so it also reaches DataLoader worker processes)."""
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, dynamic: bool = False, seed: int = 0):
         self.images, self.labels, self.dynamic, self.seed = images, labels, dynamic, seed
@@ -57,13 +57,6 @@ class ImageSet(Dataset):
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 7_919 + int(i) + 1)
             x = torch.bernoulli(x, generator=g)
         return x, self.labels[i]
-
-
-class EpochTaggedSampler(EpochSampler):
-    """``EpochSampler`` that yields ``(index, epoch)`` so the dataset can key its random draws."""
-
-    def __iter__(self):
-        return ((i, self.epoch) for i in super().__iter__())
 
 
 # ---- IDX files (MNIST's format) ---------------------------------------------------------------
@@ -183,11 +176,10 @@ class _BinaryImageData(ZooDataModule):
                 "threshold": float(self.cfg.threshold), "n_train": len(self.train_set)}
 
     def train_dataloader(self):
-        from torch.utils.data import DataLoader
 
         check_full_batch(len(self.train_set), self.cfg.batch_size)
-        sampler = EpochTaggedSampler(len(self.train_set), self.cfg.seed)
-        return DataLoader(self.train_set, batch_size=self.cfg.batch_size, sampler=sampler,
+        sampler = EpochSampler(len(self.train_set), self.cfg.seed, tag_epoch=True)  # (index, epoch): keyed draws
+        return ResumableLoader(self.train_set, batch_size=self.cfg.batch_size, sampler=sampler,
                           num_workers=self.cfg.num_workers, drop_last=True)
 
     def val_dataloader(self):

@@ -1,0 +1,94 @@
+"""Resuming from the middle of an epoch (a SIGTERM save, ``checkpoint.every_n_train_steps``) is exact,
+and checkpoints of a run with weight averaging keep the live weights apart from the average."""
+
+import torch
+from torch.utils.data import SequentialSampler
+
+from zoo.core.data import EpochSampler, ResumableLoader
+from zoo.train import train
+
+COMMON = ["trainer.deterministic=true", "test_after_fit=false"]
+SIGNAL_AT_11 = "{name: 'toymodel:SignalAt', step: 11}"  # 8 steps an epoch: the 4th batch of epoch 1
+
+
+def load(path):
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def assert_same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def test_sigterm_mid_epoch_then_resume_matches_uninterrupted_run(toy_recipe, tmp_path):
+    """The signal's save is the last word: before, Lightning closed the epoch and the final save
+    overwrote last.ckpt with "epoch 1 done", so the resumed run skipped batches 4-7 of epoch 1."""
+    straight = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/straight", "trainer.max_epochs=3", *COMMON])
+    cut = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/cut", "trainer.max_epochs=3", *COMMON,
+                 f"callbacks=[{SIGNAL_AT_11}]"])
+    assert cut.interrupted
+    saved = load(cut.run_dir / "checkpoints" / "last.ckpt")
+    assert saved["global_step"] == 11
+    assert saved["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"] == 1  # epoch 1 not done
+    assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "batches": 3}]
+    resumed = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/cut", "trainer.max_epochs=3", *COMMON,
+                     "ckpt_path=last"])
+    a, b = (load(r.run_dir / "checkpoints" / "last.ckpt") for r in (straight, resumed))
+    assert a["global_step"] == b["global_step"] == 24
+    assert_same(a["state_dict"], b["state_dict"])
+
+
+def test_ema_checkpoints_hold_the_live_weights_and_resume_exactly(toy_recipe, tmp_path):
+    """With an averaging callback the final save ran after it had copied the average into the
+    weights: last.ckpt's live weights were the average, and a resumed run went on from them."""
+    ema = "{name: ema, decay: 0.9}"
+    opts = [*COMMON, "checkpoint.every_n_epochs=4"]  # no scheduled save before the end: the final one writes
+    straight = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/straight", "trainer.max_epochs=4", *opts,
+                      f"callbacks=[{ema}]"])
+    first = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/parts", "trainer.max_epochs=3", *opts,
+                   f"callbacks=[{ema}, {SIGNAL_AT_11}]"])
+    assert first.interrupted
+    saved = load(first.run_dir / "checkpoints" / "last.ckpt")
+    assert saved["global_step"] == 11
+    live, average = saved["current_model_state"], saved["state_dict"]
+    assert any(not torch.equal(live[k], average[k]) for k in live), "the live weights were saved as the average"
+    again = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/parts", "trainer.max_epochs=3", *opts,
+                   f"callbacks=[{ema}]", "ckpt_path=last"])
+    saved = load(again.run_dir / "checkpoints" / "last.ckpt")  # by the final save (epoch 3 of every 4)
+    assert saved["global_step"] == 24
+    assert any(not torch.equal(saved["current_model_state"][k], saved["state_dict"][k]) for k in live)
+    done = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/parts", "trainer.max_epochs=4", *opts,
+                  f"callbacks=[{ema}]", "ckpt_path=last"])
+    a, b = (load(r.run_dir / "checkpoints" / "last.ckpt") for r in (straight, done))
+    assert a["global_step"] == b["global_step"] == 32
+    assert_same(a["state_dict"], b["state_dict"])
+    assert_same(a["current_model_state"], b["current_model_state"])
+
+
+def _batches(loader) -> list[list[int]]:
+    return [batch.tolist() for batch in loader]
+
+
+def test_resumable_loader_skips_the_trained_batches_of_its_epoch_only():
+    data = torch.arange(20)
+    loader = ResumableLoader(data, batch_size=4, sampler=EpochSampler(20, seed=3))
+    loader.sampler.set_epoch(2)
+    whole = _batches(loader)
+    it = iter(loader)
+    next(it), next(it)
+    state = loader.state_dict()
+    assert state == {"epoch": 2, "batches": 2}
+    again = ResumableLoader(data, batch_size=4, sampler=EpochSampler(20, seed=3))
+    again.load_state_dict(state)
+    again.sampler.set_epoch(2)
+    assert _batches(again) == whole[2:]  # the rest of epoch 2, in its order
+    assert _batches(again) == whole  # once only
+    later = ResumableLoader(data, batch_size=4, sampler=EpochSampler(20, seed=3))
+    later.load_state_dict(state)
+    later.sampler.set_epoch(3)  # an epoch-end checkpoint: the next epoch is whole
+    assert len(_batches(later)) == 5
+    wrapped = ResumableLoader(data, batch_size=4, sampler=SequentialSampler(data))  # as under DDP's wrapper
+    wrapped.load_state_dict({"epoch": 0, "batches": 3})
+    assert _batches(wrapped) == [[12, 13, 14, 15], [16, 17, 18, 19]]
+    assert wrapped.state_dict() == {"epoch": 0, "batches": 5}
