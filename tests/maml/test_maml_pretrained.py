@@ -25,3 +25,13 @@ def test_predict_adapts_to_given_points_and_to_a_random_task(tmp_path, capsys):
     assert predict(["maml-sinusoid", "1,x", f"out={tmp_path / 'bad.png'}"]) == 2
     assert predict(["maml-sinusoid", "steps=-1", f"out={tmp_path / 'bad.png'}"]) == 2
     assert not (tmp_path / "bad.png").exists()
+
+
+def test_predict_on_points_follows_a_float64_model(tmp_path, capsys):
+    """The user's points and the printed grid follow the model's dtype (a float64 model met float32 points)."""
+    import zoo
+
+    model = zoo.load("maml-sinusoid").double()
+    model.predict_cli(["-4,1.5", "0,-1", "2,0.5"], {"out": str(tmp_path / "fit64.png"), "steps": 2})
+    text = capsys.readouterr().out
+    assert (tmp_path / "fit64.png").is_file() and "x=-5.0" in text and "x=+5.0" in text

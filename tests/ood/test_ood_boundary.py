@@ -49,3 +49,19 @@ def test_boundary_gan_needs_an_ood_training_set_and_a_gan_stage(tmp_path):
         train(["recipe=ood_toy2d_boundary", f"run_dir={tmp_path}", *FAST, "data.ood_train=false"])
     with pytest.raises(UserError, match="set trainer.max_epochs above it"):
         train(["recipe=ood_toy2d_boundary", f"run_dir={tmp_path}", *FAST, "trainer.max_epochs=100"])
+
+
+def test_confidence_map_and_reliability_bins_follow_float64():
+    import torch
+    from torch import nn
+
+    from zoo.models.ood.detect import reliability_bins
+    from zoo.models.ood.plots import confidence_map
+
+    torch.manual_seed(0)
+    classifier = nn.Linear(2, 3).double()
+    fig = confidence_map(classifier, None, None, "joint")
+    assert fig is not None
+    probs = torch.rand(50, 3, dtype=torch.float64).softmax(-1)
+    conf, acc, count = reliability_bins(probs, torch.randint(0, 3, (50,)))
+    assert conf.dtype == acc.dtype == count.dtype == torch.float64 and int(count.sum()) == 50

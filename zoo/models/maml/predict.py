@@ -59,9 +59,10 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
     with torch.inference_mode(False):
         if inputs:
             xs, ys = parse_points(inputs)
-            points = (xs.to(model.device), ys.to(model.device))
+            points = (xs.to(model.device, model.dtype), ys.to(model.device, model.dtype))
             fig = plots.sinusoid_adaptation(model, steps=tuple(shown), points=points)
-            grid = torch.linspace(-5, 5, 11, device=model.device).unsqueeze(-1)
+            lo, hi = model.data_info.get("x_range", [-5.0, 5.0])  # the range the model was meta-trained on
+            grid = torch.linspace(lo, hi, 11, device=model.device, dtype=model.dtype).unsqueeze(-1)  # (11, 1)
             preds = plots.adapted_predictions(model, *points, grid, [steps])[steps].squeeze(-1)
             print(f"fine-tuned on {len(xs)} points for {steps} steps; predictions:")
             for x, y in zip(grid.squeeze(-1).tolist(), preds.tolist()):

@@ -120,10 +120,10 @@ def calibration(logits: Tensor, labels: Tensor, temperature: float = 1.0, n_bins
 def reliability_bins(probs: Tensor, labels: Tensor, n_bins: int = 15) -> tuple[Tensor, Tensor, Tensor]:
     """Per confidence bin: (mean confidence, accuracy, count) — the reliability diagram's bars."""
     conf, pred = probs.max(-1)
-    correct = (pred == labels).float()
+    correct = (pred == labels).to(conf.dtype)
     idx = (conf * n_bins).long().clamp(max=n_bins - 1)
-    count = torch.zeros(n_bins, device=probs.device).index_add_(0, idx, torch.ones_like(conf))
-    conf_sum = torch.zeros(n_bins, device=probs.device).index_add_(0, idx, conf)
-    acc_sum = torch.zeros(n_bins, device=probs.device).index_add_(0, idx, correct)
+    count = conf.new_zeros(n_bins).index_add_(0, idx, torch.ones_like(conf))  # (n_bins,) in probs' device and dtype
+    conf_sum = conf.new_zeros(n_bins).index_add_(0, idx, conf)
+    acc_sum = conf.new_zeros(n_bins).index_add_(0, idx, correct)
     safe = count.clamp(min=1)
     return conf_sum / safe, acc_sum / safe, count

@@ -87,8 +87,8 @@ def reliability(logits: Tensor, labels: Tensor, temperature: float, n_bins: int 
 def confidence_map(classifier, points: tuple[Tensor, Tensor] | None, fake: Tensor | None, mode: str, lim: float = 6.0):
     """The classifier's max-softmax over the plane, the training points and G's samples on it."""
     plt = _plt()
-    device = next(classifier.parameters()).device
-    axis = torch.linspace(-lim, lim, 121, device=device)
+    weight = next(classifier.parameters())
+    axis = torch.linspace(-lim, lim, 121, device=weight.device, dtype=weight.dtype)
     gx, gy = torch.meshgrid(axis, axis, indexing="xy")
     grid = torch.stack([gx.flatten(), gy.flatten()], 1)  # (121 * 121, 2)
     conf = classifier(grid).softmax(-1).max(-1).values.view(121, 121).cpu()
