@@ -23,12 +23,12 @@ def test_predict_prints_class_confidence_and_verdict(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2
     for line, name in zip(out, ("zero.png", "grey.png")):  # one line per file: class, confidence, verdict
-        assert name in line and "class " in line and "confidence" in line and "threshold" in line
+        assert name in line and "max-softmax" in line and "threshold" in line
         assert ("-> in-distribution" in line) != ("-> OUT-OF-DISTRIBUTION" in line), line
     # the joint model accepts a real digit as the right class and rejects a flat grey square
     # (max-softmax 0.31 against its threshold 0.54; the ce model accepts the square at 0.98)
-    assert "class 0 " in out[0] and "-> in-distribution" in out[0]
-    assert "-> OUT-OF-DISTRIBUTION" in out[1]
+    assert "class 0 (calibrated confidence" in out[0] and "-> in-distribution" in out[0]
+    assert "-> OUT-OF-DISTRIBUTION" in out[1] and "no class" in out[1] and "calibrated" not in out[1]
 
 
 def test_predict_refuses_wrong_size_and_channels(checkpoint, tmp_path, capsys):

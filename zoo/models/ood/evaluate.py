@@ -203,9 +203,12 @@ class OODEvaluation:
         msp = self.classifier(x).softmax(-1).max(-1).values
         threshold = float(self.msp_threshold)
         for path, p, m in zip(inputs, probs, msp.tolist()):
-            verdict = "in-distribution" if m >= threshold else "OUT-OF-DISTRIBUTION"
-            print(f"{path}: class {int(p.argmax())} (calibrated confidence {float(p.max()):.3f}), "
-                  f"max-softmax {m:.3f} -> {verdict} (threshold {threshold:.3f})")
+            if m >= threshold:
+                print(f"{path}: class {int(p.argmax())} (calibrated confidence {float(p.max()):.3f}), "
+                      f"max-softmax {m:.3f} -> in-distribution (threshold {threshold:.3f})")
+            else:  # a class and a calibrated confidence would read as an answer (temperature < 1 sharpens them)
+                print(f"{path}: no class (the closest is {int(p.argmax())}; confidence means nothing out here), "
+                      f"max-softmax {m:.3f} -> OUT-OF-DISTRIBUTION (threshold {threshold:.3f})")
 
 
 def _flag(value) -> bool:
