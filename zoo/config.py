@@ -148,7 +148,11 @@ def load_yaml(path: Path) -> Any:
 
     try:
         text = path.read_text(encoding="utf-8")  # read once: the size check and OmegaConf see the same text
-        size = expanded_size(yaml.compose(text, Loader=yaml.SafeLoader))
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str") and node.value.strip():  # OmegaConf: a key
+            raise UserError(f"recipe {path} must be a YAML mapping of keys to values (model:, data:, trainer:, ...); "
+                            f"its top level is a single value ({node.value[:40]!r})")
+        size = expanded_size(node)
         if size > MAX_RECIPE_VALUES:  # OmegaConf 2.3 built every copy (2.4 stops at 10,000 with its own message)
             raise UserError(f"recipe {path}: its YAML aliases (*name) expand to {size:,} values, more than the "
                             f"{MAX_RECIPE_VALUES:,} a recipe may hold (an alias bomb?): write the values out, or "
@@ -312,8 +316,9 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     top_schema = {f.name: f for f in dataclasses.fields(RunConfig)}
     for key in raw:
         if key not in top_schema:
-            raise UserError(f"unknown key '{key}' in {where}{closest(key, list(top_schema))}. "
-                            f"Valid top-level keys: {', '.join(top_schema)}")
+            sections = [s for s in ("trainer", "model", "data") if isinstance(raw.get(s), dict) and key in raw[s]]
+            hint = f" (did you mean {sections[0]}.{key}?)" if sections else closest(key, list(top_schema))
+            raise UserError(f"unknown key '{key}' in {where}{hint}. Valid top-level keys: {', '.join(top_schema)}")
     from zoo.callbacks.named import check_callbacks
 
     import_all()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import re
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -71,10 +73,16 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
         raise UserError(f"checkpoint {path} is corrupt or not a PyTorch file (it is {what}); "
                         "pass a .ckpt written by `python -m zoo.train`")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and is_zip)
+        with warnings.catch_warnings():  # torch's note on the pickle protocol of a file refused anyway
+            warnings.simplefilter("ignore")
+            ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and is_zip)
     except pickle.UnpicklingError as err:
-        raise UserError(f"refusing {path}: it holds objects that are not plain weights "
-                        f"(torch.load weights_only=True said: {first_line(err)})") from None
+        # the object's name, and not torch's advice to retry with weights_only=False
+        found = re.search(r"(?:unsupported|Unsupported global:) GLOBAL ([\w.]+)", str(err))
+        what = f" ({found.group(1)})" if found else ""
+        raise UserError(f"refusing {path}: it holds Python objects{what} besides tensors and plain values, which "
+                        "loading could run as code; the zoo loads only plain weights (torch.load weights_only=True). "
+                        "Pass a .ckpt written by `python -m zoo.train`") from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as err:  # most often cut short
         raise UserError(f"checkpoint {path} is truncated or corrupt ({first_line(err)}): an interrupted copy or "
                         "save? Pass a complete .ckpt written by `python -m zoo.train`") from None
@@ -141,6 +149,12 @@ def load_pretrained(name: str) -> tuple[Any, dict]:
 
 
 def load_any(target: str) -> tuple[Any, dict]:
+    if isinstance(target, Path):
+        target = str(target)
+    if not isinstance(target, str) or not target.strip():
+        got = "an empty name" if isinstance(target, str) else f"{type(target).__name__} {target!r}"
+        raise UserError(f"nothing to load ({got}): give a pretrained name ({', '.join(pretrained_cards()) or 'none'}) "
+                        "or the path of a .ckpt written by `python -m zoo.train`")
     path = Path(target)
     if path.suffix in (".json", ".safetensors") and path.is_file():  # was "no such file" for a card's path
         raise entry_file(path)

@@ -54,8 +54,13 @@ def split_args(argv: list[str]) -> tuple[str, list[str]]:
             recipe = arg.split("=", 1)[1]
         elif arg.startswith("-"):
             if "=" in arg:  # --trainer.max_epochs=3
+                bare = arg.lstrip("-")
+                if "." not in bare.split("=", 1)[0]:  # --max_epochs=3: its section is needed too
+                    raise UserError(f"unknown flag '{arg}': overrides are written without dashes and with their "
+                                    f"section, section.{bare} (e.g. trainer.max_epochs=3, model.lr=0.01); "
+                                    "print_config=true shows the recipe's keys")
                 raise UserError(f"unknown flag '{arg}': overrides are written without dashes, "
-                                f"{arg.lstrip('-')}; see `python -m zoo.train --help`")
+                                f"{bare}; see `python -m zoo.train --help`")
             raise UserError(f"unknown flag '{arg}'; see `python -m zoo.train --help`")
         else:
             overrides.append(arg)
@@ -201,9 +206,10 @@ def train(argv: list[str]) -> RunResult | None:
 
     recipe, overrides = split_args(argv)
     cfg = load_config(recipe, overrides)
+    given = [a for a in argv if not a.startswith("-")]  # recipe= too: given twice, the last one wins, said
     if cfg["print_config"]:
         print(to_yaml(cfg), end="")
-        for note in repeated_overrides(overrides):  # the config shows the last value: say it was chosen
+        for note in repeated_overrides(given):  # the config shows the last value: say it was chosen
             print(f"note: {note}", file=sys.stderr)
         return None
     import lightning as L
@@ -240,7 +246,7 @@ def train(argv: list[str]) -> RunResult | None:
     # it finds inside fit before then (a validation interval longer than the epoch) is the only line
     with HeldMessages() as held:
         trainer = make_trainer(cfg, run_dir, model, [RunInfo(info), ReleaseHeldMessages(held)],
-                               resumed=ckpt is not None, notes=repeated_overrides(overrides))
+                               resumed=ckpt is not None, notes=repeated_overrides(given))
         fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
     signal_cb = next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
     result = RunResult(run_dir, model, interrupted=signal_cb.received is not None, rank_zero=trainer.is_global_zero)

@@ -35,3 +35,14 @@ def test_predict_on_points_follows_a_float64_model(tmp_path, capsys):
     model.predict_cli(["-4,1.5", "0,-1", "2,0.5"], {"out": str(tmp_path / "fit64.png"), "steps": 2})
     text = capsys.readouterr().out
     assert (tmp_path / "fit64.png").is_file() and "x=-5.0" in text and "x=+5.0" in text
+
+
+def test_predict_refuses_points_it_cannot_fit(tmp_path, capsys):
+    """Points of float32 overflow or far beyond the sinusoids printed nan predictions and exited 0."""
+    for points, expected in ((["1,1e39"], "too large for the model's torch.float32"),
+                             (["1e30,1", "2,1"], "fine-tuning on these points diverged")):
+        out = tmp_path / "never.png"
+        assert predict(["maml-sinusoid", "--", *points, f"out={out}"]) == 2
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err, err
+        assert not out.exists()

@@ -6,7 +6,7 @@ import sys
 import lightning  # noqa: F401  (imported here, not first inside a test: its log handler keeps the real stderr)
 import pytest
 import torch
-from platform_testlib import run_main, subprocess_env
+from platform_testlib import assert_refused, run_main, subprocess_env
 
 # no GPU: gpu; a CUDA GPU: mps (Apple's); Apple's GPU: cuda
 MISSING_ACCELERATOR = ("mps" if torch.cuda.is_available() else "cuda") if (
@@ -72,6 +72,28 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path, capsys):
     bad.write_text("model:\n  name: toymodel:Toy\n  hidden: [1, 2\ndata: {}\n")
     code, err = run_main([f"recipe={bad}"], capsys)
     assert code == 2 and "YAML syntax error" in err and str(bad) in err and "line" in err
+
+
+def test_a_scalar_recipe_is_no_mapping(tmp_path, capsys):
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("just a string\n")  # was "unknown key 'just a string'"
+    code, err = run_main([f"recipe={scalar}"], capsys)
+    assert_refused(code, err, r"must be a YAML mapping .* its top level is a single value \('just a string'\)",
+                   tmp_path / "runs")
+
+
+def test_a_section_key_given_without_its_section_is_named_with_it(toy_recipe, tmp_path, capsys):
+    code, err = run_main([f"recipe={toy_recipe}", "--max_epochs=1"], capsys)  # was "without dashes, max_epochs=1"
+    assert_refused(code, err, r"without dashes and with their section, section\.max_epochs=1", tmp_path / "runs")
+    code, err = run_main([f"recipe={toy_recipe}", "max_epochs=1"], capsys)
+    assert_refused(code, err, r"unknown key 'max_epochs' .*\(did you mean trainer\.max_epochs\?\)", tmp_path / "runs")
+
+
+def test_recipe_given_twice_is_noted(toy_recipe, tmp_path, capsys):
+    other = tmp_path / "other.yaml"
+    other.write_text(toy_recipe.read_text())
+    code, err = run_main([f"recipe={toy_recipe}", f"recipe={other}", "print_config=true"], capsys)
+    assert code == 0 and f"note: recipe given twice; using recipe={other} (the last)" in err, err
 
 
 def test_missing_recipe_file(capsys):

@@ -9,7 +9,9 @@ import pytest
 import torch
 from platform_testlib import run_main
 
+import zoo
 from zoo import evaluate, predict
+from zoo.errors import UserError
 from zoo.train import main
 
 
@@ -39,11 +41,16 @@ def test_checkpoint_missing_corrupt_foreign_unsafe(tmp_path, capsys):
     noise.write_bytes(bytes([0x17, *noise_bytes]))
     cases = [(tmp_path / "missing.ckpt", "checkpoint not found"), (corrupt, "corrupt"), (empty, "corrupt"),
              (noise, "corrupt or not a PyTorch file"),
-             (foreign, "not a zoo checkpoint"), (unsafe, "")]
+             (foreign, "not a zoo checkpoint"), (unsafe, "besides tensors and plain values, which loading could run")]
     for path, expected in cases:
         assert evaluate.main([str(path)]) == 2
         err = capsys.readouterr()
         assert expected in err.err and "Traceback" not in err.err and "pwned" not in err.out
+        assert "weights_only` set to `False`" not in err.err and "Warning" not in err.err  # torch's unsafe advice
+    assert evaluate.main([""]) == 2  # was "'.' is a folder, not a checkpoint"
+    assert "nothing to load (an empty name)" in capsys.readouterr().err
+    with pytest.raises(UserError, match="nothing to load"):
+        zoo.load(None)  # was a bare TypeError
 
 
 def test_truncated_checkpoint_and_a_folder_for_a_checkpoint(toy_recipe, tmp_path, capsys):

@@ -60,10 +60,17 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
         if inputs:
             xs, ys = parse_points(inputs)
             points = (xs.to(model.device, model.dtype), ys.to(model.device, model.dtype))
-            fig = plots.sinusoid_adaptation(model, steps=tuple(shown), points=points)
+            if not all(torch.isfinite(t).all() for t in points):  # 1e39 is inf in float32
+                raise UserError(f"a point is too large for the model's {model.dtype} (it becomes infinite): give "
+                                "values of the sinusoids' scale (|x|, |y| up to about 5)")
             lo, hi = model.data_info.get("x_range", [-5.0, 5.0])  # the range the model was meta-trained on
             grid = torch.linspace(lo, hi, 11, device=model.device, dtype=model.dtype).unsqueeze(-1)  # (11, 1)
             preds = plots.adapted_predictions(model, *points, grid, [steps])[steps].squeeze(-1)
+            if not torch.isfinite(preds).all():  # fine-tuning diverged: nothing to print or draw
+                raise UserError(f"fine-tuning on these points diverged ({steps} steps gave non-finite predictions): "
+                                f"they are far outside the tasks the model was meta-trained on (x in [{lo:g}, {hi:g}], "
+                                "|y| up to about 5); give points of that scale, or fewer steps=")
+            fig = plots.sinusoid_adaptation(model, steps=tuple(shown), points=points)
             print(f"fine-tuned on {len(xs)} points for {steps} steps; predictions:")
             for x, y in zip(grid.squeeze(-1).tolist(), preds.tolist()):
                 print(f"  x={x:+.1f}  y={y:+.3f}")
