@@ -67,7 +67,7 @@ class OODConfig:
     classifier_optim: OptimConfig = field(default_factory=OptimConfig)  # optimizer of the classifier
     generator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of G
     discriminator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of D
-    odin_temperatures: list[float] = field(default_factory=lambda: [1.0, 10.0, 100.0, 1000.0])  # ODIN search: T
+    odin_temperatures: list[float] = positive([1.0, 10.0, 100.0, 1000.0])  # ODIN search: T (each > 0)
     odin_eps: list[float] = field(default_factory=lambda: [0.0, 0.0005, 0.001, 0.002, 0.005])  # search: eps (pixels)
     odin_every_n_epochs: int = positive(5)  # run the ODIN search on validation this often (and at the last epoch)
     mahalanobis: bool = True  # also evaluate the Mahalanobis detector (fits on the training split)
