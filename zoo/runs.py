@@ -125,12 +125,28 @@ def check_left_to_train(ckpt: str, saved: dict, trainer: dict) -> None:
                             f"python -m zoo.evaluate {ckpt}")
 
 
-def check_resumable(ckpt: str, saved: dict, model: Any) -> None:
+def changed_options(saved: dict, cfg: dict | None) -> str:
+    """The model and data options that differ between a checkpoint's run and this command, as
+    '; this command differs in model.meta_sgd: True there, False here', or '' (none, or unknown)."""
+    from zoo.options import flatten
+
+    then = (saved.get("zoo") or {}).get("config") if isinstance(saved.get("zoo"), dict) else None
+    if not isinstance(then, dict) or cfg is None:
+        return ""
+    diffs = []
+    for section in ("model", "data"):
+        old, new = (flatten(c.get(section) or {}, f"{section}.") for c in (then, cfg))
+        diffs += [f"{k}: {old.get(k, '(unset)')} there, {new.get(k, '(unset)')} here"
+                  for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return f"; this command differs in {'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''}" if diffs else ""
+
+
+def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None) -> None:
     """A checkpoint to resume must fit the model the recipe builds: a size option changed since
     (model.latent_dim=3 on a run trained with 8) fails inside fit otherwise, after the run folder is
-    written."""
+    written. The message names the options that differ from the checkpoint's run (``cfg``: this one's)."""
     own = model.state_dict()
-    fix = "Resume with the model options the run was trained with (its config.yaml)"
+    fix = f"Resume with the model options the run was trained with (its config.yaml){changed_options(saved, cfg)}"
     for key, value in saved["state_dict"].items():
         if key in own and tuple(value.shape) != tuple(own[key].shape):
             raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "

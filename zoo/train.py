@@ -235,7 +235,7 @@ def train(argv: list[str]) -> RunResult | None:
     # lines and model summary: a mistake found there is then the only line on the screen
     datamodule.train_dataloader()
     if ckpt is not None:
-        check_resumable(ckpt, saved, model)
+        check_resumable(ckpt, saved, model, cfg)
     elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
         model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
     model.plots_dir = run_dir / "plots"

@@ -114,6 +114,7 @@ def test_resuming_with_another_estimator_is_refused(tmp_path, capsys):
                           f"ckpt_path={ckpt}"], capsys)
     assert_refused(code, err, "does not fit the model this recipe builds", tmp_path / "runs")
     assert "estimator.baseline" in err and "estimator.step_count" in err  # what is missing, what is extra
+    assert "model.estimator: " in err and "there" in err and "here" in err  # and the option that made it so
 
 
 def test_evaluate_refuses_a_test_split_limited_to_nothing(capsys):

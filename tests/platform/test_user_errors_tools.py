@@ -118,6 +118,7 @@ def test_resuming_with_other_sizes_is_refused_before_the_run_folder(trained, tmp
                           f"run_dir={tmp_path}/again"], capsys)
     assert code == 2 and "does not fit the model" in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "again").exists()
+    assert "this command differs in model.hidden: 16 there, 3 here" in err  # the option, not only the weights
 
 
 def test_evaluate_and_predict_bad_options(trained, capsys):
