@@ -215,6 +215,7 @@ def train(argv: list[str]) -> RunResult | None:
     import lightning as L
 
     from zoo.callbacks.safety import ReleaseHeldMessages, RunInfo
+    from zoo.core.memory import check_step_fits
     from zoo.tracking import HeldMessages
     from zoo.trainer_options import check_trainer_settings
     run_dir, ckpt = resolve_run_dir(cfg)
@@ -234,6 +235,7 @@ def train(argv: list[str]) -> RunResult | None:
     # the training loader's own checks (a batch larger than the data) before Lightning prints its device
     # lines and model summary: a mistake found there is then the only line on the screen
     datamodule.train_dataloader()
+    check_step_fits(model, datamodule, str(cfg["trainer"].get("accelerator", "auto")))  # MAML's meta-batch
     if ckpt is not None:
         check_resumable(ckpt, saved, model, cfg)
     elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up

@@ -69,3 +69,51 @@ class AllocationGuard(TorchDispatchMode):
                                 f"has {self.limit / 2**30:.1f} GiB): lower the sizes or counts asked for "
                                 "(hidden sizes, dims, vocabulary) or use a machine with more memory")
         return func(*args, **kwargs)
+
+
+class _NewStorages(TorchDispatchMode):
+    """Adds up the bytes of the storages the ops of a block create (outputs that are views of an
+    input, or of a storage already counted, add nothing)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes, self.seen = 0, set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from torch.utils._pytree import tree_flatten
+
+        kwargs = kwargs or {}
+        given = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
+        out = func(*args, **kwargs)
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                ptr = t.untyped_storage().data_ptr()
+                if ptr not in given and ptr not in self.seen:
+                    self.seen.add(ptr)
+                    self.bytes += t.untyped_storage().nbytes()
+        return out
+
+
+def created_bytes(fn) -> int:
+    """Bytes of the tensors ``fn()`` creates and keeps apart from its inputs: about the peak memory
+    of a forward pass whose graph is kept for backward (a MAML meta-loss on 8 sinusoid tasks: 36 kB
+    a task, where the process's peak grew by 33 kB a task over forward and backward at 100,000 tasks)."""
+    with _NewStorages() as counter:
+        fn()
+    return counter.bytes
+
+
+def check_step_fits(model, datamodule, accelerator: str) -> None:
+    """A model whose training step grows with an unbounded option (MAML's tasks per meta-batch) says
+    how much memory one step needs (``step_bytes(datamodule) -> (bytes, what to lower)``); past the
+    machine's memory that is a UserError before the run starts. On the CPU only: there the kernel
+    killed the process minutes into its first step (no message, a half-made run folder); a GPU's
+    allocator refuses at once, which ``zoo.errors.out_of_memory`` words."""
+    estimate = getattr(model, "step_bytes", None)
+    if estimate is None or not (accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())):
+        return
+    need, lower = estimate(datamodule)
+    have = machine_bytes()
+    if need > have:
+        raise UserError(f"out of memory: one training step needs about {need / 2**30:.1f} GiB, this machine has "
+                        f"{have / 2**30:.1f} GiB: lower {lower}")

@@ -12,6 +12,7 @@ training seed, so runs are compared on the same 600 test tasks); they are evalua
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -61,6 +62,10 @@ class SinusoidMetaBatches(Dataset):
 
     def __len__(self) -> int:
         return self.cfg.steps_per_epoch
+
+    def with_tasks(self, n: int) -> SinusoidMetaBatches:
+        """The same meta-batches with n tasks each (to measure a step's memory on a few)."""
+        return SinusoidMetaBatches(dataclasses.replace(self.cfg, meta_batch=n))
 
     def __getitem__(self, key) -> tuple[torch.Tensor, ...]:
         i, epoch = key if isinstance(key, tuple) else (key, 0)

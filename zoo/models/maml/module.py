@@ -124,6 +124,16 @@ class MAML(ZooModule):
         return meta.adaptation_curve(self.net, self.params(), self.alpha(evaluation=True), tuple(batch),
                                      self.loss_fn, steps, self.metric)
 
+    def step_bytes(self, datamodule) -> tuple[int, str]:
+        """Memory of one meta-training step: that of a meta-batch of 8 tasks (their data, the inner steps'
+        graphs and adapted weights) x tasks / 8 (see ``zoo.core.memory.check_step_fits``)."""
+        from zoo.core.memory import created_bytes
+
+        tasks, probe = datamodule.cfg.meta_batch, 8
+        small = datamodule.train_set.with_tasks(probe)
+        per_task = created_bytes(lambda: self.meta_loss(small[0])) / probe
+        return int(per_task * tasks), f"data.meta_batch={tasks} (about {per_task / 1024:.0f} kB a task)"
+
     # ---- Lightning -----------------------------------------------------------------------------
     def configure_optimizers(self):
         return torch.optim.Adam(self.parameters(), lr=self.cfg.lr)

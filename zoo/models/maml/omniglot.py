@@ -18,6 +18,7 @@ xq (T, N*Q, 1, 28, 28), yq (T, N*Q).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 from dataclasses import dataclass
@@ -143,6 +144,12 @@ class Episodes(Dataset):
 
     def __len__(self) -> int:
         return self.n_batches
+
+    def with_tasks(self, n: int) -> Episodes:
+        """The same meta-batches with n tasks each (to measure a step's memory on a few)."""
+        few = copy.copy(self)
+        few.tasks_per_batch = n
+        return few
 
     def __getitem__(self, key) -> tuple[torch.Tensor, ...]:
         i, epoch = key if isinstance(key, tuple) else (key, 0)
