@@ -46,3 +46,9 @@ def test_predict_refuses_points_it_cannot_fit(tmp_path, capsys):
         err = capsys.readouterr().err
         assert expected in err and "Traceback" not in err, err
         assert not out.exists()
+
+
+def test_predict_option_set_to_null_names_its_default(capsys):
+    assert predict(["maml-sinusoid", "out=null"]) == 2  # was "must be str, got None"
+    err = capsys.readouterr().err
+    assert "cannot be unset (null)" in err and "out=maml_adaptation.png" in err

@@ -208,6 +208,9 @@ def check_options(options: dict, defaults: dict, what: str) -> dict:
                 why = f"must be an integer from 0 to {bounds['le']}" if bounds.get("seed") else "must be an integer"
             if why:
                 raise UserError(f"option '{key}' for {what} {why}, got {value!r}")
+        if default is not None and value is None:  # key=null: this option has a value always
+            raise UserError(f"option '{key}' for {what} cannot be unset (null): give a value, or leave it out for "
+                            f"its default, {key}={default}")
         if default is not None and not conforms(value, type(default)):
             raise UserError(f"option '{key}' for {what} must be {type(default).__name__}, got {value!r}")
         if _is_number(value) and _is_number(default) and (not math.isfinite(value) or (value < 0 <= default)):
