@@ -1,5 +1,6 @@
 """How fast the command line answers when it need not train: `--help`, `--list` and a mistyped
-recipe name (all answered before torch is imported), each in a fresh process, median of repeats.
+recipe name (all answered before torch is imported), and a mistyped key (found by the model's
+checks, which import torch and Lightning), each in a fresh process, median of repeats.
 
     python benchmarks/cli_latency.py --repeats 7   # -> benchmarks/results/cli_latency.json
 """
@@ -23,6 +24,7 @@ COMMANDS = {  # name -> arguments of `python -m zoo.train`, and the exit status 
     "help": (["--help"], 0),
     "list": (["--list"], 0),
     "mistyped recipe": (["recipe=vae_digitz"], 2),
+    "mistyped key": (["recipe=vae_digits", "model.latent_dimm=3"], 2),
     "python alone (reference)": (None, 0),
 }
 
