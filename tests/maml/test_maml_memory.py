@@ -8,9 +8,10 @@ from zoo.core.memory import machine_bytes
 from zoo.train import main
 
 
-def test_a_meta_batch_beyond_the_machine_is_refused_before_the_run(tmp_path, capsys):
-    tasks = int(machine_bytes() / 10_000)  # a sinusoid task's step takes ~40 kB: 4x the machine's memory
-    code = main(["recipe=maml_sinusoid", f"run_dir={tmp_path}/runs", f"data.meta_batch={tasks}",
+@pytest.mark.parametrize("recipe, task_bytes", [("maml_sinusoid", 30_000), ("maml_nav2d", 8_000_000)])
+def test_a_meta_batch_beyond_the_machine_is_refused_before_the_run(recipe, task_bytes, tmp_path, capsys):
+    tasks = int(4 * machine_bytes() / task_bytes)  # 4x the machine's memory (a step's peak per task, measured)
+    code = main([f"recipe={recipe}", f"run_dir={tmp_path}/runs", f"data.meta_batch={tasks}",
                  "trainer.accelerator=cpu"])  # the check is the CPU's: a GPU's allocator refuses at once
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -120,11 +120,25 @@ class Nav2dMAML(ZooModule):
     def configure_optimizers(self):
         return torch.optim.Adam(self.parameters(), lr=self.cfg.lr)
 
-    def training_step(self, goals: Tensor, batch_idx: int) -> Tensor:
+    def meta_loss(self, goals: Tensor) -> tuple[Tensor, Tensor, list[Tensor]]:
+        """(the meta-loss, the adapted policies' rewards (T, trajectories, horizon), the returns before each step)."""
         c = self.cfg
         params, before = self.adapt(self.expanded(len(goals)), goals, c.inner_steps, not c.first_order)
         states, actions, rewards = rollout(self.policy, params, goals, c.trajectories, c.horizon)
-        loss = self.policy_loss(params, states, actions, rewards)
+        return self.policy_loss(params, states, actions, rewards), rewards, before
+
+    def step_bytes(self, datamodule) -> tuple[int, str]:
+        """Memory of one meta-training step: that of 8 tasks x tasks / 8 (``zoo.core.memory.check_step_fits``)."""
+        from zoo.core.memory import created_bytes
+
+        tasks, probe = datamodule.cfg.meta_batch, 8
+        goals = datamodule.train_set.with_tasks(probe)[0]
+        per_task = created_bytes(lambda: self.meta_loss(goals)) / probe
+        return int(per_task * tasks), (f"data.meta_batch={tasks} (about {per_task / 1024:.0f} kB a task) or "
+                                       f"model.trajectories={self.cfg.trajectories}")
+
+    def training_step(self, goals: Tensor, batch_idx: int) -> Tensor:
+        loss, rewards, before = self.meta_loss(goals)
         logs = {"train/meta_loss": loss.detach(), "train/return_adapted": rewards.sum(-1).mean()}
         if before:
             logs["train/return_before"] = before[0].mean()

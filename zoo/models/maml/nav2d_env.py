@@ -98,6 +98,10 @@ class Goals(Dataset):
     def __len__(self) -> int:
         return self.n_items
 
+    def with_tasks(self, n: int) -> Goals:
+        """The same items with n goals each (to measure a step's memory on a few)."""
+        return Goals(self.cfg, self.seed, self.n_items, n, self.keyed)
+
     def __getitem__(self, key) -> Tensor:
         i, epoch = key if isinstance(key, tuple) else (key, 0)
         if not 0 <= int(i) < self.n_items:
