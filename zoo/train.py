@@ -65,7 +65,7 @@ def split_args(argv: list[str]) -> tuple[str, list[str]]:
         else:
             overrides.append(arg)
     if not recipe:
-        raise UserError("no recipe given: python -m zoo.train recipe=NAME (see --list)")
+        raise UserError("no recipe given: python -m zoo.train recipe=NAME (see --list, and --help)")
     return recipe, overrides
 
 
@@ -281,10 +281,10 @@ def list_recipes() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if argv and argv[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0
-    if argv[0] == "--list":
+    if argv and argv[0] == "--list":
         print(list_recipes())
         return 0
     return exit_status(lambda: run(argv))

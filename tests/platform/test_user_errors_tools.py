@@ -269,6 +269,7 @@ def test_evaluate_without_arguments_asks_for_the_target_only(capsys):
 
 
 @pytest.mark.parametrize("module, argv", [
+    ("zoo.train", []),  # no recipe: printed the usage and exited 0
     ("zoo.evaluate", []),  # no target
     ("zoo.evaluate", ["vae-digits", "--jsn"]),  # a mistyped flag
     ("zoo.predict", []),
