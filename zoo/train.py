@@ -216,7 +216,7 @@ def train(argv: list[str]) -> RunResult | None:
 
     from zoo.callbacks.safety import ReleaseHeldMessages, RunInfo
     from zoo.core.memory import check_step_fits
-    from zoo.tracking import HeldMessages
+    from zoo.tracking import HeldMessages, quiet_lightning
     from zoo.trainer_options import check_trainer_settings
     run_dir, ckpt = resolve_run_dir(cfg)
     check_writable(run_dir)
@@ -231,6 +231,7 @@ def train(argv: list[str]) -> RunResult | None:
     L.seed_everything(cfg["seed"], workers=True, verbose=False)
     saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
     check_trainer_settings(cfg)
+    quiet_lightning()  # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
     datamodule, model = build(cfg)
     # the training loader's own checks (a batch larger than the data) before Lightning prints its device
     # lines and model summary: a mistake found there is then the only line on the screen

@@ -65,3 +65,18 @@ def test_confidence_map_and_reliability_bins_follow_float64():
     probs = torch.rand(50, 3, dtype=torch.float64).softmax(-1)
     conf, acc, count = reliability_bins(probs, torch.randint(0, 3, (50,)))
     assert conf.dtype == acc.dtype == count.dtype == torch.float64 and int(count.sum()) == 50
+
+
+def test_a_refused_boundary_run_prints_one_line_and_no_lightning_warning(tmp_path):
+    """In a fresh process (warnings reach stderr there): Lightning's LeafSpec deprecation, raised by the
+    CombinedLoader of the first training loader, came before the one error line."""
+    import subprocess
+    import sys
+
+    from platform_testlib import subprocess_env
+
+    p = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=ood_toy2d_boundary", "trainer.max_epochs=3",
+                        f"run_dir={tmp_path}/runs"], env=subprocess_env(), capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [p.stderr.strip()], p.stderr
+    assert p.stderr.startswith("error: model.mode=boundary_gan trains G only after")
+    assert not (tmp_path / "runs").exists()
