@@ -103,6 +103,7 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
     from zoo.callbacks.safety import (
         AtomicCheckpointIO,
         FinalCheckpoint,
+        LastCheckpoint,
         MonitorCheck,
         NonFiniteLossGuard,
         Notes,
@@ -123,7 +124,7 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
     # validation turned off (trainer.limit_val_batches=0): no best by a val/ metric (Lightning warned that it
     # "could not find the monitored key" at each epoch end), said once; a val/ checkpoint.monitor is refused
     off = validation_off(cfg["trainer"]) if monitor.startswith("val/") else None
-    last = ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False,
+    last = LastCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False,
                            every_n_epochs=None if ck["every_n_train_steps"] else ck["every_n_epochs"],
                            every_n_train_steps=ck["every_n_train_steps"], save_on_train_epoch_end=True)
     if off:

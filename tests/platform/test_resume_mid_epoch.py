@@ -92,3 +92,29 @@ def test_resumable_loader_skips_the_trained_batches_of_its_epoch_only():
     wrapped.load_state_dict({"epoch": 0, "batches": 3})
     assert _batches(wrapped) == [[12, 13, 14, 15], [16, 17, 18, 19]]
     assert wrapped.state_dict() == {"epoch": 0, "batches": 5}
+
+
+def test_a_stop_on_an_epochs_last_batch_keeps_the_validation_after_it(toy_recipe, tmp_path):
+    """A save at the end of an epoch's last batch comes before that epoch's validation, which Lightning
+    does not run again on resume: the validation's RNG draws (here its loader's seed) were lost and the
+    resumed run drifted (the OOD recipe by up to 0.065). The signal's save, and a step save
+    (checkpoint.every_n_train_steps) falling there, are now made after the validation."""
+    import subprocess
+    import sys
+
+    from platform_testlib import subprocess_env
+
+    opts = ["trainer.max_epochs=3", *COMMON, "model.val_draws=true"]
+    straight = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/straight", *opts])
+    want = load(straight.run_dir / "checkpoints" / "last.ckpt")["state_dict"]
+    cut = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/signal", *opts,
+                 "callbacks=[{name: 'toymodel:SignalAt', step: 8}]"])  # epoch 0's last batch
+    assert cut.interrupted
+    resumed = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/signal", *opts, "ckpt_path=last"])
+    assert_same(want, load(resumed.run_dir / "checkpoints" / "last.ckpt")["state_dict"])
+    steps = [f"recipe={toy_recipe}", *opts, "checkpoint.every_n_train_steps=8"]
+    p = subprocess.run([sys.executable, "-m", "zoo.train", *steps, f"run_dir={tmp_path}/killed",
+                        "callbacks=[{name: 'toymodel:KillAt', step: 10}]"], env=subprocess_env(), capture_output=True)
+    assert p.returncode == -9
+    resumed = train([*steps, f"run_dir={tmp_path}/killed", "ckpt_path=last"])
+    assert_same(want, load(resumed.run_dir / "checkpoints" / "last.ckpt")["state_dict"])

@@ -57,6 +57,7 @@ class ToyConfig:
     step_delay: float = 0.0  # seconds to sleep per step, so tests can kill a run mid-way
     val_delay: float = 0.0  # seconds to sleep per validation step (not the sanity check), touching val_started first
     val_started: str = ""  # file touched when a validation step begins, so tests can signal a run mid-validation
+    val_draws: bool = False  # validation draws from torch's RNG (as the OOD model's does), changing training's draws
 
 
 class Toy(ZooModule):
@@ -91,6 +92,8 @@ class Toy(ZooModule):
             if self.cfg.val_started:
                 open(self.cfg.val_started, "a").close()
             time.sleep(self.cfg.val_delay)
+        if self.cfg.val_draws:
+            torch.rand(1)  # cpu: a draw from the global RNG, as a model's sampling in validation makes
         self.log("val/loss", self.loss(batch))
 
     def on_validation_epoch_end(self):
@@ -131,3 +134,11 @@ class SignalAt(L.Callback):
     def on_train_batch_end(self, trainer, *args):
         if trainer.global_step == self.step:
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+class KillAt(SignalAt):
+    """Sends this process SIGKILL at the end of training step ``step``: a crash, no save (run it in a subprocess)."""
+
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGKILL)

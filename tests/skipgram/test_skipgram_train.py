@@ -213,3 +213,19 @@ def test_lr_falls_linearly_to_its_floor_as_gensims_alpha_does(corpus):
     assert model.lr_at(total / 2) == pytest.approx((0.025 + 1e-4) / 2, rel=1e-12)
     assert model.lr_at(total) == pytest.approx(1e-4, rel=1e-12)
     assert model.lr_at(2 * total) == pytest.approx(1e-4, rel=1e-12)  # a longer run stays at the floor
+
+
+def test_a_stop_on_an_epochs_last_chunk_resumes_into_the_next_epoch_exactly(tmp_path):
+    """Lightning resumes that checkpoint into the next epoch without on_train_epoch_start, which keys the
+    corpus's subsampling: the resumed epoch kept the saved one's number, its loader skipped all 6 chunks,
+    and the run ended at step 6 of 12 having trained nothing more (seed 0, one thread: exact)."""
+    common = ["recipe=skipgram_synthetic", "trainer.max_epochs=2", "data.planted.tokens=200000",
+              "data.chunk_tokens=40000", "test_after_fit=false", "trainer.enable_progress_bar=false", "logger=[csv]"]
+    straight = train([*common, f"run_dir={tmp_path}/straight"])
+    cut = train([*common, f"run_dir={tmp_path}/cut", "callbacks=[{name: 'toymodel:SignalAt', step: 6}]"])
+    assert cut.interrupted
+    resumed = train([*common, f"run_dir={tmp_path}/cut", "ckpt_path=last"])
+    a, b = (torch.load(r.run_dir / "checkpoints" / "last.ckpt", weights_only=True) for r in (straight, resumed))
+    assert a["global_step"] == b["global_step"] == 12
+    for key in a["state_dict"]:
+        assert torch.equal(a["state_dict"][key], b["state_dict"][key]), key

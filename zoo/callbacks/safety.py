@@ -12,6 +12,7 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from zoo.core.files import atomic_path
@@ -99,6 +100,30 @@ class MonitorCheck(L.Callback):
                   f"the model logs {', '.join(logged) or 'no val/ metric'}", file=sys.stderr)
 
 
+class LastCheckpoint(ModelCheckpoint):
+    """``last.ckpt`` on its schedule, except that a step save (``checkpoint.every_n_train_steps``)
+    falling on an epoch's last batch is made at the epoch's end, after the validation there: Lightning
+    resumes a checkpoint of that batch straight into the next epoch, without the validation, so the
+    validation's draws from the RNG (and what it fits: the OOD model's temperature) were lost and the
+    resumed run drifted from an uninterrupted one."""
+
+    deferred = False  # a step save is due at the end of this epoch
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        every = self._every_n_train_steps
+        if every and trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            self.deferred = self.deferred or trainer.global_step % every == 0
+            return
+        super().on_train_batch_end(trainer, pl_module, *args)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_epoch_end(trainer, pl_module)
+        if self.deferred and self._last_global_step_saved != trainer.global_step and not trainer.fast_dev_run:
+            trainer.save_checkpoint(Path(self.dirpath) / f"{self.filename}{self.FILE_EXTENSION}", weights_only=False)
+            self._last_global_step_saved = trainer.global_step
+        self.deferred = False
+
+
 class FinalCheckpoint(L.Callback):
     """When training ends (max_epochs / max_steps reached, early stopping), save ``last.ckpt``
     whatever the save interval, so every finished run can be evaluated and resumed
@@ -145,7 +170,12 @@ class SignalCheckpoint(L.Callback):
             self._previous[sig] = signal.signal(sig, self._handler)
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:  # acted on after the epoch's validation:
+            return  # a resumed run starts the next epoch without it, so its RNG draws and fitted values would be lost
         self._stop_if_signalled(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._stop_if_signalled(trainer)  # a signal on the epoch's last batch, when no validation ran after it
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # after on_validation_epoch_end: weights an averaging callback swapped in for validation are back

@@ -235,6 +235,9 @@ class SkipGramModule(ZooModule):
         return loss / valid.sum().clamp(min=1)
 
     def on_train_start(self) -> None:
+        # Lightning skips on_train_epoch_start when it resumes into an epoch (from the middle of one, or after
+        # the previous one's last batch): the corpus's subsampling is keyed by the epoch it goes on with
+        self.on_train_epoch_start()
         if self.trainer.world_size > 1:
             # the tables every rank starts from (DDP has broadcast rank 0's; a resume has loaded them)
             self._anchors = [t.detach().clone() for t in (self.net.centre, self.net.context)]
