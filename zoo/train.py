@@ -132,8 +132,8 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
     # in order (Lightning runs ModelCheckpoints last): the final save before an averaging callback (ema, swa)
     # copies the average into the weights at the end; the signal's save after its update and its swap-back
     callbacks = [MonitorCheck(monitor, chooses_best=off is None), *([best] if off is None else []), last,
-                 FinalCheckpoint(ckpt_dir, last), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
-                 *build_callbacks(cfg["callbacks"]), SignalCheckpoint(ckpt_dir, last),
+                 FinalCheckpoint(last), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
+                 *build_callbacks(cfg["callbacks"]), SignalCheckpoint(last),
                  *([Notes(notes)] if notes else [])]
     trainer_opts = dict(cfg["trainer"])
     callbacks += console_callbacks(trainer_opts, callbacks)

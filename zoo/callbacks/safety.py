@@ -100,27 +100,44 @@ class MonitorCheck(L.Callback):
                   f"the model logs {', '.join(logged) or 'no val/ metric'}", file=sys.stderr)
 
 
+def at_epochs_last_batch(trainer: L.Trainer) -> bool:
+    """The batch just trained ends its epoch. A checkpoint saved here comes before the epoch's
+    validation, which Lightning does not run again when it resumes one: the validation's draws from
+    the RNG (and what it fits: the OOD model's temperature) are lost and the resumed run drifts."""
+    return trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
+
+
 class LastCheckpoint(ModelCheckpoint):
-    """``last.ckpt`` on its schedule, except that a step save (``checkpoint.every_n_train_steps``)
-    falling on an epoch's last batch is made at the epoch's end, after the validation there: Lightning
-    resumes a checkpoint of that batch straight into the next epoch, without the validation, so the
-    validation's draws from the RNG (and what it fits: the OOD model's temperature) were lost and the
-    resumed run drifted from an uninterrupted one."""
+    """``last.ckpt``: on its schedule, except that a step save (``checkpoint.every_n_train_steps``)
+    falling on an epoch's last batch is made at the epoch's end, after the validation there
+    (``at_epochs_last_batch``); and off the schedule through ``save_now`` (a signal, the end of
+    training), which also keeps the scheduled saves from overwriting that state at the same step."""
 
     deferred = False  # a step save is due at the end of this epoch
 
+    @property
+    def path(self) -> Path:
+        return Path(self.dirpath) / f"{self.filename}{self.FILE_EXTENSION}"
+
+    def saved_now(self, trainer: L.Trainer) -> bool:
+        """last.ckpt holds this very step (Lightning's counter of the last save)."""
+        return self._last_global_step_saved == trainer.global_step and self.path.is_file()
+
+    def save_now(self, trainer: L.Trainer) -> None:
+        trainer.save_checkpoint(self.path, weights_only=False)  # the full state, to resume from
+        self._last_global_step_saved = trainer.global_step
+
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         every = self._every_n_train_steps
-        if every and trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+        if every and at_epochs_last_batch(trainer):
             self.deferred = self.deferred or trainer.global_step % every == 0
             return
         super().on_train_batch_end(trainer, pl_module, *args)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_epoch_end(trainer, pl_module)
-        if self.deferred and self._last_global_step_saved != trainer.global_step and not trainer.fast_dev_run:
-            trainer.save_checkpoint(Path(self.dirpath) / f"{self.filename}{self.FILE_EXTENSION}", weights_only=False)
-            self._last_global_step_saved = trainer.global_step
+        if self.deferred and not self.saved_now(trainer) and not trainer.fast_dev_run:
+            self.save_now(trainer)
         self.deferred = False
 
 
@@ -131,19 +148,13 @@ class FinalCheckpoint(L.Callback):
     Place it before weight-averaging callbacks: their ``on_train_end`` copies the average into the
     live weights, which the checkpoint must keep apart (resuming goes on from the live ones)."""
 
-    def __init__(self, ckpt_dir: Path, last: Any = None):
-        self.ckpt_dir = Path(ckpt_dir)
-        self.last = last  # the ModelCheckpoint that writes last.ckpt on its schedule
+    def __init__(self, last: LastCheckpoint):
+        self.last = last
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.fast_dev_run:  # Lightning writes no checkpoints under fast_dev_run
-            return
-        path = self.ckpt_dir / "last.ckpt"
-        # already written at this step by the scheduled save: keep that one (Lightning's private
-        # counter; if it moves, saving again is merely redundant)
-        if path.is_file() and getattr(self.last, "_last_global_step_saved", -1) == trainer.global_step:
-            return
-        trainer.save_checkpoint(path, weights_only=False)  # the full state, to resume from
+        # fast_dev_run: Lightning writes no checkpoints; saved_now: by the schedule or a signal, at this step
+        if not trainer.fast_dev_run and not self.last.saved_now(trainer):
+            self.last.save_now(trainer)
 
 
 class SignalCheckpoint(L.Callback):
@@ -153,9 +164,8 @@ class SignalCheckpoint(L.Callback):
     SIGINT interrupts at once. Place it after weight-averaging callbacks: their step's update and
     their swap back of the live weights after validation come before the save."""
 
-    def __init__(self, ckpt_dir: Path, last: Any = None):
-        self.ckpt_dir = Path(ckpt_dir)
-        self.last = last  # the ModelCheckpoint that writes last.ckpt on its schedule
+    def __init__(self, last: LastCheckpoint):
+        self.last = last
         self.received: int | None = None
         self.acted = False  # last.ckpt saved and the stop asked for, once
         self._previous: dict[int, Any] = {}
@@ -170,9 +180,8 @@ class SignalCheckpoint(L.Callback):
             self._previous[sig] = signal.signal(sig, self._handler)
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:  # acted on after the epoch's validation:
-            return  # a resumed run starts the next epoch without it, so its RNG draws and fitted values would be lost
-        self._stop_if_signalled(trainer)
+        if not at_epochs_last_batch(trainer):  # there: acted on after the epoch's validation
+            self._stop_if_signalled(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._stop_if_signalled(trainer)  # a signal on the epoch's last batch, when no validation ran after it
@@ -190,16 +199,15 @@ class SignalCheckpoint(L.Callback):
         if not stop or self.acted:
             return
         self.acted = True
-        path = self.ckpt_dir / "last.ckpt"
-        trainer.save_checkpoint(path, weights_only=False)  # explicit: Lightning logs a line when it is not
-        if self.last is not None:  # Lightning now closes the epoch: neither the scheduled save nor FinalCheckpoint
-            self.last._last_global_step_saved = trainer.global_step  # may overwrite this mid-epoch state with it
+        # Lightning now closes the epoch: neither the scheduled save nor FinalCheckpoint may overwrite this
+        # mid-epoch state with "epoch done", which save_now's record of the step prevents
+        self.last.save_now(trainer)
         trainer.should_stop = True
         # should_stop alone waits for trainer.min_epochs / min_steps (it saved and printed every step until then)
         trainer.fit_loop.min_epochs, trainer.fit_loop.epoch_loop.min_steps = None, None
         if trainer.is_global_zero:
             name = signal.Signals(self.received).name if self.received else "a stop signal (on another rank)"
-            print(f"\n{name} received: saved {path} at step {trainer.global_step}; "
+            print(f"\n{name} received: saved {self.last.path} at step {trainer.global_step}; "
                   "resume with ckpt_path=last", flush=True)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

@@ -106,11 +106,10 @@ class ResumableLoader(DataLoader):
 
     def load_state_dict(self, state: dict) -> None:
         self.resume_at = (int(state["epoch"]), int(state["batches"]))
-        if not hasattr(self.sampler, "epoch") and hasattr(self.dataset, "epoch"):
-            self.dataset.epoch = self.resume_at[0]  # Lightning skips on_train_epoch_start, which sets it, on a restart
 
     def _epoch(self) -> int:
-        """The epoch of the order: the sampler's, or an iterable dataset's that keys its own (skip-gram's chunks)."""
+        """The epoch of the order: the sampler's, or an iterable dataset's that keys its own (skip-gram's
+        chunks: its model sets it on train start too, as Lightning skips on_train_epoch_start on a resume)."""
         return getattr(self.sampler, "epoch", getattr(self.dataset, "epoch", 0))
 
     def __iter__(self) -> Iterator:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from zoo.errors import UserError
 
@@ -80,8 +81,6 @@ class _NewStorages(TorchDispatchMode):
         self.bytes, self.seen = 0, set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        from torch.utils._pytree import tree_flatten
-
         kwargs = kwargs or {}
         given = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
         out = func(*args, **kwargs)
