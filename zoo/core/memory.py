@@ -102,8 +102,9 @@ CREATED_OVER_PEAK = 1.3
 
 def created_bytes(fn) -> int:
     """Bytes of the storages ``fn()`` creates (views of its inputs not counted): for a forward pass
-    whose graph is kept for backward, a little above the step's peak (``CREATED_OVER_PEAK``)."""
-    with _NewStorages() as counter:
+    whose graph is kept for backward, a little above the step's peak (``CREATED_OVER_PEAK``). torch's CPU RNG
+    is left as it was (MAML-RL's rollouts draw from it): the run measured trains as it would unmeasured."""
+    with torch.random.fork_rng(devices=[]), _NewStorages() as counter:
         fn()
     return counter.bytes
 
