@@ -33,3 +33,18 @@ def test_step_bytes_grow_with_the_tasks(recipe, tmp_path):
         sizes.append(need)
     # an estimate (a storage freed and made again at the same address counts once): within 25 %
     assert 0 < sizes[0] and sizes[1] == pytest.approx(100 * sizes[0], rel=0.25)
+
+
+def test_measuring_a_step_leaves_torchs_rng_as_it_was(tmp_path):
+    """MAML-RL's measured rollouts draw their action noise from torch's CPU RNG: a CPU run that is
+    measured must train on the same stream as one that is not (a GPU run, or the records)."""
+    import torch
+
+    from zoo.config import load_config
+    from zoo.train import build
+
+    datamodule, model = build(load_config("maml_nav2d", ["data.meta_batch=4"]))
+    before = torch.get_rng_state()
+    need, _ = model.step_bytes(datamodule)
+    assert need > 0
+    assert torch.equal(torch.get_rng_state(), before)
