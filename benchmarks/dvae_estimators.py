@@ -44,6 +44,8 @@ ESTIMATORS = {  # label -> estimator spec for model.estimator
     "reinforce_ema": {"name": "reinforce", "baseline": "ema", "decay": 0.9},
     "reinforce_learned": {"name": "reinforce", "baseline": "learned", "hidden": 128},
     "rloo_4": {"name": "rloo", "n": 4},
+    "relax": {"name": "relax"},
+    "relax_4": {"name": "relax", "n": 4},
 }
 
 
@@ -126,8 +128,8 @@ def shared_point(model, datamodule, args) -> dict:
         if label not in args.estimators:
             continue
         model.estimator = get_estimator(spec)
-        if spec.get("baseline") == "learned":
-            continue  # its baseline network is untrained at this point: not comparable
+        if spec.get("baseline") == "learned" or spec["name"] == "relax":
+            continue  # its baseline or control variate network is untrained at this point: not comparable
         if spec["name"] == "gumbel_softmax":
             model.estimator.set_step(args.steps)  # the run's final temperature
         with torch.no_grad():  # let a moving-average baseline reach the current mean cost

@@ -20,7 +20,7 @@ import_all()
 # what each model's node accepts with default options: the fit of every registered estimator
 EXPECTED_FITS = {
     "vae": ["reinforce", "reparam", "rloo"],
-    "dvae": ["gumbel_softmax", "reinforce", "rloo", "straight_through"],
+    "dvae": ["gumbel_softmax", "reinforce", "relax", "rloo", "straight_through"],
     "sat": ["gumbel_softmax", "reinforce", "rloo", "straight_through"],
     "seqgan": ["reinforce"],
     "ood": ["reinforce", "reparam"],

@@ -118,7 +118,7 @@ def test_training_loss_is_the_estimators_surrogate():
 
 
 def test_estimator_choices_are_checked():
-    with pytest.raises(UserError, match="one cost per categorical variable.*fit: gumbel_softmax, reinforce, rloo"):
+    with pytest.raises(UserError, match="per categorical variable.*fit: gumbel_softmax, reinforce, relax, rloo"):
         DiscreteVAE({"estimator": "expectation"}, INFO)
     with pytest.raises(UserError, match="rsample|continuous"):
         DiscreteVAE({"estimator": "reparam"}, INFO)

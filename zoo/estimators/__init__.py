@@ -8,7 +8,7 @@
 Each estimator declares its ``Capabilities``; a model declares its ``StochasticNode`` and the recipe
 loader checks the pair (``seam.py``).
 
-Registered: reparam, reinforce, rloo, gumbel_softmax, straight_through, expectation, unordered_set.
+Registered: reparam, reinforce, rloo, gumbel_softmax, straight_through, expectation, unordered_set, relax.
 Your own: ``@register_estimator("mine", config=MyOptions)`` on an ``Estimator`` subclass, a dotted
 path ``"pkg.mod:MyEstimator"``, or the entry point group ``zoo.estimators``.
 See the README section "Gradient estimators".
@@ -37,6 +37,7 @@ from zoo.estimators.gumbel import (
     truncated_gumbel,
 )
 from zoo.estimators.reinforce import RLOO, Reinforce, reward_to_go
+from zoo.estimators.relax import Relax
 from zoo.estimators.relaxed import GumbelSoftmax, StraightThrough
 from zoo.estimators.reparam import Reparam
 from zoo.estimators.seam import (
@@ -56,5 +57,5 @@ __all__ = [
     "list_estimators", "register_estimator", "BeamResult", "beam_search", "stochastic_beam_search",
     "Expectation", "gumbel_max_sample", "gumbel_softmax_sample", "gumbel_topk", "gumbel_with_maximum",
     "sample_gumbel", "shift_gumbel_maximum", "truncated_gumbel", "RLOO", "Reinforce", "reward_to_go",
-    "GumbelSoftmax", "StraightThrough", "Reparam", "UnorderedSet",
+    "GumbelSoftmax", "StraightThrough", "Reparam", "UnorderedSet", "Relax",
 ]

@@ -69,6 +69,7 @@ class Capabilities:
     min_samples: int = 1  # samples per input it needs (leave-one-out baselines: 2)
     unbiased: bool = True  # E[grad of the surrogate] == grad E[cost]
     context: bool = False  # reads per-position features from the model (a learned baseline)
+    own_samples: bool = False  # True: scores only samples from its own sample(), whose noise it keeps
 
     def __post_init__(self):
         if self.distributions not in DISTRIBUTIONS:
@@ -79,7 +80,8 @@ class Capabilities:
         parts += ["differentiable cost"] if self.differentiable_cost else []
         parts += ["cost per variable"] if self.per_variable_cost else []
         parts += [f"n >= {self.min_samples}"] if self.min_samples > 1 else []
-        parts += ["may read model features (learned baseline)"] if self.context else []  # an option, not a need
+        parts += ["may read model features"] if self.context else []  # an option, not a need
+        parts += ["its own samples only"] if self.own_samples else []
         return ", ".join(parts)
 
 

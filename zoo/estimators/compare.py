@@ -44,6 +44,7 @@ CAT_EXTRA = [  # variants shown besides every registered estimator with its defa
     ("unordered_set n=4", {"name": "unordered_set", "n": 4}),
 ]
 WARMUP = 20  # calls before measuring, so stateful baselines (EMA) are in their steady state
+TRAIN_STEPS = 300  # optimizer steps for an estimator's own parameters first (relax's control variate)
 
 
 def gaussian_draws(spec: Any, theta: float, draws: int, n: int | None, warmup: int = WARMUP) -> torch.Tensor:
@@ -63,10 +64,26 @@ def categorical_cost(value: torch.Tensor) -> torch.Tensor:
     return (value @ v - CAT_TARGET) ** 2  # (n, draws)
 
 
+def train_parameters(est: Any, steps: int = TRAIN_STEPS, batch: int = 256) -> None:
+    """An estimator with parameters of its own (relax's control variate) as it is after some training:
+    Adam (lr 0.01) on the gradient its loss gives them, on the categorical problem."""
+    params = [p for p in est.parameters() if p.requires_grad]
+    if not params:
+        return
+    opt = torch.optim.Adam(params, lr=1e-2)
+    for _ in range(steps):
+        logits = torch.tensor(CAT_LOGITS).expand(batch, -1).clone().requires_grad_()  # cpu: the CLI's diagnostic
+        s = est.sample(Categorical(logits=logits))
+        opt.zero_grad()
+        est.loss(s, categorical_cost(s.value)).backward()
+        opt.step()
+
+
 def categorical_draws(spec: Any, draws: int, warmup: int = WARMUP) -> tuple[torch.Tensor, int]:
     """(draws, K) gradient estimates w.r.t. the logits and the number of cost evaluations per
     estimate (n, K for expectation); raises UserError if the estimator is not for categoricals."""
     est = get_estimator(spec)
+    train_parameters(est)
     for i in range(warmup + 1):
         logits = torch.tensor(CAT_LOGITS).expand(draws, -1).clone().requires_grad_()  # cpu: the CLI's diagnostic
         s = est.sample(Categorical(logits=logits))

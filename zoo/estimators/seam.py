@@ -41,6 +41,8 @@ class StochasticNode:
     differentiable_cost: bool  # the cost is a differentiable function of the sample's value
     per_variable_cost: bool = False  # each categorical variable has its own cost (exact enumeration works)
     multi_sample: bool = True  # the model can draw n >= 2 samples per input (leave-one-out baselines)
+    own_samples: bool = True  # the model hands est.sample's StochasticSample to est.loss as it is (False: it
+    # draws or assembles its samples itself, e.g. token by token)
     context_dim_from: str | None = None  # features for a learned baseline: a model option ("hidden_dim"),
     # or "data_info.KEY" (a list: its product); None: the model passes no context
     option: str = "estimator"  # the model option that names the estimator
@@ -118,6 +120,9 @@ def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = Non
         return f"it needs n >= {req.min_samples} samples per input, and this model draws one"
     if req.min_samples > 1 and n is not None and n < req.min_samples:
         return f"it needs n >= {req.min_samples} samples per input, got n={n}"
+    if req.own_samples and not node.own_samples:
+        return ("it scores only samples from its own sample() (it keeps their Gumbel noise), and this model "
+                "draws or assembles its samples itself")
     if req.context and (node.context_dim_from is None or not has_context):
         return "its learned baseline reads features this model does not give (set context_dim: 0 for a constant)"
     return None

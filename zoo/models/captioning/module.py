@@ -101,8 +101,10 @@ class ShowAttendTell(ZooModule):
     Config = SATConfig
     monitor, monitor_mode = "val/bleu4", "max"
     # hard attention: a categorical location per word; the caption's NLL is differentiable in the
-    # (relaxed) attention weights, but couples the words (no enumeration) and gives no baseline features
+    # (relaxed) attention weights, but couples the words (no enumeration) and gives no baseline features;
+    # the words' draws are assembled into one sample (own_samples=False)
     stochastic_node = StochasticNode(kind="categorical", differentiable_cost=True, active_when=("attention", "hard"),
+                                     own_samples=False,
                                      hint="or model.attention=soft for the exact expected context")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):

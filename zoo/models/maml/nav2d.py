@@ -68,8 +68,10 @@ class Nav2dMAML(ZooModule):
     Config = Nav2dMAMLConfig
     monitor, monitor_mode = "val/return", "max"
     # Gaussian actions; the cost (minus the reward-to-go) comes from the environment, no gradient
-    # through it; n = the trajectories per task (>= 2, so leave-one-out baselines work)
-    stochastic_node = StochasticNode(kind="continuous", differentiable_cost=False, samples_option="trajectories")
+    # through it; n = the trajectories per task (>= 2, so leave-one-out baselines work); the rollouts draw
+    # the actions (own_samples=False)
+    stochastic_node = StochasticNode(kind="continuous", differentiable_cost=False, samples_option="trajectories",
+                                     own_samples=False)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

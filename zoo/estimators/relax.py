@@ -1,0 +1,223 @@
+"""RELAX (Grathwohl, Choi, Wu, Roeder & Duvenaud, ICLR 2018) for categorical variables.
+
+A score-function estimator whose control variate c_phi is a learned function of the *relaxed*
+sample, corrected so that it stays unbiased for every phi. With z = logits + G the Gumbel-perturbed
+logits (G iid Gumbel(0)), b = argmax z the categorical sample, and z~ ~ p(z | b) a second,
+independent draw of the perturbed logits given the same b:
+
+    g = [f(b) - c(z~)] grad log p(b) + grad c(z) - grad c(z~)
+
+E[grad c(z)] = grad E[c(z)] (z is reparameterised) = E[c(z~) grad log p(b) + grad c(z~)] (the same
+expectation taken over b first, then z~ given b, also reparameterised), so the two correction
+terms cancel the control variate's bias exactly, whatever c is. f needs no gradient: it is only
+evaluated at the hard sample, so RELAX fits the nodes REINFORCE fits (seed 002's categorical
+latents; seed 003's policy gradient), and c can be far better than a constant baseline because
+it sees the sample itself.
+
+c_phi is trained to minimise the estimator's variance: d/dphi E[g^2] (E[g] does not depend on
+phi), with g the gradient with respect to the node's logits, per input; computing it
+differentiates g, a gradient, once more (``torch.autograd.grad(create_graph=True)``) but only
+through the control variate and the logits, not the model. The control variate reads
+softmax(z / tau) (tau learned with phi, as in the paper), flattened over the variables that share
+one cost, and the model's features when it passes some (``context``): an MLP with one hidden layer
+whose output layer starts at zero, measured from a running mean of the cost in units of its running
+spread (the first steps are REINFORCE with a moving-average baseline).
+The paper's REBAR-style term eta * f(softmax(z / tau)) is not included: it needs f at relaxed
+inputs, which the estimator contract (one cost per hard sample) does not give.
+
+z~ given b (the paper's appendix): z~_b ~ Gumbel(0) (the maximum of Gumbels with locations
+logits, which sum to 1 in probability), and for i != b a Gumbel with location logits_i truncated
+below z~_b (``gumbel.truncated_gumbel``'s formula, with its exponential noise kept so that z~ can
+be recomputed from the logits).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.distributions import Distribution
+from torch.func import functional_call
+from torch.nn.parameter import is_lazy
+
+from zoo.errors import UserError
+from zoo.estimators.base import (
+    Capabilities,
+    Estimator,
+    StochasticSample,
+    as_distribution,
+    categorical_logits,
+    check_cost,
+    register_estimator,
+    sum_trailing,
+)
+from zoo.estimators.gumbel import _exponential, sample_gumbel
+from zoo.options import between, positive
+
+
+@dataclass
+class RelaxOptions:
+    """Checked by ``zoo.options.validate`` (ranges; numbers without a range are >= 0)."""
+
+    n: int = positive(1)  # samples per input when sample() is called without n
+    tau: float = positive(1.0)  # starting temperature of softmax(z / tau), the control variate's input (learned)
+    hidden: int = positive(64)  # control variate MLP hidden width
+    input_dim: int | None = None  # control variate input size: the relaxed sample's values per cost (+ the
+    # context's features); None: found at the first batch (nn.LazyLinear; give it under DDP)
+    variance_weight: float = positive(1.0)  # scale of the control variate's training signal d/dphi E[g^2]
+    decay: float = between(0.9, 0.0, 1.0, high_open=True)  # running mean and spread of the cost, the control
+    # variate's origin and unit: m <- decay * m + (1 - decay) * batch mean (as the EMA baseline)
+
+
+def conditional_gumbel(phi: Tensor, index: Tensor, top: Tensor, exponential: Tensor) -> Tensor:
+    """Gumbel-perturbed logits z~ ~ p(z | argmax z = index) from noise drawn beforehand.
+
+    phi (..., K) normalised logits; index (...) the argmax; top (...) standard Gumbel noise, the
+    maximum; exponential (..., K) Exp(1) noise. The others are Gumbel(phi_i) truncated at ``top``:
+    -log(exp(-top) + E exp(-phi_i)), as ``truncated_gumbel`` computes it. Differentiable in phi."""
+    top = top.unsqueeze(-1)  # (..., 1)
+    below = -torch.logaddexp(-top, exponential.log() - phi)  # (..., K)
+    at_max = F.one_hot(index, phi.shape[-1]).bool()
+    return torch.where(at_max, top.expand_as(below), below)
+
+
+class ControlVariate(nn.Module):
+    """c_phi = m + s * MLP(softmax(z / tau), context) -> one value per cost, with m and s a running mean
+    and spread of the cost (from earlier batches: constants for this one, so the estimate stays
+    unbiased). In those units the MLP learns at the model's learning rate whatever the cost's scale;
+    its output layer starts at zero, so the first steps are REINFORCE with a moving-average baseline."""
+
+    def __init__(self, tau: float, hidden: int, input_dim: int | None, decay: float):
+        super().__init__()
+        first = nn.LazyLinear(hidden) if input_dim is None else nn.Linear(input_dim, hidden)
+        self.net = nn.Sequential(first, nn.Tanh(), nn.Linear(hidden, 1))
+        nn.init.zeros_(self.net[2].weight)
+        nn.init.zeros_(self.net[2].bias)
+        self.log_tau = nn.Parameter(torch.tensor(math.log(tau)))
+        self.decay = decay
+        self.register_buffer("cost_mean", torch.zeros(()))  # m (saved in checkpoints)
+        self.register_buffer("cost_scale", torch.ones(()))  # s
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))  # updates so far
+
+    @torch.no_grad()
+    def observe(self, cost: Tensor) -> None:
+        """Update m and s with this batch's costs, after they were used (training only)."""
+        mean, spread = cost.mean().to(self.cost_mean), cost.std(unbiased=False).to(self.cost_mean)
+        first = self.count == 0  # the first update takes the batch's own; torch.where: no host sync
+        self.cost_mean.copy_(torch.where(first, mean, self.decay * self.cost_mean + (1 - self.decay) * mean))
+        spread = torch.where(first, spread, self.decay * self.cost_scale + (1 - self.decay) * spread)
+        self.cost_scale.copy_(spread.clamp_min(1e-6))
+        self.count += 1
+
+    def forward(self, z: Tensor, cost_dims: int, context: Tensor | None) -> Tensor:
+        """z (n, *B, K) perturbed logits; the first ``cost_dims`` dims are the cost's (n, *C);
+        context (*C, F) or None -> (n, *C)."""
+        dtype = self.log_tau.dtype  # the module's (float64 under trainer.precision=64)
+        relaxed = torch.softmax(z.to(dtype) / self.log_tau.exp(), dim=-1)
+        x = relaxed.flatten(cost_dims)  # (n, *C, values per cost)
+        values = x.shape[-1]
+        if context is not None:
+            x = torch.cat([x, context.detach().to(dtype).expand(*x.shape[:cost_dims], -1)], -1)
+        first = self.net[0]
+        if not is_lazy(first.weight) and first.weight.shape[1] != x.shape[-1]:  # a loaded lazy one: in_features 0
+            raise UserError(f"estimator 'relax': input_dim={first.weight.shape[1]}, but its control variate reads "
+                            f"{x.shape[-1]} values per cost ({values} of the relaxed sample + "
+                            f"{x.shape[-1] - values} of the model's features): give input_dim={x.shape[-1]}, or "
+                            "leave it out to size it at the first batch")
+        # copies: observe() updates the buffers in place while this graph still needs them
+        out = self.cost_mean.clone() + self.cost_scale.clone() * self.net(x).squeeze(-1)  # (n, *C)
+        return out.to(z.dtype)  # in the sample's dtype
+
+
+@register_estimator("relax", config=RelaxOptions)
+class Relax(Estimator):
+    """Score function, learned control variate of the relaxed sample (unbiased; Grathwohl et al. 2018; categoricals)."""
+
+    Config = RelaxOptions
+    # context: reads the model's features when given (never needs them); own_samples: needs the
+    # Gumbel noise behind each sample, so the sample must come from its own sample()
+    capabilities = Capabilities(distributions="categorical", context=True, own_samples=True)
+    name = "relax"
+
+    @classmethod
+    def requirements(cls, options: RelaxOptions) -> Capabilities:
+        return dataclasses.replace(cls.capabilities, context=False)
+
+    def __init__(self, options=None, **kwargs):
+        super().__init__(options, **kwargs)
+        o = self.options
+        self.control = ControlVariate(o.tau, o.hidden, o.input_dim, o.decay)
+        self.stats: dict[str, Tensor] = {}  # last call's diagnostics
+
+    def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
+        dist = as_distribution(dist)
+        logits = categorical_logits(dist)  # (*B, K), normalised
+        if logits is None:
+            raise UserError(f"estimator 'relax' needs a categorical distribution (or logits), got "
+                            f"{type(dist).__name__}")
+        n = self._n(n)
+        phi = logits.expand(n, *logits.shape)  # (n, *B, K)
+        with torch.no_grad():
+            gumbel = sample_gumbel(phi)  # (n, *B, K): z = phi + gumbel
+            top = sample_gumbel(phi[..., 0])  # (n, *B): z~'s maximum
+            exponential = _exponential(phi)  # (n, *B, K): z~'s other values
+        index = (phi.detach() + gumbel).argmax(-1)  # (n, *B)
+        log_prob = torch.gather(phi, -1, index.unsqueeze(-1)).squeeze(-1)  # (n, *B)
+        value = F.one_hot(index, logits.shape[-1]).to(logits.dtype)  # (n, *B, K)
+        return StochasticSample(value=value, log_prob=log_prob, dist=dist, index=index,
+                                extras={"relax_noise": (logits, gumbel, top, exponential)})
+
+    def _relaxed_pair(self, logits: Tensor, index: Tensor, noise: tuple) -> tuple[Tensor, Tensor]:
+        _, gumbel, top, exponential = noise
+        phi = logits.expand(len(index), *logits.shape)  # (n, *B, K)
+        return phi + gumbel, conditional_gumbel(phi, index, top, exponential)  # z, z~
+
+    def loss(self, s: StochasticSample, cost: Tensor, context: Tensor | None = None) -> Tensor:
+        cost = check_cost(s, cost, self.name)  # (n, *C)
+        noise = s.extras.get("relax_noise")
+        if noise is None or s.index is None:
+            raise UserError("estimator 'relax' scores only samples from its own sample(): it needs the Gumbel "
+                            "noise behind each one (a model that assembles its samples itself cannot use it)")
+        logits, c_dims = noise[0], cost.dim()
+        if is_lazy(self.control.net[0].weight):  # build the first layer before a parameter-free call
+            with torch.no_grad():
+                self.control(self._relaxed_pair(logits.detach(), s.index, noise)[0], c_dims, context)
+        # the estimate, for the model: the control variate's parameters held fixed
+        frozen = {k: v.detach() for k, v in self.control.named_parameters()}
+        z, z_tilde = self._relaxed_pair(logits, s.index, noise)
+        c_z = functional_call(self.control, frozen, (z, c_dims, context))  # (n, *C)
+        c_tilde = functional_call(self.control, frozen, (z_tilde, c_dims, context))
+        log_prob = sum_trailing(s.log_prob, c_dims)  # (n, *C)
+        adv = cost.detach() - c_tilde.detach()
+        correction = c_z - c_tilde  # zero in expectation; its gradient cancels the control variate's bias
+        surrogate = cost + adv * (log_prob - log_prob.detach()) + correction - correction.detach()
+        loss = surrogate.mean(0).mean()  # value: the mean cost
+        self.stats = {"control_variate": c_tilde.detach().float().mean(),
+                      "advantage_std": adv.float().std(unbiased=False),
+                      "tau": self.control.log_tau.detach().exp()}
+        if self.training and torch.is_grad_enabled():
+            variance = self._variance(s, cost.detach(), context, noise)
+            self.stats["estimate_sq_norm"] = variance.detach()
+            loss = loss + self.options.variance_weight * (variance - variance.detach())  # gradient to phi only
+        if self.training:  # as the EMA baseline: after use, in training mode only
+            self.control.observe(cost.detach())
+        return loss
+
+    def _variance(self, s: StochasticSample, f: Tensor, context: Tensor | None, noise: tuple) -> Tensor:
+        """Mean over inputs of |g|^2, g the estimate's gradient to the logits, differentiable in phi
+        (and only in phi: the logits are a detached copy)."""
+        logits = noise[0].detach().requires_grad_()  # (*B, K)
+        c_dims = f.dim()
+        z, z_tilde = self._relaxed_pair(logits, s.index, noise)
+        phi = logits.expand(len(s.index), *logits.shape)
+        log_prob = sum_trailing(torch.gather(phi, -1, s.index.unsqueeze(-1)).squeeze(-1), c_dims)  # (n, *C)
+        c_z = self.control(z, c_dims, context)
+        c_tilde = self.control(z_tilde, c_dims, context)
+        c_tilde_fixed_z = self.control(z_tilde.detach(), c_dims, context)  # the coefficient: phi's path only
+        per_input = ((f - c_tilde_fixed_z) * log_prob + c_z - c_tilde).mean(0)  # (*C): mean over the n samples
+        (g,) = torch.autograd.grad(per_input.sum(), logits, create_graph=True)  # (*B, K): each input's own
+        return g.pow(2).sum() / max(per_input.numel(), 1)
