@@ -129,8 +129,8 @@ class Nav2dMAML(ZooModule):
         states, actions, rewards = rollout(self.policy, params, goals, c.trajectories, c.horizon)
         return self.policy_loss(params, states, actions, rewards), rewards, before
 
-    # the 8-task probe's count over the real peak per task (``zoo.core.memory``): 10.6 MB a task counted,
-    # 6.7-6.9 MB a task at the peak (ru_maxrss, forward and backward, 200 and 800 tasks); with the default
+    # the 8-task probe's count over the real peak per task (``zoo.core.memory``): 10.6 MiB a task counted,
+    # 6.8-6.9 MiB a task at the peak (ru_maxrss, forward and backward, 200 and 800 tasks); with the default
     # 1.3 a step whose peak was 76-100 % of the machine's memory was refused
     created_over_peak = 1.55
 
