@@ -89,7 +89,7 @@ def test_a_trained_control_variate_keeps_the_estimate_unbiased(relax):
 
 
 def test_a_trained_control_variate_beats_a_moving_average_baseline(relax):
-    """Seed 0: summed variance of the logit gradients, trained RELAX 0.40 against REINFORCE + EMA 0.57
+    """Seed 0: summed variance of the logit gradients, trained RELAX 0.37 against REINFORCE + EMA 0.57
     and 24 for RELAX before training (a control variate at zero: REINFORCE without a baseline)."""
     torch.manual_seed(1)
     trained = estimates(relax)[0].var(0).sum()
@@ -97,7 +97,7 @@ def test_a_trained_control_variate_beats_a_moving_average_baseline(relax):
     ema = get_estimator({"name": "reinforce", "baseline": "ema"})
     for _ in range(20):  # the baseline's running mean in its steady state
         ema_draws = estimates(ema)[0]
-    assert trained < 0.85 * ema_draws.var(0).sum()
+    assert trained < 0.8 * ema_draws.var(0).sum()
     assert trained < 0.05 * untrained
 
 
@@ -164,3 +164,124 @@ def test_a_given_input_dim_builds_the_control_variate_at_once_and_a_wrong_one_is
     wrong = get_estimator({"name": "relax", "input_dim": 7})
     with pytest.raises(UserError, match="input_dim=7, but its control variate reads 4 values per cost.*input_dim=4"):
         wrong.loss(wrong.sample(logits), torch.ones(1, 8))
+
+
+PAIR_LOGITS = [[0.3, -0.2, 1.0], [-0.5, 0.4, 0.1]]  # two categorical variables, K = 3 each
+PAIR_VALUES = [0.0, 1.0, 2.0]
+
+
+def pair_cost(value: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """(n, D, 2, 3) one-hots -> (n, D): one nonlinear cost shared by both variables (C = (D,) a strict
+    prefix of B = (D, 2)), with a decoder parameter w read pathwise."""
+    pos = value @ torch.tensor(PAIR_VALUES, dtype=value.dtype)  # (n, D, 2)
+    return 5.0 + (pos[..., 0] - w * pos[..., 1] - 1.0) ** 2 + pos[..., 0] * pos[..., 1]
+
+
+def pair_exact() -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradient of E[cost] to the 2 x 3 logits and to w, by enumerating the 9 pairs."""
+    logits = torch.tensor(PAIR_LOGITS, dtype=torch.float64, requires_grad=True)
+    w = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    p = logits.softmax(-1)
+    eye = torch.eye(3, dtype=torch.float64)
+    both = torch.stack([eye[:, None].expand(3, 3, 3), eye[None, :].expand(3, 3, 3)], -2)  # (3, 3, 2, 3)
+    f = pair_cost(both.reshape(1, 9, 2, 3), w).reshape(3, 3)
+    gl, gw = torch.autograd.grad((p[0][:, None] * p[1][None, :] * f).sum(), [logits, w])
+    return gl.float().reshape(-1), gw.float().reshape(1)
+
+
+def pair_estimates(est, draws: int = D, n: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """(draws, 6) logit gradients and (draws, 1) w gradients, each input with its own copy of both."""
+    logits = torch.tensor(PAIR_LOGITS).expand(draws, -1, -1).clone().requires_grad_()
+    w = torch.full((draws,), 0.7, requires_grad=True)
+    s = est.sample(Categorical(logits=logits), n)
+    gl, gw = torch.autograd.grad(est.loss(s, pair_cost(s.value, w)), [logits, w])
+    return gl.reshape(draws, -1) * draws, gw.unsqueeze(1) * draws
+
+
+def assert_within(draws: torch.Tensor, truth: torch.Tensor) -> None:
+    se = draws.std(0) / math.sqrt(len(draws))
+    z = ((draws.mean(0) - truth).abs() / se).max()
+    assert z < Z, f"mean {draws.mean(0).tolist()} vs exact {truth.tolist()}: {z:.2f} standard errors off"
+
+
+def test_two_variables_sharing_one_cost_stay_unbiased_with_a_control_variate_that_is_not_zero():
+    """Seed 0: B = (D, 2) categoricals (K = 3) behind one nonlinear cost (C = (D,)), n = 2 samples per input,
+    the control variate trained 30 steps (Adam 1e-2, batch 256; its running mean and spread then non-trivial)
+    and its output layer pushed away from zero; 20,000 estimates, measured in training mode (the variance
+    signal in the graph, the running statistics updated after use): within 4 standard errors of the exact
+    gradient by enumeration of the 9 pairs, to all 6 logits and to the cost's own parameter w."""
+    torch.manual_seed(0)
+    est = get_estimator({"name": "relax", "hidden": 16, "tau": 0.5})
+    opt = torch.optim.Adam(est.parameters(), lr=1e-2)
+    for _ in range(30):
+        logits = torch.tensor(PAIR_LOGITS).expand(256, -1, -1).clone().requires_grad_()
+        s = est.sample(logits, n=2)
+        opt.zero_grad()
+        est.loss(s, pair_cost(s.value, torch.full((256,), 0.7))).backward()
+        opt.step()
+    with torch.no_grad():
+        est.control.net[2].weight.add_(torch.randn_like(est.control.net[2].weight))  # a control variate far from 0
+    assert float(est.control.cost_mean) > 5 and est.control.count == 30
+    gl, gw = pair_estimates(est.train())
+    el, ew = pair_exact()
+    assert_within(gl, el)
+    assert_within(gw, ew)
+
+
+def test_a_context_keeps_the_estimate_unbiased_and_sends_nothing_to_the_features():
+    """Seed 1: the control variate reads the model's features too (context (D, 5) = tanh(x h), h a parameter
+    standing for the encoder; input_dim 4 + 5), its output layer random, n = 1; 20,000 estimates within 4
+    standard errors of the exact gradient, and no gradient reaches h, in training or evaluation mode."""
+    torch.manual_seed(1)
+    est = get_estimator({"name": "relax", "hidden": 16, "input_dim": 9})
+    torch.nn.init.normal_(est.control.net[2].weight, std=2.0)
+    logits = torch.tensor(LOGITS).expand(D, -1).clone().requires_grad_()
+    w = torch.full((D,), 1.2, requires_grad=True)
+    h = torch.randn(3, 5, requires_grad=True)
+    context = torch.tanh(torch.randn(D, 3) @ h)  # (D, 5): one row per input
+    for mode in ("eval", "train"):
+        getattr(est, mode)()
+        s = est.sample(Categorical(logits=logits))
+        gl, gw, gh = torch.autograd.grad(est.loss(s, cost_of(s.value, w), context=context), [logits, w, h],
+                                         allow_unused=True)
+        assert gh is None or not gh.any(), mode
+    el, ew = exact()
+    assert_within(gl * D, el)
+    assert_within(gw.unsqueeze(1) * D, ew.reshape(1))
+
+
+def test_the_variance_signal_is_the_squared_norm_of_the_estimate_the_model_gets():
+    """Seed 2, B = (8, 2), C = (8,), n = 2, a context, a control variate that is not zero: the squared norm the
+    control variate is trained on (stats estimate_sq_norm, the mean over inputs of |g|^2, g the estimate's
+    gradient to that input's 2 x 3 logits) is the one of the gradient the logits get from the loss, to 1e-4
+    relative; that gradient is the same in training and evaluation mode."""
+    torch.manual_seed(2)
+    est = get_estimator({"name": "relax", "hidden": 8})
+    logits = (torch.randn(8, 2, 3) * 2).requires_grad_()  # not normalised, as an encoder's output
+    context = torch.randn(8, 4)
+    s = est.sample(Categorical(logits=logits), n=2)
+    cost = pair_cost(s.value, torch.full((8,), 0.7))
+    est.loss(s, cost, context=context)  # builds the lazy first layer
+    torch.nn.init.normal_(est.control.net[2].weight)
+    grads = {}
+    for mode in ("eval", "train"):
+        getattr(est, mode)()
+        (grads[mode],) = torch.autograd.grad(est.loss(s, cost, context=context), logits, retain_graph=True)
+    assert torch.allclose(grads["train"], grads["eval"], atol=1e-6)
+    per_input = (grads["train"] * 8).pow(2).sum((1, 2))  # the loss averages over the 8 inputs
+    assert float(est.stats["estimate_sq_norm"]) == pytest.approx(float(per_input.mean()), rel=1e-4)
+
+
+def test_a_masked_category_leaves_every_gradient_finite():
+    """Seed 3: a category masked by a -inf logit (never drawn) in training mode, a control variate that is not
+    zero: the logits' and every control variate parameter's gradient finite (the temperature's too)."""
+    torch.manual_seed(3)
+    est = get_estimator({"name": "relax", "hidden": 8, "input_dim": 4})
+    torch.nn.init.normal_(est.control.net[2].weight)
+    logits = torch.tensor([0.3, float("-inf"), 1.0, -1.0]).expand(6, -1).clone().requires_grad_()
+    s = est.sample(logits, n=2)
+    assert not (s.index == 1).any()
+    est.loss(s, cost_of(s.value, torch.full((6,), 1.2))).backward()
+    assert torch.isfinite(logits.grad).all()
+    for name, p in est.named_parameters():
+        assert torch.isfinite(p.grad).all(), name

@@ -117,7 +117,8 @@ class ControlVariate(nn.Module):
         """z (n, *B, K) perturbed logits; the first ``cost_dims`` dims are the cost's (n, *C);
         context (*C, F) or None -> (n, *C)."""
         dtype = self.log_tau.dtype  # the module's (float64 under trainer.precision=64)
-        relaxed = torch.softmax(z.to(dtype) / self.log_tau.exp(), dim=-1)
+        z = z.to(dtype).clamp_min(-1e4)  # a masked category (-inf): 0, not NaN, in tau's gradient
+        relaxed = torch.softmax(z / self.log_tau.exp(), dim=-1)
         x = relaxed.flatten(cost_dims)  # (n, *C, values per cost)
         values = x.shape[-1]
         if context is not None:
@@ -209,8 +210,10 @@ class Relax(Estimator):
 
     def _variance(self, s: StochasticSample, f: Tensor, context: Tensor | None, noise: tuple) -> Tensor:
         """Mean over inputs of |g|^2, g the estimate's gradient to the logits, differentiable in phi
-        (and only in phi: the logits are a detached copy)."""
-        logits = noise[0].detach().requires_grad_()  # (*B, K)
+        (and only in phi: the logits are a detached copy). g is taken through the normalisation, as the
+        model's own logits get it: to the normalised ones, d log p(b) would be onehot(b), not onehot(b) - p."""
+        raw = noise[0].detach().requires_grad_()  # (*B, K): stands for the node's logits
+        logits = raw.log_softmax(-1)  # the same values, with the normalisation's gradient
         c_dims = f.dim()
         z, z_tilde = self._relaxed_pair(logits, s.index, noise)
         phi = logits.expand(len(s.index), *logits.shape)
@@ -219,5 +222,5 @@ class Relax(Estimator):
         c_tilde = self.control(z_tilde, c_dims, context)
         c_tilde_fixed_z = self.control(z_tilde.detach(), c_dims, context)  # the coefficient: phi's path only
         per_input = ((f - c_tilde_fixed_z) * log_prob + c_z - c_tilde).mean(0)  # (*C): mean over the n samples
-        (g,) = torch.autograd.grad(per_input.sum(), logits, create_graph=True)  # (*B, K): each input's own
+        (g,) = torch.autograd.grad(per_input.sum(), raw, create_graph=True)  # (*B, K): each input's own
         return g.pow(2).sum() / max(per_input.numel(), 1)
