@@ -105,6 +105,9 @@ def test_samples_option_and_context_size_reach_the_estimator():
     est = build_for_node({"name": "reinforce", "baseline": "learned"}, MODELS.get("seqgan").stochastic_node,
                          {"gen_hidden_dim": 7}, {})
     assert est.baseline.net[0].in_features == 7
+    # relax's control variate reads the N x K relaxed sample and the image: sized up front (DDP, meta device)
+    est = build_for_node("relax", node, {"n_latents": 5, "n_classes": 3}, {"image_shape": [1, 8, 8]})
+    assert est.control.net[0].in_features == 5 * 3 + 64
 
 
 def test_a_recipe_estimator_replaces_the_default_instead_of_merging_into_it():

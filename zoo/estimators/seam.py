@@ -10,8 +10,8 @@ in its config). Every estimator declares its ``Capabilities`` (``base.py``). The
 ``check_spec`` before any data is touched: the estimator's name, every one of its options, and its
 fit to the node; a mismatch is a ``UserError`` that lists the estimators that do fit. The model
 then builds its estimator with ``build_for_node`` (``ZooModule.build_estimator`` does it), which
-also hands the node's context size to estimators that read a context: no model names or patches
-an estimator.
+also hands the node's context size to estimators that read a context (and the sample's size to a
+control variate's input): no model names or patches an estimator.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ class StochasticNode:
     # draws or assembles its samples itself, e.g. token by token)
     context_dim_from: str | None = None  # features for a learned baseline: a model option ("hidden_dim"),
     # or "data_info.KEY" (a list: its product); None: the model passes no context
+    sample_size_from: tuple = ()  # model options whose product is how many values of the sample one cost
+    # scores (a discrete VAE's ("n_latents", "n_classes")): sizes a control variate's input (relax) up front
     option: str = "estimator"  # the model option that names the estimator
     samples_option: str | None = None  # a model option overriding the estimator's n (0: the estimator's)
     active_when: tuple = ()  # (option, value, ...): the node exists only when the option has one of the
@@ -69,6 +71,11 @@ class StochasticNode:
                 return None
             return int(math.prod(value)) if isinstance(value, (list, tuple)) else int(value)
         return int(options[src])
+
+
+    def sample_size(self, options: Mapping) -> int | None:
+        """How many values of the sample one cost scores (None: the node does not say)."""
+        return int(math.prod(int(options[name]) for name in self.sample_size_from)) if self.sample_size_from else None
 
 
 def estimator_option(default: EstimatorSpec, doc: str = "") -> Any:
@@ -168,6 +175,9 @@ def build_for_node(spec: Any, node: StochasticNode, model_options: Mapping, data
     dim = node.context_dim(model_options, data_info)
     if dataclasses.is_dataclass(opts) and getattr(opts, "context_dim", 0) is None and dim is not None:
         opts = dataclasses.replace(opts, context_dim=dim)
+    if dataclasses.is_dataclass(opts) and getattr(opts, "input_dim", 0) is None and node.sample_size_from:
+        # a control variate's input: the sample's values + the context's
+        opts = dataclasses.replace(opts, input_dim=node.sample_size(model_options) + (dim or 0))
     est = cls(opts) if dataclasses.is_dataclass(opts) else cls(**opts)
     if isinstance(est, Estimator):
         est.name = name
