@@ -11,14 +11,15 @@
 #                     files the benchmarks read), so that both folders and the tree fit one call's 64 MiB
 #      (.gpu/ is git-ignored: the device tool sends it only when a call names it in carry)
 # A loan of 15 minutes of device time in all (the rule since 2026-11-25): one call does it,
-#   bash benchmarks/gpu_check.sh all         with carry [".gpu/wheels1", ".gpu/wheels2"], timeout_s 600:
-#                                            install, the whole suite with the GPU visible (the gpu tests
-#                                            included) and beside it sat_shapes_soft over seeds 0-2 on the GPU
-#                                            (VARIANTS=hard,soft for both recipes, none for no seeds; hard was
-#                                            run on the H200 on 2026-11-26), then skip-gram's interleaved
-#                                            minibatches timed alone on the machine, each step cut to what
-#                                            is left of 560 s; its files in one tarball. MAML, SeqGAN and the
-#                                            overhead were timed on the H100 on 2026-11-25: stage bench
+#   bash benchmarks/gpu_check.sh all         with carry [".gpu/wheels1", ".gpu/wheels2"], timeout_s 600 (not less:
+#                                            the script stops its steps at 560 s to write its tarball; a call
+#                                            limit of 560 s lost the files on 2026-11-26): install, the whole
+#                                            suite with the GPU visible (the gpu tests included), then
+#                                            skip-gram's timings alone on the machine, each step cut to what is
+#                                            left of 560 s; its files in one tarball. VARIANTS=soft (or hard,soft)
+#                                            trains captioning seeds 0-2 beside the suite; the default is none
+#                                            since both were run on GPUs (hard: H200, soft: H100, 2026-11-26).
+#                                            MAML, SeqGAN and the overhead were timed on the H100 on 2026-11-25: stage bench
 # With more time, one device `run` each, in this order, back to back (the machine keeps /tmp between calls
 # only while it is warm, 30 s after the last one):
 #   bash benchmarks/gpu_check.sh install     with carry [".gpu/wheels1"]
@@ -184,17 +185,17 @@ EOF
     ;;
   all)
     # one call of at most 600 s: every step is cut to what is left of BUDGET (560 s), so the tarball is written.
-    # Issue 15's seeds on the GPU (VARIANTS, default soft since sat_shapes_hard's were run on the H200 on
-    # 2026-11-26: 3 runs, one CPU thread each; hard took 6.7 min there) train beside the suite; the timings come
-    # after both, alone on the machine, in what time is left
+    # Issue 15's seeds on the GPU (VARIANTS; none by default since sat_shapes_hard's were run on the H200 and
+    # sat_shapes_soft's on the H100 on 2026-11-26: 3 runs, one CPU thread each, 6-7 min) train beside the suite;
+    # the timings come after both, alone on the machine, in what time is left
     BUDGET="${BUDGET:-560}"
     left() { local l=$(( BUDGET - SECONDS )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
     FINAL="$OUT"; OUT=/tmp/zoo_gpu_results; rm -rf "$OUT" /tmp/zoo_sat_seeds; mkdir -p "$OUT"
     if [ -z "${SKIP_INSTALL:-}" ]; then OUT="$OUT" bash "$0" install || echo "gpu_check: install failed" >&2; fi
     env_there
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/nvidia_smi.csv" 2>&1
-    if [ "${VARIANTS:-soft}" != none ]; then
-      timeout "$(left 520)" "$PY" benchmarks/sat_seeds.py --device "$DEVICE" --variants "${VARIANTS:-soft}" \
+    if [ "${VARIANTS:-none}" != none ]; then
+      timeout "$(left 520)" "$PY" benchmarks/sat_seeds.py --device "$DEVICE" --variants "${VARIANTS}" \
         --seeds 0,1,2 --runs /tmp/zoo_sat_seeds --out "$OUT/sat_seeds_$DEVICE.json" > "$OUT/seeds.log" 2>&1 &
       SEEDS_PID=$!
     fi
