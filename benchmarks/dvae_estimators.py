@@ -128,8 +128,8 @@ def shared_point(model, datamodule, args) -> dict:
         if label not in args.estimators:
             continue
         model.estimator = get_estimator(spec)
-        if spec.get("baseline") == "learned" or spec["name"] == "relax":
-            continue  # its baseline or control variate network is untrained at this point: not comparable
+        if any(p.requires_grad for p in model.estimator.parameters()):
+            continue  # a learned baseline or control variate: untrained at this point, not comparable
         if spec["name"] == "gumbel_softmax":
             model.estimator.set_step(args.steps)  # the run's final temperature
         with torch.no_grad():  # let a moving-average baseline reach the current mean cost

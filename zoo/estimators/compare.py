@@ -64,6 +64,11 @@ def categorical_cost(value: torch.Tensor) -> torch.Tensor:
     return (value @ v - CAT_TARGET) ** 2  # (n, draws)
 
 
+def categorical_logits_batch(draws: int) -> torch.Tensor:
+    """(draws, K) leaf copies of the example's logits, one per independent estimate (cpu: the CLI's diagnostic)."""
+    return torch.tensor(CAT_LOGITS).expand(draws, -1).clone().requires_grad_()
+
+
 def train_parameters(est: Any, steps: int = TRAIN_STEPS, batch: int = 256) -> None:
     """An estimator with parameters of its own (relax's control variate) as it is after some training:
     Adam (lr 0.01) on the gradient its loss gives them, on the categorical problem."""
@@ -72,7 +77,7 @@ def train_parameters(est: Any, steps: int = TRAIN_STEPS, batch: int = 256) -> No
         return
     opt = torch.optim.Adam(params, lr=1e-2)
     for _ in range(steps):
-        logits = torch.tensor(CAT_LOGITS).expand(batch, -1).clone().requires_grad_()  # cpu: the CLI's diagnostic
+        logits = categorical_logits_batch(batch)
         s = est.sample(Categorical(logits=logits))
         opt.zero_grad()
         est.loss(s, categorical_cost(s.value)).backward()
@@ -85,7 +90,7 @@ def categorical_draws(spec: Any, draws: int, warmup: int = WARMUP) -> tuple[torc
     est = get_estimator(spec)
     train_parameters(est)
     for i in range(warmup + 1):
-        logits = torch.tensor(CAT_LOGITS).expand(draws, -1).clone().requires_grad_()  # cpu: the CLI's diagnostic
+        logits = categorical_logits_batch(draws)
         s = est.sample(Categorical(logits=logits))
         loss = est.loss(s, categorical_cost(s.value))
         if i == warmup:

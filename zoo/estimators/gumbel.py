@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def _exponential(like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+def sample_exponential(like: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """Exp(1) noise shaped like ``like``, kept away from 0 so its log is finite."""
     e = torch.empty_like(like, dtype=like.dtype if like.is_floating_point() else torch.float32)
     e.exponential_(generator=generator)
@@ -27,7 +27,7 @@ def _exponential(like: Tensor, generator: torch.Generator | None = None) -> Tens
 
 def sample_gumbel(like: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """Standard Gumbel(0) noise shaped like ``like``: G = -log(E), E ~ Exp(1) (= -log(-log U))."""
-    return -_exponential(like, generator).log()
+    return -sample_exponential(like, generator).log()
 
 
 def gumbel_max_sample(
@@ -54,14 +54,17 @@ def gumbel_topk(
     return idx, keys
 
 
-def truncated_gumbel(phi: Tensor, T: Tensor | float, generator: torch.Generator | None = None) -> Tensor:
+def truncated_gumbel(phi: Tensor, T: Tensor | float, generator: torch.Generator | None = None,
+                     exponential: Tensor | None = None) -> Tensor:
     """G ~ Gumbel(phi) conditioned on G <= T (elementwise; T broadcasts against phi).
 
     Inverse CDF of F(g) = exp(exp(phi - T) - exp(phi - g)):  G = phi - log(exp(phi - T) + E),
     E = -log U ~ Exp(1); rewritten as -logaddexp(-T, log E - phi) for numerical stability.
+    ``exponential``: E drawn beforehand (``sample_exponential``), so that G can be recomputed from
+    other phi (RELAX differentiates it); None draws it here.
     """
     T = torch.as_tensor(T, dtype=phi.dtype, device=phi.device)
-    e = _exponential(torch.broadcast_tensors(phi, T)[0], generator)
+    e = sample_exponential(torch.broadcast_tensors(phi, T)[0], generator) if exponential is None else exponential
     return -torch.logaddexp(-T, e.log() - phi)
 
 

@@ -55,7 +55,7 @@ from zoo.estimators.base import (
     register_estimator,
     sum_trailing,
 )
-from zoo.estimators.gumbel import _exponential, sample_gumbel
+from zoo.estimators.gumbel import sample_exponential, sample_gumbel, truncated_gumbel
 from zoo.options import between, positive
 
 
@@ -77,10 +77,10 @@ def conditional_gumbel(phi: Tensor, index: Tensor, top: Tensor, exponential: Ten
     """Gumbel-perturbed logits z~ ~ p(z | argmax z = index) from noise drawn beforehand.
 
     phi (..., K) normalised logits; index (...) the argmax; top (...) standard Gumbel noise, the
-    maximum; exponential (..., K) Exp(1) noise. The others are Gumbel(phi_i) truncated at ``top``:
-    -log(exp(-top) + E exp(-phi_i)), as ``truncated_gumbel`` computes it. Differentiable in phi."""
+    maximum; exponential (..., K) Exp(1) noise. The others are Gumbel(phi_i) truncated at ``top``.
+    Differentiable in phi."""
     top = top.unsqueeze(-1)  # (..., 1)
-    below = -torch.logaddexp(-top, exponential.log() - phi)  # (..., K)
+    below = truncated_gumbel(phi, top, exponential=exponential)  # (..., K)
     at_max = F.one_hot(index, phi.shape[-1]).bool()
     return torch.where(at_max, top.expand_as(below), below)
 
@@ -165,15 +165,15 @@ class Relax(Estimator):
         with torch.no_grad():
             gumbel = sample_gumbel(phi)  # (n, *B, K): z = phi + gumbel
             top = sample_gumbel(phi[..., 0])  # (n, *B): z~'s maximum
-            exponential = _exponential(phi)  # (n, *B, K): z~'s other values
+            exponential = sample_exponential(phi)  # (n, *B, K): z~'s other values
         index = (phi.detach() + gumbel).argmax(-1)  # (n, *B)
         log_prob = torch.gather(phi, -1, index.unsqueeze(-1)).squeeze(-1)  # (n, *B)
         value = F.one_hot(index, logits.shape[-1]).to(logits.dtype)  # (n, *B, K)
         return StochasticSample(value=value, log_prob=log_prob, dist=dist, index=index,
-                                extras={"relax_noise": (logits, gumbel, top, exponential)})
+                                extras={"relax_noise": (gumbel, top, exponential)})
 
     def _relaxed_pair(self, logits: Tensor, index: Tensor, noise: tuple) -> tuple[Tensor, Tensor]:
-        _, gumbel, top, exponential = noise
+        gumbel, top, exponential = noise
         phi = logits.expand(len(index), *logits.shape)  # (n, *B, K)
         return phi + gumbel, conditional_gumbel(phi, index, top, exponential)  # z, z~
 
@@ -183,7 +183,7 @@ class Relax(Estimator):
         if noise is None or s.index is None:
             raise UserError("estimator 'relax' scores only samples from its own sample(): it needs the Gumbel "
                             "noise behind each one (a model that assembles its samples itself cannot use it)")
-        logits, c_dims = noise[0], cost.dim()
+        logits, c_dims = categorical_logits(s.dist), cost.dim()  # (*B, K), normalised: what sample() drew from
         if is_lazy(self.control.net[0].weight):  # build the first layer before a parameter-free call
             with torch.no_grad():
                 self.control(self._relaxed_pair(logits.detach(), s.index, noise)[0], c_dims, context)
@@ -201,18 +201,19 @@ class Relax(Estimator):
                       "advantage_std": adv.float().std(unbiased=False),
                       "tau": self.control.log_tau.detach().exp()}
         if self.training and torch.is_grad_enabled():
-            variance = self._variance(s, cost.detach(), context, noise)
+            variance = self._variance(s, logits, cost.detach(), context, noise)
             self.stats["estimate_sq_norm"] = variance.detach()
             loss = loss + self.options.variance_weight * (variance - variance.detach())  # gradient to phi only
         if self.training:  # as the EMA baseline: after use, in training mode only
             self.control.observe(cost.detach())
         return loss
 
-    def _variance(self, s: StochasticSample, f: Tensor, context: Tensor | None, noise: tuple) -> Tensor:
+    def _variance(self, s: StochasticSample, logits: Tensor, f: Tensor, context: Tensor | None,
+                  noise: tuple) -> Tensor:
         """Mean over inputs of |g|^2, g the estimate's gradient to the logits, differentiable in phi
         (and only in phi: the logits are a detached copy). g is taken through the normalisation, as the
         model's own logits get it: to the normalised ones, d log p(b) would be onehot(b), not onehot(b) - p."""
-        raw = noise[0].detach().requires_grad_()  # (*B, K): stands for the node's logits
+        raw = logits.detach().requires_grad_()  # (*B, K): stands for the node's logits
         logits = raw.log_softmax(-1)  # the same values, with the normalisation's gradient
         c_dims = f.dim()
         z, z_tilde = self._relaxed_pair(logits, s.index, noise)
