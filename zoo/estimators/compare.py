@@ -65,8 +65,8 @@ def categorical_cost(value: torch.Tensor) -> torch.Tensor:
 
 
 def categorical_logits_batch(draws: int) -> torch.Tensor:
-    """(draws, K) leaf copies of the example's logits, one per independent estimate (cpu: the CLI's diagnostic)."""
-    return torch.tensor(CAT_LOGITS).expand(draws, -1).clone().requires_grad_()
+    """(draws, K) leaf copies of the example's logits, one per independent estimate."""
+    return torch.tensor(CAT_LOGITS).expand(draws, -1).clone().requires_grad_()  # cpu: the CLI's diagnostic
 
 
 def train_parameters(est: Any, steps: int = TRAIN_STEPS, batch: int = 256) -> None:
