@@ -169,9 +169,10 @@ def test_every_estimator_estimates_on_cuda(name: str):
         s = est.sample(Normal(2 * theta + 3, 1.0), n)
         loss = est.loss(s, s.value**2)
     else:
-        theta = torch.tensor([0.3, -0.2, 1.0, -1.0], device="cuda").expand(64, -1).clone().requires_grad_()
+        k = min(4, caps.max_categories or 4)  # binary-only estimators (arm, disarm): 2 categories
+        theta = torch.tensor([0.3, -0.2, 1.0, -1.0][:k], device="cuda").expand(64, -1).clone().requires_grad_()
         s = est.sample(theta, n)
-        loss = est.loss(s, 5.0 + (s.value @ torch.arange(4.0, device="cuda") - 1.2) ** 2)
+        loss = est.loss(s, 5.0 + (s.value @ torch.arange(float(k), device="cuda") - 1.2) ** 2)
     loss.backward()
     assert loss.device.type == "cuda" and theta.grad.device.type == "cuda"
     assert torch.isfinite(theta.grad).all() and theta.grad.abs().sum() > 0

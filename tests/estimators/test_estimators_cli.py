@@ -33,6 +33,11 @@ def test_compare_cli_json_and_plot(tmp_path):
     assert "reparam" not in cat  # no rsample for categoricals: skipped
     assert cat["expectation"]["variance"] < 1e-10 and cat["expectation"]["bias_norm"] < 1e-5
     assert cat["gumbel_softmax"]["bias_norm"] > 5 * cat["gumbel_softmax"]["stderr"]
+    assert "arm" not in cat and "disarm" not in cat  # binary-only: skipped on K = 5
+    binary = {r["estimator"]: r for r in result["binary"]["rows"]}
+    for name in ("arm", "disarm", "rloo"):  # unbiased within 4 standard errors (seed 1, 2,000 draws)
+        assert binary[name]["bias_norm"] < 4 * binary[name]["stderr"], name
+    assert binary["disarm"]["variance"] < binary["rloo"]["variance"]  # 2 cost evaluations each
     assert png.exists() and png.stat().st_size > 10000
 
 

@@ -1,7 +1,8 @@
 """Tests parametrized over the registries, so that registering something new tests it:
 
 - every registered estimator estimates what its capabilities declare on an exact-enumeration
-  problem (a categorical with K = 4 for categorical / any, a Gaussian for continuous / any):
+  problem (a categorical with K = 4 for categorical / any, K = 2 for binary-only ones, a Gaussian
+  for continuous / any):
   unbiased ones within 4 standard errors of the exact gradient (seed 0, 20,000 draws), biased
   ones more than 4 standard errors away;
 - every registered estimator that fits a registered model trains that model's stochastic node
@@ -41,16 +42,19 @@ def z_score(draws: torch.Tensor, exact: torch.Tensor) -> float:
 
 
 def categorical_check(name: str) -> float:
-    """The K = 4 problem E[(y . v - 1.2)^2 + 5]: the gradient w.r.t. the logits, D independent draws."""
+    """The K = 4 problem E[(y . v - 1.2)^2 + 5] (its first 2 categories for a binary-only estimator):
+    the gradient w.r.t. the logits, D independent draws."""
     torch.manual_seed(0)
     est = get_estimator(name)
-    n = max(default_requirements(type(est)).min_samples, 1)
-    logits = torch.tensor(LOGITS).expand(D, -1).clone().requires_grad_()
+    caps = default_requirements(type(est))
+    n = max(caps.min_samples, 1)
+    k = min(len(LOGITS), caps.max_categories or len(LOGITS))
+    logits = torch.tensor(LOGITS[:k]).expand(D, -1).clone().requires_grad_()
     s = est.sample(logits, n)
-    cost = 5.0 + (s.value @ torch.tensor(VALUES) - 1.2) ** 2  # (n, D)
+    cost = 5.0 + (s.value @ torch.tensor(VALUES[:k]) - 1.2) ** 2  # (n, D)
     (g,) = torch.autograd.grad(est.loss(s, cost), logits)
-    exact_logits = torch.tensor(LOGITS, dtype=torch.float64, requires_grad=True)
-    f = 5.0 + (torch.tensor(VALUES, dtype=torch.float64) - 1.2) ** 2
+    exact_logits = torch.tensor(LOGITS[:k], dtype=torch.float64, requires_grad=True)
+    f = 5.0 + (torch.tensor(VALUES[:k], dtype=torch.float64) - 1.2) ** 2
     (exact,) = torch.autograd.grad((exact_logits.softmax(-1) * f).sum(), exact_logits)
     return z_score(g * D, exact.float())
 
@@ -98,7 +102,11 @@ def test_every_estimator_trains_a_model_it_fits(name):
     cheap = [m for m in fits if m in CHEAP_MODELS]
     assert cheap, f"{name} fits {fits}: add the cheapest of them to CHEAP_MODELS"
     torch.manual_seed(0)
-    model = MODELS.get(cheap[0])({"estimator": name, "hidden": 32}, CHEAP_MODELS[cheap[0]])
+    options = {"estimator": name, "hidden": 32}
+    node = MODELS.get(cheap[0]).stochastic_node
+    if caps.max_categories and node.categories_from:  # a binary-only estimator: the model's binary variant
+        options[node.categories_from] = caps.max_categories
+    model = MODELS.get(cheap[0])(options, CHEAP_MODELS[cheap[0]])
     x = (torch.rand(16, 1, 8, 8) > 0.5).float()
     loss = model.estimator_loss((x, torch.zeros(16)))
     grads = torch.autograd.grad(loss, list(model.estimator_parameters()), allow_unused=True)

@@ -65,7 +65,7 @@ def test_models_declare_their_node_and_the_fits_are_as_designed(model):
     defaults = dataclasses.asdict(cls.Config())
     check_spec(defaults[node.option], node, defaults, f"{model}'s default")  # the default fits
     assert model in EXPECTED_FITS, f"{model} declares a node: add the estimators it should fit to EXPECTED_FITS"
-    assert compatible(node) == EXPECTED_FITS[model]
+    assert compatible(node, defaults) == EXPECTED_FITS[model]
 
 
 @pytest.mark.parametrize("recipe, override, why", [

@@ -8,12 +8,14 @@
 Each estimator declares its ``Capabilities``; a model declares its ``StochasticNode`` and the recipe
 loader checks the pair (``seam.py``).
 
-Registered: reparam, reinforce, rloo, gumbel_softmax, straight_through, expectation, unordered_set, relax.
+Registered: reparam, reinforce, rloo, gumbel_softmax, straight_through, expectation, unordered_set, relax,
+arm, disarm.
 Your own: ``@register_estimator("mine", config=MyOptions)`` on an ``Estimator`` subclass, a dotted
 path ``"pkg.mod:MyEstimator"``, or the entry point group ``zoo.estimators``.
 See the README section "Gradient estimators".
 """
 
+from zoo.estimators.arm import ARM, DisARM
 from zoo.estimators.base import (
     ESTIMATORS,
     Capabilities,
@@ -57,5 +59,5 @@ __all__ = [
     "list_estimators", "register_estimator", "BeamResult", "beam_search", "stochastic_beam_search",
     "Expectation", "gumbel_max_sample", "gumbel_softmax_sample", "gumbel_topk", "gumbel_with_maximum",
     "sample_gumbel", "shift_gumbel_maximum", "truncated_gumbel", "RLOO", "Reinforce", "reward_to_go",
-    "GumbelSoftmax", "StraightThrough", "Reparam", "UnorderedSet", "Relax",
+    "GumbelSoftmax", "StraightThrough", "Reparam", "UnorderedSet", "Relax", "ARM", "DisARM",
 ]

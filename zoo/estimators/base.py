@@ -67,6 +67,8 @@ class Capabilities:
     differentiable_cost: bool = False  # True: the gradient goes through the sample into the cost
     per_variable_cost: bool = False  # True: needs one cost per categorical variable (exact enumeration)
     min_samples: int = 1  # samples per input it needs (leave-one-out baselines: 2)
+    paired_samples: bool = False  # draws its samples in antithetic pairs: n must be even
+    max_categories: int | None = None  # the most categories a variable may have (binary-only estimators: 2)
     unbiased: bool = True  # E[grad of the surrogate] == grad E[cost]
     context: bool = False  # reads per-position features from the model (a learned baseline)
     own_samples: bool = False  # True: scores only samples from its own sample(), whose noise it keeps
@@ -80,6 +82,8 @@ class Capabilities:
         parts += ["differentiable cost"] if self.differentiable_cost else []
         parts += ["cost per variable"] if self.per_variable_cost else []
         parts += [f"n >= {self.min_samples}"] if self.min_samples > 1 else []
+        parts += ["n even (antithetic pairs)"] if self.paired_samples else []
+        parts += [f"at most {self.max_categories} categories"] if self.max_categories else []
         parts += ["may read model features"] if self.context else []  # an option, not a need
         parts += ["its own samples only"] if self.own_samples else []
         return ", ".join(parts)

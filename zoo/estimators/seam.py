@@ -45,6 +45,8 @@ class StochasticNode:
     # draws or assembles its samples itself, e.g. token by token)
     context_dim_from: str | None = None  # features for a learned baseline: a model option ("hidden_dim"),
     # or "data_info.KEY" (a list: its product); None: the model passes no context
+    categories_from: str | None = None  # the model option giving each categorical variable's number of
+    # categories ("n_classes"): binary-only estimators (arm, disarm) fit when it is 2; None: not declared
     sample_size_from: tuple = ()  # model options whose product is how many values of the sample one cost
     # scores (a discrete VAE's ("n_latents", "n_classes")): sizes a control variate's input (relax) up front
     option: str = "estimator"  # the model option that names the estimator
@@ -72,6 +74,10 @@ class StochasticNode:
             return int(math.prod(value)) if isinstance(value, (list, tuple)) else int(value)
         return int(options[src])
 
+
+    def categories(self, options: Mapping | None) -> int | None:
+        """Each categorical variable's number of categories (None: undeclared, or no options given)."""
+        return int(options[self.categories_from]) if self.categories_from and options else None
 
     def sample_size(self, options: Mapping) -> int | None:
         """How many values of the sample one cost scores (None: the node does not say)."""
@@ -110,9 +116,9 @@ def resolve(spec: Any, where: str = "") -> tuple[str, type, Any]:
 
 
 def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = None,
-             has_context: bool = True) -> str | None:
+             has_context: bool = True, categories: int | None = None) -> str | None:
     """Why an estimator with requirements ``req`` cannot train ``node`` (None: it can).
-    ``n``: the samples per input the model will draw (None: unknown)."""
+    ``n``: the samples per input the model will draw; ``categories``: per variable (None: unknown)."""
     if req is None:
         return None  # undeclared (a user's own estimator): the user's responsibility
     if req.distributions == "continuous" and node.kind != "continuous":
@@ -127,6 +133,14 @@ def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = Non
         return f"it needs n >= {req.min_samples} samples per input, and this model draws one"
     if req.min_samples > 1 and n is not None and n < req.min_samples:
         return f"it needs n >= {req.min_samples} samples per input, got n={n}"
+    if req.paired_samples and n is not None and n % 2:
+        return f"it draws its samples in antithetic pairs, so n must be even, got n={n}"
+    if req.max_categories is not None and node.categories_from is None:
+        return (f"it handles variables of at most {req.max_categories} categories, and this node does not declare "
+                "how many its variables have")
+    if req.max_categories is not None and categories is not None and categories > req.max_categories:
+        return (f"it handles variables of at most {req.max_categories} categories, and this node's have "
+                f"{categories} ({node.categories_from}={categories})")
     if req.own_samples and not node.own_samples:
         return ("it scores only samples from its own sample() (it keeps their Gumbel noise), and this model "
                 "draws or assembles its samples itself")
@@ -142,10 +156,12 @@ def default_requirements(cls: Any) -> Capabilities | None:
     return cls.requirements(cls.Config()) if dataclasses.is_dataclass(cls.Config) else cls.capabilities
 
 
-def compatible(node: StochasticNode) -> list[str]:
-    """Registered estimators that can train ``node`` with their default options."""
+def compatible(node: StochasticNode, model_options: Mapping | None = None) -> list[str]:
+    """Registered estimators that can train ``node`` with their default options (and the model's
+    options, when given: a binary-only estimator fits a node of 2 categories only)."""
+    categories = node.categories(model_options)
     return [name for name in ESTIMATORS.list()
-            if mismatch(default_requirements(ESTIMATORS.get(name)), node) is None]
+            if mismatch(default_requirements(ESTIMATORS.get(name)), node, categories=categories) is None]
 
 
 def _samples(node: StochasticNode, model_options: Mapping, opts: Any) -> int | None:
@@ -159,9 +175,10 @@ def check_spec(spec: Any, node: StochasticNode, model_options: Mapping, where: s
     triple. A misfit is a UserError naming the reason and the estimators that fit."""
     name, cls, opts = resolve(spec, where)
     requirements = cls.requirements(opts) if isinstance(cls, type) and issubclass(cls, Estimator) else None
-    why = mismatch(requirements, node, _samples(node, model_options, opts))
+    why = mismatch(requirements, node, _samples(node, model_options, opts),
+                   categories=node.categories(model_options))
     if why:
-        fits = ", ".join(compatible(node))
+        fits = ", ".join(compatible(node, model_options))
         raise UserError(f"estimator '{name}' cannot train {model}'s {node.kind} node in {where}: {why}. "
                         f"Estimators that fit: {fits}{'; ' + node.hint if node.hint else ''}")
     return name, cls, opts

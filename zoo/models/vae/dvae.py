@@ -54,7 +54,7 @@ class DiscreteVAE(LatentVAE):
     # N x K categoricals; the decoder reads all of them at once (no per-variable cost: no enumeration)
     stochastic_node = StochasticNode(kind="categorical", differentiable_cost=True, samples_option="n_samples",
                                      context_dim_from="data_info.image_shape",
-                                     sample_size_from=("n_latents", "n_classes"))
+                                     categories_from="n_classes", sample_size_from=("n_latents", "n_classes"))
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
