@@ -4,6 +4,7 @@ estimator of the registry under the same budget of optimizer steps.
     python benchmarks/dvae_estimators.py                    # 3 seeds, ~15 minutes on one CPU core
     python benchmarks/dvae_estimators.py --steps 300 --estimators gumbel_softmax rloo   # quick look
     python benchmarks/dvae_estimators.py --device cuda      # on a GPU
+    python benchmarks/dvae_estimators.py --recipe dvae_digits_binary   # binary latents: arm, disarm too
 
 For every estimator it reports
 - the final test negative ELBO (exact categorical draws, nats per image) and IWAE nll (k=100);
@@ -46,7 +47,15 @@ ESTIMATORS = {  # label -> estimator spec for model.estimator
     "rloo_4": {"name": "rloo", "n": 4},
     "relax": {"name": "relax"},
     "relax_4": {"name": "relax", "n": 4},
+    "rloo_2": {"name": "rloo", "n": 2},  # binary latents: 2 cost evaluations, as arm and disarm
+    "arm": {"name": "arm"},
+    "disarm": {"name": "disarm"},
+    "disarm_4": {"name": "disarm", "n": 4},
 }
+CATEGORICAL = ["gumbel_softmax", "straight_through", "reinforce_ema", "reinforce_learned", "rloo_4", "relax",
+               "relax_4"]  # the default set for categorical latents (K > 2)
+BINARY = ["gumbel_softmax", "straight_through", "reinforce_ema", "rloo_2", "arm", "disarm", "relax", "rloo_4",
+          "disarm_4"]  # the default set for binary latents (the recipe's n_classes = 2)
 
 
 class StepTimer(L.Callback):
@@ -70,7 +79,7 @@ def train_one(label: str, spec: dict, seed: int, args) -> tuple[dict, object, ob
     from zoo.config import load_config
     from zoo.train import build
 
-    cfg = load_config("dvae_digits", [f"seed={seed}", f"model.iwae_samples={args.iwae}"])
+    cfg = load_config(args.recipe, [f"seed={seed}", f"model.iwae_samples={args.iwae}"])
     cfg["model"]["estimator"] = spec
     L.seed_everything(seed, verbose=False)
     datamodule, model = build(cfg)
@@ -149,7 +158,9 @@ def main() -> None:
     quiet_lightning()  # the Trainers built here: no cloud tip, no LeafSpec warning
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--steps", type=int, default=2000, help="optimizer steps per estimator (batch 64)")
-    p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS), choices=list(ESTIMATORS))
+    p.add_argument("--recipe", default="dvae_digits", help="a dvae recipe (dvae_digits_binary: binary latents)")
+    p.add_argument("--estimators", nargs="+", choices=list(ESTIMATORS),
+                   help="labels to train (default: every one that fits the recipe's latents)")
     p.add_argument("--repeats", type=int, default=32, help="gradient estimates per variance probe")
     p.add_argument("--probes", type=int, default=5, help="variance probes during training")
     p.add_argument("--reference", type=int, default=1000, help="RLOO(n=8) estimates: reference gradient")
@@ -158,9 +169,17 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one training run per seed")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (tiny nets: 1 is fastest)")
     p.add_argument("--plots", default=str(ROOT / "runs" / "dvae_estimators"), help="the runs' figures")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "dvae_estimators.json"))
+    p.add_argument("--out", help="JSON path (default benchmarks/results/dvae_estimators.json, "
+                   "dvae_binary_estimators.json for dvae_digits_binary)")
     add_device_option(p)
     args = p.parse_args()
+    from zoo.config import load_config
+
+    model_cfg = load_config(args.recipe)["model"]
+    binary = model_cfg["n_classes"] == 2
+    args.estimators = args.estimators or (BINARY if binary else CATEGORICAL)
+    args.out = args.out or str(ROOT / "benchmarks" / "results" / f"{args.recipe.replace('dvae_digits', 'dvae')}"
+                                                                   "_estimators.json")
     args.device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
 
@@ -199,11 +218,13 @@ def main() -> None:
         f"{k} {d['mean']:+.2f} (s.e. {d['se']:.2f})" if d["se"] is not None else f"{k} {d['mean']:+.2f}"
         for k, d in versus_best.items()))
     table = "\n".join(lines)
-    print(f"\nDiscrete VAE 20x10 on digits, {args.steps} steps of batch 64 per estimator, seeds {args.seeds} "
+    print(f"\nDiscrete VAE {model_cfg['n_latents']}x{model_cfg['n_classes']} on digits ({args.recipe}), "
+          f"{args.steps} steps of batch 64 per estimator, seeds {args.seeds} "
           f"(mean ± sd; nats per image; gradient variance of the encoder, mean per parameter; ms/step median)"
           f"\n{table}")
     result = {
-        "benchmark": "dvae_estimators", "steps": args.steps, "batch_size": 64, "seeds": args.seeds,
+        "benchmark": "dvae_estimators", "recipe": args.recipe, "steps": args.steps, "batch_size": 64,
+        "seeds": args.seeds,
         "repeats": args.repeats, "reference_estimates": args.reference, "shared_repeats": args.shared_repeats,
         "threads": args.threads, "device": str(args.device), "device_name": describe(args.device),
         "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}",

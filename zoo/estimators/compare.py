@@ -119,7 +119,6 @@ def categorical_draws(spec: Any, draws: int, warmup: int = WARMUP,
     estimator does not handle the problem's distribution."""
     est = get_estimator(spec)
     leaves, dist, cost = PROBLEMS[problem]
-    est.sample(dist(leaves(2)))  # refused here (a UserError) before any training if it does not fit
     train_parameters(est, problem)
     for i in range(warmup + 1):
         params = leaves(draws)

@@ -139,8 +139,9 @@ def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = Non
         return (f"it handles variables of at most {req.max_categories} categories, and this node does not declare "
                 "how many its variables have")
     if req.max_categories is not None and categories is not None and categories > req.max_categories:
+        option = node.categories_from
         return (f"it handles variables of at most {req.max_categories} categories, and this node's have "
-                f"{categories} ({node.categories_from}={categories})")
+                f"{categories} ({option}={categories}; {option}={req.max_categories} would fit)")
     if req.own_samples and not node.own_samples:
         return ("it scores only samples from its own sample() (it keeps their Gumbel noise), and this model "
                 "draws or assembles its samples itself")

@@ -8,6 +8,8 @@ estimator the recipe names (seed 001, seed 002):
 - ``reinforce`` (score function, with a baseline: ema, batch_mean, learned) and ``rloo`` (n
   samples, leave-one-out baseline): unbiased, high variance;
 - ``relax``: REINFORCE with a learned control variate of the relaxed sample and the image, unbiased;
+- ``arm``, ``disarm`` (binary latents, ``n_classes: 2``): an antithetic pair of samples per image,
+  unbiased (``recipes/vae/dvae_digits_binary.yaml``);
 - ``gumbel_softmax``: the decoder reads relaxed one-hots softmax((logits + G) / tau): biased, low
   variance (its training loss is a *relaxed* objective, not the ELBO);
 - ``straight_through``: hard one-hots forward, the relaxed Jacobian backward: biased.
@@ -41,7 +43,8 @@ class DVAEConfig(CommonConfig):
     n_latents: int = positive(20)  # N categorical latent variables
     n_classes: int = at_least(10, 2)  # K classes each
     estimator: EstimatorSpec = estimator_option("gumbel_softmax")  # a name or {name: ..., options}: gumbel_softmax,
-    # straight_through, reinforce (baseline: none|ema|batch_mean|learned), rloo (n >= 2 samples), relax
+    # straight_through, reinforce (baseline: none|ema|batch_mean|learned), rloo (n >= 2 samples), relax;
+    # with n_classes 2 also arm, disarm
     traversal_latents: int = positive(10)  # traversal picture: how many latents (largest KL first) to sweep
 
 
