@@ -138,7 +138,8 @@ def categorical_exact() -> torch.Tensor:
 
 def binary_exact() -> torch.Tensor:
     phi = torch.tensor(BIN_PHI, dtype=torch.float64, requires_grad=True)  # cpu: exact reference, float64
-    bits = torch.cartesian_prod(*[torch.tensor([0.0, 1.0], dtype=torch.float64)] * len(BIN_PHI))  # (8, 3)
+    values = torch.tensor([0.0, 1.0], dtype=phi.dtype, device=phi.device)
+    bits = torch.cartesian_prod(*[values] * len(BIN_PHI))  # (8, 3): every configuration
     prob = (torch.sigmoid(phi) ** bits * torch.sigmoid(-phi) ** (1 - bits)).prod(-1)  # (8,)
     cost = binary_cost(torch.stack([1 - bits, bits], -1))  # (8,)
     (g,) = torch.autograd.grad((prob * cost).sum(), phi)
