@@ -47,15 +47,16 @@ ESTIMATORS = {  # label -> estimator spec for model.estimator
     "rloo_4": {"name": "rloo", "n": 4},
     "relax": {"name": "relax"},
     "relax_4": {"name": "relax", "n": 4},
+    "relax_rebar": {"name": "relax", "rebar": True},  # + REBAR's eta * f(softmax(z / tau)) in the control variate
     "rloo_2": {"name": "rloo", "n": 2},  # binary latents: 2 cost evaluations, as arm and disarm
     "arm": {"name": "arm"},
     "disarm": {"name": "disarm"},
     "disarm_4": {"name": "disarm", "n": 4},
 }
 CATEGORICAL = ["gumbel_softmax", "straight_through", "reinforce_ema", "reinforce_learned", "rloo_4", "relax",
-               "relax_4"]  # the default set for categorical latents (K > 2)
+               "relax_4", "relax_rebar"]  # the default set for categorical latents (K > 2)
 BINARY = ["gumbel_softmax", "straight_through", "reinforce_ema", "rloo_2", "arm", "disarm", "relax", "rloo_4",
-          "disarm_4"]  # the default set for binary latents (the recipe's n_classes = 2)
+          "disarm_4", "relax_rebar"]  # the default set for binary latents (the recipe's n_classes = 2)
 
 
 class StepTimer(L.Callback):

@@ -72,6 +72,7 @@ class Capabilities:
     unbiased: bool = True  # E[grad of the surrogate] == grad E[cost]
     context: bool = False  # reads per-position features from the model (a learned baseline)
     own_samples: bool = False  # True: scores only samples from its own sample(), whose noise it keeps
+    cost_function: bool = False  # True: needs the cost at any (relaxed) value: the model passes cost_fn= to loss()
 
     def __post_init__(self):
         if self.distributions not in DISTRIBUTIONS:
@@ -86,6 +87,7 @@ class Capabilities:
         parts += [f"at most {self.max_categories} categories"] if self.max_categories else []
         parts += ["may read model features"] if self.context else []  # an option, not a need
         parts += ["its own samples only"] if self.own_samples else []
+        parts += ["the model's cost function"] if self.cost_function else []
         return ", ".join(parts)
 
 
@@ -133,6 +135,7 @@ class Estimator(nn.Module):
     Config: type = EstimatorOptions
     capabilities: Capabilities | None = None  # None: undeclared (a user's estimator), never refused
     unbiased: bool = True  # whether E[grad loss] == grad E[cost]; mirrors capabilities.unbiased
+    wants_cost_fn: bool = False  # True: the model passes cost_fn(value) -> cost to loss() (Capabilities.cost_function)
     name: str = "estimator"  # registry name, set by get_estimator
 
     def __init_subclass__(cls, **kwargs: Any):

@@ -22,8 +22,12 @@ softmax(z / tau) (tau learned with phi, as in the paper), flattened over the var
 one cost, and the model's features when it passes some (``context``): an MLP with one hidden layer
 whose output layer starts at zero, measured from a running mean of the cost in units of its running
 spread (the first steps are REINFORCE with a moving-average baseline).
-The paper's REBAR-style term eta * f(softmax(z / tau)) is not included: it needs f at relaxed
-inputs, which the estimator contract (one cost per hard sample) does not give.
+With ``rebar: true`` the control variate also holds REBAR's term (Tucker et al. 2017), as the
+paper's discrete VAE does: c(z) = eta * f(softmax(z / tau)) + MLP, f the model's own cost evaluated
+at the relaxed sample (the model passes ``cost_fn``; its node declares ``cost_function``), eta
+learned. Its gradient to the logits runs through the cost, so that estimate is taken explicitly
+(``torch.autograd.grad`` on a copy of the logits) and handed to the logits alone: the model's own
+parameters inside f get only the pathwise gradient of the cost at the hard sample, as without it.
 
 z~ given b (the paper's appendix): z~_b ~ Gumbel(0) (the maximum of Gumbels with locations
 logits, which sum to 1 in probability), and for i != b a Gumbel with location logits_i truncated
@@ -69,6 +73,9 @@ class RelaxOptions:
     input_dim: int | None = None  # control variate input size: the relaxed sample's values per cost (+ the
     # context's features); None: found at the first batch (nn.LazyLinear; give it under DDP)
     variance_weight: float = positive(1.0)  # scale of the control variate's training signal d/dphi E[g^2]
+    rebar: bool = False  # add REBAR's eta * f(softmax(z / tau)) to the control variate: needs the model's cost at
+    # relaxed samples (a node with cost_function; the discrete VAE) and 3 more cost evaluations per sample
+    eta: float = 1.0  # REBAR term's starting scale (learned)
     decay: float = between(0.9, 0.0, 1.0, high_open=True)  # running mean and spread of the cost, the control
     # variate's origin and unit: m <- decay * m + (1 - decay) * batch mean (as the EMA baseline)
 
@@ -91,8 +98,10 @@ class ControlVariate(nn.Module):
     unbiased). In those units the MLP learns at the model's learning rate whatever the cost's scale;
     its output layer starts at zero, so the first steps are REINFORCE with a moving-average baseline."""
 
-    def __init__(self, tau: float, hidden: int, input_dim: int | None, decay: float):
+    def __init__(self, tau: float, hidden: int, input_dim: int | None, decay: float, eta: float | None = None):
         super().__init__()
+        if eta is not None:  # REBAR's scale; absent without it, so that earlier checkpoints load as they are
+            self.eta = nn.Parameter(torch.tensor(float(eta)))
         first = nn.LazyLinear(hidden) if input_dim is None else nn.Linear(input_dim, hidden)
         self.net = nn.Sequential(first, nn.Tanh(), nn.Linear(hidden, 1))
         nn.init.zeros_(self.net[2].weight)
@@ -113,13 +122,15 @@ class ControlVariate(nn.Module):
         self.cost_scale.copy_(spread.clamp_min(1e-6))
         self.count += 1
 
+    def relaxed(self, z: Tensor) -> Tensor:
+        """softmax(z / tau) (n, *B, K); a masked category (-inf) gives 0, not NaN, in tau's gradient."""
+        return torch.softmax(z.clamp_min(-1e4) / self.log_tau.exp().to(z.dtype), dim=-1)
+
     def forward(self, z: Tensor, cost_dims: int, context: Tensor | None) -> Tensor:
         """z (n, *B, K) perturbed logits; the first ``cost_dims`` dims are the cost's (n, *C);
         context (*C, F) or None -> (n, *C)."""
         dtype = self.log_tau.dtype  # the module's (float64 under trainer.precision=64)
-        z = z.to(dtype).clamp_min(-1e4)  # a masked category (-inf): 0, not NaN, in tau's gradient
-        relaxed = torch.softmax(z / self.log_tau.exp(), dim=-1)
-        x = relaxed.flatten(cost_dims)  # (n, *C, values per cost)
+        x = self.relaxed(z.to(dtype)).flatten(cost_dims)  # (n, *C, values per cost)
         values = x.shape[-1]
         if context is not None:
             x = torch.cat([x, context.detach().to(dtype).expand(*x.shape[:cost_dims], -1)], -1)
@@ -146,12 +157,15 @@ class Relax(Estimator):
 
     @classmethod
     def requirements(cls, options: RelaxOptions) -> Capabilities:
-        return dataclasses.replace(cls.capabilities, context=False)
+        # rebar: the cost at relaxed samples, differentiated through them
+        return dataclasses.replace(cls.capabilities, context=False, cost_function=options.rebar,
+                                   differentiable_cost=options.rebar)
 
     def __init__(self, options=None, **kwargs):
         super().__init__(options, **kwargs)
         o = self.options
-        self.control = ControlVariate(o.tau, o.hidden, o.input_dim, o.decay)
+        self.control = ControlVariate(o.tau, o.hidden, o.input_dim, o.decay, o.eta if o.rebar else None)
+        self.wants_cost_fn = o.rebar  # the model passes cost_fn= to loss()
         self.stats: dict[str, Tensor] = {}  # last call's diagnostics
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
@@ -177,7 +191,8 @@ class Relax(Estimator):
         phi = logits.expand(len(index), *logits.shape)  # (n, *B, K)
         return phi + gumbel, conditional_gumbel(phi, index, top, exponential)  # z, z~
 
-    def loss(self, s: StochasticSample, cost: Tensor, context: Tensor | None = None) -> Tensor:
+    def loss(self, s: StochasticSample, cost: Tensor, context: Tensor | None = None, cost_fn=None) -> Tensor:
+        """cost_fn (``rebar`` only): value (n, *B, K) -> (n, *C), the model's cost at a relaxed sample."""
         cost = check_cost(s, cost, self.name)  # (n, *C)
         noise = s.extras.get("relax_noise")
         if noise is None or s.index is None:
@@ -187,6 +202,12 @@ class Relax(Estimator):
         if is_lazy(self.control.net[0].weight):  # build the first layer before a parameter-free call
             with torch.no_grad():
                 self.control(self._relaxed_pair(logits.detach(), s.index, noise)[0], c_dims, context)
+        if self.options.rebar:
+            if cost_fn is None:
+                raise UserError("estimator 'relax' with rebar: true needs the model's cost at relaxed samples: "
+                                "the model passes cost_fn= to loss() (a node with cost_function, e.g. the discrete "
+                                "VAE)")
+            return self._rebar_loss(s, logits, cost, context, noise, cost_fn)
         # the estimate, for the model: the control variate's parameters held fixed
         frozen = {k: v.detach() for k, v in self.control.named_parameters()}
         z, z_tilde = self._relaxed_pair(logits, s.index, noise)
@@ -225,3 +246,42 @@ class Relax(Estimator):
         per_input = ((f - c_tilde_fixed_z) * log_prob + c_z - c_tilde).mean(0)  # (*C): mean over the n samples
         (g,) = torch.autograd.grad(per_input.sum(), raw, create_graph=True)  # (*B, K): each input's own
         return g.pow(2).sum() / max(per_input.numel(), 1)
+
+    def _rebar_loss(self, s: StochasticSample, logits: Tensor, cost: Tensor, context: Tensor | None, noise: tuple,
+                    cost_fn) -> Tensor:
+        """The estimate with c(z) = eta * f(softmax(z / tau)) + MLP, taken explicitly to the logits: g from
+        ``torch.autograd.grad`` on a copy of them, handed to the model's logits by a linear surrogate (so the
+        model's parameters inside f get nothing from the control variate), and |g|^2 differentiated to the
+        control variate's parameters only."""
+        control, c_dims, f = self.control, cost.dim(), cost.detach()
+
+        def c(z: Tensor) -> Tensor:  # (n, *B, K) -> (n, *C)
+            mlp = control(z, c_dims, context)
+            return mlp + control.eta.to(mlp.dtype) * cost_fn(control.relaxed(z).to(z.dtype)).to(mlp.dtype)
+
+        raw = logits.detach().requires_grad_()  # (*B, K): stands for the node's logits
+        normalised = raw.log_softmax(-1)  # the same values, with the normalisation's gradient
+        z, z_tilde = self._relaxed_pair(normalised, s.index, noise)
+        phi = normalised.expand(len(s.index), *normalised.shape)
+        log_prob = sum_trailing(torch.gather(phi, -1, s.index.unsqueeze(-1)).squeeze(-1), c_dims)  # (n, *C)
+        c_z, c_tilde = c(z), c(z_tilde)
+        coefficient = f - c(z_tilde.detach())  # phi's path only: not differentiated to the logits
+        per_input = (coefficient * log_prob + c_z - c_tilde).mean(0)  # (*C): mean over the n samples
+        train_control = self.training and torch.is_grad_enabled()
+        (g,) = torch.autograd.grad(per_input.sum(), raw, create_graph=train_control)  # (*B, K): each input's own
+        per_cost = max(per_input.numel(), 1)  # the loss averages over the inputs (the cost's C dims)
+        to_logits = (g.detach() * logits).sum() / per_cost  # gradient g / per_cost to the (normalised) logits
+        loss = cost.mean(0).mean() + to_logits - to_logits.detach()  # value: the mean cost
+        self.stats = {"control_variate": c_tilde.detach().float().mean(),
+                      "advantage_std": coefficient.detach().float().std(unbiased=False),
+                      "tau": control.log_tau.detach().exp(), "eta": control.eta.detach()}
+        if train_control:
+            variance = g.pow(2).sum() / per_cost
+            self.stats["estimate_sq_norm"] = variance.detach()
+            params = [p for p in control.parameters() if p.requires_grad]
+            grads = torch.autograd.grad(variance, params, allow_unused=True)
+            signal = sum((gp.detach() * p).sum() for gp, p in zip(grads, params) if gp is not None)
+            loss = loss + self.options.variance_weight * (signal - signal.detach())  # to phi only
+        if self.training:
+            control.observe(f)
+        return loss

@@ -43,6 +43,8 @@ class StochasticNode:
     multi_sample: bool = True  # the model can draw n >= 2 samples per input (leave-one-out baselines)
     own_samples: bool = True  # the model hands est.sample's StochasticSample to est.loss as it is (False: it
     # draws or assembles its samples itself, e.g. token by token)
+    cost_function: bool = False  # the model passes cost_fn(value) -> (n, *C), its cost at any (relaxed) value,
+    # to est.loss when the estimator asks (est.wants_cost_fn): REBAR's term
     context_dim_from: str | None = None  # features for a learned baseline: a model option ("hidden_dim"),
     # or "data_info.KEY" (a list: its product); None: the model passes no context
     categories_from: str | None = None  # the model option giving each categorical variable's number of
@@ -142,6 +144,8 @@ def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = Non
         option = node.categories_from
         return (f"it handles variables of at most {req.max_categories} categories, and this node's have "
                 f"{categories} ({option}={categories}; {option}={req.max_categories} would fit)")
+    if req.cost_function and not node.cost_function:
+        return "it evaluates the cost at relaxed samples (REBAR's term), and this model gives no cost function"
     if req.own_samples and not node.own_samples:
         return ("it scores only samples from its own sample() (it keeps their Gumbel noise), and this model "
                 "draws or assembles its samples itself")

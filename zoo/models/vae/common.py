@@ -139,7 +139,9 @@ class LatentVAE(ZooModule):
         s = self.estimator.sample(q, n=self.cfg.n_samples or None)  # value (n, B, *latent)
         rec = -self.log_lik(x, self.decode(s.value))  # (n, B)
         kl = self.kl(q)  # (B,)
-        loss = self.estimator.loss(s, rec, context=x.flatten(1)) + kl_weight * kl.mean()
+        wants_cost_fn = getattr(self.estimator, "wants_cost_fn", False)  # relax with rebar: the cost of any value
+        extra = {"cost_fn": lambda value: -self.log_lik(x, self.decode(value))} if wants_cost_fn else {}
+        loss = self.estimator.loss(s, rec, context=x.flatten(1), **extra) + kl_weight * kl.mean()
         return loss, rec, kl
 
     def estimator_loss(self, batch: Any) -> Tensor:

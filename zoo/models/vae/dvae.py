@@ -7,7 +7,8 @@ No pathwise gradient exists through a categorical draw, so grad_phi E_q[-log p(x
 estimator the recipe names (seed 001, seed 002):
 - ``reinforce`` (score function, with a baseline: ema, batch_mean, learned) and ``rloo`` (n
   samples, leave-one-out baseline): unbiased, high variance;
-- ``relax``: REINFORCE with a learned control variate of the relaxed sample and the image, unbiased;
+- ``relax``: REINFORCE with a learned control variate of the relaxed sample and the image, unbiased
+  (``rebar: true`` adds REBAR's eta * f(softmax(z / tau)), the decoder's cost at the relaxed sample);
 - ``arm``, ``disarm`` (binary latents, ``n_classes: 2``): an antithetic pair of samples per image,
   unbiased (``recipes/vae/dvae_digits_binary.yaml``);
 - ``gumbel_softmax``: the decoder reads relaxed one-hots softmax((logits + G) / tau): biased, low
@@ -55,7 +56,9 @@ class DiscreteVAE(LatentVAE):
     Config = DVAEConfig
     latent_ndim = 2
     # N x K categoricals; the decoder reads all of them at once (no per-variable cost: no enumeration)
+    # cost_function: losses() passes the reconstruction cost of any (relaxed) sample to an estimator that asks
     stochastic_node = StochasticNode(kind="categorical", differentiable_cost=True, samples_option="n_samples",
+                                     cost_function=True,
                                      context_dim_from="data_info.image_shape",
                                      categories_from="n_classes", sample_size_from=("n_latents", "n_classes"))
 
