@@ -151,6 +151,22 @@ def test_rng_state_restores_cuda_generators():
     assert torch.equal(torch.rand(5, device="cuda"), expected)
 
 
+def test_relax_with_rebar_estimates_on_cuda():
+    """REBAR's term evaluates the cost at relaxed samples and differentiates the estimate once more: on CUDA
+    tensors, eta on the GPU and trained, a finite gradient to the logits."""
+    from zoo.estimators import get_estimator
+
+    torch.manual_seed(0)
+    est = get_estimator("relax", rebar=True).cuda()
+    values = torch.arange(4.0, device="cuda")
+    logits = torch.tensor([0.3, -0.2, 1.0, -1.0], device="cuda").expand(64, -1).clone().requires_grad_()
+    s = est.sample(logits)
+    loss = est.loss(s, 5.0 + (s.value @ values - 1.2) ** 2, cost_fn=lambda v: 5.0 + (v @ values - 1.2) ** 2)
+    loss.backward()
+    assert est.control.eta.device.type == "cuda" and est.control.eta.grad.abs() > 0
+    assert torch.isfinite(logits.grad).all() and logits.grad.abs().sum() > 0
+
+
 @pytest.mark.parametrize("name", ESTIMATORS.list())
 def test_every_estimator_estimates_on_cuda(name: str):
     """Each registered estimator on CUDA tensors: its state on the GPU, a finite gradient there (relax
