@@ -90,6 +90,9 @@ def test_it_is_refused_without_a_cost_function():
     s = est.sample(torch.zeros(4, 3))
     with pytest.raises(UserError, match="cost_fn"):
         est.loss(s, torch.ones(1, 4))
+    with torch.no_grad():  # a loss value under no_grad (its estimate is still a gradient inside)
+        value = est.loss(s, torch.ones(1, 4), cost_fn=lambda v: v.sum((-2, -1)))
+    assert value.item() == 1.0
     with pytest.raises(UserError, match="cost is not differentiable"):
         load_config("seqgan_oracle_small", ["model.estimator={name: relax, rebar: true}"])
     assert load_config("dvae_digits", ["model.estimator={name: relax, rebar: true}"])["model"]["estimator"] == \

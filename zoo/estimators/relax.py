@@ -259,19 +259,20 @@ class Relax(Estimator):
             mlp = control(z, c_dims, context)
             return mlp + control.eta.to(mlp.dtype) * cost_fn(control.relaxed(z).to(z.dtype)).to(mlp.dtype)
 
-        raw = logits.detach().requires_grad_()  # (*B, K): stands for the node's logits
-        normalised = raw.log_softmax(-1)  # the same values, with the normalisation's gradient
-        z, z_tilde = self._relaxed_pair(normalised, s.index, noise)
-        phi = normalised.expand(len(s.index), *normalised.shape)
-        log_prob = sum_trailing(torch.gather(phi, -1, s.index.unsqueeze(-1)).squeeze(-1), c_dims)  # (n, *C)
-        c_z, c_tilde = c(z), c(z_tilde)
-        coefficient = f - c(z_tilde.detach())  # phi's path only: not differentiated to the logits
-        per_input = (coefficient * log_prob + c_z - c_tilde).mean(0)  # (*C): mean over the n samples
         train_control = self.training and torch.is_grad_enabled()
-        (g,) = torch.autograd.grad(per_input.sum(), raw, create_graph=train_control)  # (*B, K): each input's own
+        with torch.enable_grad():  # g is a gradient, also where the caller's loss needs none
+            raw = logits.detach().requires_grad_()  # (*B, K): stands for the node's logits
+            normalised = raw.log_softmax(-1)  # the same values, with the normalisation's gradient
+            z, z_tilde = self._relaxed_pair(normalised, s.index, noise)
+            phi = normalised.expand(len(s.index), *normalised.shape)
+            log_prob = sum_trailing(torch.gather(phi, -1, s.index.unsqueeze(-1)).squeeze(-1), c_dims)  # (n, *C)
+            c_z, c_tilde = c(z), c(z_tilde)
+            coefficient = f - c(z_tilde.detach())  # phi's path only: not differentiated to the logits
+            per_input = (coefficient * log_prob + c_z - c_tilde).mean(0)  # (*C): mean over the n samples
+            (g,) = torch.autograd.grad(per_input.sum(), raw, create_graph=train_control)  # (*B, K): each input's
         per_cost = max(per_input.numel(), 1)  # the loss averages over the inputs (the cost's C dims)
         to_logits = (g.detach() * logits).sum() / per_cost  # gradient g / per_cost to the (normalised) logits
-        loss = cost.mean(0).mean() + to_logits - to_logits.detach()  # value: the mean cost
+        loss = cost.mean(0).mean() + (to_logits - to_logits.detach())  # value: the mean cost
         self.stats = {"control_variate": c_tilde.detach().float().mean(),
                       "advantage_std": coefficient.detach().float().std(unbiased=False),
                       "tau": control.log_tau.detach().exp(), "eta": control.eta.detach()}
