@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import Bernoulli, Distribution
 
@@ -36,6 +35,7 @@ from zoo.estimators.base import (
     as_distribution,
     categorical_logits,
     check_cost,
+    one_hot_sample,
     register_estimator,
 )
 from zoo.options import positive
@@ -91,12 +91,8 @@ class ARM(Estimator):
             u = torch.rand((n // 2, *phi.shape), dtype=phi.dtype, device=phi.device)  # (m, *B)
             p = torch.sigmoid(phi)
             bits = torch.cat([u < p, 1 - u < p]).long()  # (n, *B): the m draws b, then their partners b~
-        if categorical:
-            logits = categorical_logits(dist)  # (*B, 2), normalised
-            value = F.one_hot(bits, 2).to(logits.dtype)  # (n, *B, 2)
-            log_prob = torch.gather(logits.expand(n, *logits.shape), -1, bits.unsqueeze(-1)).squeeze(-1)
-            return StochasticSample(value=value, log_prob=log_prob, dist=dist, index=bits,
-                                    extras={"antithetic_noise": u})
+        if categorical:  # one-hots (n, *B, 2) under the normalised logits
+            return one_hot_sample(dist, categorical_logits(dist), bits, extras={"antithetic_noise": u})
         value = bits.to(phi.dtype)  # (n, *B)
         return StochasticSample(value=value, log_prob=dist.log_prob(value), dist=dist, extras={"antithetic_noise": u})
 

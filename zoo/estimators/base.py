@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.distributions import Categorical, Distribution, OneHotCategorical
 
@@ -106,6 +107,14 @@ def categorical_logits(dist: Distribution) -> Tensor | None:
     if isinstance(dist, (Categorical, OneHotCategorical)):
         return dist.logits
     return None
+
+
+def one_hot_sample(dist: Distribution, logits: Tensor, index: Tensor, extras: dict | None = None) -> StochasticSample:
+    """The sample of categories ``index`` (n, *B) under normalised ``logits`` (*B, K): one-hot values
+    (n, *B, K) and log-probs (n, *B) that carry the gradient to the logits."""
+    value = F.one_hot(index, logits.shape[-1]).to(logits.dtype)
+    log_prob = torch.gather(logits.expand(len(index), *logits.shape), -1, index.unsqueeze(-1)).squeeze(-1)
+    return StochasticSample(value=value, log_prob=log_prob, dist=dist, index=index, extras=extras or {})
 
 
 def sum_trailing(log_prob: Tensor, ndim: int) -> Tensor:

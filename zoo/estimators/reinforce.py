@@ -16,7 +16,6 @@ import dataclasses
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import Categorical, Distribution
 
@@ -28,6 +27,7 @@ from zoo.estimators.base import (
     as_distribution,
     categorical_logits,
     check_cost,
+    one_hot_sample,
     register_estimator,
     sum_trailing,
 )
@@ -112,9 +112,7 @@ class Reinforce(Estimator):
         if tuple(index.shape[1:]) != tuple(logits.shape[:-1]):
             raise UserError(f"observe: sample must be (n, *B) with B={tuple(logits.shape[:-1])}, "
                             f"got {tuple(index.shape)}")
-        value = F.one_hot(index, logits.shape[-1]).to(logits.dtype)  # (n, *B, K)
-        log_prob = torch.gather(logits.expand(len(index), *logits.shape), -1, index.unsqueeze(-1)).squeeze(-1)
-        return StochasticSample(value=value, log_prob=log_prob, dist=dist, index=index)
+        return one_hot_sample(dist, logits, index)
 
     def loss(self, s: StochasticSample, cost: Tensor, context: Tensor | None = None) -> Tensor:
         cost = check_cost(s, cost, self.name)  # (n, *C)

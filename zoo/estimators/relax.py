@@ -56,6 +56,7 @@ from zoo.estimators.base import (
     as_distribution,
     categorical_logits,
     check_cost,
+    one_hot_sample,
     register_estimator,
     sum_trailing,
 )
@@ -181,10 +182,7 @@ class Relax(Estimator):
             top = sample_gumbel(phi[..., 0])  # (n, *B): z~'s maximum
             exponential = sample_exponential(phi)  # (n, *B, K): z~'s other values
         index = (phi.detach() + gumbel).argmax(-1)  # (n, *B)
-        log_prob = torch.gather(phi, -1, index.unsqueeze(-1)).squeeze(-1)  # (n, *B)
-        value = F.one_hot(index, logits.shape[-1]).to(logits.dtype)  # (n, *B, K)
-        return StochasticSample(value=value, log_prob=log_prob, dist=dist, index=index,
-                                extras={"relax_noise": (gumbel, top, exponential)})
+        return one_hot_sample(dist, logits, index, extras={"relax_noise": (gumbel, top, exponential)})
 
     def _relaxed_pair(self, logits: Tensor, index: Tensor, noise: tuple) -> tuple[Tensor, Tensor]:
         gumbel, top, exponential = noise
