@@ -229,21 +229,27 @@ class Relax(Estimator):
 
     def _variance(self, s: StochasticSample, logits: Tensor, f: Tensor, context: Tensor | None,
                   noise: tuple) -> Tensor:
-        """Mean over inputs of |g|^2, g the estimate's gradient to the logits, differentiable in phi
-        (and only in phi: the logits are a detached copy). g is taken through the normalisation, as the
+        """Mean over inputs of |g|^2, g the estimate's gradient to the logits (``_logit_estimate``),
+        differentiable in phi (and only in phi: the logits are a detached copy)."""
+        g, _, _ = self._logit_estimate(s, logits, f, noise, lambda z: self.control(z, f.dim(), context), True)
+        return g.pow(2).sum() / max(f[0].numel(), 1)
+
+    def _logit_estimate(self, s: StochasticSample, logits: Tensor, f: Tensor, noise: tuple, c,
+                        create_graph: bool) -> tuple[Tensor, Tensor, Tensor]:
+        """(g (*B, K), c(z~) (n, *C), f - c(z~)): g the estimate's gradient to the logits, each input's own,
+        with control variate c (z (n, *B, K) -> (n, *C)), taken on a detached copy of the logits (with
+        ``create_graph``: differentiable in c's parameters). It is taken through the normalisation, as the
         model's own logits get it: to the normalised ones, d log p(b) would be onehot(b), not onehot(b) - p."""
         raw = logits.detach().requires_grad_()  # (*B, K): stands for the node's logits
-        logits = raw.log_softmax(-1)  # the same values, with the normalisation's gradient
-        c_dims = f.dim()
-        z, z_tilde = self._relaxed_pair(logits, s.index, noise)
-        phi = logits.expand(len(s.index), *logits.shape)
-        log_prob = sum_trailing(torch.gather(phi, -1, s.index.unsqueeze(-1)).squeeze(-1), c_dims)  # (n, *C)
-        c_z = self.control(z, c_dims, context)
-        c_tilde = self.control(z_tilde, c_dims, context)
-        c_tilde_fixed_z = self.control(z_tilde.detach(), c_dims, context)  # the coefficient: phi's path only
-        per_input = ((f - c_tilde_fixed_z) * log_prob + c_z - c_tilde).mean(0)  # (*C): mean over the n samples
-        (g,) = torch.autograd.grad(per_input.sum(), raw, create_graph=True)  # (*B, K): each input's own
-        return g.pow(2).sum() / max(per_input.numel(), 1)
+        normalised = raw.log_softmax(-1)  # the same values, with the normalisation's gradient
+        z, z_tilde = self._relaxed_pair(normalised, s.index, noise)
+        phi = normalised.expand(len(s.index), *normalised.shape)
+        log_prob = sum_trailing(torch.gather(phi, -1, s.index.unsqueeze(-1)).squeeze(-1), f.dim())  # (n, *C)
+        c_z, c_tilde = c(z), c(z_tilde)
+        coefficient = f - c(z_tilde.detach())  # phi's path only: not differentiated to the logits
+        per_input = (coefficient * log_prob + c_z - c_tilde).mean(0)  # (*C): mean over the n samples
+        (g,) = torch.autograd.grad(per_input.sum(), raw, create_graph=create_graph)
+        return g, c_tilde, coefficient
 
     def _rebar_loss(self, s: StochasticSample, logits: Tensor, cost: Tensor, context: Tensor | None, noise: tuple,
                     cost_fn) -> Tensor:
@@ -259,16 +265,8 @@ class Relax(Estimator):
 
         train_control = self.training and torch.is_grad_enabled()
         with torch.enable_grad():  # g is a gradient, also where the caller's loss needs none
-            raw = logits.detach().requires_grad_()  # (*B, K): stands for the node's logits
-            normalised = raw.log_softmax(-1)  # the same values, with the normalisation's gradient
-            z, z_tilde = self._relaxed_pair(normalised, s.index, noise)
-            phi = normalised.expand(len(s.index), *normalised.shape)
-            log_prob = sum_trailing(torch.gather(phi, -1, s.index.unsqueeze(-1)).squeeze(-1), c_dims)  # (n, *C)
-            c_z, c_tilde = c(z), c(z_tilde)
-            coefficient = f - c(z_tilde.detach())  # phi's path only: not differentiated to the logits
-            per_input = (coefficient * log_prob + c_z - c_tilde).mean(0)  # (*C): mean over the n samples
-            (g,) = torch.autograd.grad(per_input.sum(), raw, create_graph=train_control)  # (*B, K): each input's
-        per_cost = max(per_input.numel(), 1)  # the loss averages over the inputs (the cost's C dims)
+            g, c_tilde, coefficient = self._logit_estimate(s, logits, f, noise, c, train_control)
+        per_cost = max(f[0].numel(), 1)  # the loss averages over the inputs (the cost's C dims)
         to_logits = (g.detach() * logits).sum() / per_cost  # gradient g / per_cost to the (normalised) logits
         loss = cost.mean(0).mean() + (to_logits - to_logits.detach())  # value: the mean cost
         self.stats = {"control_variate": c_tilde.detach().float().mean(),
