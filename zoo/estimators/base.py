@@ -144,7 +144,6 @@ class Estimator(nn.Module):
     Config: type = EstimatorOptions
     capabilities: Capabilities | None = None  # None: undeclared (a user's estimator), never refused
     unbiased: bool = True  # whether E[grad loss] == grad E[cost]; mirrors capabilities.unbiased
-    wants_cost_fn: bool = False  # True: the model passes cost_fn(value) -> cost to loss() (Capabilities.cost_function)
     name: str = "estimator"  # registry name, set by get_estimator
 
     def __init_subclass__(cls, **kwargs: Any):
@@ -165,6 +164,9 @@ class Estimator(nn.Module):
         elif kwargs:
             raise TypeError("pass either an options object or keyword options, not both")
         self.options = options
+        required = self.requirements(options) if self.capabilities is not None else None
+        # True: the model passes cost_fn(value) -> cost to loss() (relax with rebar)
+        self.wants_cost_fn = bool(required and required.cost_function)
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
         raise NotImplementedError

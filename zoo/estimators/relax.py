@@ -166,7 +166,6 @@ class Relax(Estimator):
         super().__init__(options, **kwargs)
         o = self.options
         self.control = ControlVariate(o.tau, o.hidden, o.input_dim, o.decay, o.eta if o.rebar else None)
-        self.wants_cost_fn = o.rebar  # the model passes cost_fn= to loss()
         self.stats: dict[str, Tensor] = {}  # last call's diagnostics
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:

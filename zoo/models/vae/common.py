@@ -137,10 +137,13 @@ class LatentVAE(ZooModule):
         negative ELBO; its reconstruction uses the estimator's sample (relaxed for gumbel_softmax)."""
         q = self.posterior(x)
         s = self.estimator.sample(q, n=self.cfg.n_samples or None)  # value (n, B, *latent)
-        rec = -self.log_lik(x, self.decode(s.value))  # (n, B)
+        def reconstruction_cost(value: Tensor) -> Tensor:  # (n, B, *latent), hard or relaxed -> (n, B)
+            return -self.log_lik(x, self.decode(value))
+
+        rec = reconstruction_cost(s.value)  # (n, B)
         kl = self.kl(q)  # (B,)
-        wants_cost_fn = getattr(self.estimator, "wants_cost_fn", False)  # relax with rebar: the cost of any value
-        extra = {"cost_fn": lambda value: -self.log_lik(x, self.decode(value))} if wants_cost_fn else {}
+        # relax with rebar evaluates the cost at relaxed samples too
+        extra = {"cost_fn": reconstruction_cost} if getattr(self.estimator, "wants_cost_fn", False) else {}
         loss = self.estimator.loss(s, rec, context=x.flatten(1), **extra) + kl_weight * kl.mean()
         return loss, rec, kl
 
