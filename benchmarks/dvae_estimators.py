@@ -5,6 +5,8 @@ estimator of the registry under the same budget of optimizer steps.
     python benchmarks/dvae_estimators.py --steps 300 --estimators gumbel_softmax rloo   # quick look
     python benchmarks/dvae_estimators.py --device cuda      # on a GPU
     python benchmarks/dvae_estimators.py --recipe dvae_digits_binary   # binary latents: arm, disarm too
+    python benchmarks/dvae_estimators.py --extra model.n_latents=1 --out benchmarks/results/dvae_1x10_estimators.json
+                                          # one latent variable: expectation (exact), unordered_set too
 
 For every estimator it reports
 - the final test negative ELBO (exact categorical draws, nats per image) and IWAE nll (k=100);
@@ -52,11 +54,16 @@ ESTIMATORS = {  # label -> estimator spec for model.estimator
     "arm": {"name": "arm"},
     "disarm": {"name": "disarm"},
     "disarm_4": {"name": "disarm", "n": 4},
+    "expectation": {"name": "expectation"},  # one latent (model.n_latents=1): the exact gradient, K evaluations
+    "unordered_set_2": {"name": "unordered_set", "n": 2},  # one latent: 2 distinct categories, built-in baseline
+    "unordered_set_4": {"name": "unordered_set", "n": 4},
 }
 CATEGORICAL = ["gumbel_softmax", "straight_through", "reinforce_ema", "reinforce_learned", "rloo_4", "relax",
                "relax_4", "relax_rebar"]  # the default set for categorical latents (K > 2)
 BINARY = ["gumbel_softmax", "straight_through", "reinforce_ema", "rloo_2", "arm", "disarm", "relax", "rloo_4",
           "disarm_4", "relax_rebar"]  # the default set for binary latents (the recipe's n_classes = 2)
+SINGLE = ["gumbel_softmax", "straight_through", "reinforce_ema", "rloo_2", "unordered_set_2", "rloo_4",
+          "unordered_set_4", "expectation"]  # the default set for one latent variable (--extra model.n_latents=1)
 
 
 class StepTimer(L.Callback):
@@ -80,7 +87,7 @@ def train_one(label: str, spec: dict, seed: int, args) -> tuple[dict, object, ob
     from zoo.config import load_config
     from zoo.train import build
 
-    cfg = load_config(args.recipe, [f"seed={seed}", f"model.iwae_samples={args.iwae}"])
+    cfg = load_config(args.recipe, [*args.extra, f"seed={seed}", f"model.iwae_samples={args.iwae}"])
     cfg["model"]["estimator"] = spec
     L.seed_everything(seed, verbose=False)
     datamodule, model = build(cfg)
@@ -108,8 +115,9 @@ def train_one(label: str, spec: dict, seed: int, args) -> tuple[dict, object, ob
 def shared_point(model, datamodule, args) -> dict:
     """Every estimator's gradient on one batch at the same weights: variance (``args.repeats``
     estimates) and the cosine between the mean of ``args.shared_repeats`` estimates and an unbiased
-    reference gradient (the mean of ``args.reference`` RLOO(n=8) estimates). An unbiased estimator's
-    cosine tends to 1 as the repeats grow; a biased one's stays below."""
+    reference gradient (the mean of ``args.reference`` RLOO(n=8) estimates; with one latent variable the
+    exact gradient, from ``expectation``). An unbiased estimator's cosine tends to 1 as the repeats grow;
+    a biased one's stays below."""
     from zoo.callbacks.grad_variance import GradientVarianceCallback
     from zoo.estimators import get_estimator
 
@@ -131,8 +139,9 @@ def shared_point(model, datamodule, args) -> dict:
     out = {}
     model.train()  # baselines update in training mode only
     torch.manual_seed(args.seeds[0])
-    model.estimator = get_estimator({"name": "rloo", "n": 8})
-    reference = mean_grad(args.reference)
+    exact = model.cfg.n_latents == 1  # the gradient is a sum over the K categories
+    model.estimator = get_estimator({"name": "expectation"} if exact else {"name": "rloo", "n": 8})
+    reference = mean_grad(1 if exact else args.reference)
     probe = GradientVarianceCallback(repeats=args.repeats)
     for label, spec in ESTIMATORS.items():
         if label not in args.estimators:
@@ -160,6 +169,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--steps", type=int, default=2000, help="optimizer steps per estimator (batch 64)")
     p.add_argument("--recipe", default="dvae_digits", help="a dvae recipe (dvae_digits_binary: binary latents)")
+    p.add_argument("--extra", nargs="*", default=[], help="key=value overrides of the recipe for every run "
+                   "(model.n_latents=1: one latent variable, where expectation and unordered_set fit)")
     p.add_argument("--estimators", nargs="+", choices=list(ESTIMATORS),
                    help="labels to train (default: every one that fits the recipe's latents)")
     p.add_argument("--repeats", type=int, default=32, help="gradient estimates per variance probe")
@@ -176,9 +187,9 @@ def main() -> None:
     args = p.parse_args()
     from zoo.config import load_config
 
-    model_cfg = load_config(args.recipe)["model"]
+    model_cfg = load_config(args.recipe, args.extra)["model"]
     binary = model_cfg["n_classes"] == 2
-    args.estimators = args.estimators or (BINARY if binary else CATEGORICAL)
+    args.estimators = args.estimators or (SINGLE if model_cfg["n_latents"] == 1 else BINARY if binary else CATEGORICAL)
     args.out = args.out or str(ROOT / "benchmarks" / "results" / f"{args.recipe.replace('dvae_digits', 'dvae')}"
                                                                    "_estimators.json")
     args.device = resolve_device(args.device)
@@ -224,9 +235,11 @@ def main() -> None:
           f"(mean ± sd; nats per image; gradient variance of the encoder, mean per parameter; ms/step median)"
           f"\n{table}")
     result = {
-        "benchmark": "dvae_estimators", "recipe": args.recipe, "steps": args.steps, "batch_size": 64,
+        "benchmark": "dvae_estimators", "recipe": args.recipe, "extra": args.extra, "steps": args.steps,
+        "batch_size": 64,
         "seeds": args.seeds,
-        "repeats": args.repeats, "reference_estimates": args.reference, "shared_repeats": args.shared_repeats,
+        "repeats": args.repeats, "reference_estimates": 1 if model_cfg["n_latents"] == 1 else args.reference,
+        "shared_repeats": args.shared_repeats,
         "threads": args.threads, "device": str(args.device), "device_name": describe(args.device),
         "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}",
         "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),

@@ -167,6 +167,9 @@ class Estimator(nn.Module):
         required = self.requirements(options) if self.capabilities is not None else None
         # True: the model passes cost_fn(value) -> cost to loss() (relax with rebar)
         self.wants_cost_fn = bool(required and required.cost_function)
+        # True: the model passes one cost per categorical variable, (n, *B) for a distribution of batch
+        # shape B (expectation, unordered_set)
+        self.wants_variable_cost = bool(required and required.per_variable_cost)
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
         raise NotImplementedError

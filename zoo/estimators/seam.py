@@ -47,6 +47,8 @@ class StochasticNode:
     # to est.loss when the estimator asks (est.wants_cost_fn): REBAR's term
     context_dim_from: str | None = None  # features for a learned baseline: a model option ("hidden_dim"),
     # or "data_info.KEY" (a list: its product); None: the model passes no context
+    variables_from: str | None = None  # the model option giving the number of categorical variables one cost
+    # scores (a discrete VAE's "n_latents"): with 1, that cost is the variable's own (per-variable estimators fit)
     categories_from: str | None = None  # the model option giving each categorical variable's number of
     # categories ("n_classes"): binary-only estimators (arm, disarm) fit when it is 2; None: not declared
     sample_size_from: tuple = ()  # model options whose product is how many values of the sample one cost
@@ -76,6 +78,11 @@ class StochasticNode:
             return int(math.prod(value)) if isinstance(value, (list, tuple)) else int(value)
         return int(options[src])
 
+
+    def variables(self, options: Mapping | None) -> int | None:
+        """How many categorical variables one cost scores (None: undeclared, or no options given)."""
+        value = options.get(self.variables_from) if self.variables_from and options else None
+        return None if value is None else int(value)
 
     def categories(self, options: Mapping | None) -> int | None:
         """Each categorical variable's number of categories (None: undeclared, or no options given)."""
@@ -118,9 +125,10 @@ def resolve(spec: Any, where: str = "") -> tuple[str, type, Any]:
 
 
 def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = None,
-             has_context: bool = True, categories: int | None = None) -> str | None:
+             has_context: bool = True, categories: int | None = None, variables: int | None = None) -> str | None:
     """Why an estimator with requirements ``req`` cannot train ``node`` (None: it can).
-    ``n``: the samples per input the model will draw; ``categories``: per variable (None: unknown)."""
+    ``n``: the samples per input the model will draw; ``categories``: per variable; ``variables``: how
+    many one cost scores (None: unknown)."""
     if req is None:
         return None  # undeclared (a user's own estimator): the user's responsibility
     if req.distributions == "continuous" and node.kind != "continuous":
@@ -129,7 +137,11 @@ def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = Non
         return f"it handles categorical distributions, and this node is {node.kind}"
     if req.differentiable_cost and not node.differentiable_cost:
         return "it backpropagates through the sample into the cost, and this node's cost is not differentiable"
-    if req.per_variable_cost and not node.per_variable_cost:
+    if req.per_variable_cost and not node.per_variable_cost and variables != 1:
+        if node.variables_from and variables is not None:
+            option = node.variables_from
+            return (f"it needs one cost per categorical variable, and this node's cost couples its {variables} "
+                    f"variables ({option}={variables}; {option}=1 would fit)")
         return "it needs one cost per categorical variable, and this node's cost couples its variables"
     if req.min_samples > 1 and not node.multi_sample:
         return f"it needs n >= {req.min_samples} samples per input, and this model draws one"
@@ -164,9 +176,10 @@ def default_requirements(cls: Any) -> Capabilities | None:
 def compatible(node: StochasticNode, model_options: Mapping | None = None) -> list[str]:
     """Registered estimators that can train ``node`` with their default options (and the model's
     options, when given: a binary-only estimator fits a node of 2 categories only)."""
-    categories = node.categories(model_options)
+    categories, variables = node.categories(model_options), node.variables(model_options)
     return [name for name in ESTIMATORS.list()
-            if mismatch(default_requirements(ESTIMATORS.get(name)), node, categories=categories) is None]
+            if mismatch(default_requirements(ESTIMATORS.get(name)), node, categories=categories,
+                        variables=variables) is None]
 
 
 def _samples(node: StochasticNode, model_options: Mapping, opts: Any) -> int | None:
@@ -181,7 +194,7 @@ def check_spec(spec: Any, node: StochasticNode, model_options: Mapping, where: s
     name, cls, opts = resolve(spec, where)
     requirements = cls.requirements(opts) if isinstance(cls, type) and issubclass(cls, Estimator) else None
     why = mismatch(requirements, node, _samples(node, model_options, opts),
-                   categories=node.categories(model_options))
+                   categories=node.categories(model_options), variables=node.variables(model_options))
     if why:
         fits = ", ".join(compatible(node, model_options))
         raise UserError(f"estimator '{name}' cannot train {model}'s {node.kind} node in {where}: {why}. "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from dataclasses import dataclass
 
 import torch
@@ -47,18 +48,22 @@ class UnorderedSetOptions:
     baseline: bool = True  # built-in leave-one-out baseline (needs n >= 2)
 
 
-def log_set_prob(logp: Tensor, log_mass: Tensor) -> Tensor:
-    """log p^{D\\C}(S): members' log-probs ``logp`` (..., m), ``log_mass`` (...) = log(1 - P(C)).
+def log_set_prob(logp: Tensor, log_rest: Tensor) -> Tensor:
+    """log p^{D\\C}(S) of a set S drawn without replacement from the domain D less C: its members'
+    log-probs ``logp`` (..., m) under the full distribution, ``log_rest`` (...) = log of the mass outside
+    both S and C.
 
-    Sum over the m! orderings of prod_j p(x_j) / (1 - P(C) - sum_{i<j} p(x_i)).
+    Sum over the m! orderings of prod_j p(x_j) / (1 - P(C) - sum_{i<j} p(x_i)). Each denominator is the
+    mass not drawn yet, written as P(rest) + sum_{i>=j} p(x_i): a sum of positive terms. As a difference
+    it lost every digit when one category held nearly all the mass (1 - p ~ 1e-16), and the ratios
+    reached 1e13 in a one-latent VAE's training.
     """
     m = logp.shape[-1]
     perms = torch.tensor(list(itertools.permutations(range(m))), dtype=torch.long, device=logp.device)
     lp = logp[..., perms] if m else logp.unsqueeze(-2)  # (..., m!, m)
-    p = lp.exp()
-    before = p.cumsum(-1) - p  # mass drawn before each position
-    left = (log_mass.exp()[..., None, None] - before).clamp_min(1e-30)
-    return torch.logsumexp((lp - left.log()).sum(-1), dim=-1)  # (...)
+    undrawn = torch.logcumsumexp(lp.flip(-1), -1).flip(-1)  # (..., m!, m): log sum_{i>=j} p(x_i)
+    left = torch.logaddexp(undrawn, log_rest[..., None, None])  # log of the mass left at position j
+    return torch.logsumexp((lp - left).sum(-1), dim=-1)  # (...)
 
 
 def _others(k: int, drop: tuple[int, ...]) -> list[int]:
@@ -108,8 +113,10 @@ class UnorderedSet(Estimator):
         with torch.no_grad():
             lq, fd = logp.detach().double(), f.detach().double()
             p = lq.exp()
-            full = log_set_prob(lq, torch.zeros_like(lq[..., 0]))  # (*B) log p(S)
-            loo = torch.stack([log_set_prob(lq[..., _others(k, (i,))], torch.log1p(-p[..., i]))
+            outside = categorical_logits(s.dist).detach().double().scatter(-1, s.index.movedim(0, -1), -math.inf)
+            rest = torch.logsumexp(outside, -1)  # (*B) log of the mass outside S (-inf when S is all of D)
+            full = log_set_prob(lq, rest)  # (*B) log p(S)
+            loo = torch.stack([log_set_prob(lq[..., _others(k, (i,))], rest)
                                for i in range(k)], -1)  # (*B, k): log p^{D\s}(S \ s)
             ratio = (loo - full.unsqueeze(-1)).exp()  # R(S, s)
             adv = fd
@@ -119,8 +126,7 @@ class UnorderedSet(Estimator):
                     for j in range(k):
                         if i == j:
                             continue
-                        mass = torch.log((1 - p[..., i] - p[..., j]).clamp_min(1e-30))
-                        l2 = log_set_prob(lq[..., _others(k, (i, j))], mass)  # log p^{D\{s,s'}}(S \ {s,s'})
+                        l2 = log_set_prob(lq[..., _others(k, (i, j))], rest)  # log p^{D\{s,s'}}(S \ {s,s'})
                         base[..., i] += p[..., j] * (l2 - loo[..., i]).exp() * fd[..., j]
                 adv = fd - base
             weight = (p * ratio).to(f.dtype)  # (*B, k): estimate of E[f] = sum weight * f

@@ -131,7 +131,8 @@ class LatentVAE(ZooModule):
         return self.cfg.beta * (min(1.0, self.global_step / w) if w > 0 else 1.0)
 
     def losses(self, x: Tensor, kl_weight: float = 1.0) -> tuple[Tensor, Tensor, Tensor]:
-        """One stochastic training estimate: (surrogate loss, reconstruction (n, B), KL (B,)).
+        """One stochastic training estimate: (surrogate loss, reconstruction (n, B), KL (B,)); with a
+        per-variable estimator (one latent variable) the reconstruction is its estimate of the batch mean, (1, B).
 
         The surrogate's gradient is the chosen estimator's estimate of grad of the (beta-weighted)
         negative ELBO; its reconstruction uses the estimator's sample (relaxed for gumbel_softmax)."""
@@ -144,8 +145,12 @@ class LatentVAE(ZooModule):
         kl = self.kl(q)  # (B,)
         # relax with rebar evaluates the cost at relaxed samples too
         extra = {"cost_fn": reconstruction_cost} if getattr(self.estimator, "wants_cost_fn", False) else {}
-        loss = self.estimator.loss(s, rec, context=x.flatten(1), **extra) + kl_weight * kl.mean()
-        return loss, rec, kl
+        per_variable = getattr(self.estimator, "wants_variable_cost", False)  # the seam allows it for one variable
+        cost = rec.unsqueeze(-1) if per_variable else rec  # (n, B, 1): the one latent variable's own cost
+        rec_term = self.estimator.loss(s, cost, context=x.flatten(1), **extra)
+        if per_variable:  # the n values are every category or n distinct ones, not i.i.d. draws: their plain
+            rec = rec_term.detach().expand(1, x.shape[0])  # mean is no estimate; the estimator's own is (1, B)
+        return rec_term + kl_weight * kl.mean(), rec, kl
 
     def estimator_loss(self, batch: Any) -> Tensor:
         """A fresh stochastic estimate of the training loss (for GradientVarianceCallback)."""

@@ -45,7 +45,7 @@ class DVAEConfig(CommonConfig):
     n_classes: int = at_least(10, 2)  # K classes each
     estimator: EstimatorSpec = estimator_option("gumbel_softmax")  # a name or {name: ..., options}: gumbel_softmax,
     # straight_through, reinforce (baseline: none|ema|batch_mean|learned), rloo (n >= 2 samples), relax;
-    # with n_classes 2 also arm, disarm
+    # with n_classes 2 also arm, disarm; with n_latents 1 also expectation (exact), unordered_set
     traversal_latents: int = positive(10)  # traversal picture: how many latents (largest KL first) to sweep
 
 
@@ -55,10 +55,11 @@ class DiscreteVAE(LatentVAE):
 
     Config = DVAEConfig
     latent_ndim = 2
-    # N x K categoricals; the decoder reads all of them at once (no per-variable cost: no enumeration)
+    # N x K categoricals; the decoder reads all of them at once: one cost per image, per variable only when
+    # N = 1 (then exact enumeration and sets without replacement fit: expectation, unordered_set)
     # cost_function: losses() passes the reconstruction cost of any (relaxed) sample to an estimator that asks
     stochastic_node = StochasticNode(kind="categorical", differentiable_cost=True, samples_option="n_samples",
-                                     cost_function=True,
+                                     cost_function=True, variables_from="n_latents",
                                      context_dim_from="data_info.image_shape",
                                      categories_from="n_classes", sample_size_from=("n_latents", "n_classes"))
 
