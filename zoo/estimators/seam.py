@@ -78,7 +78,6 @@ class StochasticNode:
             return int(math.prod(value)) if isinstance(value, (list, tuple)) else int(value)
         return int(options[src])
 
-
     def variables(self, options: Mapping | None) -> int | None:
         """How many categorical variables one cost scores (None: undeclared, or no options given)."""
         value = options.get(self.variables_from) if self.variables_from and options else None
