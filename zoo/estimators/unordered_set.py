@@ -24,7 +24,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import Distribution
 
@@ -36,6 +35,7 @@ from zoo.estimators.base import (
     as_distribution,
     categorical_logits,
     check_cost,
+    one_hot_sample,
     register_estimator,
 )
 from zoo.estimators.gumbel import gumbel_topk
@@ -93,11 +93,8 @@ class UnorderedSet(Estimator):
             raise UserError(f"unordered_set: n={k} distinct samples but only {logits.shape[-1]} categories")
         with torch.no_grad():
             idx, keys = gumbel_topk(logits, k)  # (*B, k)
-        index = idx.movedim(-1, 0)  # (k, *B)
-        log_prob = torch.gather(logits, -1, idx).movedim(-1, 0)  # (k, *B), with grad
-        value = F.one_hot(index, logits.shape[-1]).to(logits.dtype)  # (k, *B, K)
-        return StochasticSample(value=value, log_prob=log_prob, dist=dist, index=index,
-                                extras={"keys": keys.movedim(-1, 0)})
+        # one-hots (k, *B, K) and log-probs (k, *B) with their gradient to the logits
+        return one_hot_sample(dist, logits, idx.movedim(-1, 0), extras={"keys": keys.movedim(-1, 0)})
 
     def loss(self, s: StochasticSample, cost: Tensor, context: Tensor | None = None) -> Tensor:
         cost = check_cost(s, cost, self.name)  # (k, *B)
