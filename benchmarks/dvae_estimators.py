@@ -139,9 +139,8 @@ def shared_point(model, datamodule, args) -> dict:
     out = {}
     model.train()  # baselines update in training mode only
     torch.manual_seed(args.seeds[0])
-    exact = model.cfg.n_latents == 1  # the gradient is a sum over the K categories
-    model.estimator = get_estimator({"name": "expectation"} if exact else {"name": "rloo", "n": 8})
-    reference = mean_grad(1 if exact else args.reference)
+    model.estimator = get_estimator({"name": "expectation"} if args.exact_reference else {"name": "rloo", "n": 8})
+    reference = mean_grad(1 if args.exact_reference else args.reference)
     probe = GradientVarianceCallback(repeats=args.repeats)
     for label, spec in ESTIMATORS.items():
         if label not in args.estimators:
@@ -189,7 +188,8 @@ def main() -> None:
 
     model_cfg = load_config(args.recipe, args.extra)["model"]
     binary = model_cfg["n_classes"] == 2
-    args.estimators = args.estimators or (SINGLE if model_cfg["n_latents"] == 1 else BINARY if binary else CATEGORICAL)
+    args.exact_reference = model_cfg["n_latents"] == 1  # one latent: the gradient is a sum over its K classes
+    args.estimators = args.estimators or (SINGLE if args.exact_reference else BINARY if binary else CATEGORICAL)
     args.out = args.out or str(ROOT / "benchmarks" / "results" / f"{args.recipe.replace('dvae_digits', 'dvae')}"
                                                                    "_estimators.json")
     args.device = resolve_device(args.device)
@@ -238,7 +238,7 @@ def main() -> None:
         "benchmark": "dvae_estimators", "recipe": args.recipe, "extra": args.extra, "steps": args.steps,
         "batch_size": 64,
         "seeds": args.seeds,
-        "repeats": args.repeats, "reference_estimates": 1 if model_cfg["n_latents"] == 1 else args.reference,
+        "repeats": args.repeats, "reference_estimates": 1 if args.exact_reference else args.reference,
         "shared_repeats": args.shared_repeats,
         "threads": args.threads, "device": str(args.device), "device_name": describe(args.device),
         "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}",

@@ -79,17 +79,22 @@ class StochasticNode:
         return int(options[src])
 
     def variables(self, options: Mapping | None) -> int | None:
-        """How many categorical variables one cost scores (None: undeclared, or no options given)."""
-        value = options.get(self.variables_from) if self.variables_from and options else None
-        return None if value is None else int(value)
+        """How many categorical variables one cost scores (None: undeclared, or not in ``options``)."""
+        return _int_option(self.variables_from, options)
 
     def categories(self, options: Mapping | None) -> int | None:
-        """Each categorical variable's number of categories (None: undeclared, or no options given)."""
-        return int(options[self.categories_from]) if self.categories_from and options else None
+        """Each categorical variable's number of categories (None: undeclared, or not in ``options``)."""
+        return _int_option(self.categories_from, options)
 
     def sample_size(self, options: Mapping) -> int | None:
         """How many values of the sample one cost scores (None: the node does not say)."""
         return int(math.prod(int(options[name]) for name in self.sample_size_from)) if self.sample_size_from else None
+
+
+def _int_option(name: str | None, options: Mapping | None) -> int | None:
+    """The model option ``name`` as an int; None where the node names none or ``options`` lack it."""
+    value = options.get(name) if name and options else None
+    return None if value is None else int(value)
 
 
 def estimator_option(default: EstimatorSpec, doc: str = "") -> Any:
