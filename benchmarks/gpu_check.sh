@@ -34,6 +34,8 @@
 #                                            with a window's contexts in turn and at once (window_pairs)
 #   bash benchmarks/gpu_check.sh timings     right after `all`, while warm: the skip-gram runs `all` had no time for
 #                                            (65,536 windows at 1M-word chunks, then interleaved minibatches)
+#   bash benchmarks/gpu_check.sh steady      one short call with carry [".gpu/wheels1", ".gpu/wheels2"]: the loop's steady
+#                                            words/s on a 10M-word file through zoo.train, and window_pairs=padded's operations
 #   bash benchmarks/gpu_check.sh skipgram-interleave   the same path with interleaved minibatches
 #                                            (model.interleave 2 and 0), 5,120 and 65,536 windows
 #                                            (words/s and neighbour agreement; docs/skipgram.md, Known limits)
@@ -182,6 +184,30 @@ EOF
         --threads 1 --zoo updates=minibatch batch_centres=$batch interleave=$interleave \
         --out "$OUT/skipgram_interleave${interleave}_${batch}_$DEVICE.json" 2>&1 | tee -a "$OUT/skipgram_interleave.log"
     done
+    ;;
+  steady)
+    # one short call (~2 min after the start): the user's command on a 10M-word file (Wikipedia repeated, as
+    # skipgram_vs_gensim.py's wiki10m), one epoch on the GPU at 65,536 windows, each window order: the per-chunk
+    # words/s in its metrics.csv is the loop's steady rate (the 1M-word benchmark runs 10 chunks, warm-up
+    # included), the command's wall time the whole; then window_pairs=padded's operations (skipgram_ops.py)
+    BUDGET="${BUDGET:-200}"; left() { local l=$(( BUDGET - SECONDS )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+    OUT="$OUT" bash "$0" install > /dev/null 2>&1 || echo "gpu_check: install failed" >&2
+    env_there
+    big=$("$PY" -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
+from skipgram_measures import big_corpus; print(big_corpus(Path('data/skipgram_bench'), 10_000_000))") || exit 1
+    for order in at_once in_turn padded; do
+      t0=$SECONDS
+      timeout "$(left 45)" "$PY" -m zoo.train recipe=skipgram_lee data.files="$big" model.updates=minibatch \
+        model.batch_centres=65536 model.window_pairs=$order trainer.max_epochs=1 run_dir=/tmp/zoo_steady_$order \
+        > "$OUT/steady_$order.log" 2>&1
+      echo "$order: exit $? after $(( SECONDS - t0 )) s" | tee -a "$OUT/steady.log"
+      cp /tmp/zoo_steady_$order/*/*/logs/metrics.csv "$OUT/steady_${order}_metrics.csv" 2>/dev/null
+      "$PY" -c "import csv, sys; r = [float(x['train/words_per_s']) for x in csv.DictReader(open(sys.argv[1]))
+if x.get('train/words_per_s')]; print(sys.argv[2], 'chunks', len(r), 'words/s', [round(v) for v in r])" \
+        "$OUT/steady_${order}_metrics.csv" "$order" 2>&1 | tee -a "$OUT/steady.log"
+    done
+    timeout "$(left 60)" "$PY" benchmarks/skipgram_ops.py --device "$DEVICE" --batches 65536 --orders at_once,padded \
+      --caps newton,none --out "$OUT/skipgram_ops_padded_$DEVICE.json" 2>&1 | tee -a "$OUT/steady.log"
     ;;
   all)
     # one call of at most 600 s: every step is cut to what is left of BUDGET (560 s), so the tarball is written.

@@ -21,6 +21,7 @@ def lee_corpus(folder: Path, min_tokens: int = 1_000_000) -> Path:
         src = Path(gensim.__file__).parent / "test" / "test_data" / "lee_background.cor"
         docs = [" ".join(simple_preprocess(line)) for line in src.read_text(encoding="utf-8").splitlines()]
         n = sum(len(d.split()) for d in docs)
+        folder.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(docs * -(-min_tokens // n)) + "\n")
     return path
 
@@ -38,6 +39,7 @@ def wiki_corpus(folder: Path, min_tokens: int = 1_000_000) -> Path:
                 / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
         docs = [" ".join(tokens) for tokens in WikiCorpus(str(dump), dictionary={}, processes=1).get_texts()]
         n = sum(len(d.split()) for d in docs)
+        folder.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(docs * -(-min_tokens // n)) + "\n")
     return path
 
