@@ -19,6 +19,8 @@
 #                                            left of 560 s; its files in one tarball. VARIANTS=soft (or hard,soft)
 #                                            trains captioning seeds 0-2 beside the suite; the default is none
 #                                            since both were run on GPUs (hard: H200, soft: H100, 2026-11-26).
+#                                            On an H100 (2026-11-26) it took 516 s and left 5.7 min of the loan:
+#                                            enough for `steady` on a fresh machine (2.3 min there).
 #                                            MAML, SeqGAN and the overhead were timed on the H100 on 2026-11-25: stage bench
 # With more time, one device `run` each, in this order, back to back (the machine keeps /tmp between calls
 # only while it is warm, 30 s after the last one):
@@ -32,13 +34,14 @@
 #   bash benchmarks/gpu_check.sh skipgram    the skip-gram GPU path on Wikipedia text against gensim: 1 and 2
 #                                            threads at the recipe's step size, 1 thread at 64k windows
 #                                            with a window's contexts in turn and at once (window_pairs)
-#   bash benchmarks/gpu_check.sh timings     right after `all`, while warm: the skip-gram runs `all` had no time for
-#                                            (65,536 windows at 1M-word chunks, then interleaved minibatches)
+#   bash benchmarks/gpu_check.sh timings     the skip-gram runs not measured yet (in `all` after the suite): 131,072 and
+#                                            262,144 windows at once, 1M-word chunks, speed and agreement with gensim
 #   bash benchmarks/gpu_check.sh steady      one short call with carry [".gpu/wheels1", ".gpu/wheels2"]: the loop's steady
-#                                            words/s on a 10M-word file through zoo.train, and window_pairs=padded's operations
+#                                            words/s on a 10M-word file through zoo.train (ORDERS, BATCH to vary it)
 #   bash benchmarks/gpu_check.sh skipgram-interleave   the same path with interleaved minibatches
 #                                            (model.interleave 2 and 0), 5,120 and 65,536 windows
-#                                            (words/s and neighbour agreement; docs/skipgram.md, Known limits)
+#                                            (words/s and neighbour agreement; docs/skipgram.md, Known limits;
+#                                            measured on an H100 on 2026-11-26, gpu_h100_2026-11-26b.json)
 # Each stage writes its log and JSON to $OUT (what the device tool brings back; at most 8 files),
 # else to benchmarks/results/gpu/. Copy the JSON you keep into benchmarks/results/ with a row in
 # benchmarks/README.md. DEVICE=cpu runs the bench and seeds stages on the CPU (to try this script).
@@ -75,19 +78,13 @@ env_there() {  # the zoo from this checkout, the carried packages after the imag
 }
 
 timings() {  # the skip-gram GPU runs not measured yet, most wanted first, each cut to what `left` allows
-  # (all 5 take ~4.5 min; the 65,536-window steps at 250k-word chunks, the step's operations and the recipe's
-  # step were measured on the H200 on 2026-11-26, gpu_h200_2026-11-26.json: 2.81M words/s at once, but the step
-  # alone 6.4M: each chunk pays Lightning's step and a table check, and a 250k-word chunk holds ~3 minibatches)
-  for order in at_once in_turn; do  # the recipes' 1M-word chunks
+  # (measured on an H100 on 2026-11-26, gpu_h100_2026-11-26b.json: 65,536 windows at 1M-word chunks, at once 1.79M
+  # words/s and in turn 1.34M, agreement 0.53; interleaved minibatches; the steady per-chunk rate on 10M words,
+  # at once 3.8M: the step, not the loop, sets it). Next: larger steps at once, speed against agreement
+  for batch in 131072 262144; do
     timeout "$(left 70)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
-      --repeats 1 --threads 1 --chunk-tokens 1000000 --zoo updates=minibatch batch_centres=65536 window_pairs=$order \
-      --out "$OUT/skipgram_batch64k_${order}_chunk1m_$DEVICE.json" >> "$OUT/bench.log" 2>&1
-  done
-  for run in 65536:2 5120:2 65536:0; do  # batch_centres:interleave (interleaved minibatches, docs/skipgram.md)
-    batch="${run%:*}" interleave="${run#*:}"
-    timeout "$(left 70)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
-      --repeats 1 --threads 1 --zoo updates=minibatch batch_centres=$batch interleave=$interleave \
-      --out "$OUT/skipgram_interleave${interleave}_${batch}_$DEVICE.json" >> "$OUT/bench.log" 2>&1
+      --repeats 1 --threads 1 --chunk-tokens 1000000 --zoo updates=minibatch batch_centres=$batch window_pairs=at_once \
+      --out "$OUT/skipgram_batch${batch}_at_once_chunk1m_$DEVICE.json" >> "$OUT/bench.log" 2>&1
   done
 }
 
@@ -188,17 +185,17 @@ EOF
   steady)
     # one short call (~2 min after the start): the user's command on a 10M-word file (Wikipedia repeated, as
     # skipgram_vs_gensim.py's wiki10m), one epoch on the GPU at 65,536 windows, each window order: the per-chunk
-    # words/s in its metrics.csv is the loop's steady rate (the 1M-word benchmark runs 10 chunks, warm-up
-    # included), the command's wall time the whole; then window_pairs=padded's operations (skipgram_ops.py)
+    # words/s in its metrics.csv is the loop's steady rate (the 1M-word benchmark's 10 chunks include the
+    # warm-up), the command's wall time the whole. On an H100 (2026-11-26): at once 3.8M, in turn 1.75M
     BUDGET="${BUDGET:-200}"; left() { local l=$(( BUDGET - SECONDS )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
     OUT="$OUT" bash "$0" install > /dev/null 2>&1 || echo "gpu_check: install failed" >&2
     env_there
     big=$("$PY" -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
 from skipgram_measures import big_corpus; print(big_corpus(Path('data/skipgram_bench'), 10_000_000))") || exit 1
-    for order in at_once in_turn padded; do
+    for order in ${ORDERS:-at_once in_turn}; do
       t0=$SECONDS
       timeout "$(left 45)" "$PY" -m zoo.train recipe=skipgram_lee data.files="$big" model.updates=minibatch \
-        model.batch_centres=65536 model.window_pairs=$order trainer.max_epochs=1 run_dir=/tmp/zoo_steady_$order \
+        model.batch_centres=${BATCH:-65536} model.window_pairs=$order trainer.max_epochs=1 run_dir=/tmp/zoo_steady_$order \
         > "$OUT/steady_$order.log" 2>&1
       echo "$order: exit $? after $(( SECONDS - t0 )) s" | tee -a "$OUT/steady.log"
       cp /tmp/zoo_steady_$order/*/*/logs/metrics.csv "$OUT/steady_${order}_metrics.csv" 2>/dev/null
@@ -206,8 +203,6 @@ from skipgram_measures import big_corpus; print(big_corpus(Path('data/skipgram_b
 if x.get('train/words_per_s')]; print(sys.argv[2], 'chunks', len(r), 'words/s', [round(v) for v in r])" \
         "$OUT/steady_${order}_metrics.csv" "$order" 2>&1 | tee -a "$OUT/steady.log"
     done
-    timeout "$(left 60)" "$PY" benchmarks/skipgram_ops.py --device "$DEVICE" --batches 65536 --orders at_once,padded \
-      --caps newton,none --out "$OUT/skipgram_ops_padded_$DEVICE.json" 2>&1 | tee -a "$OUT/steady.log"
     ;;
   all)
     # one call of at most 600 s: every step is cut to what is left of BUDGET (560 s), so the tarball is written.

@@ -88,7 +88,7 @@ def test_window_contexts_marks_out_of_range_and_other_sentence():
 
 
 @pytest.mark.parametrize("interleave", [1, 3, 0])
-@pytest.mark.parametrize("window_pairs", ["in_turn", "at_once", "padded"])
+@pytest.mark.parametrize("window_pairs", ["in_turn", "at_once"])
 def test_trainer_visits_exactly_the_window_pairs(window_pairs, interleave):
     g = torch.Generator().manual_seed(0)
     n = 3000
@@ -132,34 +132,8 @@ def test_in_turn_visits_each_windows_contexts_left_to_right_one_per_call():
     assert any(len(set(c.tolist())) < len(c) for c, _ in recorder.pairs)  # a window's pairs share a call
 
 
-def test_padded_trains_a_minibatch_in_one_call_and_equals_at_once_when_every_window_has_one_width():
-    """``window_pairs=padded``: one (B, 2W) call a minibatch, the slots beyond a centre's reduced
-    window masked. With every half-width equal, at_once has one bucket, the same block: the tables
-    must come out the same (same noise draws, same step), to float rounding."""
-    g = torch.Generator().manual_seed(4)
-    n, batch = 1500, 400
-    tokens = torch.randint(0, 300, (n,), generator=g)
-    sentence = torch.cumsum(torch.rand(n, generator=g) < 0.05, 0)
-    recorder = PairRecorder(n)
-    train_chunk(recorder, torch.arange(n), sentence, torch.randint(1, 6, (n,), generator=g), 5, 0.01, 0.01,
-                batch_centres=batch, window_pairs="padded")
-    assert len(recorder.pairs) == -(-n // batch)  # one call a minibatch (at_once: one a half-width)
-    window = torch.full((n,), 3)
-    nets = {}
-    for order in ("at_once", "padded"):
-        torch.manual_seed(0)
-        nets[order] = SkipGram(torch.arange(300, 0, -1), dim=8, objective="negative_sampling")
-        start = nets[order].context.detach().clone()
-        stats = train_chunk(nets[order], tokens, sentence, window, 5, 0.05, 0.01, batch_centres=batch, seed=1,
-                            window_pairs=order)
-        assert stats["pairs"] == len(skipgram_pairs(tokens, sentence, window)[0])
-        assert float((nets[order].context - start).abs().max()) > 1e-3  # it trained
-    for table in ("centre", "context"):
-        assert torch.allclose(getattr(nets["at_once"], table), getattr(nets["padded"], table), atol=1e-6)
-
-
 @pytest.mark.parametrize("interleave", [1, 4, 0])
-@pytest.mark.parametrize("window_pairs", ["in_turn", "at_once", "padded"])
+@pytest.mark.parametrize("window_pairs", ["in_turn", "at_once"])
 def test_interleaved_minibatches_step_streams_of_consecutive_windows(window_pairs, interleave):
     """``interleave=s``: every run of s minibatches covers s * B consecutive windows and minibatch j
     of the run holds windows j, j + s, j + 2s, ... of them (0: s is the chunk's number of minibatches,
@@ -272,7 +246,7 @@ def test_in_turn_is_word2vecs_sequential_sgd_within_a_window(window_pairs):
         assert error > 1e-3
 
 
-@pytest.mark.parametrize("window_pairs", ["in_turn", "at_once", "padded"])
+@pytest.mark.parametrize("window_pairs", ["in_turn", "at_once"])
 def test_the_minibatch_path_reads_no_count_back_per_call(window_pairs):
     """On a GPU reading a value back (``int(t)``, ``.item()``) holds the host until the queue drains;
     the minibatch path did it once per sgd_windows call (the pair count: 10 a minibatch in turn, as

@@ -2,7 +2,7 @@
 
 A Lightning ``training_step`` gets a chunk (~10^5-10^6 words) and calls ``train_chunk``: the
 chunk is cut into minibatches of ``batch_centres`` window centres, and a minibatch is trained in
-one of three orders (``window_pairs``):
+one of two orders (``window_pairs``):
 
 - ``in_turn`` (default): one ``SkipGram.sgd_windows`` call per context offset, -W..-1 then 1..W,
   each on the (P, 1) block of the minibatch's pairs at that offset. So every window's contexts
@@ -15,11 +15,6 @@ one of three orders (``window_pairs``):
   dense (centres, 2b) block with no padding and one call: all pairs of a window from the same
   vectors (Ji et al. 2016), with one draw of noise words per window (``share_negatives``). Fewer,
   larger calls.
-- ``padded``: ``at_once``'s pairs, but all of a minibatch's windows in one (B, 2W) block, the
-  slots outside a centre's reduced window masked: one call a minibatch instead of W, and no read
-  of the bucket sizes. The W buckets are then one simultaneous step, not W in a row; the block
-  does ~W / mean(b) (5/3 for W=5) of ``at_once``'s arithmetic, which a GPU has to spare and a CPU
-  has not.
 
 A minibatch is ``batch_centres`` consecutive windows (``interleave=1``), or every s-th window of
 s * batch_centres consecutive ones (``interleave=s``; 0 = s is the chunk's number of minibatches):
@@ -46,7 +41,7 @@ import torch
 from zoo.models.skipgram.nets import SkipGram
 from zoo.models.skipgram.sampling import offsets, window_contexts
 
-WINDOW_PAIRS = ("in_turn", "at_once", "padded")  # how a minibatch visits each window's pairs (module docstring)
+WINDOW_PAIRS = ("in_turn", "at_once")  # how a minibatch visits each window's pairs (module docstring)
 
 
 def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, window: torch.Tensor,
@@ -111,13 +106,7 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
             loss, pairs = loss + l, pairs + p
         return loss, pairs
 
-    def padded(batch: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> tuple:
-        """The minibatch's windows as one (B, 2W) block, slots beyond each reduced window masked."""
-        ctx_pos, valid = window_contexts(batch, max_window, sentence)  # (B, 2W)
-        valid &= window[batch][:, None] >= reach
-        return net.sgd_windows(tokens[ctx_pos], valid, tokens[batch], lr, g, share_negatives, with_loss)
-
-    train_minibatch = {"in_turn": in_turn, "at_once": at_once, "padded": padded}[window_pairs]
+    train_minibatch = in_turn if window_pairs == "in_turn" else at_once
 
     # in_turn / at_once return (summed loss, pairs) and run (loss, its pairs, all pairs): 0-dim tensors (or
     # 0), read once at the chunk's end, since on a GPU each read holds the host until the queue drains

@@ -29,8 +29,7 @@ class SkipGramConfig:
     # contexts one after another, each seeing the centre's output vector as the previous one left it
     # (word2vec's order: 2W calls per minibatch); at_once = all of a window's pairs from the same vectors
     # (Ji et al. 2016; fewer, larger calls, 4.5-5x faster a word on a CPU). Wikipedia, one thread, 3 seeds,
-    # agreement with gensim: 0.560 in_turn against 0.546 at_once at 5,120 windows, 0.535 / 0.532 at 65,536;
-    # padded = at_once's pairs as one masked (B, 2W) block a minibatch (1 call, not W: for a GPU)
+    # agreement with gensim: 0.560 in_turn against 0.546 at_once at 5,120 windows, 0.535 / 0.532 at 65,536
     interleave: int = at_least(1, 0)  # minibatch updates: 1 = a minibatch is batch_centres consecutive windows;
     # s = each run of s minibatches covers s x batch_centres consecutive windows, minibatch j taking every
     # s-th from the j-th (B streams of s windows stepped together: a passage's repeated words are not all
