@@ -134,22 +134,27 @@ class SkipGram(nn.Module):
             self.context.index_add_(0, out.flatten(), grad_u.flatten(0, 1), alpha=lr)
             return loss, valid.sum()
         # per-row damped steps (``_capped_step``), both from the tables before either update (v, u
-        # are gathered copies); a row's Hessian-vector product sums h (x . p) x over its terms
+        # are gathered copies); a row's Hessian-vector product sums h (x . p) x over its terms. The two
+        # tables' rows are solved as one (R + R', D) system (each row its own block), so the solver's
+        # operations are launched once, not once a table: on a GPU each is a kernel launch
         rows_v, inv_v = self.rows(cond)  # (R,), (B, S)
         rows_u, inv_u = self.rows(out)  # (R',), (B, K1)
+        R = len(rows_v)
 
-        def hvp_v(P: torch.Tensor) -> torch.Tensor:  # (R, D) -> (R, D)
-            a = torch.bmm(F.embedding(inv_v, P), u.transpose(1, 2)).mul_(curvature)  # (B, S, K1)
-            return self._sum_rows(inv_v, len(rows_v), torch.bmm(a, u))
+        def hvp(P: torch.Tensor) -> torch.Tensor:  # (R + R', D) -> (R + R', D)
+            HP = torch.zeros_like(P)
+            a = torch.bmm(F.embedding(inv_v, P[:R]), u.transpose(1, 2)).mul_(curvature)  # (B, S, K1)
+            HP[:R].index_add_(0, inv_v.flatten(), torch.bmm(a, u).flatten(0, 1))
+            a = torch.bmm(v, F.embedding(inv_u, P[R:]).transpose(1, 2)).mul_(curvature)  # (B, S, K1)
+            HP[R:].index_add_(0, inv_u.flatten(), torch.bmm(a.transpose(1, 2), v).flatten(0, 1))
+            return HP
 
-        def hvp_u(P: torch.Tensor) -> torch.Tensor:  # (R', D) -> (R', D)
-            a = torch.bmm(v, F.embedding(inv_u, P).transpose(1, 2)).mul_(curvature)  # (B, S, K1)
-            return self._sum_rows(inv_u, len(rows_u), torch.bmm(a.transpose(1, 2), v))
-
-        step_v = self._capped_step(self._sum_rows(inv_v, len(rows_v), grad_v), hvp_v, lr)  # (R, D)
-        step_u = self._capped_step(self._sum_rows(inv_u, len(rows_u), grad_u), hvp_u, lr)  # (R', D)
-        self.centre.index_add_(0, rows_v, step_v)
-        self.context.index_add_(0, rows_u, step_u)
+        grad = grad_v.new_zeros(R + len(rows_u), grad_v.shape[-1])  # (R + R', D): each row's summed gradient
+        grad[:R].index_add_(0, inv_v.flatten(), grad_v.flatten(0, 1))
+        grad[R:].index_add_(0, inv_u.flatten(), grad_u.flatten(0, 1))
+        step = self._capped_step(grad, hvp, lr)
+        self.centre.index_add_(0, rows_v, step[:R])
+        self.context.index_add_(0, rows_u, step[R:])
         return loss, valid.sum()
 
     def rows(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -246,16 +251,23 @@ class SkipGram(nn.Module):
         if self.cap_method == "line":
             t = grad.square().sum(1).div_((grad * hvp(grad)).sum(1).mul_(c))  # (R,) t*; 0/0 (no terms) is nan
             return grad * t.nan_to_num_(nan=lr, posinf=lr).clamp_(max=lr)[:, None]
-        step = torch.zeros_like(grad)  # conjugate gradients from 0, every row at once
-        residual, direction = grad.clone(), grad.clone()
+        # conjugate gradients from 0, every row at once; the last iteration's residual and direction
+        # would go unused, so they are not computed (each operation is a kernel launch on a GPU)
+        residual = direction = grad
         rr = residual.square().sum(1, keepdim=True)  # (R, 1)
-        for _ in range(NEWTON_ITERATIONS):
-            a_dir = hvp(direction).mul_(c).add_(direction, alpha=1.0 / lr)  # (c H + I / lr) direction
+        step = None
+        for iteration in range(NEWTON_ITERATIONS):
+            a_dir = hvp(direction)
+            if c != 1:
+                a_dir.mul_(c)
+            a_dir.add_(direction, alpha=1.0 / lr)  # (c H + I / lr) direction
             alpha = rr / (direction * a_dir).sum(1, keepdim=True).clamp_(min=1e-30)  # 0 where grad is 0
-            step.addcmul_(alpha, direction)
-            residual.addcmul_(alpha, a_dir, value=-1.0)
+            step = direction * alpha if step is None else step.addcmul_(alpha, direction)
+            if iteration == NEWTON_ITERATIONS - 1:
+                break
+            residual = torch.addcmul(residual, alpha, a_dir, value=-1.0)
             rr, rr_old = residual.square().sum(1, keepdim=True), rr
-            direction = residual + rr / rr_old.clamp(min=1e-30) * direction
+            direction = torch.addcmul(residual, rr / rr_old.clamp(min=1e-30), direction)
         return step
 
     @torch.no_grad()
