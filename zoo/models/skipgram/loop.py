@@ -90,19 +90,23 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
         return loss, pairs
 
     def at_once(batch: torch.Tensor, lr: float, g: torch.Generator, with_loss: bool) -> tuple:
-        """The minibatch's windows bucketed by half-width b: (centres, 2b) blocks, all pairs at once."""
+        """The minibatch's windows bucketed by half-width b: (centres, 2b) blocks, all pairs at once.
+        The contexts are found once at the full width W; bucket b's block is a view of them, its
+        rows and the 2b middle columns (offsets -b..-1, 1..b), so a bucket launches no work to find them."""
         loss, pairs = 0.0, 0
         wb = window[batch]
         order = batch[torch.argsort(wb, stable=True)]  # centres grouped by half-width
         sizes = torch.bincount(wb, minlength=max_window + 1).tolist()
+        ctx_pos, valid = window_contexts(order, max_window, sentence)  # (B, 2W)
+        context_words, centre_words = tokens[ctx_pos], tokens[order]
         done = 0
         for b in range(1, max_window + 1):
             if not sizes[b]:
                 continue
-            centres = order[done:done + sizes[b]]
+            rows, cols = slice(done, done + sizes[b]), slice(max_window - b, max_window + b)
             done += sizes[b]
-            ctx_pos, valid = window_contexts(centres, b, sentence)  # (B, 2b)
-            l, p = net.sgd_windows(tokens[ctx_pos], valid, tokens[centres], lr, g, share_negatives, with_loss)
+            l, p = net.sgd_windows(context_words[rows, cols], valid[rows, cols], centre_words[rows], lr, g,
+                                   share_negatives, with_loss)
             loss, pairs = loss + l, pairs + p
         return loss, pairs
 
