@@ -82,10 +82,11 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
         slot, row = valid.T.nonzero(as_tuple=True)  # (P,) offset-major, centres in order within an offset
         context_words = tokens[pos[row, slot]].split(per_offset)
         centre_words = tokens[centres[row]].split(per_offset)
+        all_valid = torch.ones(max(per_offset), 1, dtype=torch.bool, device=tokens.device)  # each call's, a view
         for context_word, centre_word in zip(context_words, centre_words):
             if len(centre_word):
-                valid_one = torch.ones(len(centre_word), 1, dtype=torch.bool, device=tokens.device)
-                l, p = net.sgd_windows(context_word[:, None], valid_one, centre_word, lr, g, share_negatives, with_loss)
+                l, p = net.sgd_windows(context_word[:, None], all_valid[:len(centre_word)], centre_word, lr, g,
+                                       share_negatives, with_loss)
                 loss, pairs = loss + l, pairs + p
         return loss, pairs
 

@@ -100,10 +100,11 @@ class SkipGram(nn.Module):
 
     @staticmethod
     def _weights(valid: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """(B, S, K1) pair mask x skip-noise-equal-to-target mask."""
-        keep = torch.ones_like(out, dtype=torch.bool)
-        keep[:, 1:] = out[:, 1:] != out[:, :1]
-        return (valid[:, :, None] & keep[:, None, :]).float()
+        """(B, S, K1) bool: pair mask x skip-noise-equal-to-target mask (multiplying by a bool mask
+        is multiplying by 1 or 0, without a float copy: on a GPU each operation is a launch)."""
+        keep = out != out[:, :1]  # (B, K1)
+        keep[:, 0] = True  # the target itself
+        return valid[:, :, None] & keep[:, None, :]
 
     # ---- hand-written sparse SGD ---------------------------------------------------------------
     @torch.no_grad()
@@ -223,7 +224,7 @@ class SkipGram(nn.Module):
             loss = -(ll * w).sum()
         sig = torch.sigmoid(s)
         g = sig.neg()
-        g[..., 0] += 1.0
+        g[..., 0].add_(1.0)  # in place on the view (``+=`` would copy it back onto itself)
         g.mul_(w)
         curvature = path_curvature(g) if self.step_cap else None
         return g, curvature, loss
