@@ -187,7 +187,7 @@ EOF
     # skipgram_vs_gensim.py's wiki10m), one epoch on the GPU at 65,536 windows, each window order: the per-chunk
     # words/s in its metrics.csv is the loop's steady rate (the 1M-word benchmark's 10 chunks include the
     # warm-up), the command's wall time the whole. On an H100 (2026-11-26, at df166ca): at once 3.8M, in turn
-    # 1.75M; since c862615 and 46c47b6 the step launches 42 % fewer operations at once: ~1.7x expected
+    # 1.75M; since c862615, 46c47b6 and e1cfa85 the step launches 44 % fewer operations at once: ~1.8x expected
     BUDGET="${BUDGET:-200}"; left() { local l=$(( BUDGET - SECONDS )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
     OUT="$OUT" bash "$0" install > /dev/null 2>&1 || echo "gpu_check: install failed" >&2
     env_there
