@@ -77,6 +77,10 @@ env_there() {  # the zoo from this checkout, the carried packages after the imag
   export ZOO_SHARED_DATA="$SITE/shared_data" WANDB_MODE=offline PYTHONUNBUFFERED=1
 }
 
+left() {  # seconds a step may take: at most $1, and what is left of the stage's BUDGET (at least 1)
+  local l=$(( BUDGET - SECONDS )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"
+}
+
 timings() {  # the skip-gram GPU runs not measured yet, most wanted first, each cut to what `left` allows
   # (measured on an H100 on 2026-11-26, gpu_h100_2026-11-26b.json: 65,536 windows at 1M-word chunks, at once 1.79M
   # words/s and in turn 1.34M, agreement 0.53; interleaved minibatches; the steady per-chunk rate on 10M words,
@@ -167,7 +171,7 @@ EOF
   timings)
     # right after `all` while the machine is warm (30 s; the install in /tmp is kept): what `all` had no time for
     env_there
-    BUDGET="${BUDGET:-560}"; left() { local l=$(( BUDGET - SECONDS )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+    BUDGET="${BUDGET:-560}"
     timings 2>&1; grep -h "words/s" "$OUT"/*.log 2>/dev/null | cut -c1-160; grep -A6 neighbour_agreement "$OUT"/*.json | grep median
     ;;
   skipgram-interleave)
@@ -188,7 +192,7 @@ EOF
     # words/s in its metrics.csv is the loop's steady rate (the 1M-word benchmark's 10 chunks include the
     # warm-up), the command's wall time the whole. On an H100 (2026-11-26, at df166ca): at once 3.8M, in turn
     # 1.75M; since c862615, 46c47b6 and e1cfa85 the step launches 44 % fewer operations at once: ~1.8x expected
-    BUDGET="${BUDGET:-200}"; left() { local l=$(( BUDGET - SECONDS )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
+    BUDGET="${BUDGET:-200}"
     OUT="$OUT" bash "$0" install > /dev/null 2>&1 || echo "gpu_check: install failed" >&2
     env_there
     big=$("$PY" -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
@@ -211,7 +215,6 @@ if x.get('train/words_per_s')]; print(sys.argv[2], 'chunks', len(r), 'words/s', 
     # sat_shapes_soft's on the H100 on 2026-11-26: 3 runs, one CPU thread each, 6-7 min) train beside the suite;
     # the timings come after both, alone on the machine, in what time is left
     BUDGET="${BUDGET:-560}"
-    left() { local l=$(( BUDGET - SECONDS )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 1 ] && l=1; echo "$l"; }
     FINAL="$OUT"; OUT=/tmp/zoo_gpu_results; rm -rf "$OUT" /tmp/zoo_sat_seeds; mkdir -p "$OUT"
     if [ -z "${SKIP_INSTALL:-}" ]; then OUT="$OUT" bash "$0" install || echo "gpu_check: install failed" >&2; fi
     env_there

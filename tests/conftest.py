@@ -28,3 +28,20 @@ def toy_recipe(tmp_path: Path) -> Path:
     path = tmp_path / "toy.yaml"
     path.write_text(TOY_RECIPE)
     return path
+
+
+def _dvae_exact_loss(model, x: torch.Tensor) -> torch.Tensor:
+    """A one-latent discrete VAE's E_q[-log p(x|z)] + KL by enumerating the K values of its latent,
+    batch mean, on ``x``'s device."""
+    import torch.nn.functional as F
+
+    q = model.posterior(x)  # batch (B, 1)
+    K = model.cfg.n_classes
+    z = F.one_hot(torch.arange(K, device=x.device), K).float().view(K, 1, 1, K).expand(K, x.shape[0], 1, K)
+    rec = -model.log_lik(x, model.decode(z))  # (K, B)
+    return (q.probs[:, 0, :].T * rec).sum(0).mean() + model.kl(q).mean()
+
+
+@pytest.fixture
+def dvae_exact_loss():
+    return _dvae_exact_loss

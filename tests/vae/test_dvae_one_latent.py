@@ -5,7 +5,6 @@ import csv
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from zoo.config import load_config
 from zoo.errors import UserError
@@ -15,15 +14,6 @@ from zoo.train import train
 
 INFO = {"dataset": "digits", "image_shape": [1, 8, 8], "binarize": "static", "threshold": 0.5}
 FAST = ["trainer.enable_progress_bar=false", "trainer.enable_model_summary=false", "model.iwae_samples=20"]
-
-
-def exact_loss(model: DiscreteVAE, x: torch.Tensor) -> torch.Tensor:
-    """E_q[-log p(x|z)] + KL by enumerating the K values of the one latent, batch mean."""
-    q = model.posterior(x)  # batch (B, 1)
-    K = model.cfg.n_classes
-    z = F.one_hot(torch.arange(K), K).float().view(K, 1, 1, K).expand(K, x.shape[0], 1, K)  # (K, B, 1, K)
-    rec = -model.log_lik(x, model.decode(z))  # (K, B)
-    return (q.probs[:, 0, :].T * rec).sum(0).mean() + model.kl(q).mean()
 
 
 def test_one_latent_takes_the_per_variable_estimators():
@@ -39,21 +29,21 @@ def test_one_latent_takes_the_per_variable_estimators():
     assert set(many) < set(one)
 
 
-def test_expectation_is_the_exact_gradient_and_its_value():
+def test_expectation_is_the_exact_gradient_and_its_value(dvae_exact_loss):
     torch.manual_seed(0)
     model = DiscreteVAE({"n_latents": 1, "estimator": "expectation", "hidden": 32}, INFO)
     x = (torch.rand(6, 1, 8, 8) > 0.5).float()
     params = list(model.encoder.parameters())
     loss, rec, kl = model.losses(x)
-    exact = exact_loss(model, x)
+    exact = dvae_exact_loss(model, x)
     torch.testing.assert_close(loss, exact)
     assert rec.shape == (1, 6)  # the estimator's own estimate (every category is not a sample)
     torch.testing.assert_close(rec.mean() + kl.mean(), exact)
-    for got, want in zip(torch.autograd.grad(loss, params), torch.autograd.grad(exact_loss(model, x), params)):
+    for got, want in zip(torch.autograd.grad(loss, params), torch.autograd.grad(dvae_exact_loss(model, x), params)):
         torch.testing.assert_close(got, want)
 
 
-def test_unordered_set_is_unbiased_through_the_model():
+def test_unordered_set_is_unbiased_through_the_model(dvae_exact_loss):
     """Seed 0: the mean of 600 unordered_set (k=3, its built-in baseline) encoder gradients, projected on
     the exact gradient and on 3 random directions, is within 4 standard errors of the exact projections."""
     torch.manual_seed(0)
@@ -62,7 +52,7 @@ def test_unordered_set_is_unbiased_through_the_model():
     x = (torch.rand(4, 1, 8, 8) > 0.5).float()
     params = list(model.encoder.parameters())
     flat = lambda grads: torch.cat([g.flatten() for g in grads])  # noqa: E731
-    exact = flat(torch.autograd.grad(exact_loss(model, x), params))
+    exact = flat(torch.autograd.grad(dvae_exact_loss(model, x), params))
     directions = torch.stack([exact / exact.norm(), *torch.randn(3, exact.numel())])  # (4, P)
     draws = torch.stack([directions @ flat(torch.autograd.grad(model.losses(x)[0], params))
                          for _ in range(600)])  # (600, 4)

@@ -145,14 +145,14 @@ class SkipGram(nn.Module):
         def hvp(P: torch.Tensor) -> torch.Tensor:  # (R + R', D) -> (R + R', D)
             HP = torch.zeros_like(P)
             a = torch.bmm(F.embedding(inv_v, P[:R]), u.transpose(1, 2)).mul_(curvature)  # (B, S, K1)
-            HP[:R].index_add_(0, inv_v.flatten(), torch.bmm(a, u).flatten(0, 1))
+            self._add_rows(HP[:R], inv_v, torch.bmm(a, u))
             a = torch.bmm(v, F.embedding(inv_u, P[R:]).transpose(1, 2)).mul_(curvature)  # (B, S, K1)
-            HP[R:].index_add_(0, inv_u.flatten(), torch.bmm(a.transpose(1, 2), v).flatten(0, 1))
+            self._add_rows(HP[R:], inv_u, torch.bmm(a.transpose(1, 2), v))
             return HP
 
         grad = grad_v.new_zeros(R + len(rows_u), grad_v.shape[-1])  # (R + R', D): each row's summed gradient
-        grad[:R].index_add_(0, inv_v.flatten(), grad_v.flatten(0, 1))
-        grad[R:].index_add_(0, inv_u.flatten(), grad_u.flatten(0, 1))
+        self._add_rows(grad[:R], inv_v, grad_v)
+        self._add_rows(grad[R:], inv_u, grad_u)
         step = self._capped_step(grad, hvp, lr)
         self.centre.index_add_(0, rows_v, step[:R])
         self.context.index_add_(0, rows_u, step[R:])
@@ -179,10 +179,14 @@ class SkipGram(nn.Module):
         return rows, inverse.view_as(ids)
 
     @staticmethod
-    def _sum_rows(inverse: torch.Tensor, n: int, values: torch.Tensor) -> torch.Tensor:
+    def _add_rows(out: torch.Tensor, inverse: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """values (*inverse.shape, *rest) added into the rows of ``out`` (n, *rest) by ``inverse``; out."""
+        return out.index_add_(0, inverse.flatten(), values.flatten(0, inverse.dim() - 1))
+
+    @classmethod
+    def _sum_rows(cls, inverse: torch.Tensor, n: int, values: torch.Tensor) -> torch.Tensor:
         """values (*inverse.shape, *rest) summed into n rows by ``inverse`` -> (n, *rest)."""
-        flat = values.flatten(0, inverse.dim() - 1)
-        return flat.new_zeros(n, *flat.shape[1:]).index_add_(0, inverse.flatten(), flat)
+        return cls._add_rows(values.new_zeros(n, *values.shape[inverse.dim():]), inverse, values)
 
     def _sgd_dense(self, cond: torch.Tensor, valid: torch.Tensor, out: torch.Tensor, lr: float,
                    with_loss: bool) -> tuple[torch.Tensor | float, torch.Tensor]:
