@@ -19,8 +19,9 @@
 #                                            left of 560 s; its files in one tarball. VARIANTS=soft (or hard,soft)
 #                                            trains captioning seeds 0-2 beside the suite; the default is none
 #                                            since both were run on GPUs (hard: H200, soft: H100, 2026-11-26).
-#                                            On an H100 (2026-11-26) it took 516 s and left 5.7 min of the loan:
-#                                            enough for `steady` on a fresh machine (2.3 min there).
+#                                            On an H100 it took 516 s (2026-11-26) and 402 s (2026-11-27); `steady`
+#                                            right after it on the warm machine took 102 s (steady's own install
+#                                            is then a no-op; 2.3 min on a fresh machine).
 #                                            MAML, SeqGAN and the overhead were timed on the H100 on 2026-11-25: stage bench
 # With more time, one device `run` each, in this order, back to back (the machine keeps /tmp between calls
 # only while it is warm, 30 s after the last one):
@@ -34,8 +35,8 @@
 #   bash benchmarks/gpu_check.sh skipgram    the skip-gram GPU path on Wikipedia text against gensim: 1 and 2
 #                                            threads at the recipe's step size, 1 thread at 64k windows
 #                                            with a window's contexts in turn and at once (window_pairs)
-#   bash benchmarks/gpu_check.sh timings     the skip-gram runs not measured yet (in `all` after the suite): 131,072 and
-#                                            262,144 windows at once, 1M-word chunks, speed and agreement with gensim
+#   bash benchmarks/gpu_check.sh timings     the skip-gram runs not measured yet (in `all` after the suite): the step
+#                                            alone at the current code, and the `line` cap at 65,536 windows at once
 #   bash benchmarks/gpu_check.sh steady      one short call with carry [".gpu/wheels1", ".gpu/wheels2"]: the loop's steady
 #                                            words/s on a 10M-word file through zoo.train (ORDERS, BATCH to vary it)
 #   bash benchmarks/gpu_check.sh skipgram-interleave   the same path with interleaved minibatches
@@ -82,14 +83,15 @@ left() {  # seconds a step may take: at most $1, and what is left of the stage's
 }
 
 timings() {  # the skip-gram GPU runs not measured yet, most wanted first, each cut to what `left` allows
-  # (measured on an H100 on 2026-11-26, gpu_h100_2026-11-26b.json: 65,536 windows at 1M-word chunks, at once 1.79M
-  # words/s and in turn 1.34M, agreement 0.53; interleaved minibatches; the steady per-chunk rate on 10M words,
-  # at once 3.8M: the step, not the loop, sets it). Next: larger steps at once, speed against agreement
-  for batch in 131072 262144; do
-    timeout "$(left 70)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
-      --repeats 1 --threads 1 --chunk-tokens 1000000 --zoo updates=minibatch batch_centres=$batch window_pairs=at_once \
-      --out "$OUT/skipgram_batch${batch}_at_once_chunk1m_$DEVICE.json" >> "$OUT/bench.log" 2>&1
-  done
+  # (measured on an H100, gpu_h100_2026-11-27.json, at 972aad8: the steady rate on 10M words at once 5.0M words/s at
+  # 65,536 windows, 6.7M at 131,072 and 7.4M at 262,144, agreement with gensim on 1M words 0.53, 0.52, 0.49; the
+  # launch count had predicted 1.8x over 3.8M, 1.3x came). Next: the step alone at this code (is the loop still at
+  # the step's rate?) and the `line` cap (3.5 launches a 1,000 words at once against newton's 4.9)
+  timeout "$(left 60)" "$PY" benchmarks/skipgram_ops.py --device "$DEVICE" --batches 65536,131072 --orders at_once \
+    --caps newton,line --out "$OUT/skipgram_ops_$DEVICE.json" >> "$OUT/bench.log" 2>&1
+  timeout "$(left 70)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
+    --repeats 1 --threads 1 --chunk-tokens 1000000 --zoo updates=minibatch batch_centres=65536 window_pairs=at_once \
+    step_cap_method=line --out "$OUT/skipgram_batch65536_at_once_line_chunk1m_$DEVICE.json" >> "$OUT/bench.log" 2>&1
 }
 
 case "$STAGE" in
@@ -190,23 +192,25 @@ EOF
     # one short call (~2 min after the start): the user's command on a 10M-word file (Wikipedia repeated, as
     # skipgram_vs_gensim.py's wiki10m), one epoch on the GPU at 65,536 windows, each window order: the per-chunk
     # words/s in its metrics.csv is the loop's steady rate (the 1M-word benchmark's 10 chunks include the
-    # warm-up), the command's wall time the whole. On an H100 (2026-11-26, at df166ca): at once 3.8M, in turn
-    # 1.75M; since c862615, 46c47b6 and e1cfa85 the step launches 44 % fewer operations at once: ~1.8x expected
+    # warm-up), the command's wall time the whole. On an H100: at df166ca at once 3.8M, in turn 1.75M; at 972aad8
+    # (44 % fewer launches at once) 5.0M and 2.0M, at once 6.7M at 131,072 windows, 7.4M at 262,144 (gpu_h100_2026-11-27.json)
     BUDGET="${BUDGET:-200}"
     OUT="$OUT" bash "$0" install > /dev/null 2>&1 || echo "gpu_check: install failed" >&2
     env_there
     big=$("$PY" -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
 from skipgram_measures import big_corpus; print(big_corpus(Path('data/skipgram_bench'), 10_000_000))") || exit 1
+    batch=${BATCH:-65536}
     for order in ${ORDERS:-at_once in_turn}; do
-      t0=$SECONDS
+      t0=$SECONDS; name=steady_${order}_$batch; runs=/tmp/zoo_$name
+      rm -rf "$runs"  # one run folder a call: a second run's metrics.csv beside the first's broke the copy (2026-11-27)
       timeout "$(left 45)" "$PY" -m zoo.train recipe=skipgram_lee data.files="$big" model.updates=minibatch \
-        model.batch_centres=${BATCH:-65536} model.window_pairs=$order trainer.max_epochs=1 run_dir=/tmp/zoo_steady_$order \
-        > "$OUT/steady_$order.log" 2>&1
-      echo "$order: exit $? after $(( SECONDS - t0 )) s" | tee -a "$OUT/steady.log"
-      cp /tmp/zoo_steady_$order/*/*/logs/metrics.csv "$OUT/steady_${order}_metrics.csv" 2>/dev/null
+        model.batch_centres=$batch model.window_pairs=$order trainer.max_epochs=1 run_dir="$runs" \
+        > "$OUT/$name.log" 2>&1
+      echo "$order, $batch windows: exit $? after $(( SECONDS - t0 )) s" | tee -a "$OUT/steady.log"
+      cp "$runs"/*/*/logs/metrics.csv "$OUT/${name}_metrics.csv" 2>/dev/null
       "$PY" -c "import csv, sys; r = [float(x['train/words_per_s']) for x in csv.DictReader(open(sys.argv[1]))
 if x.get('train/words_per_s')]; print(sys.argv[2], 'chunks', len(r), 'words/s', [round(v) for v in r])" \
-        "$OUT/steady_${order}_metrics.csv" "$order" 2>&1 | tee -a "$OUT/steady.log"
+        "$OUT/${name}_metrics.csv" "$name" 2>&1 | tee -a "$OUT/steady.log"
     done
     ;;
   all)
