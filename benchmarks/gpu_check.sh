@@ -35,10 +35,12 @@
 #   bash benchmarks/gpu_check.sh skipgram    the skip-gram GPU path on Wikipedia text against gensim: 1 and 2
 #                                            threads at the recipe's step size, 1 thread at 64k windows
 #                                            with a window's contexts in turn and at once (window_pairs)
-#   bash benchmarks/gpu_check.sh timings     the skip-gram runs not measured yet (in `all` after the suite): the step
-#                                            alone at the current code, and the `line` cap at 65,536 windows at once
+#   bash benchmarks/gpu_check.sh timings     the skip-gram runs not measured yet (in `all` after the suite): word2vec's
+#                                            sequential updates in the Triton kernel (updates=sequential) at 4,096,
+#                                            1,024 and 16,384 warps at once, speed and agreement with gensim
 #   bash benchmarks/gpu_check.sh steady      one short call with carry [".gpu/wheels1", ".gpu/wheels2"]: the loop's steady
-#                                            words/s on a 10M-word file through zoo.train (ORDERS, BATCH to vary it)
+#                                            words/s on a 10M-word file through zoo.train (ORDERS, BATCH to vary it;
+#                                            UPDATES=sequential [JOBS="4096 1024"]: the Triton kernel)
 #   bash benchmarks/gpu_check.sh skipgram-interleave   the same path with interleaved minibatches
 #                                            (model.interleave 2 and 0), 5,120 and 65,536 windows
 #                                            (words/s and neighbour agreement; docs/skipgram.md, Known limits;
@@ -83,15 +85,17 @@ left() {  # seconds a step may take: at most $1, and what is left of the stage's
 }
 
 timings() {  # the skip-gram GPU runs not measured yet, most wanted first, each cut to what `left` allows
-  # (measured on an H100, gpu_h100_2026-11-27.json, at 972aad8: the steady rate on 10M words at once 5.0M words/s at
-  # 65,536 windows, 6.7M at 131,072 and 7.4M at 262,144, agreement with gensim on 1M words 0.53, 0.52, 0.49; the
-  # launch count had predicted 1.8x over 3.8M, 1.3x came). Next: the step alone at this code (is the loop still at
-  # the step's rate?) and the `line` cap (3.5 launches a 1,000 words at once against newton's 4.9)
+  # (measured on an H100, gpu_h100_2026-11-27.json, at 972aad8: minibatch updates, the steady rate on 10M words at once
+  # 5.0M words/s at 65,536 windows, 6.7M at 131,072, 7.4M at 262,144, agreement with gensim on 1M words 0.53, 0.52,
+  # 0.49; gensim's own 0.57-0.58). Next: word2vec's sequential updates in the Triton kernel (updates=sequential,
+  # gpu_kernel.py, Hogwild over gpu_jobs warps): speed and agreement against the number of warps at once
+  for jobs in 4096 1024 16384; do
+    timeout "$(left 80)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
+      --repeats 1 --threads 1 --chunk-tokens 1000000 --zoo updates=sequential gpu_jobs=$jobs \
+      --out "$OUT/skipgram_sequential_jobs${jobs}_chunk1m_$DEVICE.json" >> "$OUT/bench.log" 2>&1
+  done
   timeout "$(left 60)" "$PY" benchmarks/skipgram_ops.py --device "$DEVICE" --batches 65536,131072 --orders at_once \
     --caps newton,line --out "$OUT/skipgram_ops_$DEVICE.json" >> "$OUT/bench.log" 2>&1
-  timeout "$(left 70)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
-    --repeats 1 --threads 1 --chunk-tokens 1000000 --zoo updates=minibatch batch_centres=65536 window_pairs=at_once \
-    step_cap_method=line --out "$OUT/skipgram_batch65536_at_once_line_chunk1m_$DEVICE.json" >> "$OUT/bench.log" 2>&1
 }
 
 case "$STAGE" in
@@ -200,13 +204,19 @@ EOF
     big=$("$PY" -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
 from skipgram_measures import big_corpus; print(big_corpus(Path('data/skipgram_bench'), 10_000_000))") || exit 1
     batch=${BATCH:-65536}
-    for order in ${ORDERS:-at_once in_turn}; do
-      t0=$SECONDS; name=steady_${order}_$batch; runs=/tmp/zoo_$name
+    if [ "${UPDATES:-minibatch}" = sequential ]; then settings=${JOBS:-4096 1024}; else settings=${ORDERS:-at_once in_turn}; fi
+    for setting in $settings; do  # UPDATES=sequential: the Triton kernel with JOBS warps at once; else window orders
+      if [ "${UPDATES:-minibatch}" = sequential ]; then
+        name=steady_sequential_$setting; options="model.updates=sequential model.gpu_jobs=$setting"
+      else
+        name=steady_${setting}_$batch; options="model.updates=minibatch model.batch_centres=$batch model.window_pairs=$setting"
+      fi
+      t0=$SECONDS; runs=/tmp/zoo_$name
       rm -rf "$runs"  # one run folder a call: a second run's metrics.csv beside the first's broke the copy (2026-11-27)
-      timeout "$(left 45)" "$PY" -m zoo.train recipe=skipgram_lee data.files="$big" model.updates=minibatch \
-        model.batch_centres=$batch model.window_pairs=$order trainer.max_epochs=1 run_dir="$runs" \
-        > "$OUT/$name.log" 2>&1
-      echo "$order, $batch windows: exit $? after $(( SECONDS - t0 )) s" | tee -a "$OUT/steady.log"
+      # shellcheck disable=SC2086  # options: several overrides
+      timeout "$(left 45)" "$PY" -m zoo.train recipe=skipgram_lee data.files="$big" $options trainer.max_epochs=1 \
+        run_dir="$runs" > "$OUT/$name.log" 2>&1
+      echo "$name: exit $? after $(( SECONDS - t0 )) s" | tee -a "$OUT/steady.log"
       cp "$runs"/*/*/logs/metrics.csv "$OUT/${name}_metrics.csv" 2>/dev/null
       "$PY" -c "import csv, sys; r = [float(x['train/words_per_s']) for x in csv.DictReader(open(sys.argv[1]))
 if x.get('train/words_per_s')]; print(sys.argv[2], 'chunks', len(r), 'words/s', [round(v) for v in r])" \

@@ -148,3 +148,26 @@ def test_sequential_updates_refuse_full_softmax():
     with pytest.raises(UserError, match="full_softmax"):
         SkipGramModule({"objective": "full_softmax", "updates": "sequential"},
                        {"vocab": ["a", "b"], "counts": [3, 2], "window": 2, "train_words": 5})
+
+
+def test_sequential_updates_run_on_a_cpu_or_a_cuda_gpu_with_triton(monkeypatch):
+    """updates=sequential: the CPU kernel on a CPU, the Triton kernel on a CUDA GPU (gpu_kernel.py); on another
+    device, or on CUDA without triton, one message that names the way out (model.updates=minibatch)."""
+    from zoo.errors import UserError
+    from zoo.models.skipgram import gpu_kernel
+    from zoo.models.skipgram.module import SkipGramModule
+
+    info = {"vocab": ["a", "b"], "counts": [3, 2], "window": 2, "train_words": 5}
+    model = SkipGramModule({"updates": "sequential"}, info)
+    assert model.sequential()  # on the CPU
+    model._device = torch.device("cuda", 0)  # what Lightning sets when it moves the module; nothing runs there
+    assert model.sequential() is gpu_kernel.available()
+    monkeypatch.setattr(gpu_kernel, "available", lambda: False)
+    with pytest.raises(UserError, match="needs triton.*model.updates=minibatch"):
+        model.sequential()
+    model._device = torch.device("mps")
+    with pytest.raises(UserError, match="CPU or a CUDA GPU.*model.updates=minibatch"):
+        model.sequential()
+    model.cfg.updates = "auto"
+    model._device = torch.device("cuda", 0)
+    assert not model.sequential()  # auto on a GPU: minibatch updates (the Triton kernel's quality there unmeasured)

@@ -41,11 +41,12 @@ class SkipGramConfig:
     min_lr_ratio: float = between(1e-4, 0, 1)  # lr falls linearly to lr * min_lr_ratio over all epochs (gensim:
     # min_alpha / alpha = 0.004; word2vec.c's floor: 1e-4)
     updates: str = choice("auto", ["auto", "sequential", "minibatch"])  # how SGD visits the pairs:
-    # sequential = word2vec's update after every pair, in a compiled CPU kernel (kernel.py; best
-    # quality and speed on a CPU); minibatch = batch_centres windows per vectorised update (torch,
-    # any device: the GPU path, and the only one for full_softmax); auto = sequential on a CPU for
-    # nce / negative_sampling, else minibatch. batch_centres, window_pairs, interleave, share_negatives and
-    # step_cap are minibatch settings.
+    # sequential = word2vec's update after every pair: a compiled CPU kernel (kernel.py; best quality
+    # and speed on a CPU), on a CUDA GPU the same updates in a Triton kernel, gpu_jobs warps at once
+    # (gpu_kernel.py; its speed and quality there not measured yet); minibatch = batch_centres windows per
+    # vectorised update (torch, any device, and the only one for full_softmax); auto = sequential on a CPU
+    # for nce / negative_sampling, else minibatch. batch_centres, window_pairs, interleave, share_negatives
+    # and step_cap are minibatch settings.
     saturated: str = choice("clip", ["clip", "skip"])  # sequential updates, a score beyond +-6: clip =
     # word2vec.c (sigmoid taken as 0 or 1: a full step), skip = gensim (no update from that term)
     sigmoid_index: str = choice("exact", ["exact", "word2vec"])  # sequential updates, where a score is
@@ -55,6 +56,9 @@ class SkipGramConfig:
     threads: int = positive(1)  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
     job_tokens: int = at_least(10000, 0)  # sequential updates: threads take turns on jobs of this many tokens
     # of a chunk (gensim's 10,000-word jobs); 0 = each thread one contiguous part of the chunk
+    gpu_jobs: int = positive(4096)  # sequential updates on a GPU: a chunk is cut into this many contiguous jobs,
+    # each one warp walking its tokens in order, all at once (Hogwild over warps, as BlazingText): more jobs
+    # keep more of the GPU busy and put more concurrent writers on a frequent word's row
     step_cap: bool = True  # minibatch updates: damp each row's step where the minibatch's many simultaneous
     # terms on it would overshoot (nets.SkipGram._capped_step). Without it 65,536-window steps diverge on
     # Wikipedia and 5,120-window ones agree less with gensim (0.473 against 0.550, pairs at once); false = plain SGD
@@ -119,6 +123,7 @@ class SkipGramModule(ZooModule):
         self._seed = torch.initial_seed()
         self._anchors: list[torch.Tensor] | None = None  # DDP: tables after the last synchronisation
         self._noise = None  # the kernel's (keep, alias) noise table, built on first use
+        self._noise_gpu = None  # the same on the GPU, for gpu_kernel
 
     def cap_method(self) -> str:
         """``step_cap_method`` with auto resolved (see SkipGramConfig)."""
@@ -133,9 +138,15 @@ class SkipGramModule(ZooModule):
         mode = self.cfg.updates
         if mode == "auto":
             return self.device.type == "cpu" and self.cfg.objective != "full_softmax" and kernel.available()
-        if mode == "sequential" and (self.device.type != "cpu" or self.cfg.objective == "full_softmax"):
-            raise UserError(f"model.updates=sequential runs on the CPU for nce / negative_sampling (here: "
-                            f"{self.device.type}, {self.cfg.objective}); use model.updates=minibatch or auto")
+        if mode == "sequential" and (self.device.type not in ("cpu", "cuda") or self.cfg.objective == "full_softmax"):
+            raise UserError(f"model.updates=sequential runs on a CPU or a CUDA GPU for nce / negative_sampling "
+                            f"(here: {self.device.type}, {self.cfg.objective}); use model.updates=minibatch or auto")
+        if mode == "sequential" and self.device.type == "cuda":
+            from zoo.models.skipgram import gpu_kernel
+
+            if not gpu_kernel.available():
+                raise UserError("model.updates=sequential on a GPU needs triton (it comes with torch's CUDA "
+                                "builds: pip install triton); or use model.updates=minibatch")
         return mode == "sequential"
 
     @property
@@ -203,12 +214,26 @@ class SkipGramModule(ZooModule):
         self.log_train(metrics, batch_size=1, prog_bar=("train/loss", "train/words_per_s"))
 
     def sequential_chunk(self, batch: dict, lr0: float, lr1: float, seed: int) -> dict[str, float]:
-        """One chunk through word2vec's per-pair updates (kernel.py), Hogwild over cfg.threads."""
+        """One chunk through word2vec's per-pair updates: kernel.py's, Hogwild over cfg.threads, or on a
+        CUDA GPU gpu_kernel.py's, Hogwild over cfg.gpu_jobs warps."""
         from zoo.models.skipgram import kernel
 
         if self._noise is None:
             self._noise = kernel.noise_table(self.net.sampler)
         log_kq = self.net.log_kq if self.cfg.objective == "nce" else None
+        if self.device.type == "cuda":
+            from zoo.models.skipgram import gpu_kernel
+
+            device = batch["tokens"].device
+            if self._noise_gpu is None or self._noise_gpu[0].device != device:  # copied once
+                self._noise_gpu = tuple(torch.as_tensor(column, device=device) for column in self._noise)
+            jobs = min(self.cfg.gpu_jobs, max(1, len(self.words) // 4))  # Hogwild needs sparse updates: on a
+            # tiny vocabulary fewer warps write at once (as the CPU's threads, see __init__)
+            stats = gpu_kernel.train_chunk(self.net.centre, self.net.context, batch["tokens"], batch["sentence"],
+                                           batch["window"], self._noise_gpu, log_kq, self.cfg.negative, lr0, lr1, seed,
+                                           jobs, skip_saturated=self.cfg.saturated == "skip",
+                                           sigmoid_index=self.cfg.sigmoid_index)
+            return {"loss": float(stats["loss"]), "pairs": float(stats["pairs"])}  # one wait a chunk
         return kernel.train_chunk(self.net.centre, self.net.context, batch["tokens"], batch["sentence"],
                                   batch["window"], self._noise, log_kq, self.cfg.negative, lr0, lr1, seed,
                                   self.cfg.threads, skip_saturated=self.cfg.saturated == "skip",

@@ -1,0 +1,111 @@
+"""The Triton kernel of word2vec's sequential updates on a GPU (zoo/models/skipgram/gpu_kernel.py),
+checked without one: Triton's interpreter (TRITON_INTERPRET=1, read when the kernel is defined, so in a
+fresh process) runs its programs one after another on the CPU, which is the CPU kernel's order over the
+same jobs; and Triton compiles it for a Hopper GPU here (its ptxas ships with it). On CUDA: tests/test_gpu.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from zoo.models.skipgram import gpu_kernel
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# seed 0: a corpus of 200 tokens over 30 words in sentences of 37, 4 jobs; each setting from the same tables
+INTERPRETED = """
+import json, numpy as np, torch
+from zoo.models.skipgram import gpu_kernel, kernel
+from zoo.models.skipgram.sampling import AliasSampler, noise_distribution
+torch.manual_seed(0)
+V, D, N = 30, 12, 200
+counts = torch.randint(1, 100, (V,))
+keep, alias = kernel.noise_table(AliasSampler(noise_distribution(counts)))
+tokens = torch.multinomial(counts.float(), N, replacement=True)
+sentence, reduced = torch.arange(N) // 37, torch.randint(1, 3, (N,))
+centre, context = (torch.rand(V, D) - 0.5) / D, torch.randn(V, D) * 0.3
+bounds = torch.tensor([0, 50, 101, 150, N])
+out = []
+for nce, skip, index in [(False, False, "exact"), (True, True, "word2vec")]:
+    log_kq = torch.randn(V) * 0.5 if nce else None
+    a, b = centre.clone(), context.clone()
+    _, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(), bounds.numpy(), 1,
+                                       a.numpy(), b.numpy(), keep, alias,
+                                       np.empty(0, np.float32) if log_kq is None else log_kq.numpy(), 3, 0.5, 0.1,
+                                       123, skip, kernel.TABLE_SCALE[index])
+    x, y = centre.clone(), context.clone()
+    stats = gpu_kernel.train_chunk(x, y, tokens, sentence, reduced, (torch.from_numpy(keep), torch.from_numpy(alias)),
+                                   log_kq, 3, 0.5, 0.1, 123, skip_saturated=skip, sigmoid_index=index, bounds=bounds)
+    out.append({"cpu_pairs": int(cpu_pairs), "pairs": int(stats["pairs"]), "loss": float(stats["loss"]),
+                "diff": max((a - x).abs().max().item(), (b - y).abs().max().item()),
+                "moved": min((a - centre).abs().max().item(), (b - context).abs().max().item())})
+# the model's own call on a GPU (its device set as Lightning sets it; the tensors stay on the CPU, where the
+# interpreter runs): jobs = min(gpu_jobs, V // 4) = 7, its noise table and seed, against the CPU kernel's 7 jobs
+from zoo.models.skipgram.module import SkipGramModule
+model = SkipGramModule({"dim": D, "negative": 3, "saturated": "skip"},
+                       {"vocab": [f"w{i}" for i in range(V)], "counts": counts.tolist(), "window": 2, "train_words": N})
+model._device = torch.device("cuda", 0)
+start = model.net.centre.detach().clone(), model.net.context.detach().clone()
+a, b = (t.clone() for t in start)
+_, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(),
+                                   gpu_kernel.job_bounds(N, 7, torch.device("cpu")).numpy(), 1, a.numpy(), b.numpy(),
+                                   keep, alias, np.empty(0, np.float32), 3, 0.5, 0.1, 99, True,
+                                   kernel.TABLE_SCALE["exact"])
+with torch.no_grad():
+    stats = model.sequential_chunk({"tokens": tokens, "sentence": sentence, "window": reduced}, 0.5, 0.1, 99)
+out.append({"cpu_pairs": int(cpu_pairs), "pairs": int(stats["pairs"]), "loss": stats["loss"],
+            "diff": max((a - model.net.centre).abs().max().item(), (b - model.net.context).abs().max().item()),
+            "moved": min((a - start[0]).abs().max().item(), (b - start[1]).abs().max().item())})
+print(json.dumps(out))
+"""
+
+
+def test_interpreted_kernel_gives_the_cpu_kernels_tables_job_by_job():
+    """Run in order, the jobs leave the tables the CPU kernel leaves over the same 4 jobs (same seeds,
+    noise words and sigmoid table), with negative sampling and word2vec.c's clipped steps, and with NCE,
+    gensim's skipped saturated steps and word2vec's table index; and so does the model's own call on a GPU
+    (SkipGramModule.sequential_chunk: its jobs, noise table and seed): within 1e-5 (float32 rounding of the
+    dot product, summed in another order) of tables that moved by more than 0.1."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", INTERPRETED], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for run in json.loads(done.stdout.strip().splitlines()[-1]):
+        assert run["pairs"] == run["cpu_pairs"] > 300
+        assert run["moved"] > 0.1
+        assert run["diff"] < 1e-5, run
+        assert 0.1 < run["loss"] < 5.0  # the mean loss per pair of each job's first pairs
+
+
+def test_kernel_compiles_for_a_hopper_gpu():
+    """Triton compiles the kernel for sm_90 with and without NCE (its ptxas runs without a GPU): one warp per
+    job, its dot products summed across the warp's lanes by shuffles, with no barrier."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    types = {"tokens": "*i64", "sentence": "*i64", "reduced": "*i64", "bounds": "*i64", "syn0": "*fp32",
+             "syn1": "*fp32", "keep": "*fp64", "alias": "*i64", "log_kq": "*fp32", "sigmoid": "*fp32",
+             "losses": "*fp32", "counted": "*i32", "pairs_out": "*i32", "n_total": "i32", "vocab": "i32",
+             "negative": "i32", "lr0": "fp32", "lr1": "fp32", "seed": "i64", "table_scale": "fp32",
+             "loss_pairs": "i32", "DIM": "constexpr", "BLOCK": "constexpr", "NCE": "constexpr",
+             "SKIP_SATURATED": "constexpr"}
+    for nce in (False, True):
+        source = ASTSource(gpu_kernel._train_jobs, types,
+                           constexprs={"DIM": 100, "BLOCK": 128, "NCE": nce, "SKIP_SATURATED": True})
+        compiled = gpu_kernel.triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                                             options={"num_warps": 1, "num_stages": 1})
+        ptx = compiled.asm["ptx"]
+        assert compiled.asm["cubin"] and "shfl.sync" in ptx and "bar.sync" not in ptx
+
+
+def test_job_bounds_cut_a_chunk_into_near_equal_contiguous_jobs():
+    bounds = gpu_kernel.job_bounds(1000, 7, torch.device("cpu"))
+    assert bounds[0] == 0 and bounds[-1] == 1000 and len(bounds) == 8
+    sizes = bounds.diff()
+    assert sizes.max() - sizes.min() <= 1
+    assert len(gpu_kernel.job_bounds(100, 4096, torch.device("cpu"))) - 1 == 100 // gpu_kernel.MIN_JOB_TOKENS
+    assert gpu_kernel.job_bounds(5, 4096, torch.device("cpu")).tolist() == [0, 5]
