@@ -36,11 +36,11 @@
 #                                            threads at the recipe's step size, 1 thread at 64k windows
 #                                            with a window's contexts in turn and at once (window_pairs)
 #   bash benchmarks/gpu_check.sh timings     the skip-gram runs not measured yet (in `all` after the suite): word2vec's
-#                                            sequential updates in the Triton kernel (updates=sequential) at 4,096,
-#                                            1,024 and 16,384 warps at once, speed and agreement with gensim
+#                                            sequential updates in the Triton kernel (updates=sequential) at 256,
+#                                            1,024 and 4,096 warps at once, speed and agreement with gensim
 #   bash benchmarks/gpu_check.sh steady      one short call with carry [".gpu/wheels1", ".gpu/wheels2"]: the loop's steady
 #                                            words/s on a 10M-word file through zoo.train (ORDERS, BATCH to vary it;
-#                                            UPDATES=sequential [JOBS="4096 1024"]: the Triton kernel)
+#                                            UPDATES=sequential [JOBS="256 1024"]: the Triton kernel)
 #   bash benchmarks/gpu_check.sh skipgram-interleave   the same path with interleaved minibatches
 #                                            (model.interleave 2 and 0), 5,120 and 65,536 windows
 #                                            (words/s and neighbour agreement; docs/skipgram.md, Known limits;
@@ -88,8 +88,13 @@ timings() {  # the skip-gram GPU runs not measured yet, most wanted first, each 
   # (measured on an H100, gpu_h100_2026-11-27.json, at 972aad8: minibatch updates, the steady rate on 10M words at once
   # 5.0M words/s at 65,536 windows, 6.7M at 131,072, 7.4M at 262,144, agreement with gensim on 1M words 0.53, 0.52,
   # 0.49; gensim's own 0.57-0.58). Next: word2vec's sequential updates in the Triton kernel (updates=sequential,
-  # gpu_kernel.py, Hogwild over gpu_jobs warps): speed and agreement against the number of warps at once
-  for jobs in 4096 1024 16384; do
+  # gpu_kernel.py, Hogwild over gpu_jobs warps). On an H100 (2026-11-27, rows then read through L1) the kernel alone
+  # ran 40M words/s at 1,024 jobs and 74M at 4,096 (skipgram_gpu_kernel_h100.json), but at 4,096 it agreed 0.22 with
+  # gensim, with longer vectors than gensim's; since then rows are read from L2 (.cg). A CPU model of the jobs
+  # (skipgram_lockstep_wiki.json) predicts agreement 0.45 at 256, 0.38 at 1,024, 0.29 at 4,096 with shorter vectors
+  timeout "$(left 40)" "$PY" benchmarks/skipgram_gpu_kernel.py --jobs 256,1024,4096 \
+    --out "$OUT/skipgram_gpu_kernel_$DEVICE.json" >> "$OUT/bench.log" 2>&1
+  for jobs in 256 1024 4096; do
     timeout "$(left 80)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
       --repeats 1 --threads 1 --chunk-tokens 1000000 --zoo updates=sequential gpu_jobs=$jobs \
       --out "$OUT/skipgram_sequential_jobs${jobs}_chunk1m_$DEVICE.json" >> "$OUT/bench.log" 2>&1
@@ -204,7 +209,7 @@ EOF
     big=$("$PY" -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
 from skipgram_measures import big_corpus; print(big_corpus(Path('data/skipgram_bench'), 10_000_000))") || exit 1
     batch=${BATCH:-65536}
-    if [ "${UPDATES:-minibatch}" = sequential ]; then settings=${JOBS:-4096 1024}; else settings=${ORDERS:-at_once in_turn}; fi
+    if [ "${UPDATES:-minibatch}" = sequential ]; then settings=${JOBS:-256 1024}; else settings=${ORDERS:-at_once in_turn}; fi
     for setting in $settings; do  # UPDATES=sequential: the Triton kernel with JOBS warps at once; else window orders
       if [ "${UPDATES:-minibatch}" = sequential ]; then
         name=steady_sequential_$setting; options="model.updates=sequential model.gpu_jobs=$setting"

@@ -118,6 +118,16 @@ def with_line_jobs(chunk_fn, limit: int):
     return run
 
 
+def warps(jobs: int):
+    """``kernel._train_chunk``'s signature, run as the GPU kernel's ``jobs`` jobs stepped together on one core
+    (skipgram_lockstep.py; at most one job a 16 tokens, as gpu_kernel.job_bounds)."""
+    from skipgram_lockstep import lockstep_chunk
+
+    def run(tokens, sentence, reduced, bounds, threads, *rest):
+        return lockstep_chunk(tokens, sentence, reduced, max(1, min(jobs, len(tokens) // 16)), *rest)
+    return run
+
+
 def main() -> None:
     from numba import njit
 
@@ -131,8 +141,9 @@ def main() -> None:
     parser.add_argument("--gensim-workers", default="2", help="gensim's thread counts, e.g. 2 or 1,2")
     parser.add_argument("--chunk-tokens", type=int, default=250_000)
     parser.add_argument("--variants", default="threads1,threads2,serial2",
-                        help="zoo variants: threads1, threads2, serial2, and threads2_lines / serial2_lines (jobs "
-                             "of whole lines, as gensim's producer makes them)")
+                        help="zoo variants: threads1, threads2, serial2, threads2_lines / serial2_lines (jobs "
+                             "of whole lines, as gensim's producer makes them), and warpsJ: the GPU kernel's J "
+                             "jobs at once, modelled on one core (skipgram_lockstep.py)")
     parser.add_argument("--line-job-tokens", type=int, default=7530,
                         help="the _lines variants' job limit in kept tokens: gensim's 10,000 words a job times the "
                              "share subsampling keeps (0.753 on the Wikipedia text)")
@@ -156,6 +167,7 @@ def main() -> None:
     kernels = {"threads1": threaded, "threads2": threaded, "serial2": serial,
                "threads2_lines": with_line_jobs(threaded, args.line_job_tokens),
                "serial2_lines": with_line_jobs(serial, args.line_job_tokens)}
+    kernels.update({v: warps(int(v[len("warps"):])) for v in args.variants.split(",") if v.startswith("warps")})
     runs: dict[str, list] = {v: [] for v in variants}
     vectors: dict[str, list] = {v: [] for v in variants}
     for seed in args.seeds:
@@ -165,8 +177,9 @@ def main() -> None:
                 stats, vec, words = run_gensim(path, args.epochs, seed, int(v[len("gensim"):]))
             else:
                 kernel._train_chunk = kernels[v]
+                threads = 1 if v == "threads1" or v.startswith("warps") else 2
                 try:
-                    stats, vec, words = run_zoo(path, args.epochs, seed, 1 if v == "threads1" else 2,
+                    stats, vec, words = run_zoo(path, args.epochs, seed, threads,
                                                 work / "cache", {}, torch.device("cpu"), args.chunk_tokens)
                 finally:
                     kernel._train_chunk = threaded

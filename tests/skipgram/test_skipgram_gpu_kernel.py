@@ -109,3 +109,35 @@ def test_job_bounds_cut_a_chunk_into_near_equal_contiguous_jobs():
     assert sizes.max() - sizes.min() <= 1
     assert len(gpu_kernel.job_bounds(100, 4096, torch.device("cpu"))) - 1 == 100 // gpu_kernel.MIN_JOB_TOKENS
     assert gpu_kernel.job_bounds(5, 4096, torch.device("cpu")).tolist() == [0, 5]
+
+
+def test_the_cpu_model_of_the_jobs_is_the_sequential_kernel_with_one_job():
+    """benchmarks/skipgram_lockstep.py (the GPU's jobs stepped together on a CPU, to see how quality falls with
+    their number): with one job it is the CPU kernel to the bit; with 3 it trains the same pairs from other
+    tables (the jobs' updates interleave). Seed 0, 5,000 tokens over 300 words."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from skipgram_lockstep import lockstep_chunk
+
+    from zoo.models.skipgram import kernel
+    from zoo.models.skipgram.sampling import AliasSampler, noise_distribution
+
+    torch.manual_seed(0)
+    V, D, N = 300, 16, 5000
+    counts = torch.randint(1, 100, (V,))
+    keep, alias = kernel.noise_table(AliasSampler(noise_distribution(counts)))
+    tokens = torch.multinomial(counts.float(), N, replacement=True).numpy()
+    sentence, reduced = np.arange(N) // 37, torch.randint(1, 4, (N,)).numpy()
+    centre, context = ((torch.rand(V, D) - 0.5) / D).numpy(), (torch.randn(V, D) * 0.3).numpy()
+    rest = (keep, alias, np.empty(0, np.float32), 3, 0.025, 0.01, 5, True, kernel.TABLE_SCALE["exact"])
+    a, b = centre.copy(), context.copy()
+    _, pairs = kernel._train_chunk(tokens, sentence, reduced, np.array([0, N]), 1, a, b, *rest)
+    for jobs in (1, 3):
+        x, y = centre.copy(), context.copy()
+        assert lockstep_chunk(tokens, sentence, reduced, jobs, x, y, *rest)[1] == pairs
+        if jobs == 1:
+            assert np.array_equal(x, a) and np.array_equal(y, b)
+        else:
+            assert np.isfinite(x).all() and np.abs(x - a).max() > 1e-3
+    assert np.abs(a - centre).max() > 0.1

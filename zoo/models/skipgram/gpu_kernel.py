@@ -69,7 +69,9 @@ if triton is not None:
             for j in range(first, last + 1):
                 if (j != i) & (tl.load(sentence + j) == sent):
                     ctx = tl.load(tokens + j)
-                    v = tl.load(syn0 + ctx * DIM + lanes, mask=in_row, other=0.0)  # (BLOCK,) the context's row
+                    # the tables' rows are read from L2 (.cg), which every multiprocessor shares: a row kept in one
+                    # multiprocessor's L1 would stay as it was while other warps move it
+                    v = tl.load(syn0 + ctx * DIM + lanes, mask=in_row, other=0.0, cache_modifier=".cg")  # (BLOCK,)
                     work = tl.zeros([BLOCK], tl.float32)  # the context row's step, applied after the outputs'
                     for k in range(negative + 1):
                         target = word
@@ -82,7 +84,8 @@ if triton is not None:
                             target = tl.where(coin < tl.load(keep + column), column, tl.load(alias + column))
                             label = 0.0
                         if (k == 0) | (target != word):
-                            u = tl.load(syn1 + target * DIM + lanes, mask=in_row, other=0.0)  # (BLOCK,)
+                            u = tl.load(syn1 + target * DIM + lanes, mask=in_row, other=0.0,
+                                        cache_modifier=".cg")  # (BLOCK,)
                             f = tl.sum(v * u)
                             if NCE:
                                 f -= tl.load(log_kq + target)
@@ -100,7 +103,7 @@ if triton is not None:
                                 work += g * u
                                 tl.store(syn1 + target * DIM + lanes, u + g * v, mask=in_row)
                     row = syn0 + ctx * DIM + lanes
-                    tl.store(row, tl.load(row, mask=in_row, other=0.0) + work, mask=in_row)
+                    tl.store(row, tl.load(row, mask=in_row, other=0.0, cache_modifier=".cg") + work, mask=in_row)
                     pairs += 1
         tl.store(losses + job, loss)
         tl.store(counted + job, tl.minimum(pairs, loss_pairs))
@@ -115,7 +118,7 @@ def job_bounds(n: int, jobs: int, device: torch.device) -> torch.Tensor:
 
 def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tensor, sentence: torch.Tensor,
                 reduced: torch.Tensor, noise: tuple[torch.Tensor, torch.Tensor], log_kq: torch.Tensor | None,
-                negative: int, lr_start: float, lr_end: float, seed: int, jobs: int = 4096,
+                negative: int, lr_start: float, lr_end: float, seed: int, jobs: int = 256,
                 skip_saturated: bool = False, sigmoid_index: str = "exact",
                 bounds: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """``kernel.train_chunk``'s sequential SGD with ``jobs`` jobs run at once on the tables' device.
