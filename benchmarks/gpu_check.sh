@@ -92,7 +92,7 @@ timings() {  # the skip-gram GPU runs not measured yet, most wanted first, each 
   # ran 40M words/s at 1,024 jobs and 74M at 4,096 (skipgram_gpu_kernel_h100.json), but at 4,096 it agreed 0.22 with
   # gensim, with longer vectors than gensim's; since then rows are read from L2 (.cg). A CPU model of the jobs
   # (skipgram_lockstep_wiki.json) predicts agreement 0.45 at 256, 0.38 at 1,024, 0.29 at 4,096 with shorter vectors
-  timeout "$(left 40)" "$PY" benchmarks/skipgram_gpu_kernel.py --jobs 256,1024,4096 \
+  timeout "$(left 40)" "$PY" benchmarks/skipgram_gpu_kernel.py --device "$DEVICE" --jobs 256,1024,4096 \
     --out "$OUT/skipgram_gpu_kernel_$DEVICE.json" >> "$OUT/bench.log" 2>&1
   for jobs in 256 1024 4096; do
     timeout "$(left 80)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \

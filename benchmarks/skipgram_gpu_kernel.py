@@ -2,9 +2,9 @@
 chunk: first one job on each (the same updates: the tables must agree), then the GPU kernel's words/s with
 J jobs at once against the CPU kernel's with one thread, on the same Zipfian chunk.
 
-    python benchmarks/skipgram_gpu_kernel.py [--tokens 1000000] [--vocab 30000] [--jobs 1024,4096,16384]
+    python benchmarks/skipgram_gpu_kernel.py --device cuda [--tokens 1000000] [--vocab 30000] [--jobs 256,1024,4096]
 
-Needs a CUDA GPU (or TRITON_INTERPRET=1 and a few thousand tokens, to try it on a CPU). The chunk is
+Needs a CUDA GPU (or --device cpu with TRITON_INTERPRET=1 and a few thousand tokens, to try it). The chunk is
 synthetic (a Zipf law over --vocab words, sentences of 20, reduced windows of 1-5, 5 noise words, D 100),
 so the speed, not the quality, is measured here; quality: skipgram_vs_gensim.py --zoo updates=sequential.
 Writes benchmarks/results/skipgram_gpu_kernel.json.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,17 +24,21 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from devices import add_device_option, describe, resolve_device, synchronize  # noqa: E402
 
 from zoo.models.skipgram import gpu_kernel, kernel  # noqa: E402
 from zoo.models.skipgram.sampling import AliasSampler, noise_distribution  # noqa: E402
 
 
 def chunk(tokens: int, vocab: int, seed: int = 0) -> dict:
-    g = torch.Generator().manual_seed(seed)
-    counts = (1e7 / torch.arange(1, vocab + 1, dtype=torch.float64)).round().long()  # Zipf
+    """On the CPU, where the CPU kernel reads it; the GPU gets copies."""
+    g = torch.Generator().manual_seed(seed)  # cpu: the chunk is drawn on the CPU, as the data pipeline does
+    counts = (1e7 / torch.arange(1, vocab + 1, dtype=torch.float64)).round().long()  # Zipf  # cpu: see above
     ids = torch.multinomial(counts.double(), tokens, replacement=True, generator=g)
-    return {"counts": counts, "tokens": ids, "sentence": torch.arange(tokens) // 20,
-            "reduced": torch.randint(1, 6, (tokens,), generator=g)}
+    return {"counts": counts, "tokens": ids, "sentence": torch.arange(tokens) // 20,  # cpu: see above
+            "reduced": torch.randint(1, 6, (tokens,), generator=g)}  # cpu: see above
 
 
 def main() -> None:
@@ -43,19 +48,21 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=100)
     parser.add_argument("--jobs", default="1024,4096,16384")
     parser.add_argument("--check-tokens", type=int, default=3000, help="tokens of the one-job check")
-    parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_gpu_kernel.json"))
+    add_device_option(parser)
     args = parser.parse_args()
-    device = torch.device(args.device)
+    device = resolve_device(args.device)
+    if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise SystemExit("the Triton kernel runs on --device cuda (or on the CPU under TRITON_INTERPRET=1, slowly)")
     c = chunk(args.tokens, args.vocab)
     keep, alias = kernel.noise_table(AliasSampler(noise_distribution(c["counts"])))
     noise = (torch.from_numpy(keep).to(device), torch.from_numpy(alias).to(device))
-    g = torch.Generator().manual_seed(1)
-    centre = (torch.rand(args.vocab, args.dim, generator=g) - 0.5) / args.dim
-    context = torch.randn(args.vocab, args.dim, generator=g) * 0.01
+    g = torch.Generator().manual_seed(1)  # cpu: the CPU kernel's tables; the GPU gets copies
+    centre = (torch.rand(args.vocab, args.dim, generator=g) - 0.5) / args.dim  # cpu: as above
+    context = torch.randn(args.vocab, args.dim, generator=g) * 0.01  # cpu: as above
     cpu_args = [c[k].numpy() for k in ("tokens", "sentence", "reduced")]
     result = {"command": "python " + " ".join(sys.argv), "device": str(device),
-              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+              "device_name": describe(device),
               "tokens": args.tokens, "vocab": args.vocab, "dim": args.dim, "torch": torch.__version__,
               "triton": gpu_kernel.triton.__version__}
 
@@ -86,8 +93,7 @@ def main() -> None:
         times = []
         for _ in range(3):  # the first includes Triton's compilation
             x, y = centre.to(device), context.to(device)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            synchronize(device)
             start = time.perf_counter()
             stats = gpu_kernel.train_chunk(x, y, *on_device, noise, None, 5, 0.025, 0.02, 7, jobs=jobs,
                                            skip_saturated=True)

@@ -118,13 +118,17 @@ def with_line_jobs(chunk_fn, limit: int):
     return run
 
 
-def warps(jobs: int):
-    """``kernel._train_chunk``'s signature, run as the GPU kernel's ``jobs`` jobs stepped together on one core
-    (skipgram_lockstep.py; at most one job a 16 tokens, as gpu_kernel.job_bounds)."""
+def warps(name: str):
+    """``kernel._train_chunk``'s signature, run as the GPU kernel's jobs stepped together on one core
+    (skipgram_lockstep.py): ``warpsJ`` J contiguous jobs (at most one a 16 tokens, as gpu_kernel.job_bounds),
+    ``warpsJbS`` J jobs taking blocks of S tokens in turn."""
     from skipgram_lockstep import lockstep_chunk
 
+    jobs, _, block = name[len("warps"):].partition("b")
+
     def run(tokens, sentence, reduced, bounds, threads, *rest):
-        return lockstep_chunk(tokens, sentence, reduced, max(1, min(jobs, len(tokens) // 16)), *rest)
+        return lockstep_chunk(tokens, sentence, reduced, max(1, min(int(jobs), len(tokens) // 16)), *rest,
+                              int(block or 0))
     return run
 
 
@@ -143,7 +147,8 @@ def main() -> None:
     parser.add_argument("--variants", default="threads1,threads2,serial2",
                         help="zoo variants: threads1, threads2, serial2, threads2_lines / serial2_lines (jobs "
                              "of whole lines, as gensim's producer makes them), and warpsJ: the GPU kernel's J "
-                             "jobs at once, modelled on one core (skipgram_lockstep.py)")
+                             "jobs at once, modelled on one core (skipgram_lockstep.py); warpsJbS: J jobs taking "
+                             "blocks of S tokens in turn")
     parser.add_argument("--line-job-tokens", type=int, default=7530,
                         help="the _lines variants' job limit in kept tokens: gensim's 10,000 words a job times the "
                              "share subsampling keeps (0.753 on the Wikipedia text)")
@@ -167,7 +172,7 @@ def main() -> None:
     kernels = {"threads1": threaded, "threads2": threaded, "serial2": serial,
                "threads2_lines": with_line_jobs(threaded, args.line_job_tokens),
                "serial2_lines": with_line_jobs(serial, args.line_job_tokens)}
-    kernels.update({v: warps(int(v[len("warps"):])) for v in args.variants.split(",") if v.startswith("warps")})
+    kernels.update({v: warps(v) for v in args.variants.split(",") if v.startswith("warps")})
     runs: dict[str, list] = {v: [] for v in variants}
     vectors: dict[str, list] = {v: [] for v in variants}
     for seed in args.seeds:

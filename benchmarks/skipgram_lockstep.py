@@ -38,16 +38,39 @@ def _next_pair(tokens, sentence, reduced, i, j, hi, n_total):
     return hi, 0
 
 
+@njit(cache=True)
+def _next_block(tokens, sentence, reduced, i, j, ends, b, jobs, block, n_total):
+    """With blocks (block > 0): past the end of job b's block, its first pair in its next blocks (ends[b] moves)."""
+    while block > 0 and i >= ends[b] and ends[b] < n_total:
+        start = ends[b] - block + jobs * block  # the block J blocks on
+        if start >= n_total:
+            break
+        ends[b] = min(start + block, n_total)
+        i, j = _next_pair(tokens, sentence, reduced, start, -1 << 40, ends[b], n_total)
+    return i, j
+
+
 @njit(fastmath=True, cache=True)
 def lockstep_chunk(tokens, sentence, reduced, jobs, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1, seed,
-                   skip_saturated, table_scale):
-    """kernel._train_chunk's update over ``jobs`` jobs stepped together (the module docstring); returns (0, pairs)."""
+                   skip_saturated, table_scale, block=0):
+    """kernel._train_chunk's update over ``jobs`` jobs stepped together (the module docstring); returns (0, pairs).
+    block = 0: job b is the b-th of ``jobs`` contiguous parts of the chunk (gpu_kernel.job_bounds); block = S: job b
+    takes the blocks of S tokens b, b + J, b + 2J, ..., so that the jobs sweep the chunk side by side."""
     n_total = tokens.shape[0]
     dim = syn0.shape[1]
     nce = log_kq.shape[0] > 0
-    bounds = np.empty(jobs + 1, dtype=np.int64)
+    bounds = np.empty(jobs + 1, dtype=np.int64)  # contiguous jobs: b's tokens are bounds[b]..bounds[b + 1]
+    first = np.empty(jobs, dtype=np.int64)  # where each job starts
     for b in range(jobs + 1):
         bounds[b] = int(round(b * n_total / jobs))
+    for b in range(jobs):
+        first[b] = bounds[b]
+    ends = np.empty(jobs, dtype=np.int64)  # the end of each job's current block
+    for b in range(jobs):
+        ends[b] = bounds[b + 1]
+        if block > 0:
+            first[b] = min(b * block, n_total)
+            ends[b] = min(first[b] + block, n_total)
     pos_i = np.empty(jobs, dtype=np.int64)  # each job's pair: centre i, context j; i == its end: done
     pos_j = np.empty(jobs, dtype=np.int64)
     step = np.zeros(jobs, dtype=np.int64)  # the output word the job is on: 0 the centre, 1..k noise
@@ -60,8 +83,9 @@ def lockstep_chunk(tokens, sentence, reduced, jobs, syn0, syn1, keep, alias, log
     val_ctx = np.empty((jobs, dim), dtype=syn0.dtype)
     for b in range(jobs):
         rng[b] = np.uint64(seed + 7919 * (b + 1))
-        pos_i[b], pos_j[b] = _next_pair(tokens, sentence, reduced, bounds[b], -1 << 40, bounds[b + 1], n_total)
-        if pos_i[b] < bounds[b + 1]:
+        pos_i[b], pos_j[b] = _next_pair(tokens, sentence, reduced, first[b], -1 << 40, ends[b], n_total)
+        pos_i[b], pos_j[b] = _next_block(tokens, sentence, reduced, pos_i[b], pos_j[b], ends, b, jobs, block, n_total)
+        if pos_i[b] < ends[b]:
             v[b] = syn0[tokens[pos_j[b]]]
     pairs = 0
     active = True
@@ -71,7 +95,7 @@ def lockstep_chunk(tokens, sentence, reduced, jobs, syn0, syn1, keep, alias, log
             row_out[b] = -1
             row_ctx[b] = -1
             i = pos_i[b]
-            if i >= bounds[b + 1]:
+            if i >= ends[b]:
                 continue
             active = True
             word = tokens[i]
@@ -112,13 +136,15 @@ def lockstep_chunk(tokens, sentence, reduced, jobs, syn0, syn1, keep, alias, log
                 work[b, d] = 0.0
             pairs += 1
             step[b] = 0
-            pos_i[b], pos_j[b] = _next_pair(tokens, sentence, reduced, i, pos_j[b], bounds[b + 1], n_total)
+            pos_i[b], pos_j[b] = _next_pair(tokens, sentence, reduced, i, pos_j[b], ends[b], n_total)
+            pos_i[b], pos_j[b] = _next_block(tokens, sentence, reduced, pos_i[b], pos_j[b], ends, b, jobs, block,
+                                             n_total)
         for b in range(jobs):  # the writes land in job order: the last of a row's writes is kept
             if row_out[b] >= 0:
                 syn1[row_out[b]] = val_out[b]
             if row_ctx[b] >= 0:
                 syn0[row_ctx[b]] = val_ctx[b]
         for b in range(jobs):  # a new pair reads its context row after the tick's writes
-            if row_ctx[b] >= 0 and pos_i[b] < bounds[b + 1]:
+            if row_ctx[b] >= 0 and pos_i[b] < ends[b]:
                 v[b] = syn0[tokens[pos_j[b]]]
     return 0.0, pairs
