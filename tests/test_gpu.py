@@ -94,17 +94,14 @@ def test_skipgram_gpu_kernel_on_cuda_gives_the_cpu_kernels_tables_with_one_job()
     give the same tables within 2e-4 (float32, the dot product summed across lanes). With 64 jobs at once
     (Hogwild) the pairs are the same ones, and the tables finite. Seed 0, 3,000 tokens, V 500, D 100."""
     import numpy as np
+    from skipgram_chunks import random_chunk
 
     from zoo.models.skipgram import gpu_kernel, kernel
-    from zoo.models.skipgram.sampling import AliasSampler, noise_distribution
 
-    torch.manual_seed(0)
-    V, D, N = 500, 100, 3000
-    counts = torch.randint(1, 1000, (V,))
-    keep, alias = kernel.noise_table(AliasSampler(noise_distribution(counts)))
-    tokens = torch.multinomial(counts.float(), N, replacement=True)
-    sentence, reduced = torch.arange(N) // 50, torch.randint(1, 6, (N,))
-    centre, context = (torch.rand(V, D) - 0.5) / D, torch.randn(V, D) * 0.1
+    c = random_chunk(500, 100, 3000, sentence_length=50, max_half=5, count_max=1000, context_scale=0.1)
+    keep, alias, tokens, sentence, reduced, centre, context = (c[k] for k in (
+        "keep", "alias", "tokens", "sentence", "reduced", "centre", "context"))
+    N = len(tokens)
     a, b = centre.clone(), context.clone()
     _, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(), np.array([0, N]), 1,
                                        a.numpy(), b.numpy(), keep, alias, np.empty(0, np.float32), 5, 0.025, 0.02,

@@ -20,15 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 # seed 0: a corpus of 200 tokens over 30 words in sentences of 37, 4 jobs; each setting from the same tables
 INTERPRETED = """
 import json, numpy as np, torch
+from skipgram_chunks import random_chunk
 from zoo.models.skipgram import gpu_kernel, kernel
-from zoo.models.skipgram.sampling import AliasSampler, noise_distribution
-torch.manual_seed(0)
 V, D, N = 30, 12, 200
-counts = torch.randint(1, 100, (V,))
-keep, alias = kernel.noise_table(AliasSampler(noise_distribution(counts)))
-tokens = torch.multinomial(counts.float(), N, replacement=True)
-sentence, reduced = torch.arange(N) // 37, torch.randint(1, 3, (N,))
-centre, context = (torch.rand(V, D) - 0.5) / D, torch.randn(V, D) * 0.3
+c = random_chunk(V, D, N, sentence_length=37, max_half=2)
+counts, keep, alias, tokens, sentence, reduced, centre, context = (c[k] for k in (
+    "counts", "keep", "alias", "tokens", "sentence", "reduced", "centre", "context"))
 bounds = torch.tensor([0, 50, 101, 150, N])
 out = []
 for nce, skip, index in [(False, False, "exact"), (True, True, "word2vec")]:
@@ -71,7 +68,7 @@ def test_interpreted_kernel_gives_the_cpu_kernels_tables_job_by_job():
     gensim's skipped saturated steps and word2vec's table index; and so does the model's own call on a GPU
     (SkipGramModule.sequential_chunk: its jobs, noise table and seed): within 1e-5 (float32 rounding of the
     dot product, summed in another order) of tables that moved by more than 0.1."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
     done = subprocess.run([sys.executable, "-c", INTERPRETED], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     for run in json.loads(done.stdout.strip().splitlines()[-1]):
@@ -116,20 +113,17 @@ def test_the_cpu_model_of_the_jobs_is_the_sequential_kernel_with_one_job():
     their number): with one job it is the CPU kernel to the bit; with 3 it trains the same pairs from other
     tables (the jobs' updates interleave). Seed 0, 5,000 tokens over 300 words."""
     import numpy as np
+    from skipgram_chunks import random_chunk
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from skipgram_lockstep import lockstep_chunk
 
     from zoo.models.skipgram import kernel
-    from zoo.models.skipgram.sampling import AliasSampler, noise_distribution
 
-    torch.manual_seed(0)
-    V, D, N = 300, 16, 5000
-    counts = torch.randint(1, 100, (V,))
-    keep, alias = kernel.noise_table(AliasSampler(noise_distribution(counts)))
-    tokens = torch.multinomial(counts.float(), N, replacement=True).numpy()
-    sentence, reduced = np.arange(N) // 37, torch.randint(1, 4, (N,)).numpy()
-    centre, context = ((torch.rand(V, D) - 0.5) / D).numpy(), (torch.randn(V, D) * 0.3).numpy()
+    c = random_chunk(300, 16, 5000, sentence_length=37, max_half=3)
+    keep, alias, N = c["keep"], c["alias"], len(c["tokens"])
+    tokens, sentence, reduced, centre, context = (c[k].numpy() for k in ("tokens", "sentence", "reduced", "centre",
+                                                                         "context"))
     rest = (keep, alias, np.empty(0, np.float32), 3, 0.025, 0.01, 5, True, kernel.TABLE_SCALE["exact"])
     a, b = centre.copy(), context.copy()
     _, pairs = kernel._train_chunk(tokens, sentence, reduced, np.array([0, N]), 1, a, b, *rest)
