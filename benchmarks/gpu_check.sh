@@ -40,7 +40,8 @@
 #                                            1,024 and 4,096 warps at once, speed and agreement with gensim
 #   bash benchmarks/gpu_check.sh steady      one short call with carry [".gpu/wheels1", ".gpu/wheels2"]: the loop's steady
 #                                            words/s on a 10M-word file through zoo.train (ORDERS, BATCH to vary it;
-#                                            UPDATES=sequential [JOBS="256 1024"]: the Triton kernel)
+#                                            UPDATES=sequential [JOBS="256 1024"]: the Triton kernel; EXTRA: more
+#                                            overrides, e.g. EXTRA=data.num_workers=1 to read chunks beside the GPU)
 #   bash benchmarks/gpu_check.sh skipgram-interleave   the same path with interleaved minibatches
 #                                            (model.interleave 2 and 0), 5,120 and 65,536 windows
 #                                            (words/s and neighbour agreement; docs/skipgram.md, Known limits;
@@ -219,7 +220,7 @@ from skipgram_measures import big_corpus; print(big_corpus(Path('data/skipgram_b
       t0=$SECONDS; runs=/tmp/zoo_$name
       rm -rf "$runs"  # one run folder a call: a second run's metrics.csv beside the first's broke the copy (2026-11-27)
       # shellcheck disable=SC2086  # options: several overrides
-      timeout "$(left 45)" "$PY" -m zoo.train recipe=skipgram_lee data.files="$big" $options trainer.max_epochs=1 \
+      timeout "$(left 45)" "$PY" -m zoo.train recipe=skipgram_lee data.files="$big" $options ${EXTRA:-} trainer.max_epochs=1 \
         run_dir="$runs" > "$OUT/$name.log" 2>&1
       echo "$name: exit $? after $(( SECONDS - t0 )) s" | tee -a "$OUT/steady.log"
       cp "$runs"/*/*/logs/metrics.csv "$OUT/${name}_metrics.csv" 2>/dev/null
