@@ -121,14 +121,15 @@ def with_line_jobs(chunk_fn, limit: int):
 def warps(name: str):
     """``kernel._train_chunk``'s signature, run as the GPU kernel's jobs stepped together on one core
     (skipgram_lockstep.py): ``warpsJ`` J contiguous jobs (at most one a 16 tokens, as gpu_kernel.job_bounds),
-    ``warpsJbS`` J jobs taking blocks of S tokens in turn."""
+    ``warpsJbS`` J jobs taking blocks of S tokens in turn; a final ``a`` (``warpsJa``): additive writes."""
     from skipgram_lockstep import lockstep_chunk
 
-    jobs, _, block = name[len("warps"):].partition("b")
+    additive = name.endswith("a")  # warpsJa: the writes add their steps (atomic adds)
+    jobs, _, block = name[len("warps"):].rstrip("a").partition("b")
 
     def run(tokens, sentence, reduced, bounds, threads, *rest):
         return lockstep_chunk(tokens, sentence, reduced, max(1, min(int(jobs), len(tokens) // 16)), *rest,
-                              int(block or 0))
+                              int(block or 0), additive)
     return run
 
 

@@ -52,10 +52,11 @@ def _next_block(tokens, sentence, reduced, i, j, ends, b, jobs, block, n_total):
 
 @njit(fastmath=True, cache=True)
 def lockstep_chunk(tokens, sentence, reduced, jobs, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1, seed,
-                   skip_saturated, table_scale, block=0):
+                   skip_saturated, table_scale, block=0, additive=False):
     """kernel._train_chunk's update over ``jobs`` jobs stepped together (the module docstring); returns (0, pairs).
     block = 0: job b is the b-th of ``jobs`` contiguous parts of the chunk (gpu_kernel.job_bounds); block = S: job b
-    takes the blocks of S tokens b, b + J, b + 2J, ..., so that the jobs sweep the chunk side by side."""
+    takes the blocks of S tokens b, b + J, b + 2J, ..., so that the jobs sweep the chunk side by side.
+    additive: the writes add their steps (atomic adds on a GPU) instead of storing the rows, so none is lost."""
     n_total = tokens.shape[0]
     dim = syn0.shape[1]
     nce = log_kq.shape[0] > 0
@@ -125,14 +126,14 @@ def lockstep_chunk(tokens, sentence, reduced, jobs, syn0, syn1, keep, alias, log
                     for d in range(dim):
                         u = syn1[target, d]
                         work[b, d] += g * u
-                        val_out[b, d] = u + g * v[b, d]
+                        val_out[b, d] = g * v[b, d] if additive else u + g * v[b, d]
             if k < negative:
                 step[b] = k + 1
                 continue
             ctx = tokens[pos_j[b]]  # the pair's end: its context row takes the summed step
             row_ctx[b] = ctx
             for d in range(dim):
-                val_ctx[b, d] = syn0[ctx, d] + work[b, d]
+                val_ctx[b, d] = work[b, d] if additive else syn0[ctx, d] + work[b, d]
                 work[b, d] = 0.0
             pairs += 1
             step[b] = 0
@@ -141,9 +142,15 @@ def lockstep_chunk(tokens, sentence, reduced, jobs, syn0, syn1, keep, alias, log
                                              n_total)
         for b in range(jobs):  # the writes land in job order: the last of a row's writes is kept
             if row_out[b] >= 0:
-                syn1[row_out[b]] = val_out[b]
+                if additive:
+                    syn1[row_out[b]] += val_out[b]
+                else:
+                    syn1[row_out[b]] = val_out[b]
             if row_ctx[b] >= 0:
-                syn0[row_ctx[b]] = val_ctx[b]
+                if additive:
+                    syn0[row_ctx[b]] += val_ctx[b]
+                else:
+                    syn0[row_ctx[b]] = val_ctx[b]
         for b in range(jobs):  # a new pair reads its context row after the tick's writes
             if row_ctx[b] >= 0 and pos_i[b] < ends[b]:
                 v[b] = syn0[tokens[pos_j[b]]]

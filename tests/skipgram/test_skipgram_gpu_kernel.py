@@ -80,7 +80,8 @@ def test_interpreted_kernel_gives_the_cpu_kernels_tables_job_by_job():
 
 def test_kernel_compiles_for_a_hopper_gpu():
     """Triton compiles the kernel for sm_90 with and without NCE (its ptxas runs without a GPU): one warp per
-    job, its dot products summed across the warp's lanes by shuffles, with no barrier."""
+    job, its dot products summed across the warp's lanes by shuffles, with no barrier; steps added to the rows
+    by atomic adds, rows read from L2 (.cg)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -97,6 +98,7 @@ def test_kernel_compiles_for_a_hopper_gpu():
                                              options={"num_warps": 1, "num_stages": 1})
         ptx = compiled.asm["ptx"]
         assert compiled.asm["cubin"] and "shfl.sync" in ptx and "bar.sync" not in ptx
+        assert "atom.global" in ptx and "ld.global.cg" in ptx  # steps added atomically, rows read from L2
 
 
 def test_job_bounds_cut_a_chunk_into_near_equal_contiguous_jobs():
@@ -110,8 +112,9 @@ def test_job_bounds_cut_a_chunk_into_near_equal_contiguous_jobs():
 
 def test_the_cpu_model_of_the_jobs_is_the_sequential_kernel_with_one_job():
     """benchmarks/skipgram_lockstep.py (the GPU's jobs stepped together on a CPU, to see how quality falls with
-    their number): with one job it is the CPU kernel to the bit; with 3 it trains the same pairs from other
-    tables (the jobs' updates interleave). Seed 0, 5,000 tokens over 300 words."""
+    their number): with one job it is the CPU kernel (to 1e-6; added steps round as u + (g v), not (u + g v)),
+    whether steps are stored or added and the job takes blocks or not; with 3 it trains the same pairs from
+    other tables (the jobs' updates interleave). Seed 0, 5,000 tokens over 300 words."""
     import numpy as np
     from skipgram_chunks import random_chunk
 
@@ -127,11 +130,12 @@ def test_the_cpu_model_of_the_jobs_is_the_sequential_kernel_with_one_job():
     rest = (keep, alias, np.empty(0, np.float32), 3, 0.025, 0.01, 5, True, kernel.TABLE_SCALE["exact"])
     a, b = centre.copy(), context.copy()
     _, pairs = kernel._train_chunk(tokens, sentence, reduced, np.array([0, N]), 1, a, b, *rest)
-    for jobs in (1, 3):
+    for jobs, block, additive in ((1, 0, False), (1, 0, True), (1, 7, False), (3, 0, False), (3, 50, True)):
         x, y = centre.copy(), context.copy()
-        assert lockstep_chunk(tokens, sentence, reduced, jobs, x, y, *rest)[1] == pairs
-        if jobs == 1:
-            assert np.array_equal(x, a) and np.array_equal(y, b)
+        assert lockstep_chunk(tokens, sentence, reduced, jobs, x, y, *rest, block, additive)[1] == pairs
+        if jobs == 1:  # stored or added steps, in blocks or not: one job is the kernel
+            np.testing.assert_allclose(x, a, rtol=0, atol=1e-6)
+            np.testing.assert_allclose(y, b, rtol=0, atol=1e-6)
         else:
             assert np.isfinite(x).all() and np.abs(x - a).max() > 1e-3
     assert np.abs(a - centre).max() > 0.1
