@@ -40,7 +40,7 @@
 #                                            1,024 and 4,096 warps at once, speed and agreement with gensim
 #   bash benchmarks/gpu_check.sh steady      one short call with carry [".gpu/wheels1", ".gpu/wheels2"]: the loop's steady
 #                                            words/s on a 10M-word file through zoo.train (ORDERS, BATCH to vary it;
-#                                            UPDATES=sequential [JOBS="256 1024"]: the Triton kernel; EXTRA: more
+#                                            UPDATES=sequential [JOBS="1024 256"]: the Triton kernel; EXTRA: more
 #                                            overrides, e.g. EXTRA=data.num_workers=1 to read chunks beside the GPU)
 #   bash benchmarks/gpu_check.sh skipgram-interleave   the same path with interleaved minibatches
 #                                            (model.interleave 2 and 0), 5,120 and 65,536 windows
@@ -91,8 +91,9 @@ timings() {  # the skip-gram GPU runs not measured yet, most wanted first, each 
   # 0.49; gensim's own 0.57-0.58). Next: word2vec's sequential updates in the Triton kernel (updates=sequential,
   # gpu_kernel.py, Hogwild over gpu_jobs warps). On an H100 (2026-11-27, rows then read through L1) the kernel alone
   # ran 40M words/s at 1,024 jobs and 74M at 4,096 (skipgram_gpu_kernel_h100.json), but at 4,096 it agreed 0.22 with
-  # gensim, with longer vectors than gensim's; since then rows are read from L2 (.cg). A CPU model of the jobs
-  # (skipgram_lockstep_wiki.json) predicts agreement 0.45 at 256, 0.38 at 1,024, 0.29 at 4,096 with shorter vectors
+  # gensim, with longer vectors than gensim's; since then rows are read from L2 (.cg) and steps added atomically. A
+  # CPU model of the jobs predicts with stored rows agreement 0.45 at 256, 0.38 at 1,024, 0.29 at 4,096, shorter
+  # vectors (skipgram_lockstep_wiki.json), with added steps 0.49, 0.48, 0.48 (skipgram_lockstep_additive_wiki.json)
   timeout "$(left 40)" "$PY" benchmarks/skipgram_gpu_kernel.py --device "$DEVICE" --jobs 256,1024,4096 \
     --out "$OUT/skipgram_gpu_kernel_$DEVICE.json" >> "$OUT/bench.log" 2>&1
   for jobs in 256 1024 4096; do
@@ -210,7 +211,7 @@ EOF
     big=$("$PY" -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
 from skipgram_measures import big_corpus; print(big_corpus(Path('data/skipgram_bench'), 10_000_000))") || exit 1
     batch=${BATCH:-65536}
-    if [ "${UPDATES:-minibatch}" = sequential ]; then settings=${JOBS:-256 1024}; else settings=${ORDERS:-at_once in_turn}; fi
+    if [ "${UPDATES:-minibatch}" = sequential ]; then settings=${JOBS:-1024 256}; else settings=${ORDERS:-at_once in_turn}; fi
     for setting in $settings; do  # UPDATES=sequential: the Triton kernel with JOBS warps at once; else window orders
       if [ "${UPDATES:-minibatch}" = sequential ]; then
         name=steady_sequential_$setting; options="model.updates=sequential model.gpu_jobs=$setting"

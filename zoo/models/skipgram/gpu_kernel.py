@@ -121,7 +121,7 @@ def job_bounds(n: int, jobs: int, device: torch.device) -> torch.Tensor:
 
 def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tensor, sentence: torch.Tensor,
                 reduced: torch.Tensor, noise: tuple[torch.Tensor, torch.Tensor], log_kq: torch.Tensor | None,
-                negative: int, lr_start: float, lr_end: float, seed: int, jobs: int = 256,
+                negative: int, lr_start: float, lr_end: float, seed: int, jobs: int = 1024,
                 skip_saturated: bool = False, sigmoid_index: str = "exact",
                 bounds: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """``kernel.train_chunk``'s sequential SGD with ``jobs`` jobs run at once on the tables' device.

@@ -56,11 +56,12 @@ class SkipGramConfig:
     threads: int = positive(1)  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
     job_tokens: int = at_least(10000, 0)  # sequential updates: threads take turns on jobs of this many tokens
     # of a chunk (gensim's 10,000-word jobs); 0 = each thread one contiguous part of the chunk
-    gpu_jobs: int = positive(256)  # sequential updates on a GPU: a chunk is cut into this many contiguous jobs,
+    gpu_jobs: int = positive(1024)  # sequential updates on a GPU: a chunk is cut into this many contiguous jobs,
     # each one warp walking its tokens in order, all at once (Hogwild over warps, as BlazingText). More jobs
-    # keep more of the GPU busy (an H100, kernel alone: 40M words/s at 1,024, 74M at 4,096) and put more
-    # writers on a frequent word's row at once: at 4,096 an H100 run agreed 0.22 with gensim. A CPU model of
-    # the jobs (benchmarks/skipgram_lockstep.py, Wikipedia) keeps gensim's probe loss up to ~1,024 (docs/skipgram.md)
+    # keep more of the GPU busy (an H100, kernel alone: 40M words/s at 1,024, 74M at 4,096, when rows were
+    # stored) and compute more steps from rows others have moved. A CPU model of the jobs with the kernel's
+    # atomic adds (benchmarks/skipgram_lockstep.py, Wikipedia, 3 seeds): agreement with gensim 0.49 at 256,
+    # 0.48 at 1,024 and 4,096 (gensim's own 0.58), probe loss and scores at gensim's (docs/skipgram.md)
     step_cap: bool = True  # minibatch updates: damp each row's step where the minibatch's many simultaneous
     # terms on it would overshoot (nets.SkipGram._capped_step). Without it 65,536-window steps diverge on
     # Wikipedia and 5,120-window ones agree less with gensim (0.473 against 0.550, pairs at once); false = plain SGD
