@@ -79,20 +79,20 @@ def test_interpreted_kernel_gives_the_cpu_kernels_tables_job_by_job():
 
 
 def test_kernel_compiles_for_a_hopper_gpu():
-    """Triton compiles the kernel for sm_90 with and without NCE (its ptxas runs without a GPU): one warp per
-    job, its dot products summed across the warp's lanes by shuffles, with no barrier; steps added to the rows
-    by atomic adds, rows read from L2 (.cg)."""
+    """Triton compiles the kernel for sm_90 with and without NCE, and for float64 tables (its ptxas runs without
+    a GPU): one warp per job, its dot products summed across the warp's lanes by shuffles, with no barrier;
+    steps added to the rows by atomic adds, rows read from L2 (.cg)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    types = {"tokens": "*i64", "sentence": "*i64", "reduced": "*i64", "bounds": "*i64", "syn0": "*fp32",
-             "syn1": "*fp32", "keep": "*fp64", "alias": "*i64", "log_kq": "*fp32", "sigmoid": "*fp32",
+    types = {"tokens": "*i64", "sentence": "*i64", "reduced": "*i64", "bounds": "*i64", "keep": "*fp64",
+             "alias": "*i64", "log_kq": "*fp32", "sigmoid": "*fp32",
              "losses": "*fp32", "counted": "*i32", "pairs_out": "*i32", "n_total": "i32", "vocab": "i32",
              "negative": "i32", "lr0": "fp32", "lr1": "fp32", "seed": "i64", "table_scale": "fp32",
              "loss_pairs": "i32", "DIM": "constexpr", "BLOCK": "constexpr", "NCE": "constexpr",
              "SKIP_SATURATED": "constexpr"}
-    for nce in (False, True):
-        source = ASTSource(gpu_kernel._train_jobs, types,
+    for nce, table in ((False, "fp32"), (True, "fp32"), (False, "fp64")):  # fp64: trainer.precision=64-true
+        source = ASTSource(gpu_kernel._train_jobs, {**types, "syn0": f"*{table}", "syn1": f"*{table}"},
                            constexprs={"DIM": 100, "BLOCK": 128, "NCE": nce, "SKIP_SATURATED": True})
         compiled = gpu_kernel.triton.compile(source, target=GPUTarget("cuda", 90, 32),
                                              options={"num_warps": 1, "num_stages": 1})

@@ -76,7 +76,7 @@ if triton is not None:
                     # the tables' rows are read from L2 (.cg), which every multiprocessor shares: a row kept in one
                     # multiprocessor's L1 would stay as it was while other warps move it
                     v = tl.load(syn0 + ctx * DIM + lanes, mask=in_row, other=0.0, cache_modifier=".cg")  # (BLOCK,)
-                    work = tl.zeros([BLOCK], tl.float32)  # the context row's step, applied after the outputs'
+                    work = tl.zeros([BLOCK], syn0.dtype.element_ty)  # the context row's step, after the outputs'
                     for k in range(negative + 1):
                         target = word
                         label = 1.0
@@ -95,7 +95,7 @@ if triton is not None:
                                 f -= tl.load(log_kq + target)
                             if pairs < loss_pairs:
                                 z = tl.where(label > 0.5, f, -f)  # -log sigmoid(z) is this term's loss
-                                loss += tl.where(z > -30.0, tl.log(1.0 + tl.exp(-z)), -z)
+                                loss += tl.where(z > -30.0, tl.log(1.0 + tl.exp(-z)), -z).to(tl.float32)
                             cell = tl.minimum(tl.maximum(((f + SATURATION) * table_scale).to(tl.int32), 0), 1000)
                             g = (label - tl.load(sigmoid + cell)) * lr
                             saturated = (f > SATURATION) | (f < -SATURATION)
@@ -126,7 +126,7 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
                 bounds: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """``kernel.train_chunk``'s sequential SGD with ``jobs`` jobs run at once on the tables' device.
 
-    centre, context: (V, D) float32 tables; tokens, sentence, reduced: (N,) int64 on the same device;
+    centre, context: (V, D) float32 (or float64) tables; tokens, sentence, reduced: (N,) int64 on their device;
     noise: the (keep probability float64, alias int64) columns of the alias table there
     (``kernel.noise_table``); ``bounds`` (J + 1,) overrides the jobs (tests). Returns
     {"loss": mean loss per pair over each job's first pairs, "pairs": pairs trained}, as 0-dim
