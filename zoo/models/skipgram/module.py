@@ -43,7 +43,7 @@ class SkipGramConfig:
     updates: str = choice("auto", ["auto", "sequential", "minibatch"])  # how SGD visits the pairs:
     # sequential = word2vec's update after every pair: a compiled CPU kernel (kernel.py; best quality
     # and speed on a CPU), on a CUDA GPU the same updates in a Triton kernel, gpu_jobs warps at once
-    # (gpu_kernel.py; its speed and quality there not measured yet); minibatch = batch_centres windows per
+    # (gpu_kernel.py; an H100 and a CPU model of it in docs/skipgram.md); minibatch = batch_centres windows per
     # vectorised update (torch, any device, and the only one for full_softmax); auto = sequential on a CPU
     # for nce / negative_sampling, else minibatch. batch_centres, window_pairs, interleave, share_negatives
     # and step_cap are minibatch settings.
