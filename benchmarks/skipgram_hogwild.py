@@ -120,16 +120,18 @@ def with_line_jobs(chunk_fn, limit: int):
 
 def warps(name: str):
     """``kernel._train_chunk``'s signature, run as the GPU kernel's jobs stepped together on one core
-    (skipgram_lockstep.py): ``warpsJ`` J contiguous jobs (at most one a 16 tokens, as gpu_kernel.job_bounds),
+    (skipgram_lockstep.py): ``warpsJ`` J contiguous jobs (gpu_kernel.job_bounds: at most one a 16 tokens),
     ``warpsJbS`` J jobs taking blocks of S tokens in turn; a final ``a`` (``warpsJa``): additive writes."""
     from skipgram_lockstep import lockstep_chunk
+
+    from zoo.models.skipgram.gpu_kernel import job_bounds
 
     additive = name.endswith("a")  # warpsJa: the writes add their steps (atomic adds)
     jobs, _, block = name[len("warps"):].rstrip("a").partition("b")
 
-    def run(tokens, sentence, reduced, bounds, threads, *rest):
-        return lockstep_chunk(tokens, sentence, reduced, max(1, min(int(jobs), len(tokens) // 16)), *rest,
-                              int(block or 0), additive)
+    def run(tokens, sentence, reduced, bounds, threads, *rest):  # the GPU kernel's jobs, not the threads' bounds
+        ours = job_bounds(len(tokens), int(jobs), torch.device("cpu")).numpy()
+        return lockstep_chunk(tokens, sentence, reduced, ours, *rest, int(block or 0), additive)
     return run
 
 

@@ -51,25 +51,20 @@ def _next_block(tokens, sentence, reduced, i, j, ends, b, jobs, block, n_total):
 
 
 @njit(fastmath=True, cache=True)
-def lockstep_chunk(tokens, sentence, reduced, jobs, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1, seed,
+def lockstep_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1, seed,
                    skip_saturated, table_scale, block=0, additive=False):
-    """kernel._train_chunk's update over ``jobs`` jobs stepped together (the module docstring); returns (0, pairs).
-    block = 0: job b is the b-th of ``jobs`` contiguous parts of the chunk (gpu_kernel.job_bounds); block = S: job b
-    takes the blocks of S tokens b, b + J, b + 2J, ..., so that the jobs sweep the chunk side by side.
+    """kernel._train_chunk's update over the jobs of ``bounds`` (J + 1,) stepped together (the module docstring);
+    returns (0, pairs). block = 0: job b is tokens bounds[b]..bounds[b + 1] (gpu_kernel.job_bounds); block = S:
+    job b takes the blocks of S tokens b, b + J, b + 2J, ..., so that the jobs sweep the chunk side by side.
     additive: the writes add their steps (atomic adds on a GPU) instead of storing the rows, so none is lost."""
     n_total = tokens.shape[0]
     dim = syn0.shape[1]
     nce = log_kq.shape[0] > 0
-    bounds = np.empty(jobs + 1, dtype=np.int64)  # contiguous jobs: b's tokens are bounds[b]..bounds[b + 1]
-    first = np.empty(jobs, dtype=np.int64)  # where each job starts
-    for b in range(jobs + 1):
-        bounds[b] = int(round(b * n_total / jobs))
-    for b in range(jobs):
-        first[b] = bounds[b]
-    ends = np.empty(jobs, dtype=np.int64)  # the end of each job's current block
-    for b in range(jobs):
-        ends[b] = bounds[b + 1]
-        if block > 0:
+    jobs = bounds.shape[0] - 1
+    first = bounds[:-1].copy()  # where each job starts
+    ends = bounds[1:].copy()  # the end of each job's current block
+    if block > 0:
+        for b in range(jobs):
             first[b] = min(b * block, n_total)
             ends[b] = min(first[b] + block, n_total)
     pos_i = np.empty(jobs, dtype=np.int64)  # each job's pair: centre i, context j; i == its end: done

@@ -139,7 +139,8 @@ def test_the_cpu_model_of_the_jobs_is_the_sequential_kernel_with_one_job():
     _, pairs = kernel._train_chunk(tokens, sentence, reduced, np.array([0, N]), 1, a, b, *rest)
     for jobs, block, additive in ((1, 0, False), (1, 0, True), (1, 7, False), (3, 0, False), (3, 50, True)):
         x, y = centre.copy(), context.copy()
-        assert lockstep_chunk(tokens, sentence, reduced, jobs, x, y, *rest, block, additive)[1] == pairs
+        bounds = gpu_kernel.job_bounds(N, jobs, torch.device("cpu")).numpy()
+        assert lockstep_chunk(tokens, sentence, reduced, bounds, x, y, *rest, block, additive)[1] == pairs
         if jobs == 1:  # stored or added steps, in blocks or not: one job is the kernel
             np.testing.assert_allclose(x, a, rtol=0, atol=1e-6)
             np.testing.assert_allclose(y, b, rtol=0, atol=1e-6)

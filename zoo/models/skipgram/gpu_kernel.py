@@ -29,6 +29,8 @@ No maintained library runs word2vec's updates on torch tensors on a GPU, so it i
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from zoo.models.skipgram.kernel import MAX_SCORE, SIGMOID32, TABLE_SCALE
@@ -113,6 +115,12 @@ if triton is not None:
         tl.store(pairs_out + job, pairs)
 
 
+@functools.cache
+def _sigmoid_table(device: torch.device) -> torch.Tensor:
+    """kernel.SIGMOID32 on ``device``, copied there once, not once a chunk."""
+    return torch.as_tensor(SIGMOID32, device=device)
+
+
 def job_bounds(n: int, jobs: int, device: torch.device) -> torch.Tensor:
     """(J + 1,) the first token of each job and n: ``jobs`` near-equal contiguous parts (fewer on a short chunk)."""
     jobs = max(1, min(jobs, n // MIN_JOB_TOKENS))
@@ -142,7 +150,7 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
     count = len(bounds) - 1
     losses = torch.zeros(count, device=device)
     counted, pairs = (torch.zeros(count, device=device, dtype=torch.int32) for _ in range(2))
-    sigmoid = torch.as_tensor(SIGMOID32, device=device)
+    sigmoid = _sigmoid_table(device)
     nce = log_kq is not None
     log_kq = log_kq.to(device=device, dtype=torch.float32) if nce else losses  # unread without NCE
     dim = centre.shape[1]
