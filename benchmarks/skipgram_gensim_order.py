@@ -10,7 +10,10 @@ shuffled, seeds 0..R-1 (shuffle s paired with seed s), and reports the neighbour
 every pairing and each run's quality (wordsim353, simlex999, analogies, the negative-sampling
 loss on fixed probe pairs): the agreement two equally valid orders give.
 
-    python benchmarks/skipgram_gensim_order.py [--corpora wiki,lee] [--repeats 3]
+    python benchmarks/skipgram_gensim_order.py [--corpora wiki,lee,wiki10m] [--repeats 3]
+
+wiki10m is the Wikipedia text repeated to 10M words in text8's format (one line, as the other
+benchmarks build it); its shuffled order is each repeat's 106 articles in a new random order.
 """
 
 from __future__ import annotations
@@ -23,7 +26,14 @@ import sys
 from pathlib import Path
 
 from devices import add_device_option, describe, resolve_device
-from skipgram_measures import lee_corpus, neighbour_agreement, objective_probe, similarity_files, wiki_corpus
+from skipgram_measures import (
+    big_corpus,
+    lee_corpus,
+    neighbour_agreement,
+    objective_probe,
+    similarity_files,
+    wiki_corpus,
+)
 from skipgram_vs_gensim import ROOT, loop_quality, quality_medians, run_gensim
 from spread import median_range
 
@@ -37,14 +47,29 @@ def shuffled_copy(path: Path, seed: int) -> Path:
     return out
 
 
+def shuffled_articles_text8(wiki: Path, seed: int, tokens: int) -> Path:
+    """``big_corpus``'s text (the articles of ``wiki`` repeated to ``tokens`` words, one line) with
+    the articles in a new random order in every repeat, seeded."""
+    lines = wiki.read_text(encoding="utf-8").splitlines()
+    articles = [line.split() for line in lines[:lines.index(lines[0], 1)]]  # one copy of the articles
+    rng, words = random.Random(seed), []
+    while len(words) < tokens:
+        rng.shuffle(articles)
+        for article in articles:
+            words.extend(article)
+    out = wiki.with_name(f"enwiki_{tokens // 1_000_000}m_shuffled{seed}.txt")
+    out.write_text(" ".join(words[:tokens]) + " ", encoding="utf-8")
+    return out
+
+
 def run_corpus(path: Path, similarity: list[str], analogies: list[str], repeats: int, epochs: int,
-               workers: int) -> dict:
+               workers: int, shuffle=shuffled_copy) -> dict:
     probe = objective_probe(path)
     runs: dict[str, list] = {"as_is": [], "shuffled": []}
     vectors: dict[str, list] = {"as_is": [], "shuffled": []}
     for seed in range(repeats):
         for order in runs:
-            corpus = path if order == "as_is" else shuffled_copy(path, seed)
+            corpus = path if order == "as_is" else shuffle(path, seed)
             stats, vec, words = run_gensim(corpus, epochs, seed, workers)
             runs[order].append(loop_quality(stats, vec, words, similarity, analogies, probe))
             vectors[order].append((vec, words))
@@ -65,7 +90,7 @@ def run_corpus(path: Path, similarity: list[str], analogies: list[str], repeats:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--corpora", default="wiki,lee", help="wiki, lee")
+    parser.add_argument("--corpora", default="wiki,lee", help="wiki, lee, wiki10m")
     parser.add_argument("--repeats", type=int, default=3, help="seeds (and shuffles) per order; at least 2")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2, help="gensim's threads")
@@ -81,15 +106,18 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     ws353, simlex, questions = similarity_files()
-    builders = {"wiki": wiki_corpus, "lee": lee_corpus}
+    builders = {"wiki": (wiki_corpus, shuffled_copy), "lee": (lee_corpus, shuffled_copy),
+                "wiki10m": (lambda w: big_corpus(w, 10_000_000),
+                            lambda path, seed: shuffled_articles_text8(wiki_corpus(work), seed, 10_000_000))}
     report = {"command": shlex.join(["python", "benchmarks/skipgram_gensim_order.py", *sys.argv[1:]]),
               "device": str(device), "device_name": describe(device), "repeats": args.repeats,
               "epochs": args.epochs, "gensim_workers": args.workers, "corpora": {}}
     for name in args.corpora.split(","):
         if name not in builders:
             parser.error(f"unknown corpus {name!r}: one of {sorted(builders)}")
-        report["corpora"][name] = run_corpus(builders[name](work), [ws353, simlex], [questions], args.repeats,
-                                             args.epochs, args.workers)
+        build, shuffle = builders[name]
+        report["corpora"][name] = run_corpus(build(work), [ws353, simlex], [questions], args.repeats,
+                                             args.epochs, args.workers, shuffle)
         print(name, json.dumps(report["corpora"][name]["neighbour_agreement_top10_of_1000"]), flush=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(f"wrote {args.out}")
