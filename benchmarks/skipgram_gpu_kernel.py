@@ -47,6 +47,8 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=30_000)
     parser.add_argument("--dim", type=int, default=100)
     parser.add_argument("--jobs", default="1024,4096,16384")
+    parser.add_argument("--stripes", default="0,16", help="gpu_kernel.train_chunk's stripe: 0 = contiguous jobs, "
+                        "S = job j takes the stripes of S tokens j, j + J, ...")
     parser.add_argument("--check-tokens", type=int, default=3000, help="tokens of the one-job check")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_gpu_kernel.json"))
     add_device_option(parser)
@@ -89,23 +91,23 @@ def main() -> None:
     print(f"CPU kernel, 1 thread: {args.tokens / cpu_s:,.0f} words/s", flush=True)
     on_device = [c[k].to(device) for k in ("tokens", "sentence", "reduced")]
     result["gpu"] = []
-    for jobs in [int(j) for j in args.jobs.split(",")]:
+    for jobs, stripe in [(int(j), int(s)) for j in args.jobs.split(",") for s in args.stripes.split(",")]:
         times = []
         for _ in range(3):  # the first includes Triton's compilation
             x, y = centre.to(device), context.to(device)
             synchronize(device)
             start = time.perf_counter()
             stats = gpu_kernel.train_chunk(x, y, *on_device, noise, None, 5, 0.025, 0.02, 7, jobs=jobs,
-                                           skip_saturated=True)
+                                           skip_saturated=True, stripe=stripe)
             loss = float(stats["loss"])  # waits for the kernel
             times.append(time.perf_counter() - start)
         best = min(times[1:]) if len(times) > 1 else times[0]
-        row = {"jobs": jobs, "seconds": times, "words_per_s": args.tokens / best, "loss": loss,
+        row = {"jobs": jobs, "stripe": stripe, "seconds": times, "words_per_s": args.tokens / best, "loss": loss,
                "finite": bool(torch.isfinite(x).all() and torch.isfinite(y).all()),
                "x_cpu_kernel": args.tokens / best / result["cpu_kernel_words_per_s"]}
         result["gpu"].append(row)
-        print(f"GPU kernel, {jobs} jobs: {row['words_per_s']:,.0f} words/s ({row['x_cpu_kernel']:.1f}x the CPU "
-              f"kernel), loss {loss:.3f}, finite {row['finite']}", flush=True)
+        print(f"GPU kernel, {jobs} jobs, stripe {stripe}: {row['words_per_s']:,.0f} words/s "
+              f"({row['x_cpu_kernel']:.1f}x the CPU kernel), loss {loss:.3f}, finite {row['finite']}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(f"wrote {args.out}")

@@ -91,8 +91,9 @@ def test_skipgram_sequential_updates_learn_on_cuda(tmp_path: Path):
 
 def test_skipgram_gpu_kernel_on_cuda_gives_the_cpu_kernels_tables_with_one_job():
     """One job on the GPU is the CPU kernel's one thread: the same seeds, noise words and sigmoid table
-    give the same tables within 2e-4 (float32, the dot product summed across lanes). With 64 jobs at once
-    (Hogwild) the pairs are the same ones, and the tables finite. Seed 0, 3,000 tokens, V 500, D 100."""
+    give the same tables within 2e-4 (float32, the dot product summed across lanes), whether its tokens come in
+    one part or in stripes of 16. With 64 jobs at once (Hogwild), contiguous or striped, the pairs are the same
+    ones, and the tables finite. Seed 0, 3,000 tokens, V 500, D 100."""
     import numpy as np
     from skipgram_chunks import random_chunk
 
@@ -108,9 +109,10 @@ def test_skipgram_gpu_kernel_on_cuda_gives_the_cpu_kernels_tables_with_one_job()
                                        7, True, kernel.TABLE_SCALE["exact"])
     noise = (torch.from_numpy(keep).cuda(), torch.from_numpy(alias).cuda())
     on_gpu = [t.cuda() for t in (tokens, sentence, reduced)]
-    for jobs in (1, 64):
+    for jobs, stripe in ((1, 0), (1, 16), (64, 0), (64, 16)):
         x, y = centre.cuda(), context.cuda()
-        stats = gpu_kernel.train_chunk(x, y, *on_gpu, noise, None, 5, 0.025, 0.02, 7, jobs=jobs, skip_saturated=True)
+        stats = gpu_kernel.train_chunk(x, y, *on_gpu, noise, None, 5, 0.025, 0.02, 7, jobs=jobs, skip_saturated=True,
+                                       stripe=stripe)
         assert int(stats["pairs"]) == cpu_pairs
         assert torch.isfinite(x).all() and torch.isfinite(y).all()
         if jobs == 1:

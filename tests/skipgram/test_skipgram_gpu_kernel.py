@@ -46,18 +46,37 @@ for nce, skip, index in [(False, False, "exact"), (True, True, "word2vec")]:
     out.append({"cpu_pairs": int(cpu_pairs), "pairs": int(stats["pairs"]), "loss": float(stats["loss"]),
                 "diff": max((a - x).abs().max().item(), (b - y).abs().max().item()),
                 "moved": min((a - centre).abs().max().item(), (b - context).abs().max().item())})
+# striped jobs (job j takes the stripes of S tokens j, j + J, ...): the CPU kernel over each job's stripes in turn,
+# one random stream a job (numba hands its uint64 state back as a Python int)
+def striped_cpu(a, b, jobs, stripe, seed):
+    pairs, work = 0, np.empty(D, np.float32)
+    for job in range(jobs):
+        rng = np.uint64(seed + 7919 * (job + 1))
+        for lo in range(job * stripe, N, jobs * stripe):
+            _, p, rng = kernel._train_part(tokens.numpy(), sentence.numpy(), reduced.numpy(), lo, min(lo + stripe, N),
+                                           a.numpy(), b.numpy(), keep, alias, np.empty(0, np.float32), 3, 0.5, 0.1, N,
+                                           rng, work, True, 0, kernel.TABLE_SCALE["exact"])
+            pairs, rng = pairs + p, np.uint64(rng)
+    return pairs
+for jobs, stripe in ((1, 7), (3, 10)):
+    a, b = centre.clone(), context.clone()
+    cpu_pairs = striped_cpu(a, b, jobs, stripe, 123)
+    x, y = centre.clone(), context.clone()
+    stats = gpu_kernel.train_chunk(x, y, tokens, sentence, reduced, (torch.from_numpy(keep), torch.from_numpy(alias)),
+                                   None, 3, 0.5, 0.1, 123, jobs=jobs, skip_saturated=True, stripe=stripe)
+    out.append({"cpu_pairs": int(cpu_pairs), "pairs": int(stats["pairs"]), "loss": float(stats["loss"]),
+                "diff": max((a - x).abs().max().item(), (b - y).abs().max().item()),
+                "moved": min((a - centre).abs().max().item(), (b - context).abs().max().item())})
 # the model's own call on a GPU (its device set as Lightning sets it; the tensors stay on the CPU, where the
-# interpreter runs): jobs = min(gpu_jobs, V // 4) = 7, its noise table and seed, against the CPU kernel's 7 jobs
+# interpreter runs): jobs = min(gpu_jobs, V // 4) = 7 in stripes of gpu_stripe, its noise table and seed, against
+# the CPU kernel over those stripes
 from zoo.models.skipgram.module import SkipGramModule
-model = SkipGramModule({"dim": D, "negative": 3, "saturated": "skip"},
+model = SkipGramModule({"dim": D, "negative": 3, "saturated": "skip", "gpu_stripe": 9},
                        {"vocab": [f"w{i}" for i in range(V)], "counts": counts.tolist(), "window": 2, "train_words": N})
 model._device = torch.device("cuda", 0)
 start = model.net.centre.detach().clone(), model.net.context.detach().clone()
 a, b = (t.clone() for t in start)
-_, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(),
-                                   gpu_kernel.job_bounds(N, 7, torch.device("cpu")).numpy(), 1, a.numpy(), b.numpy(),
-                                   keep, alias, np.empty(0, np.float32), 3, 0.5, 0.1, 99, True,
-                                   kernel.TABLE_SCALE["exact"])
+cpu_pairs = striped_cpu(a, b, 7, 9, 99)
 with torch.no_grad():
     stats = model.sequential_chunk({"tokens": tokens, "sentence": sentence, "window": reduced}, 0.5, 0.1, 99)
 out.append({"cpu_pairs": int(cpu_pairs), "pairs": int(stats["pairs"]), "loss": stats["loss"],
@@ -71,9 +90,10 @@ print(json.dumps(out))
 def test_interpreted_kernel_gives_the_cpu_kernels_tables_job_by_job():
     """Run in order, the jobs leave the tables the CPU kernel leaves over the same 4 jobs (same seeds,
     noise words and sigmoid table), with negative sampling and word2vec.c's clipped steps, and with NCE,
-    gensim's skipped saturated steps and word2vec's table index; and so does the model's own call on a GPU
-    (SkipGramModule.sequential_chunk: its jobs, noise table and seed): within 1e-5 (float32 rounding of the
-    dot product, summed in another order) of tables that moved by more than 0.1."""
+    gensim's skipped saturated steps and word2vec's table index; so do striped jobs (1 job in stripes of 7,
+    3 jobs in stripes of 10) against the CPU kernel over each job's stripes in turn; and so does the model's
+    own call on a GPU (SkipGramModule.sequential_chunk: its jobs, stripes, noise table and seed): within 1e-5
+    (float32 rounding of the dot product, summed in another order) of tables that moved by more than 0.1."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
     done = subprocess.run([sys.executable, "-c", INTERPRETED], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -86,9 +106,9 @@ def test_interpreted_kernel_gives_the_cpu_kernels_tables_job_by_job():
 
 @needs_triton
 def test_kernel_compiles_for_a_hopper_gpu():
-    """Triton compiles the kernel for sm_90 with and without NCE, and for float64 tables (its ptxas runs without
-    a GPU): one warp per job, its dot products summed across the warp's lanes by shuffles, with no barrier;
-    steps added to the rows by atomic adds, rows read from L2 (.cg)."""
+    """Triton compiles the kernel for sm_90 with and without NCE, for float64 tables, and with striped jobs
+    (its ptxas runs without a GPU): one warp per job, its dot products summed across the warp's lanes by
+    shuffles, with no barrier; steps added to the rows by atomic adds, rows read from L2 (.cg)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -96,11 +116,14 @@ def test_kernel_compiles_for_a_hopper_gpu():
              "alias": "*i64", "log_kq": "*fp32", "sigmoid": "*fp32",
              "losses": "*fp32", "counted": "*i32", "pairs_out": "*i32", "n_total": "i32", "vocab": "i32",
              "negative": "i32", "lr0": "fp32", "lr1": "fp32", "seed": "i64", "table_scale": "fp32",
-             "loss_pairs": "i32", "DIM": "constexpr", "BLOCK": "constexpr", "NCE": "constexpr",
-             "SKIP_SATURATED": "constexpr"}
-    for nce, table in ((False, "fp32"), (True, "fp32"), (False, "fp64")):  # fp64: trainer.precision=64-true
+             "loss_pairs": "i32", "stripe": "i32", "DIM": "constexpr", "BLOCK": "constexpr", "NCE": "constexpr",
+             "SKIP_SATURATED": "constexpr", "STRIPED": "constexpr"}
+    # fp64: trainer.precision=64-true
+    for nce, table, striped in ((False, "fp32", False), (True, "fp32", False), (False, "fp64", False),
+                                (False, "fp32", True)):
         source = ASTSource(gpu_kernel._train_jobs, {**types, "syn0": f"*{table}", "syn1": f"*{table}"},
-                           constexprs={"DIM": 100, "BLOCK": 128, "NCE": nce, "SKIP_SATURATED": True})
+                           constexprs={"DIM": 100, "BLOCK": 128, "NCE": nce, "SKIP_SATURATED": True,
+                                       "STRIPED": striped})
         compiled = gpu_kernel.triton.compile(source, target=GPUTarget("cuda", 90, 32),
                                              options={"num_warps": 1, "num_stages": 1})
         ptx = compiled.asm["ptx"]

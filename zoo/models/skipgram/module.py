@@ -56,12 +56,16 @@ class SkipGramConfig:
     threads: int = positive(1)  # Hogwild threads (>1: faster on several cores, not bit-reproducible)
     job_tokens: int = at_least(10000, 0)  # sequential updates: threads take turns on jobs of this many tokens
     # of a chunk (gensim's 10,000-word jobs); 0 = each thread one contiguous part of the chunk
-    gpu_jobs: int = positive(1024)  # sequential updates on a GPU: a chunk is cut into this many contiguous jobs,
+    gpu_jobs: int = positive(1024)  # sequential updates on a GPU: a chunk is cut into this many jobs (gpu_stripe),
     # each one warp walking its tokens in order, all at once (Hogwild over warps, as BlazingText). More jobs
     # keep more of the GPU busy (an H100, kernel alone: 40M words/s at 1,024, 74M at 4,096, when rows were
     # stored) and compute more steps from rows others have moved. A CPU model of the jobs with the kernel's
-    # atomic adds (benchmarks/skipgram_lockstep.py, Wikipedia, 3 seeds): agreement with gensim 0.49 at 256,
-    # 0.48 at 1,024 and 4,096 (gensim's own 0.58), probe loss and scores at gensim's (docs/skipgram.md)
+    # atomic adds (benchmarks/skipgram_lockstep.py, Wikipedia, 3 seeds), striped: agreement with gensim 0.56 at
+    # 256, 0.55 at 1,024 (gensim's own 0.58), probe loss and scores at gensim's (docs/skipgram.md)
+    gpu_stripe: int = at_least(16, 0)  # sequential updates on a GPU: job j takes the stripes of this many tokens
+    # j, j + J, j + 2J, ... of a chunk, so that the jobs sweep it side by side and the text is read nearly in
+    # order; 0 = each job one contiguous part of the chunk. In the CPU model, 1,024 jobs: agreement with gensim
+    # 0.55 with stripes of 16 (0.547 with 8, 0.539 with 32, 0.49 with 256, one seed) against 0.48 contiguous
     step_cap: bool = True  # minibatch updates: damp each row's step where the minibatch's many simultaneous
     # terms on it would overshoot (nets.SkipGram._capped_step). Without it 65,536-window steps diverge on
     # Wikipedia and 5,120-window ones agree less with gensim (0.473 against 0.550, pairs at once); false = plain SGD
@@ -218,7 +222,7 @@ class SkipGramModule(ZooModule):
 
     def sequential_chunk(self, batch: dict, lr0: float, lr1: float, seed: int) -> dict[str, float]:
         """One chunk through word2vec's per-pair updates: kernel.py's, Hogwild over cfg.threads, or on a
-        CUDA GPU gpu_kernel.py's, Hogwild over cfg.gpu_jobs warps."""
+        CUDA GPU gpu_kernel.py's, Hogwild over cfg.gpu_jobs warps in stripes of cfg.gpu_stripe tokens."""
         from zoo.models.skipgram import kernel
 
         if self._noise is None:
@@ -235,7 +239,7 @@ class SkipGramModule(ZooModule):
             stats = gpu_kernel.train_chunk(self.net.centre, self.net.context, batch["tokens"], batch["sentence"],
                                            batch["window"], self._noise_gpu, log_kq, self.cfg.negative, lr0, lr1, seed,
                                            jobs, skip_saturated=self.cfg.saturated == "skip",
-                                           sigmoid_index=self.cfg.sigmoid_index)
+                                           sigmoid_index=self.cfg.sigmoid_index, stripe=self.cfg.gpu_stripe)
             return {"loss": float(stats["loss"]), "pairs": float(stats["pairs"])}  # one wait a chunk
         return kernel.train_chunk(self.net.centre, self.net.context, batch["tokens"], batch["sentence"],
                                   batch["window"], self._noise, log_kq, self.cfg.negative, lr0, lr1, seed,
