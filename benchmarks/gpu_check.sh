@@ -37,7 +37,7 @@
 #                                            with a window's contexts in turn and at once (window_pairs)
 #   bash benchmarks/gpu_check.sh timings     the skip-gram runs not measured yet (in `all` after the suite): word2vec's
 #                                            sequential updates in the Triton kernel (updates=sequential) at 256,
-#                                            1,024 and 4,096 warps at once, contiguous and striped (gpu_stripe),
+#                                            512, 1,024 and 4,096 warps at once, contiguous and striped (gpu_stripe),
 #                                            speed and agreement with gensim
 #   bash benchmarks/gpu_check.sh steady      one short call with carry [".gpu/wheels1", ".gpu/wheels2"]: the loop's steady
 #                                            words/s on a 10M-word file through zoo.train (ORDERS, BATCH to vary it;
@@ -96,11 +96,11 @@ timings() {  # the skip-gram GPU runs not measured yet, most wanted first, each 
   # CPU model of the jobs predicts with stored rows agreement 0.45 at 256, 0.38 at 1,024, 0.29 at 4,096, shorter
   # vectors (skipgram_lockstep_wiki.json), with added steps 0.49, 0.48, 0.48 (skipgram_lockstep_additive_wiki.json)
   # Striped jobs (gpu_stripe=16, the default since 2026-11-27: the jobs sweep the chunk side by side) agree 0.55
-  # with gensim in the CPU model at 1,024 jobs and 0.56 at 256 (skipgram_lockstep_blocks16_additive_wiki.json; on 10M
+  # with gensim in the CPU model at 1,024 jobs, 0.56 at 512 and 256 (skipgram_lockstep_blocks16_additive_wiki.json; on 10M
   # words 0.67 and 0.69, gensim's own 0.69); unmeasured on a GPU.
-  timeout "$(left 50)" "$PY" benchmarks/skipgram_gpu_kernel.py --device "$DEVICE" --jobs 256,1024,4096 \
+  timeout "$(left 50)" "$PY" benchmarks/skipgram_gpu_kernel.py --device "$DEVICE" --jobs 256,512,1024,4096 \
     --stripes 0,16 --out "$OUT/skipgram_gpu_kernel_$DEVICE.json" >> "$OUT/bench.log" 2>&1
-  for setting in 1024:16 256:16 1024:0 4096:16; do  # most wanted first: `left` cuts the rest
+  for setting in 1024:16 512:16 256:16 1024:0 4096:16; do  # most wanted first: `left` cuts the rest
     jobs=${setting%:*}; stripe=${setting#*:}
     timeout "$(left 80)" "$PY" benchmarks/skipgram_vs_gensim.py --device "$DEVICE" --what loop --corpora wiki \
       --repeats 1 --threads 1 --chunk-tokens 1000000 --zoo updates=sequential gpu_jobs=$jobs gpu_stripe=$stripe \

@@ -61,7 +61,8 @@ class SkipGramConfig:
     # keep more of the GPU busy (an H100, kernel alone: 40M words/s at 1,024, 74M at 4,096, when rows were
     # stored) and compute more steps from rows others have moved. A CPU model of the jobs with the kernel's
     # atomic adds (benchmarks/skipgram_lockstep.py, Wikipedia, 3 seeds), striped: agreement with gensim 0.56 at
-    # 256, 0.55 at 1,024 (gensim's own 0.58), probe loss and scores at gensim's (docs/skipgram.md)
+    # 256 and 512, 0.55 at 1,024, 0.53 at 2,048 (gensim's own 0.58), probe loss and scores at gensim's
+    # (docs/skipgram.md). What fewer jobs cost on a GPU is unmeasured, so the default stays 1,024
     gpu_stripe: int = at_least(16, 0)  # sequential updates on a GPU: job j takes the stripes of this many tokens
     # j, j + J, j + 2J, ... of a chunk, so that the jobs sweep it side by side and the text is read nearly in
     # order; 0 = each job one contiguous part of the chunk. In the CPU model, 1,024 jobs: agreement with gensim
