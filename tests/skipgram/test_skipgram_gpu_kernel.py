@@ -33,6 +33,10 @@ counts, keep, alias, tokens, sentence, reduced, centre, context = (c[k] for k in
     "counts", "keep", "alias", "tokens", "sentence", "reduced", "centre", "context"))
 bounds = torch.tensor([0, 30, 61, 90, N])
 out = []
+def record(cpu_pairs, stats, cpu_tables, gpu_tables, start_tables):
+    out.append({"cpu_pairs": int(cpu_pairs), "pairs": int(stats["pairs"]), "loss": float(stats["loss"]),
+                "diff": max((c - g).abs().max().item() for c, g in zip(cpu_tables, gpu_tables)),
+                "moved": min((c - s).abs().max().item() for c, s in zip(cpu_tables, start_tables))})
 for nce, skip, index in [(False, False, "exact"), (True, True, "word2vec")]:
     log_kq = torch.randn(V) * 0.5 if nce else None
     a, b = centre.clone(), context.clone()
@@ -43,9 +47,7 @@ for nce, skip, index in [(False, False, "exact"), (True, True, "word2vec")]:
     x, y = centre.clone(), context.clone()
     stats = gpu_kernel.train_chunk(x, y, tokens, sentence, reduced, (torch.from_numpy(keep), torch.from_numpy(alias)),
                                    log_kq, 3, 0.5, 0.1, 123, skip_saturated=skip, sigmoid_index=index, bounds=bounds)
-    out.append({"cpu_pairs": int(cpu_pairs), "pairs": int(stats["pairs"]), "loss": float(stats["loss"]),
-                "diff": max((a - x).abs().max().item(), (b - y).abs().max().item()),
-                "moved": min((a - centre).abs().max().item(), (b - context).abs().max().item())})
+    record(cpu_pairs, stats, (a, b), (x, y), (centre, context))
 # striped jobs (job j takes the stripes of S tokens j, j + J, ...): the CPU kernel over each job's stripes in turn,
 # one random stream a job (numba hands its uint64 state back as a Python int)
 def striped_cpu(a, b, jobs, stripe, seed):
@@ -64,9 +66,7 @@ for jobs, stripe in ((1, 7), (3, 10)):
     x, y = centre.clone(), context.clone()
     stats = gpu_kernel.train_chunk(x, y, tokens, sentence, reduced, (torch.from_numpy(keep), torch.from_numpy(alias)),
                                    None, 3, 0.5, 0.1, 123, jobs=jobs, skip_saturated=True, stripe=stripe)
-    out.append({"cpu_pairs": int(cpu_pairs), "pairs": int(stats["pairs"]), "loss": float(stats["loss"]),
-                "diff": max((a - x).abs().max().item(), (b - y).abs().max().item()),
-                "moved": min((a - centre).abs().max().item(), (b - context).abs().max().item())})
+    record(cpu_pairs, stats, (a, b), (x, y), (centre, context))
 # the model's own call on a GPU (its device set as Lightning sets it; the tensors stay on the CPU, where the
 # interpreter runs): jobs = min(gpu_jobs, V // 4) = 7 in stripes of gpu_stripe, its noise table and seed, against
 # the CPU kernel over those stripes
@@ -79,9 +79,7 @@ a, b = (t.clone() for t in start)
 cpu_pairs = striped_cpu(a, b, 7, 9, 99)
 with torch.no_grad():
     stats = model.sequential_chunk({"tokens": tokens, "sentence": sentence, "window": reduced}, 0.5, 0.1, 99)
-out.append({"cpu_pairs": int(cpu_pairs), "pairs": int(stats["pairs"]), "loss": stats["loss"],
-            "diff": max((a - model.net.centre).abs().max().item(), (b - model.net.context).abs().max().item()),
-            "moved": min((a - start[0]).abs().max().item(), (b - start[1]).abs().max().item())})
+record(cpu_pairs, stats, (a, b), (model.net.centre, model.net.context), start)
 print(json.dumps(out))
 """
 
