@@ -47,21 +47,6 @@ def shuffled_copy(path: Path, seed: int) -> Path:
     return out
 
 
-def shuffled_articles_text8(wiki: Path, seed: int, tokens: int) -> Path:
-    """``big_corpus``'s text (the articles of ``wiki`` repeated to ``tokens`` words, one line) with
-    the articles in a new random order in every repeat, seeded."""
-    lines = wiki.read_text(encoding="utf-8").splitlines()
-    articles = [line.split() for line in lines[:lines.index(lines[0], 1)]]  # one copy of the articles
-    rng, words = random.Random(seed), []
-    while len(words) < tokens:
-        rng.shuffle(articles)
-        for article in articles:
-            words.extend(article)
-    out = wiki.with_name(f"enwiki_{tokens // 1_000_000}m_shuffled{seed}.txt")
-    out.write_text(" ".join(words[:tokens]) + " ", encoding="utf-8")
-    return out
-
-
 def run_corpus(path: Path, similarity: list[str], analogies: list[str], repeats: int, epochs: int,
                workers: int, shuffle=shuffled_copy) -> dict:
     probe = objective_probe(path)
@@ -108,7 +93,7 @@ def main() -> None:
     ws353, simlex, questions = similarity_files()
     builders = {"wiki": (wiki_corpus, shuffled_copy), "lee": (lee_corpus, shuffled_copy),
                 "wiki10m": (lambda w: big_corpus(w, 10_000_000),
-                            lambda path, seed: shuffled_articles_text8(wiki_corpus(work), seed, 10_000_000))}
+                            lambda path, seed: big_corpus(work, 10_000_000, shuffle_seed=seed))}
     report = {"command": shlex.join(["python", "benchmarks/skipgram_gensim_order.py", *sys.argv[1:]]),
               "device": str(device), "device_name": describe(device), "repeats": args.repeats,
               "epochs": args.epochs, "gensim_workers": args.workers, "corpora": {}}

@@ -135,14 +135,29 @@ def objective_loss(probe: dict, centre: torch.Tensor, context: torch.Tensor, wor
     return round(float(loss.mean()), 4)
 
 
-def big_corpus(folder: Path, tokens: int) -> Path:
-    """The Wikipedia text repeated to ``tokens`` words (text8's format: one line, lowercase words)."""
-    src = wiki_corpus(folder).read_text().split()[:453_000]  # one copy of the 106 articles
-    path = folder / f"enwiki_{tokens // 1_000_000}m.txt"
-    if not path.exists():
-        with path.open("w") as f:
-            for start in range(0, tokens, len(src)):
-                f.write(" ".join(src[: min(len(src), tokens - start)]) + " ")
+def big_corpus(folder: Path, tokens: int, shuffle_seed: int | None = None) -> Path:
+    """The Wikipedia text repeated to ``tokens`` words (text8's format: one line, lowercase words).
+    With ``shuffle_seed`` each repeat has the 106 articles in a new random order (seeded): the same
+    text in another order (skipgram_gensim_order.py)."""
+    if shuffle_seed is None:
+        path = folder / f"enwiki_{tokens // 1_000_000}m.txt"
+        if not path.exists():
+            src = wiki_corpus(folder).read_text().split()[:453_000]  # one copy of the 106 articles
+            with path.open("w") as f:
+                for start in range(0, tokens, len(src)):
+                    f.write(" ".join(src[: min(len(src), tokens - start)]) + " ")
+        return path
+    import random
+
+    lines = wiki_corpus(folder).read_text(encoding="utf-8").splitlines()
+    articles = [line.split() for line in lines[:lines.index(lines[0], 1)]]  # one copy of the articles
+    rng, words = random.Random(shuffle_seed), []
+    while len(words) < tokens:
+        rng.shuffle(articles)
+        for article in articles:
+            words.extend(article)
+    path = folder / f"enwiki_{tokens // 1_000_000}m_shuffled{shuffle_seed}.txt"
+    path.write_text(" ".join(words[:tokens]) + " ", encoding="utf-8")
     return path
 
 
