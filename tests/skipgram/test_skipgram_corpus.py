@@ -118,6 +118,44 @@ def test_vocabulary_equals_the_tokenizers_trainer(min_count, max_vocab):
     assert len(ours.get_vocab()) > 1
 
 
+def reference_encoding(sentences: list[list[str]], min_count: int, max_vocab: int | None):
+    """The two-pass encoding the one-pass build replaced: count, then look every word up."""
+    from collections import Counter
+
+    counts = Counter(w for s in sentences for w in s)
+    kept = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))[:max_vocab]
+    lookup = {w: i for i, w in enumerate(kept)}
+    ids = []
+    for s in sentences:
+        encoded = [lookup[w] for w in s if w in lookup]
+        ids.extend(encoded + [-1] if encoded else [])
+    return kept, np.array(ids, dtype=np.int32)
+
+
+@pytest.mark.parametrize("block", [1, 7, 1 << 24])
+@pytest.mark.parametrize("min_count,max_vocab", [(1, None), (3, None), (3, 4)])
+def test_one_pass_encoding_equals_count_then_look_up(tmp_path, block, min_count, max_vocab):
+    """Sentences whose every word is out of the vocabulary vanish, also across the blocks in which
+    first-seen ids are mapped to vocabulary ids (seed 0; rare words make many such sentences)."""
+    from zoo.models.skipgram import corpus as C
+
+    rng = np.random.default_rng(0)
+    pool = [f"w{i}" for i in range(310)]  # 10 frequent words, 300 rare ones (each seen about once)
+    sentences = [list(rng.choice(pool, size=int(rng.integers(1, 6)), p=np.r_[[0.05] * 10, [0.5 / 300] * 300]))
+                 for _ in range(200)]
+    words, ids = reference_encoding(sentences, min_count, max_vocab)
+    assert min_count == 1 or (ids == -1).sum() < len(sentences)  # the case under test happens
+    opts = {"min_count": min_count, "max_vocab": max_vocab}
+    C._encode_corpus(tmp_path, iter(sentences), [tmp_path / "c.txt"], opts, block=block)
+    got_words, counts, meta = load_corpus(tmp_path)
+    assert got_words == words
+    assert np.array_equal(np.fromfile(tmp_path / "ids.bin", dtype=np.int32), ids)
+    assert np.array_equal(counts, np.bincount(ids[ids >= 0], minlength=len(words)))
+    assert meta["n_ids"] == len(ids) and meta["sentences"] == int((ids == -1).sum())
+    assert meta["train_words"] == int((ids >= 0).sum())
+    assert not (tmp_path / "first_seen.bin").exists()
+
+
 def test_chunks_end_at_sentences_and_cover_the_corpus(tmp_path):
     path = tmp_path / "c.txt"
     rng = np.random.default_rng(0)
