@@ -163,11 +163,14 @@ def big_corpus(folder: Path, tokens: int, shuffle_seed: int | None = None) -> Pa
 
 def neighbour_agreement(a: torch.Tensor, words_a: list[str], b: torch.Tensor, words_b: list[str],
                         n: int = 1000, k: int = 10) -> float:
-    """Mean share of common top-k cosine neighbours of the n most frequent words (the first n of
-    words_a that b also has), neighbours searched among the words both embeddings have."""
+    """Mean share of common top-k cosine neighbours of the n most frequent words, neighbours searched
+    among the words both embeddings have. words_a and words_b list each table's words most frequent
+    first; the n words are those with the smallest sum of their two ranks (ties by the word), so
+    that the measure is symmetric: two tools order words of equal count differently, and taking the
+    first n of one tool's list gave the two directions other words where a tie spans rank n."""
     index_b = {w: i for i, w in enumerate(words_b)}
-    common = [w for w in words_a if w in index_b]  # in a's order: most frequent first
     ia = {w: i for i, w in enumerate(words_a)}
+    common = sorted((w for w in words_a if w in index_b), key=lambda w: (ia[w] + index_b[w], w))
     va = torch.nn.functional.normalize(a[[ia[w] for w in common]].float(), dim=1)
     vb = torch.nn.functional.normalize(b[[index_b[w] for w in common]].float(), dim=1)
     m = min(n, len(common))

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from skipgram_measures import score  # noqa: E402
+from skipgram_measures import neighbour_agreement, score  # noqa: E402
 
 
 def test_analogy_questions_do_not_depend_on_how_ties_are_ordered(tmp_path):
@@ -33,3 +33,35 @@ def test_analogy_questions_do_not_depend_on_how_ties_are_ordered(tmp_path):
     assert run(orders["zoo"]) == run(orders["gensim"]) == {"accuracy": 0.5, "oov": 0.0}
     assert run(orders["zoo"], 6) == {"accuracy": 1.0, "oov": 0.5}
     assert run(orders["gensim"], 6) == {"accuracy": 0.0, "oov": 0.5}
+
+
+def embedding(n_words: int, seed: int) -> tuple[torch.Tensor, list[str]]:
+    g = torch.Generator().manual_seed(seed)  # cpu: a test's word vectors
+    return torch.randn(n_words, 8, generator=g), [f"w{i:03d}" for i in range(n_words)]
+
+
+def test_neighbour_agreement_is_one_for_the_same_geometry_and_small_for_unrelated_vectors():
+    """Cosine neighbours survive a rotation and a rescaling of each vector (agreement 1); two
+    independent random tables (seeds 0 and 1, 300 words, k=10) share about k/299 of each list: the
+    measured mean must stay under 0.15."""
+    vectors, words = embedding(300, 0)
+    rotation, _ = torch.linalg.qr(torch.randn(8, 8, generator=torch.Generator().manual_seed(2)))  # cpu: test
+    scaled = (vectors @ rotation) * torch.rand(300, 1, generator=torch.Generator().manual_seed(3)).add(0.5)  # cpu
+    assert neighbour_agreement(vectors, words, scaled, words, n=100) == 1.0
+    other, _ = embedding(300, 1)
+    assert neighbour_agreement(vectors, words, other, words, n=100) < 0.15
+
+
+def test_neighbour_agreement_is_symmetric_when_the_tools_order_ties_differently():
+    """Tool b lists words 95-104 (a tie around rank n = 100) in reverse and lacks word 7: the same 100
+    words are compared in both directions (the smallest rank sums), so the two directions agree, and
+    a word one table lacks is neither compared nor a neighbour."""
+    a, words = embedding(300, 0)
+    b, _ = embedding(300, 1)
+    b = 2 * a + b  # related, so that which words are compared shows in the value
+    order = list(range(95)) + list(range(104, 94, -1)) + list(range(105, 300))
+    order.remove(7)
+    words_b, b = [words[i] for i in order], b[order]
+    forward = neighbour_agreement(a, words, b, words_b, n=100)
+    assert forward == neighbour_agreement(b, words_b, a, words, n=100)
+    assert 0.2 < forward < 1.0
