@@ -121,17 +121,19 @@ def with_line_jobs(chunk_fn, limit: int):
 def warps(name: str):
     """``kernel._train_chunk``'s signature, run as the GPU kernel's jobs stepped together on one core
     (skipgram_lockstep.py): ``warpsJ`` J contiguous jobs (gpu_kernel.job_bounds: at most one a 16 tokens),
-    ``warpsJbS`` J jobs taking blocks of S tokens in turn; a final ``a`` (``warpsJa``): additive writes."""
+    ``warpsJbS`` J jobs taking blocks of S tokens in turn; a final ``a`` (``warpsJa``): additive writes; a final
+    ``s``: every step lands at once (the jobs' order without stale reads)."""
     from skipgram_lockstep import lockstep_chunk
 
     from zoo.models.skipgram.gpu_kernel import job_bounds
 
     additive = name.endswith("a")  # warpsJa: the writes add their steps (atomic adds)
-    jobs, _, block = name[len("warps"):].rstrip("a").partition("b")
+    immediate = name.endswith("s")  # warpsJs: no stale reads
+    jobs, _, block = name[len("warps"):].rstrip("as").partition("b")
 
     def run(tokens, sentence, reduced, bounds, threads, *rest):  # the GPU kernel's jobs, not the threads' bounds
         ours = job_bounds(len(tokens), int(jobs), torch.device("cpu")).numpy()
-        return lockstep_chunk(tokens, sentence, reduced, ours, *rest, int(block or 0), additive)
+        return lockstep_chunk(tokens, sentence, reduced, ours, *rest, int(block or 0), additive, immediate)
     return run
 
 
@@ -151,7 +153,7 @@ def main() -> None:
                         help="zoo variants: threads1, threads2, serial2, threads2_lines / serial2_lines (jobs "
                              "of whole lines, as gensim's producer makes them), and warpsJ: the GPU kernel's J "
                              "jobs at once, modelled on one core (skipgram_lockstep.py); warpsJbS: J jobs taking "
-                             "blocks of S tokens in turn")
+                             "blocks of S tokens in turn; a final a: additive writes, s: no stale reads")
     parser.add_argument("--line-job-tokens", type=int, default=7530,
                         help="the _lines variants' job limit in kept tokens: gensim's 10,000 words a job times the "
                              "share subsampling keeps (0.753 on the Wikipedia text)")

@@ -52,11 +52,14 @@ def _next_block(tokens, sentence, reduced, i, j, ends, b, jobs, block, n_total):
 
 @njit(fastmath=True, cache=True)
 def lockstep_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1, seed,
-                   skip_saturated, table_scale, block=0, additive=False):
+                   skip_saturated, table_scale, block=0, additive=False, immediate=False):
     """kernel._train_chunk's update over the jobs of ``bounds`` (J + 1,) stepped together (the module docstring);
     returns (0, pairs). block = 0: job b is tokens bounds[b]..bounds[b + 1] (gpu_kernel.job_bounds); block = S:
     job b takes the blocks of S tokens b, b + J, b + 2J, ..., so that the jobs sweep the chunk side by side.
-    additive: the writes add their steps (atomic adds on a GPU) instead of storing the rows, so none is lost."""
+    additive: the writes add their steps (atomic adds on a GPU) instead of storing the rows, so none is lost.
+    immediate: every step lands as soon as it is made and a new pair reads its context row at once: the jobs'
+    interleaved order without stale reads (a GPU cannot run this; it separates the order's cost from the
+    staleness's)."""
     n_total = tokens.shape[0]
     dim = syn0.shape[1]
     nce = log_kq.shape[0] > 0
@@ -122,6 +125,9 @@ def lockstep_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, l
                         u = syn1[target, d]
                         work[b, d] += g * u
                         val_out[b, d] = g * v[b, d] if additive else u + g * v[b, d]
+                    if immediate:
+                        syn1[target] = syn1[target] + val_out[b] if additive else val_out[b]
+                        row_out[b] = -1
             if k < negative:
                 step[b] = k + 1
                 continue
@@ -135,6 +141,11 @@ def lockstep_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, l
             pos_i[b], pos_j[b] = _next_pair(tokens, sentence, reduced, i, pos_j[b], ends[b], n_total)
             pos_i[b], pos_j[b] = _next_block(tokens, sentence, reduced, pos_i[b], pos_j[b], ends, b, jobs, block,
                                              n_total)
+            if immediate:
+                syn0[ctx] = syn0[ctx] + val_ctx[b] if additive else val_ctx[b]
+                row_ctx[b] = -1
+                if pos_i[b] < ends[b]:
+                    v[b] = syn0[tokens[pos_j[b]]]
         for b in range(jobs):  # the writes land in job order: the last of a row's writes is kept
             if row_out[b] >= 0:
                 if additive:
