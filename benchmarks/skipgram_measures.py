@@ -4,6 +4,7 @@ negative-sampling loss on fixed probe pairs, and the top-k neighbour agreement o
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import torch
@@ -147,8 +148,6 @@ def big_corpus(folder: Path, tokens: int, shuffle_seed: int | None = None) -> Pa
                 for start in range(0, tokens, len(src)):
                     f.write(" ".join(src[: min(len(src), tokens - start)]) + " ")
         return path
-    import random
-
     lines = wiki_corpus(folder).read_text(encoding="utf-8").splitlines()
     articles = [line.split() for line in lines[:lines.index(lines[0], 1)]]  # one copy of the articles
     rng, words = random.Random(shuffle_seed), []

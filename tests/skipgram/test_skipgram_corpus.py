@@ -14,7 +14,6 @@ from zoo.models.skipgram.corpus import (
     load_corpus,
     read_sentences,
     resolve_files,
-    train_vocabulary,
 )
 
 TEXT = "the cat sat on the mat\n\nthe dog  sat\tdown\nélan vital the end\nlast line no newline"
@@ -99,11 +98,13 @@ def test_vocabulary_ties_are_alphabetical_and_max_vocab(tmp_path):
 
 
 @pytest.mark.parametrize("min_count,max_vocab", [(1, None), (2, None), (2, 5), (3, 1)])
-def test_vocabulary_equals_the_tokenizers_trainer(min_count, max_vocab):
-    """Words are counted with a Counter and handed to WordLevel; the vocabulary (ids and order:
+def test_vocabulary_equals_the_tokenizers_trainer(tmp_path, min_count, max_vocab):
+    """Words are counted as the corpus is read and handed to WordLevel; the vocabulary (ids and order:
     count descending, ties in code-point order, [UNK] 0) must be what tokenizers' own
     WordLevelTrainer gives, so that caches and released embeddings keep their word ids."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from zoo.models.skipgram import corpus as C
 
     rng = np.random.default_rng(0)
     pool = ["a", "z", "Z", "a.", "aa", "b", "ß", "ä", "é", "日本", "x", "y", "w1", "w10", "w2"]
@@ -113,7 +114,8 @@ def test_vocabulary_equals_the_tokenizers_trainer(min_count, max_vocab):
     trainer = trainers.WordLevelTrainer(vocab_size=max_vocab + 1 if max_vocab else 1 << 31, min_frequency=min_count,
                                         special_tokens=["[UNK]"], show_progress=False)
     reference.train_from_iterator((" ".join(s) for s in sentences), trainer=trainer)
-    ours = train_vocabulary(iter(sentences), min_count, max_vocab)
+    C._encode_corpus(tmp_path, iter(sentences), [tmp_path / "c.txt"], {"min_count": min_count, "max_vocab": max_vocab})
+    ours = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
     assert ours.get_vocab() == reference.get_vocab()
     assert len(ours.get_vocab()) > 1
 

@@ -25,7 +25,7 @@ import json
 import os
 import re
 import shutil
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,16 +148,6 @@ def word_level_tokenizer(vocabulary: list[str]):
     return tokenizer
 
 
-def train_vocabulary(sentences: Iterator[list[str]], min_count: int, max_vocab: int | None):
-    """The WordLevel tokenizer of ``build_corpus``'s vocabulary for these sentences."""
-    counts: Counter[str] = Counter()
-    for sentence in sentences:
-        counts.update(sentence)
-    words = list(counts)
-    order = kept_order(words, np.fromiter(counts.values(), np.int64, len(words)), min_count, max_vocab)
-    return word_level_tokenizer([words[i] for i in order])
-
-
 def build_corpus(paths: list[Path], cache_root: Path, min_count: int = 5, max_vocab: int | None = None,
                  max_sentence_length: int = 10000, read_chars: int = 1 << 20, lowercase: bool = False,
                  strip_punctuation: bool = False) -> Path:
@@ -218,8 +208,7 @@ def _encode_corpus(tmp: Path, sentences: Iterator[list[str]], paths: list[Path],
     to_id = np.full(len(words) + 1, -2, dtype=np.int32)  # first-seen id -> vocabulary id; -2 out of vocabulary
     to_id[-1] = -1  # a sentence end (-1) reads the last cell and stays -1
     to_id[order] = np.arange(len(order), dtype=np.int32)
-    counts = np.zeros(len(order), dtype=np.int64)
-    n_ids = n_sentences = 0
+    n_sentences = 0
     last = -1  # the last id written: an end only follows a word
     with open(tmp / "ids.bin", "wb") as out:
         for start in range(0, len(raw), block):
@@ -233,10 +222,11 @@ def _encode_corpus(tmp: Path, sentences: Iterator[list[str]], paths: list[Path],
             if len(ids):
                 ids.tofile(out)
                 last = int(ids[-1])
-                counts += np.bincount(ids + 1, minlength=len(order) + 1)[1:]
-                n_ids, n_sentences = n_ids + len(ids), n_sentences + int((ids < 0).sum())
+                n_sentences += int((ids < 0).sum())
     del raw
     first_seen.unlink()
+    counts = seen_counts[order]  # dropping other words and empty sentences leaves a kept word's count as it was
+    n_ids = int(counts.sum()) + n_sentences
     word_level_tokenizer([words[i] for i in order]).save(str(tmp / "tokenizer.json"))
     np.save(tmp / "counts.npy", counts)
     meta = {"n_ids": n_ids, "train_words": int(counts.sum()), "sentences": n_sentences,
