@@ -126,7 +126,10 @@ def lockstep_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, l
                         work[b, d] += g * u
                         val_out[b, d] = g * v[b, d] if additive else u + g * v[b, d]
                     if immediate:
-                        syn1[target] = syn1[target] + val_out[b] if additive else val_out[b]
+                        if additive:
+                            syn1[target] += val_out[b]
+                        else:
+                            syn1[target] = val_out[b]
                         row_out[b] = -1
             if k < negative:
                 step[b] = k + 1
@@ -142,7 +145,10 @@ def lockstep_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, l
             pos_i[b], pos_j[b] = _next_block(tokens, sentence, reduced, pos_i[b], pos_j[b], ends, b, jobs, block,
                                              n_total)
             if immediate:
-                syn0[ctx] = syn0[ctx] + val_ctx[b] if additive else val_ctx[b]
+                if additive:
+                    syn0[ctx] += val_ctx[b]
+                else:
+                    syn0[ctx] = val_ctx[b]
                 row_ctx[b] = -1
                 if pos_i[b] < ends[b]:
                     v[b] = syn0[tokens[pos_j[b]]]
