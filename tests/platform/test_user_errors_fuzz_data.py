@@ -1,7 +1,8 @@
 """User mistakes with data files and data options found by a fuzz audit: a malformed Karpathy split
 file, a captioning vocabulary changed by a data option, an empty skip-gram corpus, SeqGAN filters
-wider than the sequences, an oracle .npz with NaN / inf. One message naming the file or key and the
-fix, exit status 2, no traceback, and nothing left on disk (no run folder, no data cache)."""
+wider than the sequences, an oracle .npz with NaN / inf, a skip-gram corpus that is binary or a
+damaged archive. One message naming the file or key and the fix, exit status 2, no traceback, and
+nothing left on disk (no run folder, no data cache)."""
 
 import dataclasses
 import json
@@ -102,6 +103,25 @@ def test_empty_skipgram_corpus_leaves_no_cache_folder(tmp_path, capsys):
                           f"data.files={tmp_path}/empty.txt", "trainer.fast_dev_run=true"], capsys)
     one_user_error(code, err, tmp_path)
     assert "no word occurs min_count=5 times in" in err and "lower data.min_count" in err
+    assert not (tmp_path / "sg").exists()
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("weights.bin", "is not UTF-8 text"),  # was trained on: a vocabulary of made-up "words"
+    ("cut.txt.gz", "is gzip-compressed but cannot be read to its end"),  # was read as its compressed bytes
+])
+def test_a_corpus_that_is_not_text_is_refused_before_training(name, expected, tmp_path, capsys):
+    import gzip
+
+    data = np.random.default_rng(0).integers(0, 256, 20_000, dtype=np.uint8).tobytes()
+    if name.endswith(".gz"):
+        whole = gzip.compress(" ".join(f"w{i}" for i in data).encode())
+        data = whole[:len(whole) // 2]  # a download stopped half way
+    (tmp_path / name).write_bytes(data)
+    code, err = run_main(["recipe=skipgram_lee", f"run_dir={tmp_path}/runs", f"data.root={tmp_path}/sg",
+                          f"data.files={tmp_path}/{name}", "trainer.fast_dev_run=true"], capsys)
+    one_user_error(code, err, tmp_path)
+    assert expected in err and name in err, err
     assert not (tmp_path / "sg").exists()
 
 

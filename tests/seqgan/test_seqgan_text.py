@@ -1,6 +1,7 @@
 """Text data (a tiny file in the real format: one sentence per line), BLEU / self-BLEU, and
 `python -m zoo.predict` printing generated sequences."""
 
+import gzip
 import math
 
 import pytest
@@ -9,7 +10,7 @@ from torchmetrics.functional.text import bleu_score
 
 from zoo.errors import UserError
 from zoo.models.seqgan.metrics import bleu, bleu_orders, self_bleu
-from zoo.models.seqgan.text import TextData, decode, grammar_sentences
+from zoo.models.seqgan.text import TextData, decode, grammar_sentences, read_lines
 
 LINES = [
     "The cat sat on the mat .",
@@ -152,3 +153,13 @@ def test_oracle_model_predict_prints_token_ids(capsys):
     assert all(0 <= int(tok) < 30 for line in lines for tok in line.split())
     with pytest.raises(UserError, match="unknown option"):
         model.predict_cli([], {"m": 5})
+
+
+def test_compressed_text_file_reads_as_its_text(tmp_path):
+    """data.path=corpus.txt.gz (or .bz2 / .xz / a zip of one file) gives the plain file's lines; a gzip
+    file was refused as binary before."""
+    plain = write_corpus(tmp_path)
+    packed = tmp_path / "corpus.txt.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert read_lines(packed, lowercase=True) == read_lines(plain, lowercase=True)
+    assert len(read_lines(packed, lowercase=True)) == 36

@@ -1,13 +1,19 @@
 """Writing files so that a kill, a full disk or an error never leaves half of one; reading text as UTF-8
-whatever the locale."""
+whatever the locale, compressed or not."""
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import gzip
+import io
+import lzma
 import os
 import re
 import shlex
 import sys
+import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
@@ -77,3 +83,64 @@ def replace_undecoded(text: str, path: str | Path) -> str:
               "bytes are read as U+FFFD. If the file is Latin-1, convert it: iconv -f latin1 -t utf-8 "
               f"{shlex.quote(str(path))} > converted{Path(path).suffix}", file=sys.stderr)
     return _UNDECODED.sub("\ufffd", text)
+
+
+# A file's first bytes -> how it is compressed (by content, not by name: text8.zip renamed is still a zip)
+_MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"PK\x03\x04": "zip"}
+_OPENERS = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}
+# what a damaged compressed file raises while it is read (gzip.BadGzipFile is an OSError)
+_DAMAGED = (EOFError, OSError, zlib.error, lzma.LZMAError, zipfile.BadZipFile)
+
+
+def compression(path: str | Path) -> str | None:
+    """"gzip", "bzip2", "xz" or "zip" when the file starts with that format's magic bytes, else None."""
+    with open(path, "rb") as f:
+        head = f.read(6)
+    return next((kind for magic, kind in _MAGIC.items() if head.startswith(magic)), None)
+
+
+@contextlib.contextmanager
+def open_text(path: str | Path, what: str = "file") -> Iterator[TextIO]:
+    """``path`` as a UTF-8 text stream (a byte-order mark skipped; bytes that are not UTF-8 kept as
+    surrogates for ``replace_undecoded``), decompressed while it is read when it is gzip, bzip2, xz or a
+    zip of one file, as gensim's ``LineSentence`` reads .gz and .bz2. A damaged or truncated compressed
+    file, or a zip of several files, is a UserError naming it."""
+    kind = compression(path)
+    text = {"encoding": "utf-8-sig", "errors": "surrogateescape"}
+    try:
+        with contextlib.ExitStack() as stack:
+            if kind is None:
+                stream = stack.enter_context(open(path, **text))
+            elif kind == "zip":
+                archive = stack.enter_context(zipfile.ZipFile(path))
+                members = [m for m in archive.infolist() if not m.is_dir()]
+                if len(members) != 1:
+                    names = ", ".join(m.filename for m in members[:5]) + (", ..." if len(members) > 5 else "")
+                    raise UserError(f"{what} {path} is a zip of {len(members)} files ({names or 'none'}): "
+                                    "give a zip of one text file, or unzip it and name the files")
+                stream = stack.enter_context(io.TextIOWrapper(archive.open(members[0]), **text))
+            else:
+                stream = stack.enter_context(_OPENERS[kind](path, "rt", **text))
+            yield stream
+    except _DAMAGED as err:
+        if kind is None:
+            raise
+        raise UserError(f"{what} {path} is {kind}-compressed but cannot be read to its end ({err}): the file is "
+                        "damaged or was cut short; download or compress it again") from None
+
+
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1f]")  # control codes that text does not hold (tabs, line ends excepted)
+
+
+def refuse_binary(text: str, path: str | Path, fix: str) -> None:
+    """A UserError when ``text`` (the start of a file read by ``open_text``) is not text: over 1 % control
+    codes (binary data, UTF-16's zero bytes) or over 30 % bytes that are not UTF-8 (a Latin-1 text stays
+    under that: its accented letters are a few per cent). ``fix`` ends the message."""
+    if not text:
+        return
+    control = len(_CONTROL.findall(text)) / len(text)
+    undecoded = len(_UNDECODED.findall(text)) / len(text)
+    if control > 0.01 or undecoded > 0.3:
+        what = f"{control:.0%} control codes" if control > 0.01 else f"{undecoded:.0%} bytes that are not UTF-8"
+        raise UserError(f"{path} is not UTF-8 text ({what} in its first {len(text):,} characters): {fix} "
+                        "(convert another encoding with `iconv -t UTF-8`, e.g. iconv -f utf-16)")

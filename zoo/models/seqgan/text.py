@@ -14,7 +14,6 @@ samples something to get right beyond word frequencies.
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -22,7 +21,7 @@ from typing import Optional
 import torch
 
 from zoo.core.data import ZooDataModule
-from zoo.core.files import replace_undecoded
+from zoo.core.files import open_text, refuse_binary, replace_undecoded
 from zoo.errors import UserError
 from zoo.models.seqgan.data import Sequences
 from zoo.options import between, nonempty_path, positive
@@ -99,14 +98,10 @@ def read_lines(path: Path, lowercase: bool) -> list[str]:
             f"text file not found at {path}: give data.path=FILE with one sentence per line "
             "(relative paths are looked up under data.root), or leave it unset for the embedded corpus"
         )
-    text = path.read_text(encoding="utf-8-sig", errors="surrogateescape")  # a BOM is skipped
-    garbage = len(re.findall(r"[\udc80-\udcff\ufffd\x00-\x08\x0e-\x1f]", text))  # bytes not UTF-8, control codes
-    if garbage > 0.1 * len(text):  # binary data: it would train on made-up "words"
-        raise UserError(
-            f"{path} is not UTF-8 text ({garbage / len(text):.0%} of its characters are undecodable bytes or "
-            "control codes): give a UTF-8 text file with one sentence per line (convert another encoding "
-            "with `iconv -t UTF-8`), or leave data.path unset for the embedded corpus"
-        )
+    with open_text(path, "data.path") as f:  # a BOM is skipped; .gz / .bz2 / .xz / a zip of one file read as text
+        text = f.read()
+    refuse_binary(text, path, "give a UTF-8 text file with one sentence per line, or leave data.path unset for "
+                  "the embedded corpus")  # binary data would train on made-up "words"
     text = replace_undecoded(text, path)  # a stray Latin-1 byte becomes U+FFFD, with one warning naming the file
     lines = [" ".join(line.split()) for line in text.splitlines()]
     lines = [line.lower() if lowercase else line for line in lines if line]

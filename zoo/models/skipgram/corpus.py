@@ -1,8 +1,9 @@
 """Corpora streamed from disk in bounded memory.
 
-1. ``read_sentences`` reads text files in blocks of ``read_chars`` characters (never a whole
-   line: text8 is one 100 MB line) and yields sentences: a line, cut every
-   ``max_sentence_length`` words (gensim cuts at 10,000; word2vec.c at 1,000).
+1. ``read_sentences`` reads text files (plain, or gzip / bzip2 / xz / a zip of one file, as gensim
+   reads .gz and .bz2) in blocks of ``read_chars`` characters (never a whole line: text8 is one
+   100 MB line) and yields sentences: a line, cut every ``max_sentence_length`` words (gensim cuts
+   at 10,000; word2vec.c at 1,000). A file that is not text is refused, not read as "words".
 2. ``build_corpus`` reads the text once: each word gets a first-seen id as it is read (a dict
    lookup in C), written to disk as int32 with -1 after every sentence. From the counts comes
    the vocabulary, saved as a Hugging Face ``tokenizers`` WordLevel tokenizer (WhitespaceSplit
@@ -33,7 +34,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from zoo.core.files import missing_folders, remove_empty, replace_undecoded
+from zoo.core.files import missing_folders, open_text, refuse_binary, remove_empty, replace_undecoded
 from zoo.errors import UserError
 from zoo.models.skipgram.sampling import keep_probability
 from zoo.paths import readable
@@ -55,9 +56,14 @@ def read_sentences(paths: list[Path], max_sentence_length: int = 10000, read_cha
     for path in paths:
         pending: list[str] = []  # words of the current line not yet yielded
         tail = ""  # a word cut by the block boundary
-        with open(path, encoding="utf-8-sig", errors="surrogateescape") as f:  # a byte-order mark skipped
+        with open_text(path, "corpus file") as f:  # a byte-order mark skipped; .gz / .bz2 / .xz / .zip read as text
+            first = True
             while True:
-                block = replace_undecoded(f.read(read_chars), path)  # not UTF-8: U+FFFD, and one warning
+                block = f.read(read_chars)
+                if first:  # binary data (or UTF-16) would train on made-up "words"
+                    refuse_binary(block, path, "point data.files at UTF-8 text files, plain or compressed")
+                    first = False
+                block = replace_undecoded(block, path)  # not UTF-8: U+FFFD, and one warning
                 if not block:
                     break
                 text = tail + block
@@ -112,7 +118,8 @@ def resolve_files(spec: str | list, what: str = "corpus") -> list[Path]:
             hint = ""
             if "text8" in item:
                 hint = (" Get text8 (100M characters of Wikipedia, 17M words): "
-                        "wget http://mattmahoney.net/dc/text8.zip && unzip text8.zip -d data/ ")
+                        "wget http://mattmahoney.net/dc/text8.zip && unzip text8.zip -d data/ (or keep the "
+                        "zip: data.files=data/text8.zip reads it as it is).")
             raise UserError(f"{what} not found: {item} (looked at {Path(item).resolve()}).{hint}"
                             " Point data.files at your text files (a path, a glob or a list).")
         out.extend(p for p in (matches or [Path(item)]) if not p.is_dir())  # a glob may match folders

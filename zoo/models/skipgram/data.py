@@ -57,7 +57,8 @@ class CorpusOptions:
 
 @dataclass
 class TextCorpusConfig(CorpusOptions):
-    files: Any = "data/text8"  # a path, a folder (its files), a glob, a list of them, or gensim:NAME
+    files: Any = "data/text8"  # a path, a folder (its files), a glob, a list of them, or gensim:NAME; plain
+    # UTF-8 text, or gzip / bzip2 / xz / a zip of one text file (told by its first bytes, read as it streams)
     val_similarity: list[str] = field(default_factory=lambda: ["gensim:wordsim353.tsv"])  # first = val/spearman
     test_similarity: list[str] = field(default_factory=lambda: ["gensim:wordsim353.tsv", "gensim:simlex999.txt"])
     test_analogies: list[str] = field(default_factory=lambda: ["gensim:questions-words.txt"])  # word2vec's file
