@@ -109,3 +109,31 @@ def test_missing_or_empty_data_names_the_path(tmp_path):
         (tmp_path / "cifar-10-batches-bin" / n).write_bytes(b"\x00" * 100)
     with pytest.raises(UserError, match="not a CIFAR-10 binary batch"):
         OODImages({"root": str(tmp_path), "dataset": "cifar10"}).setup()
+
+
+def test_cifar10_read_from_the_downloaded_tarball(tmp_path):
+    """cifar-10-binary.tar.gz as downloaded gives the extracted folder's tensors (nothing unpacked to
+    disk); a damaged one, one of another dataset and torchvision's pickled folder get messages that say so."""
+    import tarfile
+
+    from zoo.models.ood.realdata import load_cifar10
+
+    write_cifar10(tmp_path / "extracted")
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    with tarfile.open(packed / "cifar-10-binary.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "extracted" / "cifar-10-batches-bin", arcname="cifar-10-batches-bin")
+    for a, b in zip(load_cifar10(tmp_path / "extracted"), load_cifar10(packed)):
+        assert torch.equal(a, b)
+    assert sorted(p.name for p in packed.iterdir()) == ["cifar-10-binary.tar.gz"]
+    whole = (packed / "cifar-10-binary.tar.gz").read_bytes()
+    (packed / "cifar-10-binary.tar.gz").write_bytes(whole[: len(whole) // 2])  # a download stopped half way
+    with pytest.raises(UserError, match="cifar-10-binary.tar.gz cannot be read to its end.*download it again"):
+        load_cifar10(packed)
+    with tarfile.open(packed / "cifar-10-binary.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "extracted" / "cifar-10-batches-bin" / "test_batch.bin", arcname="x/test_batch.bin")
+    with pytest.raises(UserError, match=r"lacks data_batch_1.bin.*not CIFAR-10's binary release"):
+        load_cifar10(packed)
+    (tmp_path / "py" / "cifar-10-batches-py").mkdir(parents=True)
+    with pytest.raises(UserError, match="cifar-10-batches-py/ \\(the pickled Python release.*never unpickled"):
+        load_cifar10(tmp_path / "py")

@@ -7,8 +7,8 @@ Layouts looked for under ``data.root``:
   torchvision's ``read_image_file`` / ``read_label_file``);
 - ``fashion_mnist``: the same four file names in ``fashion_mnist/`` or ``FashionMNIST/raw/``;
 - ``cifar10``: ``cifar-10-batches-bin/`` with ``data_batch_1.bin`` .. ``data_batch_5.bin`` and
-  ``test_batch.bin`` (the *binary* release: records of 1 label byte + 3,072 pixel bytes; the pickled
-  Python release is never unpickled);
+  ``test_batch.bin``, or ``cifar-10-binary.tar.gz`` as downloaded, read without unpacking (the *binary*
+  release: records of 1 label byte + 3,072 pixel bytes; the pickled Python release is never unpickled);
 - ``svhn``: ``svhn/`` (or ``root`` itself) with ``train_32x32.mat`` and ``test_32x32.mat`` (format 2,
   read with ``scipy.io.loadmat``; label 10 means digit 0);
 - an OOD image folder ``folder:PATH`` (PATH absolute or relative to root), e.g. ODIN's resized LSUN
@@ -63,7 +63,7 @@ def _read_idx(path: Path, labels: bool) -> torch.Tensor:
                                                   f"file: {err}; download it again and replace it") from None
 
 
-def _check_labels(y: torch.Tensor | np.ndarray, path: Path, low: int, high: int) -> None:
+def _check_labels(y: torch.Tensor | np.ndarray, path: str | Path, low: int, high: int) -> None:
     """Labels outside the dataset's classes (a corrupt or foreign file) would make up classes: the
     model would be built with ``max + 1`` outputs and fail long after the run folder is written."""
     bad = y[(y < low) | (y > high)]
@@ -90,24 +90,52 @@ def load_idx_dataset(root: Path, name: str) -> tuple[torch.Tensor, torch.Tensor,
                     "Copy the four IDX files there, or set data.root to the folder holding them")
 
 
-def _cifar_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    raw = np.fromfile(path, dtype=np.uint8)
+CIFAR_ARCHIVE = "cifar-10-binary.tar.gz"  # the binary release as downloaded (the batches read from it as they are)
+CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
+
+
+def _cifar_records(raw: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """raw: (N * 3073,) uint8, records of 1 label byte + 3,072 pixel bytes -> (N, 3, 32, 32), (N,)."""
     if raw.size % 3073:
-        raise UserError(f"{path} is not a CIFAR-10 binary batch (size {raw.size} is not a multiple of 3,073 bytes)")
+        raise UserError(f"{where} is not a CIFAR-10 binary batch (size {raw.size} is not a multiple of 3,073 bytes)")
     rec = raw.reshape(-1, 3073)
-    _check_labels(rec[:, 0], path, 0, 9)
+    _check_labels(rec[:, 0], where, 0, 9)
     return rec[:, 1:].reshape(-1, 3, 32, 32), rec[:, 0].astype(np.int64)
 
 
-def load_cifar10(root: Path):
-    folder = root / "cifar-10-batches-bin"
-    names = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
+def _cifar_batches(root: Path, names: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The batches from ``cifar-10-batches-bin/`` or, where that folder is absent, from the downloaded
+    ``cifar-10-binary.tar.gz`` itself (each member read into memory; nothing is unpacked to disk)."""
+    import tarfile
+
+    folder, archive = root / "cifar-10-batches-bin", root / CIFAR_ARCHIVE
+    if not folder.exists() and archive.is_file():
+        try:
+            with tarfile.open(archive, "r:gz") as tar:
+                members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
+                missing = [n for n in names if n not in members]
+                if missing:
+                    raise UserError(f"{archive} lacks {', '.join(missing)}: it is not CIFAR-10's binary release; "
+                                    f"download it again from {CIFAR_URL}")
+                return [_cifar_records(np.frombuffer(tar.extractfile(members[n]).read(), np.uint8), f"{archive}:{n}")
+                        for n in names]
+        except (tarfile.TarError, EOFError, OSError) as err:
+            raise permission_denied(err) or UserError(
+                f"{archive} cannot be read to its end ({err}): it is damaged or cut short; download it again "
+                f"from {CIFAR_URL}") from None
     missing = [n for n in names if not (folder / n).is_file()]
     if missing:
-        raise UserError(f"CIFAR-10 not found: {folder} lacks {', '.join(missing)}. Expected the binary version "
-                        "(cifar-10-binary.tar.gz, extracted: cifar-10-batches-bin/data_batch_1.bin .. test_batch.bin)")
-    train = [_cifar_file(folder / n) for n in names[:5]]
-    test_x, test_y = _cifar_file(folder / names[5])
+        pickled = " It holds cifar-10-batches-py/ (the pickled Python release, e.g. torchvision's), which is " \
+                  "never unpickled here." if (root / "cifar-10-batches-py").exists() else ""
+        raise UserError(f"CIFAR-10 not found: {folder} lacks {', '.join(missing)}.{pickled} Expected the binary "
+                        f"version: {CIFAR_ARCHIVE} ({CIFAR_URL}) in {root}, as downloaded or extracted "
+                        "(cifar-10-batches-bin/data_batch_1.bin .. test_batch.bin)")
+    return [_cifar_records(np.fromfile(folder / n, dtype=np.uint8), str(folder / n)) for n in names]
+
+
+def load_cifar10(root: Path):
+    names = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
+    *train, (test_x, test_y) = _cifar_batches(root, names)
     train_x, train_y = np.concatenate([t[0] for t in train]), np.concatenate([t[1] for t in train])
     return torch.from_numpy(train_x), torch.from_numpy(train_y), torch.from_numpy(test_x), torch.from_numpy(test_y)
 
