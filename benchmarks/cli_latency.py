@@ -1,6 +1,8 @@
-"""How fast the command line answers when it need not train: `--help`, `--list` and a mistyped
-recipe name (all answered before torch is imported), and a mistyped key (found by the model's
-checks, which import torch and Lightning), each in a fresh process, median of repeats.
+"""How fast the command line answers when it need not train: `--help`, `--list`, a mistyped
+recipe name and a mistyped model or data key (all answered before torch is imported; the keys since
+2026-11-27, from the models' torch-free config.py), and a mistyped estimator option or trainer key
+(found by checks that need the estimator classes or Lightning's Trainer, so torch and Lightning are
+imported first), each in a fresh process, median of repeats.
 
     python benchmarks/cli_latency.py --repeats 7   # -> benchmarks/results/cli_latency.json
 """
@@ -25,6 +27,9 @@ COMMANDS = {  # name -> arguments of `python -m zoo.train`, and the exit status 
     "list": (["--list"], 0),
     "mistyped recipe": (["recipe=vae_digitz"], 2),
     "mistyped key": (["recipe=vae_digits", "model.latent_dimm=3"], 2),
+    "mistyped data key": (["recipe=skipgram_lee", "data.min_cont=2"], 2),
+    "mistyped estimator": (["recipe=vae_digits", "model.estimator=reparm"], 2),
+    "mistyped trainer key": (["recipe=vae_digits", "trainer.max_epoch=3"], 2),
     "python alone (reference)": (None, 0),
 }
 

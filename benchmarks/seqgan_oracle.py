@@ -62,7 +62,7 @@ PAPER_RESULTS = {"random": 10.310, "mle": 9.038, "seqgan": 8.736}
 
 
 def model_cfg(args: argparse.Namespace, **over) -> dict:
-    from zoo.models.seqgan.module import PAPER_COUNTS
+    from zoo.models.seqgan.config import PAPER_COUNTS
 
     cfg = {
         "mle_epochs": 0,

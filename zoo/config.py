@@ -258,6 +258,21 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
     return {"name": section["name"], **options}
 
 
+def check_sections_early(raw: dict, where: str) -> None:
+    """The model and data keys of the zoo's own models against their option dataclasses, which import
+    no torch (``zoo.models.config_schemas``): a mistyped key is refused in a fraction of a second
+    instead of after torch and Lightning are imported (~4 s). ``_section`` checks everything again,
+    with the classes, afterwards."""
+    from zoo.models import config_schemas
+
+    schemas = config_schemas()
+    for key, kind in (("model", "model"), ("data", "datamodule")):
+        section = raw.get(key)
+        if isinstance(section, dict) and isinstance(section.get("name"), str) and section["name"] in schemas[kind]:
+            options = {k: v for k, v in section.items() if k != "name"}
+            validate_options(schemas[kind][section["name"]], options, f"{where} [{key}: {section['name']}]")
+
+
 def check_stochastic_node(model_cls: Any, options: dict, where: str) -> None:
     """A model's estimator option against its declared stochastic node (name, options, fit)."""
     node = getattr(model_cls, "stochastic_node", None)
@@ -319,6 +334,7 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
             sections = [s for s in ("trainer", "model", "data") if isinstance(raw.get(s), dict) and key in raw[s]]
             hint = f" (did you mean {sections[0]}.{key}?)" if sections else closest(key, list(top_schema))
             raise UserError(f"unknown key '{key}' in {where}{hint}. Valid top-level keys: {', '.join(top_schema)}")
+    check_sections_early(raw, where)
     from zoo.callbacks.named import check_callbacks
 
     import_all()

@@ -35,6 +35,11 @@ from zoo.errors import UserError
 from zoo.paths import expand_path
 from zoo.registry import closest
 
+# The type of a model option that names an estimator: a registry name ("reinforce"), a dotted path
+# ("pkg.mod:Cls") or a mapping {name: ..., **options}. To OmegaConf it is Any (its unions hold no
+# mappings); ``zoo.estimators.seam.check_spec`` checks it, name, options and fit, when the recipe loads.
+EstimatorSpec = Any
+
 NUMBER_TYPES = (int, float)
 SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit: Lightning's seed_everything refuses larger ones
 INT_MAX = 2**31 - 1  # a C int: sizes, counts and thread numbers go to torch and the OS as one
@@ -354,3 +359,10 @@ def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
         else:
             out[f"{prefix}{key}"] = value
     return out
+
+
+def estimator_option(default: EstimatorSpec, doc: str = "") -> Any:
+    """A model config field that names the estimator of its node: a name or {name: ..., options}.
+    The default is copied per instance; ``metadata['estimator']`` marks the field for the docs."""
+    factory = (lambda: dict(default)) if isinstance(default, Mapping) else (lambda: default)
+    return dataclasses.field(default_factory=factory, metadata={"estimator": True, "doc": doc})

@@ -57,11 +57,13 @@ def closest(name: str, choices: list[str], n: int = 3) -> str:
 
 
 class Registry:
-    def __init__(self, kind: str, base: str | None = None):
+    def __init__(self, kind: str, base: str | None = None, builtins: str | None = None):
         self.kind = kind  # "model", "datamodule", "estimator"
         self.base = base  # dotted path of the class a user's own entry must subclass (None: any object)
+        self.builtins = builtins  # dotted path of a function that imports the zoo's own entries (None: none)
         self._entries: dict[str, Entry] = {}
         self._loaded_plugins = False
+        self._loaded_builtins = builtins is None
 
     def register(self, name: str, config: type | None = None, description: str = "") -> Callable:
         def decorator(obj: Any) -> Any:
@@ -73,7 +75,15 @@ class Registry:
 
         return decorator
 
+    def _load_builtins(self) -> None:
+        """The zoo's own entries register when their modules are imported; a lookup that misses
+        imports them all first (``zoo.models.import_all``), so no caller has to."""
+        if not self._loaded_builtins:
+            self._loaded_builtins = True
+            import_dotted(self.builtins)()
+
     def _load_plugins(self) -> None:
+        self._load_builtins()
         if self._loaded_plugins:
             return
         self._loaded_plugins = True
@@ -119,5 +129,5 @@ class Registry:
         return name in self._entries
 
 
-MODELS = Registry("model", base="lightning.pytorch:LightningModule")
-DATAMODULES = Registry("datamodule", base="lightning.pytorch:LightningDataModule")
+MODELS = Registry("model", base="lightning.pytorch:LightningModule", builtins="zoo.models:import_all")
+DATAMODULES = Registry("datamodule", base="lightning.pytorch:LightningDataModule", builtins="zoo.models:import_all")

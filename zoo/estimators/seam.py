@@ -24,13 +24,9 @@ from typing import Any
 
 from zoo.errors import UserError
 from zoo.estimators.base import ESTIMATORS, Capabilities, Estimator, build_options, check_estimator_class
+from zoo.options import EstimatorSpec, estimator_option  # noqa: F401  (light, for configs that import no torch)
 
 NODE_KINDS = ("continuous", "categorical", "discrete")
-
-# The type of a model option that names an estimator: a registry name ("reinforce"), a dotted path
-# ("pkg.mod:Cls") or a mapping {name: ..., **options}. To OmegaConf it is Any (its unions hold no
-# mappings); ``check_spec`` checks it, name, options and fit, when the recipe loads.
-EstimatorSpec = Any
 
 
 @dataclass(frozen=True)
@@ -95,13 +91,6 @@ def _int_option(name: str | None, options: Mapping | None) -> int | None:
     """The model option ``name`` as an int; None where the node names none or ``options`` lack it."""
     value = options.get(name) if name and options else None
     return None if value is None else int(value)
-
-
-def estimator_option(default: EstimatorSpec, doc: str = "") -> Any:
-    """A model config field that names the estimator of its node: a name or {name: ..., options}.
-    The default is copied per instance; ``metadata['estimator']`` marks the field for the docs."""
-    factory = (lambda: dict(default)) if isinstance(default, Mapping) else (lambda: default)
-    return dataclasses.field(default_factory=factory, metadata={"estimator": True, "doc": doc})
 
 
 def split_spec(spec: Any, where: str = "") -> tuple[str, dict]:

@@ -9,7 +9,6 @@ Batches are dicts (see `vocab.collate_captions`):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +16,11 @@ import torch
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError, image_too_large
-from zoo.options import between, nonempty_path, positive
 from zoo.paths import check_input_file, readable
 from zoo.registry import DATAMODULES
 
 from . import shapes as S
+from .config import KarpathyConfig, ShapesConfig
 from .vocab import CaptionSet, Vocab, build_vocab, collate_captions
 
 
@@ -62,21 +61,6 @@ class _CaptionData(ZooDataModule):
             for r in refs:
                 counts[r] = counts.get(r, 0) + 1
         return min(counts, key=lambda r: (-counts[r], r))
-
-
-@dataclass
-class ShapesConfig:
-    root: str = nonempty_path("data")  # unused: the scenes are generated in memory
-    n_train: int = positive(3000)  # training scenes (3 references each -> 3x as many training pairs)
-    n_val: int = positive(300)  # validation scenes
-    n_test: int = positive(500)  # test scenes
-    image_size: int = positive(64)  # canvas side in pixels
-    # 1..max_objects shapes per scene; more than 3 were named 3 by the captions, and the scene sampler looped forever
-    max_objects: int = between(3, 1, 3, why="a caption names at most 3 objects")
-    seed: int = 0  # generator seed (scenes, splits) and shuffling seed
-    batch_size: int = positive(64)  # examples per batch
-    num_workers: int = 0  # DataLoader workers
-    max_len: int = positive(20)  # longest caption in words (longer ones are cut)
 
 
 @DATAMODULES.register("shapes")
@@ -121,22 +105,6 @@ class ShapesData(_CaptionData):
         return {"dataset": "shapes", "vocab": self.vocab.tokens, "image_size": self.cfg.image_size,
                 "max_len": self.cfg.max_len, "normalize": "unit",
                 "baseline_caption": self.most_frequent_caption()}
-
-
-@dataclass
-class KarpathyConfig:
-    root: str = nonempty_path("data")  # data folder
-    dataset: str = "flickr8k"  # flickr8k | flickr30k | coco: picks the default file names below
-    json: str = ""  # Karpathy split file; default <root>/<dataset>/dataset_<dataset>.json
-    image_dir: str = ""  # image folder; default <root>/<dataset>/images (COCO: holds train2014/, val2014/)
-    image_size: int = positive(224)  # images are resized (shorter side) and centre-cropped to this
-    min_freq: int = positive(5)  # words seen fewer times in training captions become <unk>
-    max_len: int = positive(30)  # longest caption in words (longer ones are cut)
-    restval_as_train: bool = True  # COCO's 'restval' images join the training split (Karpathy)
-    batch_size: int = positive(32)  # examples per batch
-    num_workers: int = 2  # DataLoader workers (JPEG decoding)
-    seed: int = 0  # shuffling seed
-    limit_images: int = 0  # >0: use only the first N images of each split (quick experiments)
 
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

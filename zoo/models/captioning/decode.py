@@ -22,9 +22,6 @@ from zoo.estimators import BeamResult, beam_search, stochastic_beam_search
 
 from .nets import AttentionDecoder
 
-MAX_BEAMS = 100  # beams kept per step (training's beam_size, predict's beam= and sbs=)
-MAX_LEN = 1000  # words per generated caption (the recipes' captions are tens of words)
-
 
 def decode_weights(e: Tensor, mode: str) -> Tensor:
     """Attention weights used at test time from logits e (N, L): 'soft'/'expected' -> softmax,

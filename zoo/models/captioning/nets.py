@@ -23,6 +23,8 @@ from torch import Tensor, nn
 
 from zoo.errors import UserError
 
+from .config import TORCHVISION
+
 
 class ShapesCNN(nn.Module):
     """Small conv net for shapes scenes: 3 stride-2 stages, so a 64-px canvas gives an 8 x 8 grid.
@@ -51,15 +53,6 @@ class ShapesCNN(nn.Module):
         ys = torch.linspace(-1, 1, H, device=x.device, dtype=x.dtype).view(1, 1, H, 1).expand(B, 1, H, W)
         xs = torch.linspace(-1, 1, W, device=x.device, dtype=x.dtype).view(1, 1, 1, W).expand(B, 1, H, W)
         return self.net(torch.cat([x, xs, ys], dim=1))  # (B, D, h, w)
-
-
-TORCHVISION = {  # name -> (builder, weights enum name, feature dim)
-    "vgg16": ("vgg16", "VGG16_Weights", 512),
-    "vgg19": ("vgg19", "VGG19_Weights", 512),
-    "resnet50": ("resnet50", "ResNet50_Weights", 2048),
-    "resnet101": ("resnet101", "ResNet101_Weights", 2048),
-    "resnet152": ("resnet152", "ResNet152_Weights", 2048),
-}
 
 
 def imagenet_weights_path(name: str) -> tuple[Path, str]:

@@ -22,6 +22,7 @@ from zoo.errors import UserError
 from zoo.paths import check_output_file, make_folder
 
 from . import decode as D
+from .config import MAX_BEAMS, MAX_LEN
 from .data import image_transform, load_image
 
 DEFAULTS = {"beam": 3, "sbs": 0, "overlay": "", "max_len": 0, "length_norm": 0.0, "seed": 0}
@@ -37,13 +38,13 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
     if opts["beam"] < 1:
         raise UserError("option beam must be >= 1 (1 = greedy)")
     words = len(model.data_info["vocab"])
-    most = min(words, D.MAX_BEAMS)  # beam=100000 decoded for minutes; a step has no more than `words` choices
+    most = min(words, MAX_BEAMS)  # beam=100000 decoded for minutes; a step has no more than `words` choices
     for key in ("beam", "sbs"):
         if opts[key] > most:
             raise UserError(f"option {key} must be at most {most} (the model's vocabulary has {words} words; "
-                            f"at most {D.MAX_BEAMS} beams), got {opts[key]}")
-    if opts["max_len"] > D.MAX_LEN:
-        raise UserError(f"option max_len must be at most {D.MAX_LEN} words (0 = the model's, {model.max_len}), "
+                            f"at most {MAX_BEAMS} beams), got {opts[key]}")
+    if opts["max_len"] > MAX_LEN:
+        raise UserError(f"option max_len must be at most {MAX_LEN} words (0 = the model's, {model.max_len}), "
                         f"got {opts['max_len']}")
     if opts["overlay"]:  # checked before the decoding; its folder is created when the figure is saved
         check_output_file(opts["overlay"], "overlay", "figure", inputs=inputs)

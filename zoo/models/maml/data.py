@@ -14,34 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule
 from zoo.errors import UserError
-from zoo.options import interval, nonempty_path, positive
+from zoo.models.maml.config import SinusoidConfig
 from zoo.registry import DATAMODULES
-
-
-@dataclass
-class SinusoidConfig:
-    root: str = nonempty_path("data")  # unused (tasks are generated); kept for a uniform interface
-    shots: int = positive(10)  # K: support points per task (the paper: 5 or 10)
-    query: int = positive(10)  # query points per training task (the paper uses K)
-    eval_query: int = positive(100)  # query points per validation / test task
-    meta_batch: int = positive(25)  # T: tasks per meta-iteration (the paper: 25)
-    steps_per_epoch: int = positive(1000)  # meta-iterations per Lightning epoch
-    val_tasks: int = positive(100)  # fixed validation tasks
-    test_tasks: int = positive(600)  # fixed test tasks (the paper's table: 600)
-    eval_batch_tasks: int = positive(600)  # tasks per validation / test batch (600: the test split is one batch)
-    amplitude: tuple[float, float] = interval((0.1, 5.0))  # A ~ U[lo, hi]
-    phase: tuple[float, float] = interval((0.0, math.pi), signed=True)  # phi ~ U[lo, hi]
-    x_range: tuple[float, float] = interval((-5.0, 5.0), signed=True)  # x ~ U[lo, hi]
-    seed: int = 0  # training-task seed
-    eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) tasks
-    num_workers: int = 0  # DataLoader worker processes
 
 
 def sample_sinusoids(n: int, points: int, g: torch.Generator, amplitude=(0.1, 5.0), phase=(0.0, math.pi),

@@ -29,7 +29,6 @@ from torch.func import functional_call, grad, vmap
 
 Params = dict[str, Tensor]
 LossFn = Callable[[Tensor, Tensor], Tensor]  # (prediction, target) -> scalar
-PATHS = ("auto", "batched", "vmap_grad", "loop")
 
 
 def step(params: Params, grads: Params, alpha: float | Params, first_order: bool) -> Params:

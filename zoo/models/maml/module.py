@@ -12,8 +12,6 @@ data directly (no adaptation in training); evaluation fine-tunes it with the sam
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -21,40 +19,9 @@ from torch import Tensor, nn
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.models.maml import meta
+from zoo.models.maml.config import MAMLConfig
 from zoo.models.maml.nets import MLP, ConvNet
-from zoo.options import between, choice, positive
 from zoo.registry import MODELS
-
-# Adaptation steps per task in training (each unrolled into the meta-gradient's graph) and in
-# evaluation (on every validation task, every epoch): the paper takes 1 to 10; 10**8 never finished
-MAX_STEPS = 1000
-
-
-@dataclass
-class MAMLConfig:
-    hidden: int = positive(40)  # MLP (regression) hidden width (the paper: 40)
-    layers: int = positive(2)  # MLP hidden layers (the paper: 2)
-    filters: int = positive(64)  # conv net filters per layer (classification; the paper: 64)
-    inner_lr: float = 0.01  # alpha: inner-loop step size (sinusoid 0.01, Omniglot 0.4)
-    inner_steps: int = between(1, 0, MAX_STEPS)  # steps in meta-training (0: the pretrained-on-all-tasks baseline)
-    eval_inner_steps: int = between(10, 0, MAX_STEPS)  # validation / test: losses after 0, 1, ..., this many steps
-    eval_inner_lr: float = 0.0  # step size for evaluation fine-tuning (0: inner_lr, or the learned ones)
-    first_order: bool = False  # FOMAML: no gradient through the inner gradients
-    meta_sgd: bool = False  # Meta-SGD: learn a per-parameter inner step size, initialised at inner_lr
-    lr: float = positive(1e-3)  # beta: Adam learning rate of the meta-update
-    path: str = "auto"  # meta-gradient implementation: auto | batched | vmap_grad | loop (meta.py)
-    init: str = choice("torch", ["torch", "paper"])  # MLP weights: PyTorch's defaults, or the paper's
-    # code (truncated normal, std 0.01, zero biases); the conv net always keeps PyTorch's
-    plot_every_n_epochs: int = 5  # adaptation plots during validation (0: only at test)
-
-    def __post_init__(self):
-        if self.inner_steps < 0 or self.eval_inner_steps < 0:
-            raise UserError(f"model.inner_steps={self.inner_steps} and model.eval_inner_steps="
-                            f"{self.eval_inner_steps} must be >= 0 (0 = no adaptation)")
-        if self.path not in meta.PATHS:
-            raise UserError(f"model.path must be one of {', '.join(meta.PATHS)}, got '{self.path}'")
-        if self.inner_lr < 0 or self.eval_inner_lr < 0:
-            raise UserError("model.inner_lr and model.eval_inner_lr must be >= 0")
 
 
 def accuracy(logits: Tensor, y: Tensor) -> Tensor:

@@ -21,44 +21,16 @@ is Adam on the outer surrogate (simpler; the comparison against the baselines is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 from torch.distributions import Independent, Normal
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import EstimatorSpec, StochasticNode, estimator_option, reward_to_go
-from zoo.models.maml.module import MAX_STEPS
+from zoo.estimators import StochasticNode, reward_to_go
+from zoo.models.maml.config import Nav2dMAMLConfig
 from zoo.models.maml.nav2d_env import GaussianPolicy, policy_out, rollout
-from zoo.options import between, positive
 from zoo.registry import MODELS
-
-
-@dataclass
-class Nav2dMAMLConfig:
-    hidden: int = positive(100)  # policy hidden width (the paper: 100)
-    layers: int = positive(2)  # policy hidden layers (the paper: 2)
-    init_std: float = positive(0.1)  # initial action standard deviation (learned afterwards)
-    inner_lr: float = 0.1  # alpha (the paper: 0.1)
-    inner_steps: int = between(1, 0, MAX_STEPS)  # adaptation steps in meta-training (0: the pretrained-on-all-goals
-    # baseline)
-    eval_steps: int = between(3, 0, MAX_STEPS)  # validation / test: returns after 0, 1, ..., this many steps
-    first_order: bool = False  # drop the gradient through the inner policy gradient too
-    trajectories: int = positive(20)  # n: trajectories per task per step (the paper: 20)
-    horizon: int = between(100, 1, 10_000)  # H: steps per trajectory (the paper: 100); one Python step
-    # each, so 10**8 never finished
-    lr: float = positive(3e-3)  # Adam learning rate of the meta-update
-    estimator: EstimatorSpec = estimator_option({"name": "reinforce", "baseline": "rloo"})  # policy gradient estimator
-    eval_seed: int = 0  # seeds the evaluation rollouts and the random-init baseline policy
-
-    def __post_init__(self):
-        if self.inner_steps < 0 or self.eval_steps < 0:
-            raise UserError(f"model.inner_steps={self.inner_steps} and model.eval_steps={self.eval_steps} "
-                            "must be >= 0")
-        if self.trajectories < 2:
-            raise UserError(f"model.trajectories={self.trajectories}: the leave-one-out baseline needs >= 2")
 
 
 @MODELS.register("maml_rl")

@@ -13,7 +13,6 @@ the paper's 2 x 100 ReLU network.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -22,8 +21,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule
 from zoo.errors import UserError
+from zoo.models.maml.config import Nav2dConfig
 from zoo.models.maml.nets import MLP
-from zoo.options import between, nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 
@@ -72,20 +71,6 @@ def rollout(policy: nn.Module, params: dict[str, Tensor], goals: Tensor, n: int,
         pos = pos + a.clamp(-max_action, max_action)
         rewards.append(-((pos - goals[:, None]) ** 2).sum(-1))
     return torch.stack(states, 2), torch.stack(actions, 2), torch.stack(rewards, 2)
-
-
-@dataclass
-class Nav2dConfig:
-    root: str = nonempty_path("data")  # unused (tasks are generated); kept for a uniform interface
-    meta_batch: int = positive(20)  # T: tasks per meta-iteration (the paper: 20)
-    steps_per_epoch: int = positive(50)  # meta-iterations per Lightning epoch
-    goal_range: float = between(0.5, 0, 1000, low_open=True, why="a point moves at most 0.1 a step, for at most "
-                                "10000 steps")  # goals ~ U[-range, range]^2; 1e30 overflowed the rewards
-    val_tasks: int = positive(20)  # fixed validation goals
-    test_tasks: int = positive(40)  # fixed test goals
-    seed: int = 0  # training-goal seed
-    eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) goals
-    num_workers: int = 0  # DataLoader worker processes
 
 
 class Goals(Dataset):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -29,34 +28,14 @@ from torch.utils.data import Dataset
 
 from zoo.core.data import load_cache, save_cache
 from zoo.errors import UserError, permission_denied
+from zoo.models.maml.config import OmniglotConfig
 from zoo.models.maml.data import EpisodeData
-from zoo.options import nonempty_path, positive
 from zoo.paths import readable
 from zoo.registry import DATAMODULES
 
 SPLITS = ("images_background", "images_evaluation")
 LAYOUT = ("<root>/omniglot/images_background/<alphabet>/<character>/*.png and "
           "<root>/omniglot/images_evaluation/<alphabet>/<character>/*.png")
-
-
-@dataclass
-class OmniglotConfig:
-    root: str = nonempty_path("data")  # looks in <root>/omniglot, <root>/omniglot-py, <root>
-    n_way: int = positive(5)  # N: classes per task
-    shots: int = positive(1)  # K: support images per class
-    query: int = positive(15)  # query images per class
-    meta_batch: int = positive(32)  # T: tasks per meta-iteration (the paper: 32 for 5-way, 16 for 20-way)
-    steps_per_epoch: int = positive(1000)  # meta-iterations per Lightning epoch
-    train_characters: int = positive(1200)  # characters for meta-training; the rest are held out
-    rotations: bool = True  # 90/180/270-degree rotations as extra classes
-    image_size: int = positive(28)  # images are resized to image_size x image_size
-    val_tasks: int = positive(100)  # fixed validation tasks (from the held-out characters)
-    test_tasks: int = positive(600)  # fixed test tasks (the paper: 600)
-    eval_batch_tasks: int = positive(50)  # tasks per validation / test batch
-    split_seed: int = 1  # shuffles the 1,623 characters before the train / held-out split
-    seed: int = 0  # training-task seed
-    eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) tasks
-    num_workers: int = 0  # DataLoader worker processes
 
 
 def find_omniglot(root: str | Path) -> Path:

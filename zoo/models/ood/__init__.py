@@ -2,4 +2,4 @@
 datamodules `ood_digits`, `ood_toy2d` (embedded) and `ood_images` (local MNIST, Fashion-MNIST,
 CIFAR-10, SVHN files and OOD image folders)."""
 
-from zoo.models.ood import data, module, realdata  # noqa: F401  (register the model and datamodules)
+MODULES = ("data", "module", "realdata")  # register the model and datamodules (zoo.models.import_all)

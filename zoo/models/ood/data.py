@@ -28,7 +28,6 @@ OOD sets ``box`` (uniform on [-8, 8]^2) and ``ring`` (radius 5 +- 0.3).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -37,7 +36,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError
-from zoo.options import between, nonempty_path, positive
+from zoo.models.ood.config import OODDigitsConfig, Toy2DConfig
 from zoo.registry import DATAMODULES
 
 
@@ -148,16 +147,6 @@ def noise_images(kind: str, n: int, shape: list[int], seed: int) -> torch.Tensor
     raise UserError(f"unknown noise OOD set '{kind}': use uniform or gaussian")
 
 
-@dataclass
-class OODDigitsConfig:
-    root: str = nonempty_path("data")  # unused (everything ships inside scikit-learn); kept for a uniform interface
-    batch_size: int = positive(64)  # training images per batch
-    eval_batch_size: int = positive(360)  # images per validation / test batch
-    num_workers: int = 0  # DataLoader worker processes
-    seed: int = 0  # shuffling seed (the splits and OOD sets are fixed, see the module docstring)
-    ood_train: bool = False  # also serve the explicit OOD training set (china.jpg patches) for mode=confidence
-
-
 @DATAMODULES.register("ood_digits")
 class OODDigits(OODDataModule):
     """scikit-learn digits (in) vs photo patches, uniform / Gaussian noise and rotated digits (out)."""
@@ -188,25 +177,6 @@ class OODDigits(OODDataModule):
 
 
 # ---- the 2-D toy ---------------------------------------------------------------------------------
-TOY_BOX = 8.0  # the uniform OOD box is [-TOY_BOX, TOY_BOX]^2
-TOY_BOX_WHY = ("the OOD test sets lie in the box [-8, 8]^2: classes placed or spread past it cover them or leave "
-               "them behind")
-
-
-@dataclass
-class Toy2DConfig:
-    root: str = nonempty_path("data")  # unused (generated); kept for a uniform interface
-    batch_size: int = positive(128)  # training points per batch
-    eval_batch_size: int = positive(1000)  # points per validation / test batch
-    num_workers: int = 0  # DataLoader worker processes
-    seed: int = 0  # shuffling seed (the points themselves are fixed)
-    n_train: int = positive(2000)  # training points (half per class)
-    # The OOD sets are fixed: the box [-8, 8]^2 and a ring of radius 5 around the origin. Classes placed
-    # or spread past the box (separation or std 1e30 trained without complaint) leave no OOD set to
-    # measure against: both are bounded by the box's half-width, far beyond any toy a study would draw.
-    separation: float = between(2.0, 0, TOY_BOX, why=TOY_BOX_WHY)  # class means (-separation, 0), (+separation, 0)
-    std: float = between(0.5, 0, TOY_BOX, low_open=True, why=TOY_BOX_WHY)  # per-coordinate std of each class
-    ood_train: bool = False  # also serve an OOD training set (uniform on [-8, 8]^2) for mode=confidence
 
 
 def toy_points(n: int, separation: float, std: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

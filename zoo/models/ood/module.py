@@ -17,7 +17,6 @@ for every OOD set and detector TNR@TPR95, AUROC, AUPR-in/out and detection accur
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,60 +25,12 @@ from torch.distributions import Independent, Normal
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import EstimatorSpec, StochasticNode, estimator_option
+from zoo.estimators import StochasticNode
 from zoo.models.ood import evaluate as ev
+from zoo.models.ood.config import GAN_MODES, OODConfig
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
-from zoo.options import between, positive
 from zoo.registry import MODELS
-
-MODES = ("ce", "confidence", "joint", "boundary_gan")
-GAN_MODES = ("joint", "boundary_gan")  # the modes with a generator and a discriminator
-MAX_BETA = 1000.0  # beta's upper bound (see OODConfig.beta)
-
-
-@dataclass
-class OptimConfig:
-    name: str = field(default="adam", metadata={"choices": ["adam", "sgd"]})  # adam | sgd
-    lr: float = positive(1e-3)  # learning rate
-    beta1: float = between(0.9, 0, 1, high_open=True)  # Adam's first beta (DCGAN uses 0.5); SGD: momentum
-    weight_decay: float = 0.0  # L2 penalty
-
-
-@dataclass
-class OODConfig:
-    mode: str = field(default="ce", metadata={"choices": list(MODES)})  # ce | confidence | joint | boundary_gan
-    # weight of the KL(U || p) term (the paper: 1 for SVHN, 0.1 for CIFAR-10). At most 1000: there the KL term
-    # outweighs the cross-entropy a thousandfold (the 2-D toy's accuracy already falls from 0.99 to 0.88), and
-    # 1e38 trained to chance or overflowed the float32 loss into the "diverged" message
-    beta: float = between(1.0, 0, MAX_BETA, why="the KL term would outweigh the cross-entropy more than "
-                          "a thousandfold; the paper uses 0.1 and 1")
-    classifier: str = field(default="cnn", metadata={"choices": ["mlp", "cnn", "vgg13"]})  # classifier net
-    width: int = positive(32)  # classifier width (mlp hidden units; cnn first channels; vgg13: 64 = the paper's)
-    dropout: float = between(0.0, 0, 1, high_open=True)  # dropout before the classifier's last layer
-    generator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # G (joint, boundary_gan)
-    discriminator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # D (joint, boundary_gan)
-    gan_width: int = positive(256)  # G / D width (mlp hidden units; dcgan base channels, 64 in DCGAN)
-    noise_dim: int = positive(32)  # size of G's noise z
-    classifier_epochs: int = positive(50)  # boundary_gan: epochs of the classifier alone before it is frozen
-    saturating: bool = False  # G's GAN term: log(1 - D(G(z))) as written (True) or -log D(G(z)) (False)
-    estimator: EstimatorSpec = estimator_option("reparam")  # how G's noise z ~ N(0, I) is drawn (reparam: pathwise)
-    classifier_optim: OptimConfig = field(default_factory=OptimConfig)  # optimizer of the classifier
-    generator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of G
-    discriminator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of D
-    odin_temperatures: list[float] = positive([1.0, 10.0, 100.0, 1000.0])  # ODIN search: T (each > 0)
-    odin_eps: list[float] = field(default_factory=lambda: [0.0, 0.0005, 0.001, 0.002, 0.005])  # search: eps (pixels)
-    odin_every_n_epochs: int = positive(5)  # run the ODIN search on validation this often (and at the last epoch)
-    mahalanobis: bool = True  # also evaluate the Mahalanobis detector (fits on the training split)
-    plot_every_n_epochs: int = positive(10)  # write the figures this often during training
-
-    def __post_init__(self):
-        if self.beta < 0:
-            raise ValueError(f"beta must be >= 0 (it weighs a KL divergence), got {self.beta}")
-        if not self.odin_temperatures or not self.odin_eps:
-            raise ValueError("odin_temperatures and odin_eps need at least one value each")
-        if min(self.odin_temperatures) <= 0 or min(self.odin_eps) < 0:
-            raise ValueError("odin_temperatures must be > 0 and odin_eps >= 0")
 
 
 def _optimizer(params, o: dict) -> torch.optim.Optimizer:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import gzip
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,12 +33,11 @@ import torch
 import torch.nn.functional as F
 
 from zoo.errors import UserError, permission_denied
+from zoo.models.ood.config import DATASETS, OODImagesConfig
 from zoo.models.ood.data import OODDataModule, noise_images
-from zoo.options import nonempty_path, positive
 from zoo.paths import readable
 from zoo.registry import DATAMODULES
 
-DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 SVHN_URL = "http://ufldl.stanford.edu/housenumbers/"
@@ -209,23 +207,6 @@ def load_folder(path: Path, shape: list[int]) -> torch.Tensor:
         a = np.asarray(img, dtype=np.uint8)
         images.append(a[None] if c == 1 else a.transpose(2, 0, 1))
     return torch.from_numpy(np.stack(images))
-
-
-@dataclass
-class OODImagesConfig:
-    root: str = nonempty_path("data")  # folder holding the datasets (layouts in zoo/models/ood/realdata.py)
-    dataset: str = field(default="svhn", metadata={"choices": list(DATASETS)})  # in-distribution
-    # OOD sets: another dataset, folder:PATH, uniform, gaussian
-    ood: list = field(default_factory=lambda: ["uniform", "gaussian"])
-    ood_train: bool = False  # serve an explicit OOD training set (ood_train_folder) for mode=confidence
-    ood_train_folder: str = ""  # folder of OOD training images (mode=confidence)
-    val_size: int = positive(5000)  # validation images carved from the training files
-    ood_val_size: int = positive(1000)  # validation images carved from each OOD set (the rest are test images)
-    noise_size: int = positive(10000)  # test images of each noise set
-    batch_size: int = positive(64)  # training images per batch
-    eval_batch_size: int = positive(500)  # images per validation / test batch
-    num_workers: int = 0  # DataLoader worker processes
-    seed: int = 0  # shuffling seed (the splits are fixed)
 
 
 @DATAMODULES.register("ood_images")

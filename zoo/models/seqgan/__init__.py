@@ -5,4 +5,4 @@ nets.py (LSTM LM, CNN discriminator), oracle.py (synthetic oracle, NLL-oracle), 
 evaluation.py (metrics, predict), data.py / text.py (datamodules), metrics.py (BLEU), plots.py.
 """
 
-from zoo.models.seqgan import data, module, text  # noqa: F401  (registers seqgan, seqgan_oracle, seqgan_text)
+MODULES = ("data", "module", "text")  # register seqgan, seqgan_oracle, seqgan_text (zoo.models.import_all)

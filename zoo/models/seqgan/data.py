@@ -9,9 +9,7 @@ Batches are LongTensors (B, T).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import torch
@@ -19,8 +17,8 @@ from torch.utils.data import Dataset
 
 from zoo.core.data import ZooDataModule, load_cache, save_cache
 from zoo.errors import UserError
+from zoo.models.seqgan.config import OracleDataConfig
 from zoo.models.seqgan.oracle import lm_from_params, load_oracle_npz, random_oracle_params
-from zoo.options import at_least, nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 
@@ -35,39 +33,6 @@ class Sequences(Dataset):
 
     def __getitem__(self, i: int) -> torch.Tensor:
         return self.seqs[i]
-
-
-@dataclass
-class OracleDataConfig:
-    root: str = nonempty_path("data")  # where the sampled sequences are cached (root/seqgan_oracle/)
-    batch_size: int = positive(64)  # sequences per batch (the paper: 64)
-    num_workers: int = 0  # DataLoader workers
-    seed: int = 0  # seeds the oracle (when not loaded), the samples and the shuffling
-    oracle_params: Optional[str] = None  # .npz with the oracle's parameters (keys: see oracle.py)
-    vocab_size: int = at_least(5000, 2)  # oracle vocabulary (ignored when oracle_params is given); 1 word: one
-    # sequence only, nothing to learn
-    emb_dim: int = positive(32)  # oracle embedding size (ignored when oracle_params is given)
-    hidden_dim: int = positive(32)  # oracle LSTM size (ignored when oracle_params is given)
-    seq_len: int = positive(20)  # tokens per sequence
-    num_train: int = positive(10000)  # training sequences (the paper: 10,000)
-    num_val: int = positive(1000)  # held-out sequences for validation (G's NLL on real data, D accuracy)
-    num_test: int = positive(1000)  # held-out sequences for testing
-
-    def __post_init__(self):
-        for name in (
-            "batch_size",
-            "vocab_size",
-            "emb_dim",
-            "hidden_dim",
-            "seq_len",
-            "num_train",
-            "num_val",
-            "num_test",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.num_train < self.batch_size:
-            raise ValueError(f"num_train ({self.num_train}) must be >= batch_size ({self.batch_size})")
 
 
 @DATAMODULES.register("seqgan_oracle")

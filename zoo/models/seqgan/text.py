@@ -14,17 +14,15 @@ samples something to get right beyond word frequencies.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import torch
 
 from zoo.core.data import ZooDataModule
 from zoo.core.files import open_text, refuse_binary, replace_undecoded
 from zoo.errors import UserError
+from zoo.models.seqgan.config import TextDataConfig
 from zoo.models.seqgan.data import Sequences
-from zoo.options import between, nonempty_path, positive
 from zoo.registry import DATAMODULES
 
 SPECIALS = ["[PAD]", "[UNK]", "[BOS]", "[EOS]"]  # ids 0..3 in this order
@@ -63,31 +61,6 @@ def grammar_sentences(n: int, seed: int) -> list[str]:
         return [w for part in rng.choice(_GRAMMAR[symbol]) for w in expand(part)]
 
     return [" ".join(expand("S")) for _ in range(n)]
-
-
-@dataclass
-class TextDataConfig:
-    root: str = nonempty_path("data")  # where relative `path`s are looked up
-    batch_size: int = positive(64)  # sequences per batch
-    num_workers: int = 0  # DataLoader workers
-    seed: int = 0  # split, shuffling and embedded-corpus seed
-    path: Optional[str] = None  # text file, one sequence per line; None: the embedded grammar corpus
-    max_len: int = positive(20)  # tokens per sequence (words + [EOS] + padding)
-    min_frequency: int = 1  # vocabulary: words seen fewer times become [UNK]
-    lowercase: bool = True  # lower-case lines before splitting into words
-    val_fraction: float = between(0.1, 0, 1, high_open=True)  # share of lines for validation
-    test_fraction: float = between(0.1, 0, 1, high_open=True)  # share of lines for testing (the BLEU references)
-    num_generated: int = positive(10000)  # sentences of the embedded corpus
-
-    def __post_init__(self):
-        if self.max_len < 2:
-            raise ValueError(f"max_len must be >= 2 (a word and [EOS]), got {self.max_len}")
-        if not (
-            0 < self.val_fraction < 1
-            and 0 < self.test_fraction < 1
-            and self.val_fraction + self.test_fraction < 1
-        ):
-            raise ValueError("val_fraction and test_fraction must be in (0, 1) with a sum below 1")
 
 
 def read_lines(path: Path, lowercase: bool) -> list[str]:
@@ -183,7 +156,6 @@ class TextData(ZooDataModule):
             "pad_token": vocab["[PAD]"],
             "eos_token": vocab["[EOS]"],
         }
-
 
 
 def decode(seqs: torch.Tensor, vocab: list[str], stop: tuple[int, ...]) -> list[list[str]]:

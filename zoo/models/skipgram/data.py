@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
 
 from torch.utils.data import DataLoader
 
 from zoo.core.data import ResumableLoader, ZooDataModule
 from zoo.errors import UserError
 from zoo.models.skipgram import corpus as C
+from zoo.models.skipgram.config import PlantedCorpus, SyntheticCorpusConfig, TextCorpusConfig
 from zoo.models.skipgram.evaluation import read_analogies, read_similarity
-from zoo.models.skipgram.synthetic import PlantedCorpus, generate
-from zoo.options import at_least, between, nonempty_path, positive, validate
+from zoo.models.skipgram.synthetic import generate
 from zoo.paths import readable
 from zoo.registry import DATAMODULES
 
@@ -34,34 +32,6 @@ def _set_name(path: Path, split: str) -> str:
 
 NO_VAL_SIMILARITY = ("data.val_similarity is empty: give at least one word-similarity file (WordSim353 / "
                      "SimLex-999 format); its Spearman is the validation metric")
-
-
-@dataclass
-class CorpusOptions:
-    root: str = nonempty_path("data")  # data folder; the encoded-corpus cache goes to <root>/skipgram_cache
-    min_count: int = 5  # words seen fewer times are dropped (word2vec's min_count)
-    max_vocab: Optional[int] = at_least(None, 2)  # keep at most this many most frequent words (None: all; 0 also
-    # meant all, 1 failed after the corpus was encoded)
-    sample: float = between(1e-3, 0, 1, high_open=True)  # subsampling threshold t of frequent words (0: off)
-    window: int = positive(5)  # maximum half-width; each centre draws b ~ U{1..window}
-    chunk_tokens: int = positive(1_000_000)  # words per training step (a chunk; ends at a sentence end)
-    max_sentence_length: int = positive(10000)  # longer lines are cut (gensim's limit)
-    read_chars: int = positive(1 << 20)  # characters read from disk at a time (bounded memory)
-    lowercase: bool = False  # lower-case the corpus before counting
-    strip_punctuation: bool = False  # replace punctuation by spaces ("fire," -> "fire")
-    eval_lowercase: bool = True  # lower-case evaluation words (questions-words.txt is capitalised)
-    val_analogies: list[str] = field(default_factory=list)  # analogy files evaluated every epoch (slow)
-    num_workers: int = 0  # DataLoader workers for the chunk reader
-    seed: int = 0  # subsampling / window seed (with the epoch and chunk number)
-
-
-@dataclass
-class TextCorpusConfig(CorpusOptions):
-    files: Any = "data/text8"  # a path, a folder (its files), a glob, a list of them, or gensim:NAME; plain
-    # UTF-8 text, or gzip / bzip2 / xz / a zip of one text file (told by its first bytes, read as it streams)
-    val_similarity: list[str] = field(default_factory=lambda: ["gensim:wordsim353.tsv"])  # first = val/spearman
-    test_similarity: list[str] = field(default_factory=lambda: ["gensim:wordsim353.tsv", "gensim:simlex999.txt"])
-    test_analogies: list[str] = field(default_factory=lambda: ["gensim:questions-words.txt"])  # word2vec's file
 
 
 @DATAMODULES.register("skipgram_text")
@@ -156,15 +126,6 @@ class TextCorpusData(ZooDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._eval_loader("test")
-
-
-@dataclass
-class SyntheticCorpusConfig(CorpusOptions):
-    planted: dict = field(default_factory=dict)  # generator settings, see synthetic.PlantedCorpus
-    test_analogies: bool = True  # evaluate the planted analogies at test time
-
-    def __post_init__(self):
-        validate(PlantedCorpus, self.planted or {}, "data.planted", what="generator setting")
 
 
 @DATAMODULES.register("skipgram_synthetic")

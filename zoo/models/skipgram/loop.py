@@ -38,10 +38,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from zoo.models.skipgram.config import WINDOW_PAIRS
 from zoo.models.skipgram.nets import SkipGram
 from zoo.models.skipgram.sampling import offsets, window_contexts
-
-WINDOW_PAIRS = ("in_turn", "at_once")  # how a minibatch visits each window's pairs (module docstring)
 
 
 def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, window: torch.Tensor,

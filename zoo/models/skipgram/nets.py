@@ -29,10 +29,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from zoo.models.skipgram.config import CAP_METHODS, OBJECTIVES
 from zoo.models.skipgram.sampling import AliasSampler, noise_distribution
 
-OBJECTIVES = ("nce", "negative_sampling", "full_softmax")
-CAP_METHODS = ("newton", "line")  # see SkipGram._capped_step
 NEWTON_ITERATIONS = 2  # conjugate-gradient iterations of the damped Newton step (Wikipedia, 65,536
 # windows, one seed: agreement with gensim 0.487 / 0.531 / 0.529 / 0.527 after 1 / 2 / 3 / 4)
 

@@ -22,33 +22,12 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
-from zoo.options import at_least, between, positive
-
-
-@dataclass
-class PlantedCorpus:
-    groups: int = at_least(40, 2)  # topic groups
-    forms: int = between(4, 2, 26)  # forms per group (content vocabulary = groups * forms), named a..z
-    function_words: int = at_least(20, 0)  # very frequent words in every kind of sentence
-    tokens: int = positive(1_000_000)  # corpus length in words
-    min_len: int = positive(8)  # sentence length ~ U{min_len..max_len}
-    max_len: int = positive(24)
-    p_function: float = between(0.3, 0, 1)  # chance a word is a function word
-    p_topic: float = between(0.8, 0, 1)  # chance a content word belongs to the sentence's topic group
-    p_form: float = between(0.7, 0, 1)  # chance a content word has the sentence's form
-    zipf: float = at_least(1.0, 0)  # topic popularity ~ 1 / rank^zipf
-    pairs_per_kind: int = positive(200)  # similarity pairs of each kind (same group / same form / neither)
-    questions_per_section: int = positive(100)  # analogy questions per ordered form pair
-    seed: int = 0  # generator seed
-
-    def __post_init__(self):
-        if self.min_len > self.max_len or self.tokens < self.max_len:
-            raise ValueError(f"need min_len <= max_len <= tokens, got {self.min_len}, {self.max_len}, {self.tokens}")
+from zoo.models.skipgram.config import PlantedCorpus
 
 
 def _zipf(n: int, s: float) -> np.ndarray:

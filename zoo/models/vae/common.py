@@ -19,7 +19,6 @@ k = ``iwae_samples``. All numbers are nats per image.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,29 +30,10 @@ from torch.distributions import Distribution, Normal
 from zoo.core.module import ZooModule, check_options
 from zoo.errors import UserError, no_access
 from zoo.models.vae import plots
-from zoo.models.vae.nets import ARCHS, build_nets
-from zoo.options import choice, positive
+from zoo.models.vae.config import LIKELIHOODS
+from zoo.models.vae.nets import build_nets
 from zoo.paths import check_output_file, make_folder
 from zoo.streams import writable
-
-LIKELIHOODS = ("bernoulli", "gaussian")
-
-
-@dataclass
-class CommonConfig:
-    arch: str = choice("mlp", list(ARCHS))  # encoder/decoder family: mlp | conv
-    hidden: int = positive(256)  # width of the hidden layers
-    channels: int = positive(32)  # conv arch: channels of the first convolution (then 2x)
-    likelihood: str = choice("bernoulli", list(LIKELIHOODS))  # p(x|z): bernoulli (binary) | gaussian (grey)
-    decoder_std: float = 0.1  # gaussian decoder: fixed pixel std; 0 = learned per pixel (floor 0.01)
-    n_samples: int = 0  # latent samples per image per step; 0 = the estimator's own default
-    beta: float = 1.0  # weight of the KL term (beta-VAE); val/test losses always use 1
-    kl_warmup_steps: int = 0  # linearly raise the KL weight from 0 to beta over this many steps
-    lr: float = positive(1e-3)  # Adam learning rate
-    iwae_samples: int = positive(100)  # k for the importance-weighted log p(x) estimate on the test split
-    val_iwae_samples: int = 0  # k for val/iwae_nll every validation (0: skip)
-    eval_seed: int = 0  # seed of the latent draws in validation/test (metrics are reproducible)
-    plot_every_n_epochs: int = positive(10)  # write sample / reconstruction / traversal grids this often
 
 
 class LatentVAE(ZooModule):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +22,8 @@ from torch.utils.data import Dataset
 
 from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule, check_full_batch, plain_loader
 from zoo.errors import UserError
-from zoo.options import between, choice, nonempty_path, positive
+from zoo.models.vae.config import BINARIZE, DigitsConfig, MnistConfig
 from zoo.registry import DATAMODULES
-
-BINARIZE = ("static", "dynamic", "none")
 
 
 # ---- the datasets ---------------------------------------------------------------------------
@@ -189,19 +186,6 @@ class _BinaryImageData(ZooDataModule):
         return plain_loader(self.test_set, self.cfg.eval_batch_size, num_workers=self.cfg.num_workers)
 
 
-@dataclass
-class DigitsConfig:
-    root: str = nonempty_path("data")  # unused (the images ship inside scikit-learn); kept for a uniform interface
-    batch_size: int = positive(64)  # training images per batch
-    eval_batch_size: int = positive(270)  # images per validation / test batch
-    num_workers: int = 0  # DataLoader worker processes
-    binarize: str = choice("static", list(BINARIZE))  # static (threshold) | dynamic (fresh draws) | none
-    threshold: float = between(0.5, 0, 1)  # intensity threshold for static binarisation (intensities are /16)
-    val_size: int = positive(270)  # validation images, carved from the 1,527 non-test images
-    test_size: int = positive(270)  # test images, held out first
-    seed: int = 0  # split, shuffling and binarisation seed
-
-
 @DATAMODULES.register("digits")
 class DigitsData(_BinaryImageData):
     """scikit-learn's 1,797 real 8x8 handwritten digits (embedded; 1257/270/270 split), binarised."""
@@ -221,18 +205,6 @@ class DigitsData(_BinaryImageData):
         perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(self.cfg.seed + 12_345))
         rest, test = perm[n_test:], perm[:n_test]
         return x[rest], y[rest], x[test], y[test]
-
-
-@dataclass
-class MnistConfig:
-    root: str = nonempty_path("data")  # looks in <root>/mnist, <root>/mnist/MNIST/raw, <root>/MNIST/raw
-    batch_size: int = positive(100)  # training images per batch
-    eval_batch_size: int = positive(500)  # images per validation / test batch
-    num_workers: int = 0  # DataLoader worker processes
-    binarize: str = choice("dynamic", list(BINARIZE))  # static (threshold) | dynamic (fresh draws) | none
-    threshold: float = between(0.5, 0, 1)  # intensity threshold for static binarisation (intensities are /255)
-    val_size: int = positive(10000)  # validation images carved from the 60,000 training images
-    seed: int = 0  # split, shuffling and binarisation seed
 
 
 @DATAMODULES.register("mnist")

@@ -25,7 +25,6 @@ training estimator.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -33,20 +32,10 @@ from torch import Tensor
 from torch.distributions import Categorical, Distribution, kl_divergence
 
 from zoo.errors import UserError
-from zoo.estimators import EstimatorSpec, StochasticNode, estimator_option
-from zoo.models.vae.common import CommonConfig, LatentVAE
-from zoo.options import at_least, positive
+from zoo.estimators import StochasticNode
+from zoo.models.vae.common import LatentVAE
+from zoo.models.vae.config import DVAEConfig
 from zoo.registry import MODELS
-
-
-@dataclass
-class DVAEConfig(CommonConfig):
-    n_latents: int = positive(20)  # N categorical latent variables
-    n_classes: int = at_least(10, 2)  # K classes each
-    estimator: EstimatorSpec = estimator_option("gumbel_softmax")  # a name or {name: ..., options}: gumbel_softmax,
-    # straight_through, reinforce (baseline: none|ema|batch_mean|learned), rloo (n >= 2 samples), relax;
-    # with n_classes 2 also arm, disarm; with n_latents 1 also expectation (exact), unordered_set
-    traversal_latents: int = positive(10)  # traversal picture: how many latents (largest KL first) to sweep
 
 
 @MODELS.register("dvae")

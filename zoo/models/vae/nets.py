@@ -16,8 +16,7 @@ import torch
 from torch import nn
 
 from zoo.errors import UserError
-
-ARCHS = ("mlp", "conv")
+from zoo.models.vae.config import ARCHS
 
 
 class MLPEncoder(nn.Module):

@@ -14,26 +14,14 @@ against Monte Carlo).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 from torch.distributions import Distribution, Independent, Normal, kl_divergence
 
-from zoo.estimators import EstimatorSpec, StochasticNode, estimator_option
-from zoo.models.vae.common import CommonConfig, LatentVAE
-from zoo.options import positive
+from zoo.estimators import StochasticNode
+from zoo.models.vae.common import LatentVAE
+from zoo.models.vae.config import VAEConfig
 from zoo.registry import MODELS
-
-
-@dataclass
-class VAEConfig(CommonConfig):
-    latent_dim: int = positive(8)  # size of z
-    estimator: EstimatorSpec = estimator_option("reparam")  # estimator for z: a name or {name: ..., options};
-    # reparam is the standard; any estimator for continuous nodes fits (see stochastic_node)
-    traversal_dims: int = positive(8)  # latent traversal: how many dimensions (those with the largest KL) to vary
-    traversal_range: float = 3.0  # latent traversal: z_d goes from -range to +range (prior std units)
-    active_threshold: float = 0.01  # a unit is "active" if Var_x(E[z_d|x]) exceeds this (Burda et al.)
 
 
 @MODELS.register("vae")

@@ -1,0 +1,114 @@
+"""Show, Attend and Tell's options (``sat``) and its datamodules' (``shapes``, ``karpathy``): no torch
+here, so a recipe's keys are checked before torch and Lightning are imported
+(``zoo.models.config_schemas``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, nonempty_path, positive
+
+MAX_BEAMS = 100  # beams kept per step (training's beam_size, predict's beam= and sbs=)
+MAX_LEN = 1000  # words per generated caption (the recipes' captions are tens of words)
+
+
+TORCHVISION = {  # torchvision encoders (nets.py): name -> (builder, weights enum name, feature dim)
+    "vgg16": ("vgg16", "VGG16_Weights", 512),
+    "vgg19": ("vgg19", "VGG19_Weights", 512),
+    "resnet50": ("resnet50", "ResNet50_Weights", 2048),
+    "resnet101": ("resnet101", "ResNet101_Weights", 2048),
+    "resnet152": ("resnet152", "ResNet152_Weights", 2048),
+}
+
+
+PAPER_ESTIMATOR = {"name": "reinforce", "baseline": "ema", "decay": 0.9, "entropy_weight": 0.002}
+
+
+@dataclass
+class SATConfig:
+    attention: str = field(default="soft", metadata={"choices": ["soft", "hard"]})  # soft | hard (sampled)
+    estimator: EstimatorSpec = estimator_option(PAPER_ESTIMATOR)  # hard only: name or {name: ..., options};
+    # the paper's: reinforce, EMA baseline 0.9, entropy bonus
+    expected_context_prob: float = between(0.0, 0, 1)  # hard: per word, use the expected context with this probability
+    expected_context_hold: int = 0  # steps at expected_context_prob before it starts to fall
+    expected_context_anneal: int = 0  # >0: then it falls linearly to 0 over this many steps: a
+    # continuation from soft to hard attention (samples start where a trained soft attention looks)
+    score_cost: str = field(default="sum", metadata={"choices": ["sum", "mean", "reward_to_go", "word"]})
+    # hard: the cost the score term weighs log p(s|a) with. sum: -log p(y|s,a) per caption (seed 000's
+    # L_s); mean: the same / caption length; reward_to_go: each s_t weighed by the words from t on
+    # (unbiased, less variance); word: by its own word only (biased; the reference code's default)
+    hard_decode: str = field(default="argmax", metadata={"choices": ["argmax", "expected"]})  # hard at test
+    encoder: str = choice("cnn", ["cnn", *TORCHVISION])  # cnn (shapes) or a torchvision net
+    feat_dim: int = positive(128)  # cnn: D of the annotation vectors (torchvision encoders: 512 / 2048)
+    cnn_width: int = positive(32)  # cnn: channels of the first stage (then 2x, 4x)
+    cnn_stages: int = at_least(3, 3)  # cnn: stride-2 stages; a 64-px canvas gives 8x8 (3) or 4x4 (4) locations
+    grid: int = positive(14)  # torchvision encoders: output grid (14 x 14 for 224-px images)
+    pretrained_encoder: bool = True  # torchvision: ImageNet weights from the torch hub cache
+    freeze_encoder: bool = False  # keep the encoder fixed (eval mode, no gradient)
+    encoder_from: Optional[str] = None  # a captioning checkpoint or pretrained name whose encoder weights
+    # start this one (the paper's encoder is a fixed pretrained CNN); read when training starts
+    embed_dim: int = positive(128)  # word embedding size m
+    hidden_dim: int = positive(256)  # LSTM size n
+    att_dim: int = positive(128)  # hidden size of the attention MLP f_att
+    dropout: float = between(0.5, 0, 1, high_open=True)  # dropout on h_t and on the deep output layer
+    gate: bool = True  # gating scalar beta = sigmoid(W h) on the context
+    init_state: str = field(default="mean", metadata={"choices": ["mean", "learned"]})  # h_0, c_0: MLP of
+    # the mean annotation vector (paper) or learned constants (every word must then come through attention)
+    deep_output: bool = True  # p(y) from E y_{t-1} + L_h h_t + L_z z_t (else from h_t only)
+    alpha_c: float = 1.0  # lambda of the doubly stochastic regulariser
+    optimizer: str = field(default="adam", metadata={"choices": ["adam", "rmsprop"]})  # paper: both
+    lr: float = positive(1e-3)  # learning rate (decoder; encoder too when trained from scratch)
+    lr_schedule: str = field(default="constant", metadata={"choices": ["constant", "cosine"]})
+    # cosine: the learning rate falls to 0 over the run's optimizer steps (the last epochs settle
+    # instead of ending wherever a constant step leaves them; see docs/captioning.md, seeds)
+    encoder_lr: float = 0.0  # >0: separate learning rate for a pretrained encoder being fine-tuned
+    weight_decay: float = 0.0  # L2 penalty
+    beam_size: int = between(1, 1, MAX_BEAMS)  # captions for val/test metrics: 1 = greedy, k = beam search
+    length_norm: float = 0.0  # beam ranking by log p / length^length_norm (0: plain log p)
+    max_decode_len: int = between(0, 0, MAX_LEN)  # longest generated caption (0: the data's max_len + 1)
+    n_figure: int = positive(4)  # images in the attention overlay figures
+
+    def __post_init__(self):
+        if not 0.0 <= self.expected_context_prob <= 1.0:
+            raise ValueError(f"expected_context_prob must be in [0, 1], got {self.expected_context_prob}")
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+        if self.cnn_stages < 3:
+            raise ValueError(f"cnn_stages must be >= 3, got {self.cnn_stages}")
+        if self.encoder_from is not None and not str(self.encoder_from).strip():
+            raise ValueError("encoder_from must be a captioning checkpoint or pretrained name, or null for none")
+
+
+@dataclass
+class ShapesConfig:
+    root: str = nonempty_path("data")  # unused: the scenes are generated in memory
+    n_train: int = positive(3000)  # training scenes (3 references each -> 3x as many training pairs)
+    n_val: int = positive(300)  # validation scenes
+    n_test: int = positive(500)  # test scenes
+    image_size: int = positive(64)  # canvas side in pixels
+    # 1..max_objects shapes per scene; more than 3 were named 3 by the captions, and the scene sampler looped forever
+    max_objects: int = between(3, 1, 3, why="a caption names at most 3 objects")
+    seed: int = 0  # generator seed (scenes, splits) and shuffling seed
+    batch_size: int = positive(64)  # examples per batch
+    num_workers: int = 0  # DataLoader workers
+    max_len: int = positive(20)  # longest caption in words (longer ones are cut)
+
+
+@dataclass
+class KarpathyConfig:
+    root: str = nonempty_path("data")  # data folder
+    dataset: str = "flickr8k"  # flickr8k | flickr30k | coco: picks the default file names below
+    json: str = ""  # Karpathy split file; default <root>/<dataset>/dataset_<dataset>.json
+    image_dir: str = ""  # image folder; default <root>/<dataset>/images (COCO: holds train2014/, val2014/)
+    image_size: int = positive(224)  # images are resized (shorter side) and centre-cropped to this
+    min_freq: int = positive(5)  # words seen fewer times in training captions become <unk>
+    max_len: int = positive(30)  # longest caption in words (longer ones are cut)
+    restval_as_train: bool = True  # COCO's 'restval' images join the training split (Karpathy)
+    batch_size: int = positive(32)  # examples per batch
+    num_workers: int = 2  # DataLoader workers (JPEG decoding)
+    seed: int = 0  # shuffling seed
+    limit_images: int = 0  # >0: use only the first N images of each split (quick experiments)
+
+
+SCHEMAS = {"model": {"sat": SATConfig}, "datamodule": {"shapes": ShapesConfig, "karpathy": KarpathyConfig}}

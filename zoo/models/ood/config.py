@@ -1,0 +1,112 @@
+"""The OOD classifier's options (``ood``) and its datamodules' (``ood_digits``, ``ood_toy2d``,
+``ood_images``): no torch here, so a recipe's keys are checked before torch and Lightning are imported
+(``zoo.models.config_schemas``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zoo.options import EstimatorSpec, between, estimator_option, nonempty_path, positive
+
+MODES = ("ce", "confidence", "joint", "boundary_gan")
+GAN_MODES = ("joint", "boundary_gan")  # the modes with a generator and a discriminator
+MAX_BETA = 1000.0  # beta's upper bound (see OODConfig.beta)
+
+
+@dataclass
+class OptimConfig:
+    name: str = field(default="adam", metadata={"choices": ["adam", "sgd"]})  # adam | sgd
+    lr: float = positive(1e-3)  # learning rate
+    beta1: float = between(0.9, 0, 1, high_open=True)  # Adam's first beta (DCGAN uses 0.5); SGD: momentum
+    weight_decay: float = 0.0  # L2 penalty
+
+
+@dataclass
+class OODConfig:
+    mode: str = field(default="ce", metadata={"choices": list(MODES)})  # ce | confidence | joint | boundary_gan
+    # weight of the KL(U || p) term (the paper: 1 for SVHN, 0.1 for CIFAR-10). At most 1000: there the KL term
+    # outweighs the cross-entropy a thousandfold (the 2-D toy's accuracy already falls from 0.99 to 0.88), and
+    # 1e38 trained to chance or overflowed the float32 loss into the "diverged" message
+    beta: float = between(1.0, 0, MAX_BETA, why="the KL term would outweigh the cross-entropy more than "
+                          "a thousandfold; the paper uses 0.1 and 1")
+    classifier: str = field(default="cnn", metadata={"choices": ["mlp", "cnn", "vgg13"]})  # classifier net
+    width: int = positive(32)  # classifier width (mlp hidden units; cnn first channels; vgg13: 64 = the paper's)
+    dropout: float = between(0.0, 0, 1, high_open=True)  # dropout before the classifier's last layer
+    generator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # G (joint, boundary_gan)
+    discriminator: str = field(default="mlp", metadata={"choices": ["mlp", "dcgan"]})  # D (joint, boundary_gan)
+    gan_width: int = positive(256)  # G / D width (mlp hidden units; dcgan base channels, 64 in DCGAN)
+    noise_dim: int = positive(32)  # size of G's noise z
+    classifier_epochs: int = positive(50)  # boundary_gan: epochs of the classifier alone before it is frozen
+    saturating: bool = False  # G's GAN term: log(1 - D(G(z))) as written (True) or -log D(G(z)) (False)
+    estimator: EstimatorSpec = estimator_option("reparam")  # how G's noise z ~ N(0, I) is drawn (reparam: pathwise)
+    classifier_optim: OptimConfig = field(default_factory=OptimConfig)  # optimizer of the classifier
+    generator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of G
+    discriminator_optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-4, beta1=0.5))  # of D
+    odin_temperatures: list[float] = positive([1.0, 10.0, 100.0, 1000.0])  # ODIN search: T (each > 0)
+    odin_eps: list[float] = field(default_factory=lambda: [0.0, 0.0005, 0.001, 0.002, 0.005])  # search: eps (pixels)
+    odin_every_n_epochs: int = positive(5)  # run the ODIN search on validation this often (and at the last epoch)
+    mahalanobis: bool = True  # also evaluate the Mahalanobis detector (fits on the training split)
+    plot_every_n_epochs: int = positive(10)  # write the figures this often during training
+
+    def __post_init__(self):
+        if self.beta < 0:
+            raise ValueError(f"beta must be >= 0 (it weighs a KL divergence), got {self.beta}")
+        if not self.odin_temperatures or not self.odin_eps:
+            raise ValueError("odin_temperatures and odin_eps need at least one value each")
+        if min(self.odin_temperatures) <= 0 or min(self.odin_eps) < 0:
+            raise ValueError("odin_temperatures must be > 0 and odin_eps >= 0")
+
+
+@dataclass
+class OODDigitsConfig:
+    root: str = nonempty_path("data")  # unused (everything ships inside scikit-learn); kept for a uniform interface
+    batch_size: int = positive(64)  # training images per batch
+    eval_batch_size: int = positive(360)  # images per validation / test batch
+    num_workers: int = 0  # DataLoader worker processes
+    seed: int = 0  # shuffling seed (the splits and OOD sets are fixed, see the module docstring)
+    ood_train: bool = False  # also serve the explicit OOD training set (china.jpg patches) for mode=confidence
+
+
+TOY_BOX = 8.0  # the uniform OOD box is [-TOY_BOX, TOY_BOX]^2 (the 2-D toy)
+TOY_BOX_WHY = ("the OOD test sets lie in the box [-8, 8]^2: classes placed or spread past it cover them or leave "
+               "them behind")
+
+
+@dataclass
+class Toy2DConfig:
+    root: str = nonempty_path("data")  # unused (generated); kept for a uniform interface
+    batch_size: int = positive(128)  # training points per batch
+    eval_batch_size: int = positive(1000)  # points per validation / test batch
+    num_workers: int = 0  # DataLoader worker processes
+    seed: int = 0  # shuffling seed (the points themselves are fixed)
+    n_train: int = positive(2000)  # training points (half per class)
+    # The OOD sets are fixed: the box [-8, 8]^2 and a ring of radius 5 around the origin. Classes placed
+    # or spread past the box (separation or std 1e30 trained without complaint) leave no OOD set to
+    # measure against: both are bounded by the box's half-width, far beyond any toy a study would draw.
+    separation: float = between(2.0, 0, TOY_BOX, why=TOY_BOX_WHY)  # class means (-separation, 0), (+separation, 0)
+    std: float = between(0.5, 0, TOY_BOX, low_open=True, why=TOY_BOX_WHY)  # per-coordinate std of each class
+    ood_train: bool = False  # also serve an OOD training set (uniform on [-8, 8]^2) for mode=confidence
+
+
+DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")  # ood_images' in-distribution sets (realdata.py)
+
+
+@dataclass
+class OODImagesConfig:
+    root: str = nonempty_path("data")  # folder holding the datasets (layouts in zoo/models/ood/realdata.py)
+    dataset: str = field(default="svhn", metadata={"choices": list(DATASETS)})  # in-distribution
+    # OOD sets: another dataset, folder:PATH, uniform, gaussian
+    ood: list = field(default_factory=lambda: ["uniform", "gaussian"])
+    ood_train: bool = False  # serve an explicit OOD training set (ood_train_folder) for mode=confidence
+    ood_train_folder: str = ""  # folder of OOD training images (mode=confidence)
+    val_size: int = positive(5000)  # validation images carved from the training files
+    ood_val_size: int = positive(1000)  # validation images carved from each OOD set (the rest are test images)
+    noise_size: int = positive(10000)  # test images of each noise set
+    batch_size: int = positive(64)  # training images per batch
+    eval_batch_size: int = positive(500)  # images per validation / test batch
+    num_workers: int = 0  # DataLoader worker processes
+    seed: int = 0  # shuffling seed (the splits are fixed)
+
+
+SCHEMAS = {"model": {"ood": OODConfig},
+           "datamodule": {"ood_digits": OODDigitsConfig, "ood_toy2d": Toy2DConfig, "ood_images": OODImagesConfig}}

@@ -1,0 +1,132 @@
+"""SeqGAN's options (``seqgan``) and its datamodules' (``seqgan_oracle``, ``seqgan_text``): no torch
+here, so a recipe's keys are checked before torch and Lightning are imported
+(``zoo.models.config_schemas``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from zoo.options import EstimatorSpec, at_least, between, estimator_option, nonempty_path, positive
+
+PAPER_FILTERS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]  # the discriminator's widths (the paper)
+PAPER_COUNTS = [100, 200, 200, 200, 200, 100, 100, 100, 100, 100, 160, 160]  # and its filters per width
+MAX_ROLLOUTS = 1000  # see SeqGANConfig.rollouts
+MAX_EVAL_SAMPLES = 1_000_000  # see SeqGANConfig.eval_samples
+EVAL_SAMPLES_WHY = "100x the paper's 10,000, which take about 20 s on a CPU core"
+
+
+@dataclass
+class SeqGANConfig:
+    gen_emb_dim: int = positive(32)  # G embedding size (the paper: 32)
+    gen_hidden_dim: int = positive(32)  # G LSTM size (the paper: 32)
+    gen_init_std: float = 0.1  # G parameters ~ N(0, std^2) (the reference code: 0.1)
+    gen_lr: float = positive(0.01)  # Adam learning rate of MLE pre-training
+    adv_lr: float = positive(0.01)  # Adam learning rate of the policy-gradient steps (own optimizer state)
+    grad_clip: float = 5.0  # clip G's gradient norm (both phases)
+    dis_emb_dim: int = positive(64)  # D embedding size
+    dis_filter_sizes: list = positive(PAPER_FILTERS)  # D convolution widths
+    dis_num_filters: list = positive(PAPER_COUNTS)  # D filters per width
+    dis_dropout: float = between(0.25, 0, 1, high_open=True)  # D dropout before the output layer (keep 0.75)
+    dis_lr: float = positive(1e-4)  # D Adam learning rate
+    dis_l2: float = 0.2  # L2 penalty (sum of squares / 2) on D's output layer, as in the reference code
+    mle_epochs: int = 120  # MLE pre-training epochs of G
+    d_pretrain_rounds: int = 50  # D pre-training rounds, each on fresh negatives
+    d_pretrain_epochs: int = 3  # D epochs per pre-training round
+    adv_iterations: int = 200  # adversarial iterations
+    adv_g_steps: int = 1  # G policy-gradient steps per iteration
+    adv_d_rounds: int = 5  # D rounds (fresh negatives) per iteration
+    adv_d_epochs: int = 3  # D epochs per round
+    num_negatives: Optional[int] = at_least(None, 1)  # negatives per D round (None: as many as training sequences)
+    adv_batch_size: int = positive(64)  # sequences sampled per G step
+    # Monte Carlo rollouts N per prefix (the paper: 16). At most 1000: a G step generates and scores
+    # (seq_len - 1) x N x adv_batch_size sequences, and 10**8 ran out of memory only at the first
+    # adversarial step, after MLE and D pre-training
+    rollouts: int = between(16, 1, MAX_ROLLOUTS, why="over 60x the paper's 16; each G step generates "
+                            "(seq_len - 1) x rollouts x adv_batch_size sequences")
+    rollout_keep: float = between(0.8, 0, 1)  # rollout net update: beta <- keep * beta + (1 - keep) * theta
+    batched_rollouts: bool = True  # all prefixes x rollouts in one generation (False: per-step loop)
+    d_chunk: int = positive(4096)  # sequences per D call when scoring rollouts (bounds memory)
+    estimator: EstimatorSpec = estimator_option({"name": "reinforce", "baseline": "none"})  # G's gradient
+    # generator samples for val/nll_oracle (the paper: 10,000) and test/nll_oracle. At most 10**6: 10,000 take
+    # about 20 s on a CPU core at the paper's sizes, so 10**6 is half an hour per evaluation (val: every epoch);
+    # 2**31 - 1 sampled for days, or ran out of memory, only after the first epoch had trained
+    eval_samples: int = between(10000, 1, MAX_EVAL_SAMPLES, why=EVAL_SAMPLES_WHY)
+    test_samples: int = between(10000, 1, MAX_EVAL_SAMPLES, why=EVAL_SAMPLES_WHY)
+    # samples for val BLEU and for test BLEU and self-BLEU (text data). BLEU runs in Python: 200 samples against
+    # 300 references take about 10 s on a CPU core, and self-BLEU grows with the samples' square (200: 7 s, 2,000:
+    # about 12 minutes); 10**8 val samples were still being generated 10 minutes after the first epoch (5 GB)
+    bleu_samples: int = between(100, 1, 10_000, why="100x the recipe's 100; BLEU of 200 samples against 300 "
+                                "references takes about 10 s on a CPU core, at every validation")
+    test_bleu_samples: int = between(200, 1, 2_000, why="10x the recipe's 200; self-BLEU grows with the square of "
+                                     "the samples: 2,000 take about 12 minutes on a CPU core")
+    bleu_refs: int = positive(300)  # held-out references per BLEU sample (cost grows as samples x refs)
+    eval_seed: int = 1234  # seed of the evaluation samples (same G, same number)
+
+    def __post_init__(self):
+        if not 0.0 <= self.rollout_keep <= 1.0:
+            raise ValueError(f"rollout_keep must be in [0, 1], got {self.rollout_keep}")
+        if self.rollouts < 1 or self.adv_batch_size < 1 or self.adv_g_steps < 0:
+            raise ValueError("rollouts and adv_batch_size must be >= 1, adv_g_steps >= 0")
+
+
+@dataclass
+class OracleDataConfig:
+    root: str = nonempty_path("data")  # where the sampled sequences are cached (root/seqgan_oracle/)
+    batch_size: int = positive(64)  # sequences per batch (the paper: 64)
+    num_workers: int = 0  # DataLoader workers
+    seed: int = 0  # seeds the oracle (when not loaded), the samples and the shuffling
+    oracle_params: Optional[str] = None  # .npz with the oracle's parameters (keys: see oracle.py)
+    vocab_size: int = at_least(5000, 2)  # oracle vocabulary (ignored when oracle_params is given); 1 word: one
+    # sequence only, nothing to learn
+    emb_dim: int = positive(32)  # oracle embedding size (ignored when oracle_params is given)
+    hidden_dim: int = positive(32)  # oracle LSTM size (ignored when oracle_params is given)
+    seq_len: int = positive(20)  # tokens per sequence
+    num_train: int = positive(10000)  # training sequences (the paper: 10,000)
+    num_val: int = positive(1000)  # held-out sequences for validation (G's NLL on real data, D accuracy)
+    num_test: int = positive(1000)  # held-out sequences for testing
+
+    def __post_init__(self):
+        for name in (
+            "batch_size",
+            "vocab_size",
+            "emb_dim",
+            "hidden_dim",
+            "seq_len",
+            "num_train",
+            "num_val",
+            "num_test",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_train < self.batch_size:
+            raise ValueError(f"num_train ({self.num_train}) must be >= batch_size ({self.batch_size})")
+
+
+@dataclass
+class TextDataConfig:
+    root: str = nonempty_path("data")  # where relative `path`s are looked up
+    batch_size: int = positive(64)  # sequences per batch
+    num_workers: int = 0  # DataLoader workers
+    seed: int = 0  # split, shuffling and embedded-corpus seed
+    path: Optional[str] = None  # text file, one sequence per line; None: the embedded grammar corpus
+    max_len: int = positive(20)  # tokens per sequence (words + [EOS] + padding)
+    min_frequency: int = 1  # vocabulary: words seen fewer times become [UNK]
+    lowercase: bool = True  # lower-case lines before splitting into words
+    val_fraction: float = between(0.1, 0, 1, high_open=True)  # share of lines for validation
+    test_fraction: float = between(0.1, 0, 1, high_open=True)  # share of lines for testing (the BLEU references)
+    num_generated: int = positive(10000)  # sentences of the embedded corpus
+
+    def __post_init__(self):
+        if self.max_len < 2:
+            raise ValueError(f"max_len must be >= 2 (a word and [EOS]), got {self.max_len}")
+        if not (
+            0 < self.val_fraction < 1
+            and 0 < self.test_fraction < 1
+            and self.val_fraction + self.test_fraction < 1
+        ):
+            raise ValueError("val_fraction and test_fraction must be in (0, 1) with a sum below 1")
+
+
+SCHEMAS = {"model": {"seqgan": SeqGANConfig},
+           "datamodule": {"seqgan_oracle": OracleDataConfig, "seqgan_text": TextDataConfig}}

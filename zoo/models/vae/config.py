@@ -1,0 +1,80 @@
+"""The VAEs' options (``vae``, ``dvae``) and their datamodules' (``digits``, ``mnist``): no torch here,
+so a recipe's keys are checked before torch and Lightning are imported (``zoo.models.config_schemas``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, nonempty_path, positive
+
+ARCHS = ("mlp", "conv")  # encoder / decoder families (nets.py)
+LIKELIHOODS = ("bernoulli", "gaussian")
+
+
+@dataclass
+class CommonConfig:
+    arch: str = choice("mlp", list(ARCHS))  # encoder/decoder family: mlp | conv
+    hidden: int = positive(256)  # width of the hidden layers
+    channels: int = positive(32)  # conv arch: channels of the first convolution (then 2x)
+    likelihood: str = choice("bernoulli", list(LIKELIHOODS))  # p(x|z): bernoulli (binary) | gaussian (grey)
+    decoder_std: float = 0.1  # gaussian decoder: fixed pixel std; 0 = learned per pixel (floor 0.01)
+    n_samples: int = 0  # latent samples per image per step; 0 = the estimator's own default
+    beta: float = 1.0  # weight of the KL term (beta-VAE); val/test losses always use 1
+    kl_warmup_steps: int = 0  # linearly raise the KL weight from 0 to beta over this many steps
+    lr: float = positive(1e-3)  # Adam learning rate
+    iwae_samples: int = positive(100)  # k for the importance-weighted log p(x) estimate on the test split
+    val_iwae_samples: int = 0  # k for val/iwae_nll every validation (0: skip)
+    eval_seed: int = 0  # seed of the latent draws in validation/test (metrics are reproducible)
+    plot_every_n_epochs: int = positive(10)  # write sample / reconstruction / traversal grids this often
+
+
+@dataclass
+class VAEConfig(CommonConfig):
+    latent_dim: int = positive(8)  # size of z
+    estimator: EstimatorSpec = estimator_option("reparam")  # estimator for z: a name or {name: ..., options};
+    # reparam is the standard; any estimator for continuous nodes fits (see stochastic_node)
+    traversal_dims: int = positive(8)  # latent traversal: how many dimensions (those with the largest KL) to vary
+    traversal_range: float = 3.0  # latent traversal: z_d goes from -range to +range (prior std units)
+    active_threshold: float = 0.01  # a unit is "active" if Var_x(E[z_d|x]) exceeds this (Burda et al.)
+
+
+@dataclass
+class DVAEConfig(CommonConfig):
+    n_latents: int = positive(20)  # N categorical latent variables
+    n_classes: int = at_least(10, 2)  # K classes each
+    estimator: EstimatorSpec = estimator_option("gumbel_softmax")  # a name or {name: ..., options}: gumbel_softmax,
+    # straight_through, reinforce (baseline: none|ema|batch_mean|learned), rloo (n >= 2 samples), relax;
+    # with n_classes 2 also arm, disarm; with n_latents 1 also expectation (exact), unordered_set
+    traversal_latents: int = positive(10)  # traversal picture: how many latents (largest KL first) to sweep
+
+
+BINARIZE = ("static", "dynamic", "none")
+
+
+@dataclass
+class DigitsConfig:
+    root: str = nonempty_path("data")  # unused (the images ship inside scikit-learn); kept for a uniform interface
+    batch_size: int = positive(64)  # training images per batch
+    eval_batch_size: int = positive(270)  # images per validation / test batch
+    num_workers: int = 0  # DataLoader worker processes
+    binarize: str = choice("static", list(BINARIZE))  # static (threshold) | dynamic (fresh draws) | none
+    threshold: float = between(0.5, 0, 1)  # intensity threshold for static binarisation (intensities are /16)
+    val_size: int = positive(270)  # validation images, carved from the 1,527 non-test images
+    test_size: int = positive(270)  # test images, held out first
+    seed: int = 0  # split, shuffling and binarisation seed
+
+
+@dataclass
+class MnistConfig:
+    root: str = nonempty_path("data")  # looks in <root>/mnist, <root>/mnist/MNIST/raw, <root>/MNIST/raw
+    batch_size: int = positive(100)  # training images per batch
+    eval_batch_size: int = positive(500)  # images per validation / test batch
+    num_workers: int = 0  # DataLoader worker processes
+    binarize: str = choice("dynamic", list(BINARIZE))  # static (threshold) | dynamic (fresh draws) | none
+    threshold: float = between(0.5, 0, 1)  # intensity threshold for static binarisation (intensities are /255)
+    val_size: int = positive(10000)  # validation images carved from the 60,000 training images
+    seed: int = 0  # split, shuffling and binarisation seed
+
+
+SCHEMAS = {"model": {"vae": VAEConfig, "dvae": DVAEConfig},
+           "datamodule": {"digits": DigitsConfig, "mnist": MnistConfig}}
