@@ -130,3 +130,31 @@ def test_maml_learns_the_tiny_omniglot(tmp_path):
         opt.step()
     _, after = model.curve(data.test_set[0])
     assert after[:, 1].mean() > 0.5 and after[:, 1].mean() > before[:, 1].mean() + 0.2, (before.mean(0), after.mean(0))
+
+
+def test_the_release_zips_read_as_they_are(tmp_path):
+    """images_background.zip and images_evaluation.zip (the official release) give the unzipped
+    folders' images, one split zipped and the other not too; a damaged zip is a UserError naming it."""
+    import shutil
+    import zipfile
+
+    from zoo.models.maml.omniglot import find_omniglot, load_images
+
+    unzipped = write_tiny_omniglot(tmp_path / "a")
+    images, names = load_images(unzipped, 28)
+    zipped = tmp_path / "b" / "omniglot"
+    zipped.mkdir(parents=True)
+    for split in ("images_background", "images_evaluation"):
+        with zipfile.ZipFile(zipped / f"{split}.zip", "w") as archive:
+            for f in sorted((unzipped / split).rglob("*")):
+                archive.write(f, f.relative_to(unzipped).as_posix())  # folders too, as the release has them
+    assert find_omniglot(tmp_path / "b") == zipped
+    from_zips, zip_names = load_images(zipped, 28)
+    assert zip_names == names and torch.equal(from_zips, images) and images.shape == (20, 6, 28, 28)
+    assert (zipped / "omniglot_28.pt").is_file()  # decoded once, cached beside the zips
+    shutil.copytree(unzipped / "images_evaluation", zipped / "images_evaluation")  # a folder wins over its zip
+    (zipped / "images_evaluation.zip").unlink()
+    assert torch.equal(load_images(zipped, 28)[0], images)
+    (zipped / "images_background.zip").write_bytes(b"PK\x03\x04 cut short")
+    with pytest.raises(UserError, match="images_background.zip is not a readable zip"):
+        load_images(zipped, 28)

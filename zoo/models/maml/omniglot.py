@@ -1,9 +1,11 @@
 """Omniglot N-way K-shot episodes from local files (Lake et al. 2015; MAML paper section 5.2).
 
-Expected layout (the official release, unzipped; torchvision's ``omniglot-py`` folder works too):
+Expected layout (the official release, unzipped or as its two zips; torchvision's ``omniglot-py``
+folder works too):
 
     <root>/omniglot/images_background/<alphabet>/<character>/*.png    (964 characters)
     <root>/omniglot/images_evaluation/<alphabet>/<character>/*.png    (659 characters)
+    or <root>/omniglot/images_background.zip and images_evaluation.zip, read as they are
 
 As in the paper's setup (Santoro et al. 2016): all 1,623 characters are pooled, shuffled with a
 fixed seed, 1,200 are the training characters and the other 423 the test characters; images are
@@ -18,10 +20,14 @@ xq (T, N*Q, 1, 28, 28), yq (T, N*Q).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import math
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, NamedTuple
 
 import torch
 from torch.utils.data import Dataset
@@ -38,72 +44,118 @@ LAYOUT = ("<root>/omniglot/images_background/<alphabet>/<character>/*.png and "
           "<root>/omniglot/images_evaluation/<alphabet>/<character>/*.png")
 
 
+def _has_split(folder: Path, split: str) -> bool:
+    return (folder / split).is_dir() or (folder / f"{split}.zip").is_file()
+
+
 def find_omniglot(root: str | Path) -> Path:
     root = Path(root)
     candidates = [root / "omniglot", root / "omniglot-py", root]
     for folder in candidates:
-        if all((folder / s).is_dir() for s in SPLITS):
+        if all(_has_split(folder, s) for s in SPLITS):
             return folder
     for folder in candidates:
         if folder.is_dir() and any(folder.iterdir()) and folder != root:
             raise UserError(f"{folder} is not in Omniglot's layout: expected the folders {' and '.join(SPLITS)} "
-                            f"inside it, i.e. {LAYOUT}. Unzip images_background.zip and images_evaluation.zip "
-                            "from https://github.com/brendenlake/omniglot there.")
+                            f"inside it, i.e. {LAYOUT}, or the zips images_background.zip and "
+                            "images_evaluation.zip from https://github.com/brendenlake/omniglot (python/ folder).")
     raise UserError(f"Omniglot not found under {root} (looked in {', '.join(str(c) for c in candidates)}): expected "
                     f"{LAYOUT}. Download images_background.zip and images_evaluation.zip from "
-                    "https://github.com/brendenlake/omniglot (python/ folder), unzip them into "
-                    f"{root / 'omniglot'}, or point data.root at the folder that holds omniglot/.")
+                    "https://github.com/brendenlake/omniglot (python/ folder) into "
+                    f"{root / 'omniglot'} (read as they are, or unzipped there), or point data.root at the folder "
+                    "that holds omniglot/.")
+
+
+def character_folders_of(folder: Path, split: str) -> list[Path]:
+    return sorted(c for a in sorted((folder / split).iterdir()) if a.is_dir() for c in a.iterdir() if c.is_dir())
 
 
 def character_folders(folder: Path) -> list[Path]:
-    chars = sorted(c for s in SPLITS for a in sorted((folder / s).iterdir()) if a.is_dir()
-                   for c in a.iterdir() if c.is_dir())
+    """The character folders of an unzipped release."""
+    chars = sorted(c for s in SPLITS for c in character_folders_of(folder, s))
     if not chars:
         raise UserError(f"{folder}: no character folders found; expected {LAYOUT}")
     return chars
 
 
-def drawings_stamp(folder: Path, drawings: list[list[Path]]) -> str:
-    """What a cache was decoded from: every drawing's name, size and modification time (a drawing
-    replaced under the same name is decoded again)."""
+class Drawing(NamedTuple):
+    name: str  # split/alphabet/character/file.png, as in the release
+    stamp: str  # what identifies its contents: size and modification time, or size and CRC in a zip
+    open: Callable[[], IO[bytes]]
+
+
+def character_drawings(folder: Path, stack: contextlib.ExitStack) -> tuple[list[str], list[list[Drawing]]]:
+    """(character names split/alphabet/character, their drawings), each split from its folder or, where
+    there is none, from its zip (held open in ``stack``)."""
+    found: dict[str, list[Drawing]] = {}
+    for split in SPLITS:
+        if (folder / split).is_dir():
+            for c in character_folders_of(folder, split):
+                found[str(c.relative_to(folder))] = [
+                    Drawing(str(f.relative_to(folder)), f"{f.stat().st_size}\0{f.stat().st_mtime_ns}",
+                            lambda f=f: open(f, "rb"))
+                    for f in sorted(readable(c).glob("*.png"))]  # glob sees nothing in a folder it may not read
+            continue
+        path = folder / f"{split}.zip"
+        try:
+            archive = stack.enter_context(zipfile.ZipFile(path))
+        except (zipfile.BadZipFile, OSError) as err:
+            raise permission_denied(err) or UserError(
+                f"{path} is not a readable zip ({err}): download it again from "
+                "https://github.com/brendenlake/omniglot (python/ folder)") from None
+        for info in archive.infolist():
+            parts = info.filename.rstrip("/").split("/")
+            if info.is_dir() or len(parts) != 4 or parts[0] != split or not parts[3].endswith(".png"):
+                continue  # the release's members are split/alphabet/character/file.png
+            found.setdefault("/".join(parts[:3]), []).append(
+                Drawing(info.filename, f"{info.file_size}\0{info.CRC}", lambda a=archive, i=info: a.open(i)))
+    if not found:
+        raise UserError(f"{folder}: no character folders found; expected {LAYOUT}")
+    names = sorted(found)
+    return names, [sorted(found[n]) for n in names]
+
+
+def drawings_stamp(drawings: list[list[Drawing]]) -> str:
+    """What a cache was decoded from: every drawing's name and stamp (a drawing replaced under the same
+    name is decoded again)."""
     digest = hashlib.sha1()
     for files in drawings:
-        for f in files:
-            stat = f.stat()
-            digest.update(f"{f.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        for d in files:
+            digest.update(f"{d.name}\0{d.stamp}\n".encode())
     return digest.hexdigest()
 
 
 def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
     """(characters, drawings, size, size) uint8 images (strokes = 255), cached in the folder."""
     cache = folder / f"omniglot_{size}.pt"
-    chars = character_folders(folder)
-    names = [str(c.relative_to(folder)) for c in chars]
-    drawings = [sorted(readable(c).glob("*.png")) for c in chars]  # glob sees nothing in a folder it may not read
-    stamp = drawings_stamp(folder, drawings)
-    saved = load_cache(cache) or {}  # absent, unreadable or cut short: decoded again
-    if saved.get("names") == names and saved.get("stamp") == stamp and "images" in saved:
-        return saved["images"], names
-    from PIL import Image, UnidentifiedImageError
+    with contextlib.ExitStack() as stack:
+        names, drawings = character_drawings(folder, stack)
+        stamp = drawings_stamp(drawings)
+        saved = load_cache(cache) or {}  # absent, unreadable or cut short: decoded again
+        if saved.get("names") == names and saved.get("stamp") == stamp and "images" in saved:
+            return saved["images"], names
+        from PIL import Image, UnidentifiedImageError
 
-    per_char = []
-    for c, files in zip(chars, drawings):
-        if not files:
-            raise UserError(f"{c} holds no .png drawings; expected {LAYOUT}")
-        imgs = []
-        for f in files:
-            try:
-                im = Image.open(f)
-                im.load()
-            except (UnidentifiedImageError, OSError) as err:
-                why = "not an image format PIL reads" if isinstance(err, UnidentifiedImageError) else err
-                raise permission_denied(err) or UserError(
-                    f"{f} is not a readable image ({why}): unzip it again from images_background.zip / "
-                    "images_evaluation.zip (https://github.com/brendenlake/omniglot), or delete it") from None
-            with im:
-                im = im.convert("L").resize((size, size), Image.Resampling.LANCZOS)
-                imgs.append(255 - torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(size, size))
-        per_char.append(torch.stack(imgs))
+        per_char = []
+        for name, files in zip(names, drawings):
+            if not files:
+                raise UserError(f"{folder / name} holds no .png drawings; expected {LAYOUT}")
+            imgs = []
+            for d in files:
+                try:
+                    with d.open() as fh:
+                        im = Image.open(fh)
+                        im.load()
+                except (UnidentifiedImageError, OSError, zipfile.BadZipFile) as err:
+                    why = "not an image format PIL reads" if isinstance(err, UnidentifiedImageError) else err
+                    raise permission_denied(err) or UserError(
+                        f"{folder / d.name} is not a readable image ({why}): unzip it again from "
+                        "images_background.zip / images_evaluation.zip (https://github.com/brendenlake/omniglot), "
+                        "or delete it") from None
+                with im:
+                    im = im.convert("L").resize((size, size), Image.Resampling.LANCZOS)
+                    imgs.append(255 - torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(size, size))
+            per_char.append(torch.stack(imgs))
     n = min(len(p) for p in per_char)
     images = torch.stack([p[:n] for p in per_char])  # (C, n, S, S), strokes bright
     save_cache({"images": images, "names": names, "stamp": stamp}, cache)  # read-only folder: decoded next time
