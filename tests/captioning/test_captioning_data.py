@@ -125,6 +125,32 @@ def test_karpathy_missing_files_are_user_errors(tmp_path):
         KarpathyData({"json": js, "image_dir": str(tmp_path / "nope")}).setup()
 
 
+def test_karpathy_split_file_read_from_caption_datasets_zip(tmp_path):
+    """Karpathy's caption_datasets.zip as downloaded: data.json=the zip, or the zip in <root>/ when
+    <root>/<dataset>/dataset_<dataset>.json is absent, gives the JSON's splits; a zip without the
+    dataset's file names what it holds."""
+    import zipfile
+
+    _write_karpathy(tmp_path / "flickr8k", with_filepath=False)
+    opts = {"root": str(tmp_path), "image_size": 24, "min_freq": 1, "num_workers": 0}
+    from_json = KarpathyData(dict(opts))
+    from_json.setup()
+    js = tmp_path / "flickr8k" / "dataset_flickr8k.json"
+    with zipfile.ZipFile(tmp_path / "caption_datasets.zip", "w") as archive:
+        archive.writestr("dataset_coco.json", '{"images": []}')
+        archive.write(js, "dataset_flickr8k.json")
+    js.unlink()
+    for cfg in ({}, {"json": str(tmp_path / "caption_datasets.zip")}):
+        dm = KarpathyData({**opts, **cfg})
+        dm.setup()
+        assert {k: len(v) for k, v in dm.sets.items()} == {k: len(v) for k, v in from_json.sets.items()}
+        assert dm.info()["vocab"] == from_json.info()["vocab"]
+    with pytest.raises(UserError, match=r"caption_datasets.zip holds no dataset_flickr30k.json \(it holds "
+                                        r"dataset_coco.json, dataset_flickr8k.json\)"):
+        KarpathyData({**opts, "dataset": "flickr30k", "json": str(tmp_path / "caption_datasets.zip"),
+                      "image_dir": str(tmp_path / "flickr8k" / "images")}).setup()
+
+
 def test_collate_pads_with_zero():
     img = torch.zeros(3, 4, 4)
     items = [{"image": img, "caption": torch.tensor([1, 5, 2]), "refs": ["x"], "index": 0},

@@ -9,13 +9,15 @@ Batches are dicts (see `vocab.collate_captions`):
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
-from zoo.errors import UserError, image_too_large
+from zoo.core.files import compression
+from zoo.errors import UserError, image_too_large, permission_denied
 from zoo.paths import check_input_file, readable
 from zoo.registry import DATAMODULES
 
@@ -164,6 +166,7 @@ def conversion_note(im, size: int) -> str | None:
     return f"is {kind}; {done} as the model expects" + (" (it sees no colour)" if grey else "")
 
 
+KARPATHY_ZIP = "caption_datasets.zip"  # Karpathy's release: dataset_coco.json, dataset_flickr8k.json, ...30k.json
 KARPATHY_LAYOUT = "{'images': [{'filename', 'filepath' (optional), 'split', 'sentences': [{'tokens': [...]}]}]}"
 
 
@@ -202,10 +205,31 @@ class KarpathyData(_CaptionData):
     Config = KarpathyConfig
 
     def paths(self) -> tuple[Path, Path]:
+        """(the split file, the image folder). The split file may be Karpathy's caption_datasets.zip
+        itself (data.json=..., or found at <root>/<dataset>/ or <root>/ when the JSON is absent)."""
         c = self.cfg
         base = Path(c.root) / c.dataset
-        return (Path(c.json) if c.json else base / f"dataset_{c.dataset}.json",
-                Path(c.image_dir) if c.image_dir else base / "images")
+        json_path = Path(c.json) if c.json else base / f"dataset_{c.dataset}.json"
+        if not c.json and not json_path.exists():
+            json_path = next((z for z in (base / KARPATHY_ZIP, Path(c.root) / KARPATHY_ZIP) if z.is_file()), json_path)
+        return json_path, Path(c.image_dir) if c.image_dir else base / "images"
+
+    def split_file_bytes(self, json_path: Path) -> bytes:
+        """The split file's bytes; from a zip (caption_datasets.zip), its dataset_<dataset>.json member."""
+        if compression(json_path) != "zip":
+            return json_path.read_bytes()
+        name = f"dataset_{self.cfg.dataset}.json"
+        try:
+            with zipfile.ZipFile(json_path) as archive:
+                members = [m for m in archive.namelist() if Path(m).name == name]
+                if not members:
+                    listed = ", ".join(m for m in archive.namelist() if m.endswith(".json")) or "no JSON files"
+                    raise UserError(f"{json_path} holds no {name} (it holds {listed}): set data.dataset to the "
+                                    "one you want (flickr8k, flickr30k, coco), or data.json to the file itself")
+                return archive.read(members[0])
+        except (zipfile.BadZipFile, OSError, EOFError) as err:
+            raise permission_denied(err) or UserError(
+                f"{json_path} is a zip but cannot be read ({err}): download caption_datasets.zip again") from None
 
     def setup(self, stage: str | None = None) -> None:
         if self.sets:
@@ -218,12 +242,13 @@ class KarpathyData(_CaptionData):
         if not json_path.is_file():
             raise UserError(
                 f"Karpathy split file not found at {json_path}. Download dataset_{c.dataset}.json "
-                f"(Karpathy's 'caption_datasets.zip') and put it there, or set data.json=PATH")
+                f"(Karpathy's 'caption_datasets.zip') and put it there, or put caption_datasets.zip itself there or "
+                f"in {c.root}, or set data.json=PATH")
         if not image_dir.is_dir():
             raise UserError(f"image folder not found at {image_dir}: put the {c.dataset} images there "
                             f"(COCO: train2014/ and val2014/ inside it) or set data.image_dir=PATH")
         try:
-            images = json.loads(json_path.read_bytes())["images"]  # bytes: UTF-8 whatever the locale
+            images = json.loads(self.split_file_bytes(json_path))["images"]  # bytes: UTF-8 whatever the locale
         except (ValueError, KeyError, TypeError) as err:
             raise UserError(f"{json_path} is not a Karpathy split file (expected {{'images': [...]}}): "
                             f"{err}") from None
