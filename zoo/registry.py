@@ -126,6 +126,7 @@ class Registry:
         return sorted(n for n in self._entries if fnmatch.fnmatch(n, pattern))
 
     def __contains__(self, name: str) -> bool:
+        self._load_builtins()
         return name in self._entries
 
 
