@@ -59,6 +59,15 @@ def test_damaged_archive_is_a_user_error_and_leaves_no_cache(tmp_path):
         list(read_sentences([bad_zip]))
 
 
+def test_zip_made_on_a_mac_reads_its_one_text_file(tmp_path):
+    """Finder's zips add __MACOSX/._NAME resource forks beside the file: not a second file."""
+    path = tmp_path / "text8.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("text8", "one two three\n")
+        archive.writestr("__MACOSX/._text8", b"\x00\x05\x16\x07 resource fork")
+    assert list(read_sentences([path])) == [["one", "two", "three"]]
+
+
 def test_zip_of_several_files_is_refused_with_their_names(tmp_path):
     path = tmp_path / "two.zip"
     with zipfile.ZipFile(path, "w") as archive:

@@ -113,7 +113,9 @@ def open_text(path: str | Path, what: str = "file") -> Iterator[TextIO]:
                 stream = stack.enter_context(open(path, **text))
             elif kind == "zip":
                 archive = stack.enter_context(zipfile.ZipFile(path))
-                members = [m for m in archive.infolist() if not m.is_dir()]
+                members = [m for m in archive.infolist()  # not macOS's __MACOSX/ and ._ resource forks
+                           if not m.is_dir() and not m.filename.startswith("__MACOSX/")
+                           and not Path(m.filename).name.startswith("._")]
                 if len(members) != 1:
                     names = ", ".join(m.filename for m in members[:5]) + (", ..." if len(members) > 5 else "")
                     raise UserError(f"{what} {path} is a zip of {len(members)} files ({names or 'none'}): "
