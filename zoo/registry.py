@@ -103,9 +103,10 @@ class Registry:
         if name in self._entries:
             return self._entries[name]
         names = sorted(self._entries)
+        article = "An" if self.kind[0] in "aeiou" else "A"  # an estimator, a model
         raise UserError(
             f"unknown {self.kind} '{name}'{closest(name, names)}. Known: {', '.join(names)}. "
-            f"A {self.kind} of your own can be named by dotted path 'package.module:Name'."
+            f"{article} {self.kind} of your own can be named by dotted path 'package.module:Name'."
         )
 
     def _check_base(self, name: str, obj: Any) -> None:
