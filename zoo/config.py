@@ -270,7 +270,34 @@ def check_sections_early(raw: dict, where: str) -> None:
         section = raw.get(key)
         if isinstance(section, dict) and isinstance(section.get("name"), str) and section["name"] in schemas[kind]:
             options = {k: v for k, v in section.items() if k != "name"}
-            validate_options(schemas[kind][section["name"]], options, f"{where} [{key}: {section['name']}]")
+            schema = schemas[kind][section["name"]]
+            validate_options(schema, options, f"{where} [{key}: {section['name']}]")
+            check_estimators_early(schema, options, f"{where} [{key}: {section['name']}]")
+
+
+def check_estimators_early(schema: type, options: dict, where: str) -> None:
+    """Each estimator option of a model (``estimator_option`` fields): the name and the options of a
+    built-in estimator, against ``zoo.estimators.options`` (no torch), with the messages the registry
+    and ``build_options`` give. Names the zoo does not ship (a dotted path, a plugin, one registered in
+    this process) are left to ``check_stochastic_node``, as is the fit to the model's node."""
+    import sys
+    from importlib.metadata import entry_points
+
+    from zoo.estimators.options import SCHEMAS, split_spec
+    from zoo.registry import unknown_entry
+
+    for f in dataclasses.fields(schema):
+        if not f.metadata.get("estimator") or f.name not in options:
+            continue
+        name, estimator_options = split_spec(options[f.name], f"{where} [{f.name}]")
+        if name in SCHEMAS:
+            validate_options(SCHEMAS[name], estimator_options, f"estimator '{name}'", what="option")
+            continue
+        base = sys.modules.get("zoo.estimators.base")
+        own = set(base.ESTIMATORS._entries) if base is not None else set()
+        plugins = {ep.name for ep in entry_points(group="zoo.estimators")}
+        if ":" not in name and name not in own and name not in plugins:
+            raise UserError(unknown_entry("estimator", name, sorted(SCHEMAS)))
 
 
 def check_stochastic_node(model_cls: Any, options: dict, where: str) -> None:

@@ -56,6 +56,13 @@ def closest(name: str, choices: list[str], n: int = 3) -> str:
     return f" (did you mean: {', '.join(map(str, hits))}?)" if hits else ""
 
 
+def unknown_entry(kind: str, name: str, names: list[str]) -> str:
+    """The message for a name no registry entry has (also used before the registry is imported)."""
+    article = "An" if kind[0] in "aeiou" else "A"  # an estimator, a model
+    return (f"unknown {kind} '{name}'{closest(name, names)}. Known: {', '.join(names)}. "
+            f"{article} {kind} of your own can be named by dotted path 'package.module:Name'.")
+
+
 class Registry:
     def __init__(self, kind: str, base: str | None = None, builtins: str | None = None):
         self.kind = kind  # "model", "datamodule", "estimator"
@@ -102,12 +109,7 @@ class Registry:
         self._load_plugins()
         if name in self._entries:
             return self._entries[name]
-        names = sorted(self._entries)
-        article = "An" if self.kind[0] in "aeiou" else "A"  # an estimator, a model
-        raise UserError(
-            f"unknown {self.kind} '{name}'{closest(name, names)}. Known: {', '.join(names)}. "
-            f"{article} {self.kind} of your own can be named by dotted path 'package.module:Name'."
-        )
+        raise UserError(unknown_entry(self.kind, name, sorted(self._entries)))
 
     def _check_base(self, name: str, obj: Any) -> None:
         """A dotted path to a function or an unrelated class would fail only when the run calls it."""

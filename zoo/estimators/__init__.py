@@ -15,49 +15,46 @@ path ``"pkg.mod:MyEstimator"``, or the entry point group ``zoo.estimators``.
 See the README section "Gradient estimators".
 """
 
-from zoo.estimators.arm import ARM, DisARM
-from zoo.estimators.base import (
-    ESTIMATORS,
-    Capabilities,
-    Estimator,
-    EstimatorOptions,
-    StochasticSample,
-    describe,
-    get_estimator,
-    list_estimators,
-    register_estimator,
-)
-from zoo.estimators.beam import BeamResult, beam_search, stochastic_beam_search
-from zoo.estimators.expectation import Expectation
-from zoo.estimators.gumbel import (
-    gumbel_max_sample,
-    gumbel_softmax_sample,
-    gumbel_topk,
-    gumbel_with_maximum,
-    sample_gumbel,
-    shift_gumbel_maximum,
-    truncated_gumbel,
-)
-from zoo.estimators.reinforce import RLOO, Reinforce, reward_to_go
-from zoo.estimators.relax import Relax
-from zoo.estimators.relaxed import GumbelSoftmax, StraightThrough
-from zoo.estimators.reparam import Reparam
-from zoo.estimators.seam import (
-    EstimatorSpec,
-    StochasticNode,
-    build_for_node,
-    check_spec,
-    compatible,
-    estimator_option,
-)
-from zoo.estimators.unordered_set import UnorderedSet
+import importlib
 
-__all__ = [
-    "ESTIMATORS", "Capabilities", "Estimator", "EstimatorSpec", "StochasticNode", "build_for_node", "check_spec",
-    "compatible",
-    "estimator_option", "EstimatorOptions", "StochasticSample", "describe", "get_estimator",
-    "list_estimators", "register_estimator", "BeamResult", "beam_search", "stochastic_beam_search",
-    "Expectation", "gumbel_max_sample", "gumbel_softmax_sample", "gumbel_topk", "gumbel_with_maximum",
-    "sample_gumbel", "shift_gumbel_maximum", "truncated_gumbel", "RLOO", "Reinforce", "reward_to_go",
-    "GumbelSoftmax", "StraightThrough", "Reparam", "UnorderedSet", "Relax", "ARM", "DisARM",
-]
+# where each public name lives; the package imports a module (and torch) only when a name is used,
+# so that ``zoo.estimators.options`` (no torch) serves the recipe checks before torch is imported
+_EXPORTS = {
+    "arm": ("ARM", "DisARM"),
+    "base": ("ESTIMATORS", "Capabilities", "Estimator", "StochasticSample", "describe", "get_estimator",
+             "list_estimators", "register_estimator"),
+    "beam": ("BeamResult", "beam_search", "stochastic_beam_search"),
+    "expectation": ("Expectation",),
+    "gumbel": ("gumbel_max_sample", "gumbel_softmax_sample", "gumbel_topk", "gumbel_with_maximum", "sample_gumbel",
+               "shift_gumbel_maximum", "truncated_gumbel"),
+    "options": ("EstimatorOptions",),
+    "reinforce": ("RLOO", "Reinforce", "reward_to_go"),
+    "relax": ("Relax",),
+    "relaxed": ("GumbelSoftmax", "StraightThrough"),
+    "reparam": ("Reparam",),
+    "seam": ("EstimatorSpec", "StochasticNode", "build_for_node", "check_spec", "compatible", "estimator_option"),
+    "unordered_set": ("UnorderedSet",),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+REGISTERING = ("arm", "expectation", "reinforce", "relax", "relaxed", "reparam", "unordered_set")
+
+__all__ = sorted(_WHERE)
+
+
+def import_all() -> None:
+    """Import the modules whose ``@register_estimator`` decorators register the built-ins (the
+    registry does it on its first lookup)."""
+    for module in REGISTERING:
+        importlib.import_module(f"{__name__}.{module}")
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

@@ -21,8 +21,6 @@ included. f may couple every variable of one cost (the estimate of g_i uses the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 from torch.distributions import Bernoulli, Distribution
@@ -38,18 +36,7 @@ from zoo.estimators.base import (
     one_hot_sample,
     register_estimator,
 )
-from zoo.options import positive
-
-
-@dataclass
-class ARMOptions:
-    """Checked by ``zoo.options.validate``, then the cross-option check below."""
-
-    n: int = positive(2)  # samples per input when sample() is called without n: n / 2 antithetic pairs
-
-    def __post_init__(self):
-        if self.n % 2:
-            raise ValueError(f"n must be even (the samples come in antithetic pairs), got {self.n}")
+from zoo.estimators.options import ARMOptions
 
 
 def binary_logits(dist: Distribution, name: str) -> tuple[Tensor, bool]:

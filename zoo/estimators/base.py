@@ -25,9 +25,10 @@ from torch import Tensor, nn
 from torch.distributions import Categorical, Distribution, OneHotCategorical
 
 from zoo.errors import UserError
+from zoo.estimators.options import EstimatorOptions  # noqa: F401  (zoo.estimators.base.EstimatorOptions)
 from zoo.registry import Registry
 
-ESTIMATORS = Registry("estimator")
+ESTIMATORS = Registry("estimator", builtins="zoo.estimators:import_all")
 register_estimator = ESTIMATORS.register  # @register_estimator("name", config=Options)
 
 
@@ -49,11 +50,6 @@ class StochasticSample:
     @property
     def batch_shape(self) -> torch.Size:
         return self.log_prob.shape[1:]
-
-
-@dataclass
-class EstimatorOptions:
-    """No options."""
 
 
 DISTRIBUTIONS = ("continuous", "categorical", "any")

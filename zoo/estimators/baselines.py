@@ -20,8 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.errors import UserError
-
-BASELINES = ("none", "ema", "batch_mean", "rloo", "learned")
+from zoo.estimators.options import BASELINES
 
 
 class Baseline(nn.Module):

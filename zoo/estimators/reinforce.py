@@ -13,7 +13,6 @@ score-function term (seed 000's second term log p(y|s,a) dlog p(s|a)/dW with f =
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -31,27 +30,8 @@ from zoo.estimators.base import (
     register_estimator,
     sum_trailing,
 )
-from zoo.estimators.baselines import BASELINES, make_baseline
-from zoo.options import between, choice, positive
-
-
-@dataclass
-class ReinforceOptions:
-    """Checked by ``zoo.options.validate`` (choices, ranges; numbers without a range are >= 0)."""
-
-    baseline: str = choice("none", list(BASELINES))  # none | ema | batch_mean | rloo | learned (baselines.py)
-    decay: float = between(0.9, 0.0, 1.0, high_open=True)  # EMA baseline: b <- decay * b + (1 - decay) * mean cost
-    entropy_weight: float = 0.0  # entropy bonus: loss -= weight * mean entropy of the distribution
-    n: int = positive(1)  # samples per input when sample() is called without n (rloo needs >= 2)
-    context_dim: int | None = None  # learned baseline input size; None: the node's (seam) or lazily, 0: a constant
-    hidden: int = positive(64)  # learned baseline MLP hidden width
-    baseline_weight: float = 1.0  # weight of the learned baseline's MSE regression loss
-
-
-@dataclass
-class RLOOOptions(ReinforceOptions):
-    baseline: str = choice("rloo", list(BASELINES))  # leave-one-out over the n samples of each input
-    n: int = positive(2)  # samples per input when sample() is called without n (>= 2: requirements())
+from zoo.estimators.baselines import make_baseline
+from zoo.estimators.options import ReinforceOptions, RLOOOptions
 
 
 def reward_to_go(rewards: Tensor, gamma: float = 1.0, dim: int = -1) -> Tensor:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -61,23 +60,8 @@ from zoo.estimators.base import (
     sum_trailing,
 )
 from zoo.estimators.gumbel import sample_exponential, sample_gumbel, truncated_gumbel
-from zoo.options import between, positive
+from zoo.estimators.options import RelaxOptions
 
-
-@dataclass
-class RelaxOptions:
-    """Checked by ``zoo.options.validate`` (ranges; numbers without a range are >= 0)."""
-
-    n: int = positive(1)  # samples per input when sample() is called without n
-    tau: float = positive(1.0)  # starting temperature of softmax(z / tau), the control variate's input (learned)
-    hidden: int = positive(64)  # control variate MLP hidden width
-    input_dim: int | None = None  # control variate input size: the relaxed sample's values per cost (+ the
-    # context's features); None: found at the first batch (nn.LazyLinear; give it under DDP)
-    variance_weight: float = positive(1.0)  # scale of the control variate's training signal d/dphi E[g^2]
-    rebar: bool = False  # add REBAR's eta * f(softmax(z / tau)) to the control variate: needs the model's cost at
-    # relaxed samples (a node with cost_function; the discrete VAE) and 3 more cost evaluations per sample
-    eta: float = 1.0  # REBAR term's starting scale (learned)
-    decay: float = between(0.9, 0.0, 1.0, high_open=True)  # running mean and spread of the cost, the control
     # variate's origin and unit: m <- decay * m + (1 - decay) * batch mean (as the EMA baseline)
 
 

@@ -14,7 +14,6 @@ tau(step) = max(tau_min, tau * exp(-anneal_rate * step)) (Jang et al.: tau 1 -> 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -32,22 +31,7 @@ from zoo.estimators.base import (
     register_estimator,
 )
 from zoo.estimators.gumbel import sample_gumbel
-from zoo.options import positive
-
-
-@dataclass
-class GumbelSoftmaxOptions:
-    """Checked by ``zoo.options.validate`` (ranges; numbers without a range are >= 0), then the
-    cross-option check below."""
-
-    tau: float = positive(1.0)  # temperature at step 0 (> 0); lower: less bias, more variance
-    tau_min: float = 0.5  # floor of the annealed temperature (used when anneal_rate > 0)
-    anneal_rate: float = 0.0  # tau(step) = max(tau_min, tau * exp(-anneal_rate * step)); 0: constant
-    n: int = positive(1)  # samples per input when sample() is called without n
-
-    def __post_init__(self):
-        if self.anneal_rate > 0 and not 0 < self.tau_min <= self.tau:
-            raise ValueError(f"tau_min must be in (0, tau={self.tau}] when annealing, got {self.tau_min}")
+from zoo.estimators.options import GumbelSoftmaxOptions, StraightThroughOptions
 
 
 @register_estimator("gumbel_softmax", config=GumbelSoftmaxOptions)
@@ -110,11 +94,6 @@ class GumbelSoftmax(Estimator):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, temperature={self.temperature:.4g}"
-
-
-@dataclass
-class StraightThroughOptions(GumbelSoftmaxOptions):
-    """Same options as gumbel_softmax (tau is the temperature of the backward relaxation)."""
 
 
 @register_estimator("straight_through", config=StraightThroughOptions)

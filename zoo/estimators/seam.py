@@ -24,6 +24,7 @@ from typing import Any
 
 from zoo.errors import UserError
 from zoo.estimators.base import ESTIMATORS, Capabilities, Estimator, build_options, check_estimator_class
+from zoo.estimators.options import split_spec
 from zoo.options import EstimatorSpec, estimator_option  # noqa: F401  (light, for configs that import no torch)
 
 NODE_KINDS = ("continuous", "categorical", "discrete")
@@ -91,20 +92,6 @@ def _int_option(name: str | None, options: Mapping | None) -> int | None:
     """The model option ``name`` as an int; None where the node names none or ``options`` lack it."""
     value = options.get(name) if name and options else None
     return None if value is None else int(value)
-
-
-def split_spec(spec: Any, where: str = "") -> tuple[str, dict]:
-    """``"reinforce"`` or ``{name: reinforce, baseline: ema}`` -> (name, options)."""
-    if isinstance(spec, str):
-        return spec, {}
-    if isinstance(spec, Mapping):
-        options = {str(k): v for k, v in spec.items()}
-        name = options.pop("name", None)
-        if not isinstance(name, str):
-            raise UserError(f"estimator {dict(spec)} in {where} has no 'name' (e.g. {{name: reinforce, "
-                            "baseline: ema})")
-        return name, options
-    raise UserError(f"estimator in {where} must be a name or a mapping with 'name', got {spec!r}")
 
 
 def resolve(spec: Any, where: str = "") -> tuple[str, type, Any]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -39,13 +38,7 @@ from zoo.estimators.base import (
     register_estimator,
 )
 from zoo.estimators.gumbel import gumbel_topk
-from zoo.options import positive
-
-
-@dataclass
-class UnorderedSetOptions:
-    n: int = positive(2)  # k, samples without replacement per input (<= number of categories; <= ~6)
-    baseline: bool = True  # built-in leave-one-out baseline (needs n >= 2)
+from zoo.estimators.options import UnorderedSetOptions
 
 
 def log_set_prob(logp: Tensor, log_rest: Tensor) -> Tensor:

@@ -1,0 +1,112 @@
+"""Every built-in estimator's options, importing no torch, so that a recipe's estimator name and
+options are checked before torch and Lightning are imported (``zoo.config.check_sections_early``).
+``SCHEMAS`` names each registered estimator's options class (a test keeps it equal to the registry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zoo.errors import UserError
+from zoo.options import between, choice, positive
+
+BASELINES = ("none", "ema", "batch_mean", "rloo", "learned")  # REINFORCE's baselines (baselines.py)
+
+
+@dataclass
+class EstimatorOptions:
+    """No options."""
+
+
+@dataclass
+class ReinforceOptions:
+    """Checked by ``zoo.options.validate`` (choices, ranges; numbers without a range are >= 0)."""
+
+    baseline: str = choice("none", list(BASELINES))  # none | ema | batch_mean | rloo | learned (baselines.py)
+    decay: float = between(0.9, 0.0, 1.0, high_open=True)  # EMA baseline: b <- decay * b + (1 - decay) * mean cost
+    entropy_weight: float = 0.0  # entropy bonus: loss -= weight * mean entropy of the distribution
+    n: int = positive(1)  # samples per input when sample() is called without n (rloo needs >= 2)
+    context_dim: int | None = None  # learned baseline input size; None: the node's (seam) or lazily, 0: a constant
+    hidden: int = positive(64)  # learned baseline MLP hidden width
+    baseline_weight: float = 1.0  # weight of the learned baseline's MSE regression loss
+
+
+@dataclass
+class RLOOOptions(ReinforceOptions):
+    baseline: str = choice("rloo", list(BASELINES))  # leave-one-out over the n samples of each input
+    n: int = positive(2)  # samples per input when sample() is called without n (>= 2: requirements())
+
+
+@dataclass
+class ARMOptions:
+    """Checked by ``zoo.options.validate``, then the cross-option check below."""
+
+    n: int = positive(2)  # samples per input when sample() is called without n: n / 2 antithetic pairs
+
+    def __post_init__(self):
+        if self.n % 2:
+            raise ValueError(f"n must be even (the samples come in antithetic pairs), got {self.n}")
+
+
+@dataclass
+class GumbelSoftmaxOptions:
+    """Checked by ``zoo.options.validate`` (ranges; numbers without a range are >= 0), then the
+    cross-option check below."""
+
+    tau: float = positive(1.0)  # temperature at step 0 (> 0); lower: less bias, more variance
+    tau_min: float = 0.5  # floor of the annealed temperature (used when anneal_rate > 0)
+    anneal_rate: float = 0.0  # tau(step) = max(tau_min, tau * exp(-anneal_rate * step)); 0: constant
+    n: int = positive(1)  # samples per input when sample() is called without n
+
+    def __post_init__(self):
+        if self.anneal_rate > 0 and not 0 < self.tau_min <= self.tau:
+            raise ValueError(f"tau_min must be in (0, tau={self.tau}] when annealing, got {self.tau_min}")
+
+
+@dataclass
+class StraightThroughOptions(GumbelSoftmaxOptions):
+    """Same options as gumbel_softmax (tau is the temperature of the backward relaxation)."""
+
+
+@dataclass
+class RelaxOptions:
+    """Checked by ``zoo.options.validate`` (ranges; numbers without a range are >= 0)."""
+
+    n: int = positive(1)  # samples per input when sample() is called without n
+    tau: float = positive(1.0)  # starting temperature of softmax(z / tau), the control variate's input (learned)
+    hidden: int = positive(64)  # control variate MLP hidden width
+    input_dim: int | None = None  # control variate input size: the relaxed sample's values per cost (+ the
+    # context's features); None: found at the first batch (nn.LazyLinear; give it under DDP)
+    variance_weight: float = positive(1.0)  # scale of the control variate's training signal d/dphi E[g^2]
+    rebar: bool = False  # add REBAR's eta * f(softmax(z / tau)) to the control variate: needs the model's cost at
+    # relaxed samples (a node with cost_function; the discrete VAE) and 3 more cost evaluations per sample
+    eta: float = 1.0  # REBAR term's starting scale (learned)
+    decay: float = between(0.9, 0.0, 1.0, high_open=True)  # running mean and spread of the cost, the control
+
+
+@dataclass
+class UnorderedSetOptions:
+    n: int = positive(2)  # k, samples without replacement per input (<= number of categories; <= ~6)
+    baseline: bool = True  # built-in leave-one-out baseline (needs n >= 2)
+
+
+
+SCHEMAS = {"reparam": EstimatorOptions, "expectation": EstimatorOptions, "reinforce": ReinforceOptions,
+           "rloo": RLOOOptions, "gumbel_softmax": GumbelSoftmaxOptions, "straight_through": StraightThroughOptions,
+           "relax": RelaxOptions, "unordered_set": UnorderedSetOptions, "arm": ARMOptions, "disarm": ARMOptions}
+
+
+def split_spec(spec: Any, where: str = "") -> tuple[str, dict]:
+    """``"reinforce"`` or ``{name: reinforce, baseline: ema}`` -> (name, options)."""
+    if isinstance(spec, str):
+        return spec, {}
+    if isinstance(spec, Mapping):
+        options = {str(k): v for k, v in spec.items()}
+        name = options.pop("name", None)
+        if not isinstance(name, str):
+            raise UserError(f"estimator {dict(spec)} in {where} has no 'name' (e.g. {{name: reinforce, "
+                            "baseline: ema})")
+        return name, options
+    raise UserError(f"estimator in {where} must be a name or a mapping with 'name', got {spec!r}")
