@@ -92,3 +92,16 @@ def test_an_estimator_registered_in_this_process_is_not_refused_early():
         assert cfg["model"]["estimator"] == "early_check_own"
     finally:
         ESTIMATORS._entries.pop("early_check_own")
+
+
+def test_zoo_estimators_imports_its_modules_when_a_name_is_used():
+    code = ("import sys\n"
+            "import zoo.estimators as E\n"
+            "print('torch after import:', 'torch' in sys.modules)\n"
+            "print(E.Reinforce.__module__, E.reinforce.RLOO.__name__, sorted(E.__all__)[:2])\n"
+            "from zoo.estimators import get_estimator\n"
+            "print(type(get_estimator('rloo')).__name__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "torch after import: False" in out.stdout
+    assert "zoo.estimators.reinforce RLOO ['ARM', 'BeamResult']" in out.stdout and "\nRLOO\n" in out.stdout, out.stdout

@@ -53,6 +53,8 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
         globals()[name] = value
         return value
+    if name in _EXPORTS or name in ("baselines", "compare"):  # a submodule as an attribute: zoo.estimators.arm
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
