@@ -19,8 +19,9 @@ from zoo.models.skipgram import gpu_kernel
 ROOT = Path(__file__).resolve().parents[2]
 # Triton comes with torch's Linux wheels (CI, the GPU machines); where torch came without it (macOS, a CPU-only
 # index) the GPU path is refused with a message (test_skipgram_kernel.py) and the kernel cannot be checked
-needs_triton = pytest.mark.skipif(not gpu_kernel.available(), reason="triton is not installed (torch's Linux wheels "
-                                  "bring it)")
+needs_triton = pytest.mark.skipif(not gpu_kernel.available(), reason="triton >= 3.6 is not installed (torch's "
+                                  "Linux wheels bring it; with an older one the GPU path is refused, "
+                                  "test_skipgram_kernel.py)")
 
 # seed 0: a corpus of 120 tokens over 30 words in sentences of 37, 4 jobs; each setting from the same tables
 INTERPRETED = """

@@ -32,10 +32,14 @@ No maintained library runs word2vec's updates on torch tensors on a GPU, so it i
 from __future__ import annotations
 
 import functools
+import re
 
 import torch
 
-from zoo.models.skipgram.kernel import MAX_SCORE, SIGMOID32, TABLE_SCALE
+# The module, not its SIGMOID32 array: Triton 3.0's interpreter (torch 2.4) compares every global of a
+# kernel's module with triton.language and fails on a numpy array ("truth value ... ambiguous").
+from zoo.models.skipgram import kernel as cpu_kernel
+from zoo.models.skipgram.kernel import MAX_SCORE, TABLE_SCALE
 
 try:  # Triton comes with torch's CUDA builds; without it the GPU trains with minibatch updates
     import triton
@@ -47,8 +51,19 @@ LOSS_PAIRS_PER_JOB = 32  # pairs per job whose loss is summed (the reported trai
 MIN_JOB_TOKENS = 16  # a chunk is cut into at most len(chunk) / this many jobs
 
 
+# The oldest Triton the kernel has run with (an H100, torch 2.11's Triton 3.6.0; the interpreter tests use 3.8).
+# Triton 3.0 (torch 2.4, the oldest torch pyproject.toml allows) fails on it even in its interpreter.
+MIN_TRITON = (3, 6)
+
+
+def triton_version() -> tuple[int, ...] | None:
+    return None if triton is None else tuple(int(part) for part in re.findall(r"\d+", triton.__version__)[:2])
+
+
 def available() -> bool:
-    return triton is not None
+    """Triton is installed and new enough for this kernel (else the GPU trains with minibatch updates)."""
+    version = triton_version()
+    return version is not None and version >= MIN_TRITON
 
 
 if triton is not None:
@@ -130,7 +145,7 @@ if triton is not None:
 @functools.cache
 def _sigmoid_table(device: torch.device) -> torch.Tensor:
     """kernel.SIGMOID32 on ``device``, copied there once, not once a chunk."""
-    return torch.as_tensor(SIGMOID32, device=device)
+    return torch.as_tensor(cpu_kernel.SIGMOID32, device=device)
 
 
 def job_bounds(n: int, jobs: int, device: torch.device) -> torch.Tensor:

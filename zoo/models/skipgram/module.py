@@ -90,8 +90,12 @@ class SkipGramModule(ZooModule):
             from zoo.models.skipgram import gpu_kernel
 
             if not gpu_kernel.available():
-                raise UserError("model.updates=sequential on a GPU needs triton (it comes with torch's CUDA "
-                                "builds: pip install triton); or use model.updates=minibatch")
+                found = gpu_kernel.triton_version()
+                have = "none is installed" if found is None else f"found {'.'.join(map(str, found))}"
+                need = ".".join(map(str, gpu_kernel.MIN_TRITON))
+                raise UserError(f"model.updates=sequential on a GPU needs triton >= {need} ({have}; it comes with "
+                                "torch's CUDA builds: a newer torch, or pip install -U triton); or use "
+                                "model.updates=minibatch")
         return mode == "sequential"
 
     @property
