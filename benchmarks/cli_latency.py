@@ -1,8 +1,8 @@
 """How fast the command line answers when it need not train: `--help`, `--list`, a mistyped
-recipe name, a mistyped model or data key and a mistyped estimator (all answered before torch is
-imported; the keys and estimators since 2026-11-27, from the models' torch-free config.py and
-zoo/estimators/options.py), and a mistyped trainer key (found by checking Lightning's Trainer, so torch
-and Lightning are imported first), each in a fresh process, median of repeats.
+recipe name, a mistyped model, data or trainer key and a mistyped estimator (all answered before torch
+is imported; the keys and estimators since 2026-11-27, from the models' torch-free config.py,
+zoo/estimators/options.py and lightning.Trainer's arguments read from its source), each in a fresh
+process, median of repeats.
 
     python benchmarks/cli_latency.py --repeats 7   # -> benchmarks/results/cli_latency.json
 """

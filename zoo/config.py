@@ -259,12 +259,14 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
 
 
 def check_sections_early(raw: dict, where: str) -> None:
-    """The model and data keys of the zoo's own models against their option dataclasses, which import
-    no torch (``zoo.models.config_schemas``): a mistyped key is refused in a fraction of a second
-    instead of after torch and Lightning are imported (~4 s). ``_section`` checks everything again,
-    with the classes, afterwards."""
+    """The trainer keys (against Lightning's source), and the model and data keys of the zoo's own models
+    against their option dataclasses, which import no torch (``zoo.models.config_schemas``): a mistyped
+    key is refused in a fraction of a second instead of after torch and Lightning are imported (~4 s).
+    Everything is checked again, with the classes, afterwards."""
     from zoo.models import config_schemas
+    from zoo.trainer_options import check_trainer_keys_early
 
+    check_trainer_keys_early(raw.get("trainer") or {}, where)
     schemas = config_schemas()
     for key, kind in (("model", "model"), ("data", "datamodule")):
         section = raw.get(key)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from zoo.errors import UserError
-from zoo.options import validate_call
+from zoo.options import unknown_key, validate_call
 
 # Ranges of lightning.Trainer's numeric arguments where they differ from the zoo's ">= 0" rule:
 # -1 sentinels (all devices, no limit, the whole validation set) and counts that must be >= 1.
@@ -25,6 +25,42 @@ TRAINER_RANGES = {
 }
 
 RESERVED_TRAINER_KEYS = ("logger", "callbacks", "plugins", "default_root_dir", "enable_checkpointing")
+
+
+def trainer_keys_from_source() -> list[str] | None:
+    """lightning.Trainer's arguments, in order, read from its installed source without importing it (torch and
+    Lightning take ~4 s to import), so that a mistyped trainer key is refused at once; None where the source
+    is not where Lightning 2 keeps it, or the signature takes **kwargs (then only the full check runs)."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    try:
+        spec = importlib.util.find_spec("lightning")  # finds the package without importing it
+        if spec is None or spec.origin is None:
+            return None
+        tree = ast.parse((Path(spec.origin).parent / "pytorch" / "trainer" / "trainer.py").read_text("utf-8"))
+    except (OSError, SyntaxError, ValueError, ImportError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Trainer":
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__" and item.args.kwarg is None:
+                    args = item.args.posonlyargs + item.args.args + item.args.kwonlyargs
+                    return [a.arg for a in args if a.arg != "self"]
+    return None
+
+
+def check_trainer_keys_early(options: object, where: str) -> None:
+    """An unknown ``trainer:`` key, with ``check_trainer_options``'s message, before torch is imported."""
+    if not isinstance(options, dict):
+        return
+    valid = trainer_keys_from_source()
+    if valid is None:
+        return
+    for key in options:
+        if key not in valid and key not in RESERVED_TRAINER_KEYS:
+            raise unknown_key(key, valid, f"{where} [trainer] (lightning.Trainer arguments)", "key")
 
 
 def check_trainer_options(options: dict, where: str) -> dict:
