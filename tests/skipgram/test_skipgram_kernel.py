@@ -176,3 +176,16 @@ def test_sequential_updates_run_on_a_cpu_or_a_cuda_gpu_with_triton(monkeypatch):
     model.cfg.updates = "auto"
     model._device = torch.device("cuda", 0)
     assert not model.sequential()  # auto on a GPU: minibatch updates (the Triton kernel's quality there unmeasured)
+
+
+def test_the_small_vocabulary_threads_note_is_for_the_minibatch_path_only():
+    """With a vocabulary under batch_centres / 4 the minibatch path trades Hogwild threads for intra-op ones
+    and says so; the sequential kernel (the CPU default) keeps its threads, and said the same wrongly."""
+    from zoo.models.skipgram.module import SkipGramModule
+
+    info = {"vocab": [f"w{i}" for i in range(10)], "counts": list(range(20, 10, -1)), "window": 2,
+            "train_words": 155}
+    assert SkipGramModule({"threads": 2}, info).threads_note() is None  # updates=auto: the kernel on the CPU
+    note = SkipGramModule({"threads": 2, "updates": "minibatch"}, info).threads_note()
+    assert note and "10 words < batch_centres / 4: 2 intra-op threads" in note
+    assert SkipGramModule({"threads": 1, "updates": "minibatch"}, info).threads_note() is None

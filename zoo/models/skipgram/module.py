@@ -56,9 +56,6 @@ class SkipGramModule(ZooModule):
         # applies a step computed on rows another thread has already moved: one thread there, whose
         # torch ops use the cores instead (intra-op threads)
         self.threads, self.intra_op_threads = (1, c.threads) if small else (c.threads, 1)
-        if small and c.threads > 1:
-            rank_zero_info(f"skipgram: vocabulary of {vocab} words < batch_centres / 4: {c.threads} intra-op "
-                           f"threads instead of {c.threads} Hogwild threads (Hogwild needs sparse updates)")
         step_cap = c.step_cap is not False  # checkpoints saved before 2026-11-25 hold None (then: automatic)
         self.net = SkipGram(self.data_info["counts"], c.dim, c.objective, c.negative, c.noise_power, step_cap,
                             c.init_range, self.cap_method())
@@ -212,6 +209,17 @@ class SkipGramModule(ZooModule):
         # Lightning skips on_train_epoch_start when it resumes into an epoch (from the middle of one, or after
         # the previous one's last batch): the corpus's subsampling is keyed by the epoch it goes on with
         self.on_train_epoch_start()
+        note = self.threads_note()
+        if note:
+            rank_zero_info(note)
+
+    def threads_note(self) -> str | None:
+        """What a tiny vocabulary does to model.threads, on the minibatch path only: the sequential kernel keeps
+        its Hogwild threads (one update a pair, not a minibatch's); said once training starts on its device."""
+        if self.small_vocabulary and self.cfg.threads > 1 and not self.sequential():
+            return (f"skipgram: vocabulary of {len(self.words)} words < batch_centres / 4: {self.cfg.threads} "
+                    f"intra-op threads instead of {self.cfg.threads} Hogwild threads (Hogwild needs sparse updates)")
+        return None
         if self.trainer.world_size > 1:
             # the tables every rank starts from (DDP has broadcast rank 0's; a resume has loaded them)
             self._anchors = [t.detach().clone() for t in (self.net.centre, self.net.context)]
