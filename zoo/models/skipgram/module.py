@@ -212,6 +212,9 @@ class SkipGramModule(ZooModule):
         note = self.threads_note()
         if note:
             rank_zero_info(note)
+        if self.trainer.world_size > 1:
+            # the tables every rank starts from (DDP has broadcast rank 0's; a resume has loaded them)
+            self._anchors = [t.detach().clone() for t in (self.net.centre, self.net.context)]
 
     def threads_note(self) -> str | None:
         """What a tiny vocabulary does to model.threads, on the minibatch path only: the sequential kernel keeps
@@ -220,9 +223,6 @@ class SkipGramModule(ZooModule):
             return (f"skipgram: vocabulary of {len(self.words)} words < batch_centres / 4: {self.cfg.threads} "
                     f"intra-op threads instead of {self.cfg.threads} Hogwild threads (Hogwild needs sparse updates)")
         return None
-        if self.trainer.world_size > 1:
-            # the tables every rank starts from (DDP has broadcast rank 0's; a resume has loaded them)
-            self._anchors = [t.detach().clone() for t in (self.net.centre, self.net.context)]
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         """DDP: every rank trained its own chunk from the same tables; add up their changes (not
