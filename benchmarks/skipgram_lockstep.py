@@ -50,6 +50,15 @@ def _next_block(tokens, sentence, reduced, i, j, ends, b, jobs, block, n_total):
     return i, j
 
 
+@njit(inline="always")
+def _land(table, row, value, additive):
+    """A job's step on one row: added to it (the GPU kernel's atomic adds) or stored over it."""
+    if additive:
+        table[row] += value
+    else:
+        table[row] = value
+
+
 @njit(fastmath=True, cache=True)
 def lockstep_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1, seed,
                    skip_saturated, table_scale, block=0, additive=False, immediate=False):
@@ -126,10 +135,7 @@ def lockstep_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, l
                         work[b, d] += g * u
                         val_out[b, d] = g * v[b, d] if additive else u + g * v[b, d]
                     if immediate:
-                        if additive:
-                            syn1[target] += val_out[b]
-                        else:
-                            syn1[target] = val_out[b]
+                        _land(syn1, target, val_out[b], additive)
                         row_out[b] = -1
             if k < negative:
                 step[b] = k + 1
@@ -145,24 +151,15 @@ def lockstep_chunk(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, l
             pos_i[b], pos_j[b] = _next_block(tokens, sentence, reduced, pos_i[b], pos_j[b], ends, b, jobs, block,
                                              n_total)
             if immediate:
-                if additive:
-                    syn0[ctx] += val_ctx[b]
-                else:
-                    syn0[ctx] = val_ctx[b]
+                _land(syn0, ctx, val_ctx[b], additive)
                 row_ctx[b] = -1
                 if pos_i[b] < ends[b]:
                     v[b] = syn0[tokens[pos_j[b]]]
         for b in range(jobs):  # the writes land in job order: the last of a row's writes is kept
             if row_out[b] >= 0:
-                if additive:
-                    syn1[row_out[b]] += val_out[b]
-                else:
-                    syn1[row_out[b]] = val_out[b]
+                _land(syn1, row_out[b], val_out[b], additive)
             if row_ctx[b] >= 0:
-                if additive:
-                    syn0[row_ctx[b]] += val_ctx[b]
-                else:
-                    syn0[row_ctx[b]] = val_ctx[b]
+                _land(syn0, row_ctx[b], val_ctx[b], additive)
         for b in range(jobs):  # a new pair reads its context row after the tick's writes
             if row_ctx[b] >= 0 and pos_i[b] < ends[b]:
                 v[b] = syn0[tokens[pos_j[b]]]
