@@ -282,11 +282,8 @@ def check_estimators_early(schema: type, options: dict, where: str) -> None:
     built-in estimator, against ``zoo.estimators.options`` (no torch), with the messages the registry
     and ``build_options`` give. Names the zoo does not ship (a dotted path, a plugin, one registered in
     this process) are left to ``check_stochastic_node``, as is the fit to the model's node."""
-    import sys
-    from importlib.metadata import entry_points
-
     from zoo.estimators.options import SCHEMAS, split_spec
-    from zoo.registry import unknown_entry
+    from zoo.registry import ESTIMATORS, unknown_entry
 
     for f in dataclasses.fields(schema):
         if not f.metadata.get("estimator") or f.name not in options:
@@ -295,10 +292,7 @@ def check_estimators_early(schema: type, options: dict, where: str) -> None:
         if name in SCHEMAS:
             validate_options(SCHEMAS[name], estimator_options, f"estimator '{name}'", what="option")
             continue
-        base = sys.modules.get("zoo.estimators.base")
-        own = set(base.ESTIMATORS._entries) if base is not None else set()
-        plugins = {ep.name for ep in entry_points(group="zoo.estimators")}
-        if ":" not in name and name not in own and name not in plugins:
+        if not ESTIMATORS.known_without_builtins(name):
             raise UserError(unknown_entry("estimator", name, sorted(SCHEMAS)))
 
 

@@ -69,6 +69,7 @@ class Registry:
         self.base = base  # dotted path of the class a user's own entry must subclass (None: any object)
         self.builtins = builtins  # dotted path of a function that imports the zoo's own entries (None: none)
         self._entries: dict[str, Entry] = {}
+        self.group = f"zoo.{kind}s"  # the entry-point group third-party packages publish entries under
         self._loaded_plugins = False
         self._loaded_builtins = builtins is None
 
@@ -94,7 +95,7 @@ class Registry:
         if self._loaded_plugins:
             return
         self._loaded_plugins = True
-        for ep in entry_points(group=f"zoo.{self.kind}s"):
+        for ep in entry_points(group=self.group):
             if ep.name not in self._entries:
                 obj = ep.load()
                 self._entries[ep.name] = Entry(ep.name, obj, getattr(obj, "Config", None))
@@ -128,6 +129,12 @@ class Registry:
         self._load_plugins()
         return sorted(n for n in self._entries if fnmatch.fnmatch(n, pattern))
 
+    def known_without_builtins(self, name: str) -> bool:
+        """Whether ``name`` resolves without importing the zoo's own entries: a dotted path, an entry
+        registered so far, or a plugin's entry point. A check that runs before torch is imported knows
+        the built-ins from their torch-free options and must not refuse these."""
+        return ":" in name or name in self._entries or name in {ep.name for ep in entry_points(group=self.group)}
+
     def __contains__(self, name: str) -> bool:
         self._load_builtins()
         return name in self._entries
@@ -135,3 +142,4 @@ class Registry:
 
 MODELS = Registry("model", base="lightning.pytorch:LightningModule", builtins="zoo.models:import_all")
 DATAMODULES = Registry("datamodule", base="lightning.pytorch:LightningDataModule", builtins="zoo.models:import_all")
+ESTIMATORS = Registry("estimator", builtins="zoo.estimators:import_all")  # @register_estimator in zoo.estimators

@@ -26,9 +26,8 @@ from torch.distributions import Categorical, Distribution, OneHotCategorical
 
 from zoo.errors import UserError
 from zoo.estimators.options import EstimatorOptions  # noqa: F401  (zoo.estimators.base.EstimatorOptions)
-from zoo.registry import Registry
+from zoo.registry import ESTIMATORS
 
-ESTIMATORS = Registry("estimator", builtins="zoo.estimators:import_all")
 register_estimator = ESTIMATORS.register  # @register_estimator("name", config=Options)
 
 
