@@ -16,6 +16,7 @@ from typing import Any, Optional
 from zoo.errors import UserError
 from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, positive
 from zoo.options import validate as validate_options
+from zoo.precheck import check_sections_early
 from zoo.registry import closest
 from zoo.trainer_options import check_trainer_options, check_validation_and_test
 
@@ -258,44 +259,6 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
     return {"name": section["name"], **options}
 
 
-def check_sections_early(raw: dict, where: str) -> None:
-    """The trainer keys (against Lightning's source), and the model and data keys of the zoo's own models
-    against their option dataclasses, which import no torch (``zoo.models.config_schemas``): a mistyped
-    key is refused in a fraction of a second instead of after torch and Lightning are imported (~4 s).
-    Everything is checked again, with the classes, afterwards."""
-    from zoo.models import config_schemas
-    from zoo.trainer_options import check_trainer_keys_early
-
-    check_trainer_keys_early(raw.get("trainer") or {}, where)
-    schemas = config_schemas()
-    for key, kind in (("model", "model"), ("data", "datamodule")):
-        section = raw.get(key)
-        if isinstance(section, dict) and isinstance(section.get("name"), str) and section["name"] in schemas[kind]:
-            options = {k: v for k, v in section.items() if k != "name"}
-            schema = schemas[kind][section["name"]]
-            validate_options(schema, options, f"{where} [{key}: {section['name']}]")
-            check_estimators_early(schema, options, f"{where} [{key}: {section['name']}]")
-
-
-def check_estimators_early(schema: type, options: dict, where: str) -> None:
-    """Each estimator option of a model (``estimator_option`` fields): the name and the options of a
-    built-in estimator, against ``zoo.estimators.options`` (no torch), with the messages the registry
-    and ``build_options`` give. Names the zoo does not ship (a dotted path, a plugin, one registered in
-    this process) are left to ``check_stochastic_node``, as is the fit to the model's node."""
-    from zoo.estimators.options import SCHEMAS, split_spec
-    from zoo.registry import ESTIMATORS, unknown_entry
-
-    for f in dataclasses.fields(schema):
-        if not f.metadata.get("estimator") or f.name not in options:
-            continue
-        name, estimator_options = split_spec(options[f.name], f"{where} [{f.name}]")
-        if name in SCHEMAS:
-            validate_options(SCHEMAS[name], estimator_options, f"estimator '{name}'", what="option")
-            continue
-        if not ESTIMATORS.known_without_builtins(name):
-            raise UserError(unknown_entry("estimator", name, sorted(SCHEMAS)))
-
-
 def check_stochastic_node(model_cls: Any, options: dict, where: str) -> None:
     """A model's estimator option against its declared stochastic node (name, options, fit)."""
     node = getattr(model_cls, "stochastic_node", None)
@@ -357,7 +320,7 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
             sections = [s for s in ("trainer", "model", "data") if isinstance(raw.get(s), dict) and key in raw[s]]
             hint = f" (did you mean {sections[0]}.{key}?)" if sections else closest(key, list(top_schema))
             raise UserError(f"unknown key '{key}' in {where}{hint}. Valid top-level keys: {', '.join(top_schema)}")
-    check_sections_early(raw, where)
+    check_sections_early(raw, where)  # mistyped keys and estimators, before torch is imported
     from zoo.callbacks.named import check_callbacks
 
     import_all()

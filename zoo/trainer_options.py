@@ -7,6 +7,7 @@ them on a Trainer made and dropped, before any data is built or cached.
 
 from __future__ import annotations
 
+import functools
 import os
 
 from zoo.errors import UserError
@@ -27,7 +28,8 @@ TRAINER_RANGES = {
 RESERVED_TRAINER_KEYS = ("logger", "callbacks", "plugins", "default_root_dir", "enable_checkpointing")
 
 
-def trainer_keys_from_source() -> list[str] | None:
+@functools.lru_cache(maxsize=1)  # 40 ms to parse; the installed Lightning does not change within a process
+def trainer_keys_from_source() -> tuple[str, ...] | None:
     """lightning.Trainer's arguments, in order, read from its installed source without importing it (torch and
     Lightning take ~4 s to import), so that a mistyped trainer key is refused at once; None where the source
     is not where Lightning 2 keeps it, or the signature takes **kwargs (then only the full check runs)."""
@@ -47,7 +49,7 @@ def trainer_keys_from_source() -> list[str] | None:
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name == "__init__" and item.args.kwarg is None:
                     args = item.args.posonlyargs + item.args.args + item.args.kwonlyargs
-                    return [a.arg for a in args if a.arg != "self"]
+                    return tuple(a.arg for a in args if a.arg != "self")
     return None
 
 
@@ -60,7 +62,7 @@ def check_trainer_keys_early(options: object, where: str) -> None:
         return
     for key in options:
         if key not in valid and key not in RESERVED_TRAINER_KEYS:
-            raise unknown_key(key, valid, f"{where} [trainer] (lightning.Trainer arguments)", "key")
+            raise unknown_key(key, list(valid), f"{where} [trainer] (lightning.Trainer arguments)", "key")
 
 
 def check_trainer_options(options: dict, where: str) -> dict:

@@ -1,5 +1,5 @@
 """Every built-in estimator's options, importing no torch, so that a recipe's estimator name and
-options are checked before torch and Lightning are imported (``zoo.config.check_sections_early``).
+options are checked before torch and Lightning are imported (``zoo.precheck.check_sections_early``).
 ``SCHEMAS`` names each registered estimator's options class (a test keeps it equal to the registry).
 """
 
