@@ -46,7 +46,7 @@ def test_episodes_have_the_right_shapes_labels_and_classes(tmp_path):
     from zoo.models.maml.omniglot import character_folders, load_images
 
     folder = cache.parent
-    drawing = sorted(character_folders(folder)[0].glob("*.png"))[0]
+    drawing = sorted(character_folders(folder, "images_background")[0].glob("*.png"))[0]
     full_ink = lambda images: (images == 255).flatten(2).all(-1).any()  # noqa: E731  (strokes are 255)
     assert not full_ink(load_images(folder, 28)[0])
     Image.new("L", Image.open(drawing).size, 0).save(drawing)  # black everywhere: all ink

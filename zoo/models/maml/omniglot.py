@@ -66,16 +66,9 @@ def find_omniglot(root: str | Path) -> Path:
                     "that holds omniglot/.")
 
 
-def character_folders_of(folder: Path, split: str) -> list[Path]:
+def character_folders(folder: Path, split: str) -> list[Path]:
+    """The character folders of one split of an unzipped release."""
     return sorted(c for a in sorted((folder / split).iterdir()) if a.is_dir() for c in a.iterdir() if c.is_dir())
-
-
-def character_folders(folder: Path) -> list[Path]:
-    """The character folders of an unzipped release."""
-    chars = sorted(c for s in SPLITS for c in character_folders_of(folder, s))
-    if not chars:
-        raise UserError(f"{folder}: no character folders found; expected {LAYOUT}")
-    return chars
 
 
 class Drawing(NamedTuple):
@@ -90,11 +83,8 @@ def character_drawings(folder: Path, stack: contextlib.ExitStack) -> tuple[list[
     found: dict[str, list[Drawing]] = {}
     for split in SPLITS:
         if (folder / split).is_dir():
-            for c in character_folders_of(folder, split):
-                found[str(c.relative_to(folder))] = [
-                    Drawing(str(f.relative_to(folder)), f"{f.stat().st_size}\0{f.stat().st_mtime_ns}",
-                            lambda f=f: open(f, "rb"))
-                    for f in sorted(readable(c).glob("*.png"))]  # glob sees nothing in a folder it may not read
+            for c in character_folders(folder, split):  # (glob sees nothing in a folder it may not read)
+                found[str(c.relative_to(folder))] = [_file_drawing(f, folder) for f in readable(c).glob("*.png")]
             continue
         path = folder / f"{split}.zip"
         try:
@@ -112,7 +102,12 @@ def character_drawings(folder: Path, stack: contextlib.ExitStack) -> tuple[list[
     if not found:
         raise UserError(f"{folder}: no character folders found; expected {LAYOUT}")
     names = sorted(found)
-    return names, [sorted(found[n]) for n in names]
+    return names, [sorted(found[n], key=lambda d: d.name) for n in names]
+
+
+def _file_drawing(f: Path, folder: Path) -> Drawing:
+    stat = f.stat()
+    return Drawing(str(f.relative_to(folder)), f"{stat.st_size}\0{stat.st_mtime_ns}", lambda: open(f, "rb"))
 
 
 def drawings_stamp(drawings: list[list[Drawing]]) -> str:
