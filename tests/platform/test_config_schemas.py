@@ -86,6 +86,7 @@ def test_an_estimator_registered_in_this_process_is_not_refused_early():
     """The early check knows the built-ins only; one registered by the user's own code (or named by a
     dotted path, or a plugin) goes on to the full check."""
     from zoo.config import load_config
+    from zoo.errors import UserError
     from zoo.estimators import ESTIMATORS, Reinforce, register_estimator
     from zoo.estimators.options import ReinforceOptions
 
@@ -95,6 +96,8 @@ def test_an_estimator_registered_in_this_process_is_not_refused_early():
         assert cfg["model"]["estimator"] == "early_check_own"
     finally:
         ESTIMATORS._entries.pop("early_check_own")
+    with pytest.raises(UserError, match="cannot import module 'nope_pkg.estimators'"):  # not "unknown estimator"
+        load_config("vae_digits", ["model.estimator=nope_pkg.estimators:Mine"])
 
 
 def test_zoo_estimators_imports_its_modules_when_a_name_is_used():
