@@ -17,12 +17,13 @@ import torch
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.core.files import compression
-from zoo.errors import UserError, image_too_large, permission_denied
-from zoo.paths import check_input_file, readable
+from zoo.errors import UserError, permission_denied
+from zoo.paths import readable
 from zoo.registry import DATAMODULES
 
 from . import shapes as S
 from .config import KarpathyConfig, ShapesConfig
+from .images import ImageZips, image_transform, load_image
 from .vocab import CaptionSet, Vocab, build_vocab, collate_captions
 
 
@@ -109,63 +110,6 @@ class ShapesData(_CaptionData):
                 "baseline_caption": self.most_frequent_caption()}
 
 
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-
-
-def image_transform(size: int, normalize: str):
-    """PIL image -> (3, size, size) float tensor: shorter side resized, centre crop, then ImageNet
-    normalisation ('imagenet') or plain [0, 1] ('unit', the shapes scenes)."""
-    from torchvision.transforms import v2 as T
-
-    steps = [T.Resize(size, antialias=True), T.CenterCrop(size), T.ToImage(),
-             T.ToDtype(torch.float32, scale=True)]
-    if normalize == "imagenet":
-        steps.append(T.Normalize(IMAGENET_MEAN, IMAGENET_STD))
-    return T.Compose(steps)
-
-
-def load_image(path: Path | str, transform, size: int | None = None) -> torch.Tensor:
-    """An image file through ``transform``; with ``size`` (``zoo.predict``: the model's input size), a
-    note on stderr when the image is smaller than the model's input or has no colour, which the
-    transform would otherwise change silently."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(check_input_file(path)) as im:
-            if size is not None:
-                note = conversion_note(im, size)
-                if note:
-                    import sys
-
-                    print(f"note: {path} {note}", file=sys.stderr)
-            return transform(im.convert("RGB"))
-    except UnidentifiedImageError:
-        raise UserError(f"{path} is not an image file PIL can read") from None
-    except Image.DecompressionBombError as err:  # was a traceback
-        raise image_too_large(err, path) from None
-    except OSError as err:  # decoding: "image file is truncated" (a traceback); a file's own errors keep theirs
-        if err.errno is not None:
-            raise
-        raise UserError(f"{path} is not a readable image ({err}): a cut-short copy? Give the complete file") from None
-
-
-GREY_MODES = ("1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F")  # PIL's modes without colour
-
-
-def conversion_note(im, size: int) -> str | None:
-    """What ``image_transform`` does to a PIL image the model would not see as it is: enlarged (smaller
-    than ``size``) or given colour (greyscale: the same grey in the three channels, so no colour the
-    captions name); None for a colour image at least ``size`` pixels on each side (scaled down and
-    centre-cropped as the training images were)."""
-    w, h = im.size
-    small, grey = min(w, h) < size, im.mode in GREY_MODES
-    if not (small or grey):
-        return None
-    kind = f"{w}x{h}" + (" greyscale" if grey else "")
-    done = " ".join([f"resized to {size}x{size}"] * small + ["RGB" if small else "converted to RGB"] * grey)
-    return f"is {kind}; {done} as the model expects" + (" (it sees no colour)" if grey else "")
-
-
 KARPATHY_ZIP = "caption_datasets.zip"  # Karpathy's release: dataset_coco.json, dataset_flickr8k.json, ...30k.json
 KARPATHY_LAYOUT = "{'images': [{'filename', 'filepath' (optional), 'split', 'sentences': [{'tokens': [...]}]}]}"
 
@@ -244,9 +188,7 @@ class KarpathyData(_CaptionData):
                 f"Karpathy split file not found at {json_path}. Download dataset_{c.dataset}.json "
                 f"(Karpathy's 'caption_datasets.zip') and put it there, or put caption_datasets.zip itself there or "
                 f"in {c.root}, or set data.json=PATH")
-        if not image_dir.is_dir():
-            raise UserError(f"image folder not found at {image_dir}: put the {c.dataset} images there "
-                            f"(COCO: train2014/ and val2014/ inside it) or set data.image_dir=PATH")
+        zips = self.image_zips(image_dir)
         try:
             images = json.loads(self.split_file_bytes(json_path))["images"]  # bytes: UTF-8 whatever the locale
         except (ValueError, KeyError, TypeError) as err:
@@ -270,19 +212,60 @@ class KarpathyData(_CaptionData):
                 raise UserError(f"{json_path}: an image of split '{name}' has no sentences")
         self.vocab = Vocab(build_vocab((r for rs in refs["train"] for r in rs), c.min_freq))
         for name, ims in by_split.items():
-            files = [image_dir / im.get("filepath", "") / im["filename"] for im in ims]
-            missing = [str(f) for f in files if not f.is_file()]
+            sources = [self._find_image(image_dir, zips, im) for im in ims]
+            missing = [im for im, src in zip(ims, sources) if src is None]
             if missing:
+                places = [str(image_dir)] * image_dir.is_dir() + ([", ".join(map(str, zips.paths))] if zips else [])
+                first = Path(missing[0].get("filepath", "")) / missing[0]["filename"]
                 raise UserError(f"{len(missing)} image file(s) of split '{name}' listed in {json_path} are "
-                                f"missing, e.g. {missing[0]}")
-            for f in files:  # read only in training (DataLoader workers): one that cannot be read is refused now
-                readable(f)
+                                f"missing from {' and '.join(places)}, e.g. {first}")
+            for f in sources:  # read only in training (DataLoader workers): one that cannot be read is refused now
+                if isinstance(f, Path):
+                    readable(f)
             ids = [self.vocab.encode_batch(rs, c.max_len) for rs in refs[name]]
-            self.sets[name] = CaptionSet(self._image_fn(files), refs[name], ids, pairs=name == "train")
+            self.sets[name] = CaptionSet(self._image_fn(sources, zips), refs[name], ids, pairs=name == "train")
 
-    def _image_fn(self, files: list[Path]):
+    def image_zips(self, image_dir: Path) -> ImageZips | None:
+        """The zips to take images from where the folder does not hold them: data.image_dir=ZIP; the
+        zips inside the image folder; with no folder, the zips in <root>/<dataset>/ as downloaded
+        (Flickr8k_Dataset.zip; COCO's train2014.zip and val2014.zip). None: a folder of files only."""
+        c = self.cfg
+        if image_dir.is_file():
+            if compression(image_dir) != "zip":
+                raise UserError(f"data.image_dir={image_dir} is a file but not a zip: give the folder of "
+                                f"{c.dataset} images or the zip they came in")
+            zips = [image_dir]
+        elif image_dir.is_dir():
+            zips = sorted(z for z in image_dir.glob("*.zip") if z.name != KARPATHY_ZIP)
+        else:
+            base = Path(c.root) / c.dataset
+            zips = [] if c.image_dir or not base.is_dir() else sorted(
+                z for z in base.glob("*.zip") if z.name != KARPATHY_ZIP)
+            if not zips:
+                raise UserError(f"image folder not found at {image_dir}: put the {c.dataset} images there "
+                                f"(COCO: train2014/ and val2014/ inside it), or the zips as downloaded in {base} "
+                                f"(Flickr8k_Dataset.zip; COCO: train2014.zip, val2014.zip), or set data.image_dir "
+                                "to a folder or zip")
+        return ImageZips(zips) if zips else None
+
+    @staticmethod
+    def _find_image(image_dir: Path, zips: ImageZips | None, im: dict) -> Path | tuple[int, str] | None:
+        """Where an entry's image is: a file in the folder, else (archive, member) in the zips."""
+        path = image_dir / im.get("filepath", "") / im["filename"]
+        if image_dir.is_dir() and path.is_file():
+            return path
+        return zips.find(im.get("filepath", ""), im["filename"]) if zips else None
+
+    def _image_fn(self, sources: list, zips: ImageZips | None):
         tf = image_transform(self.cfg.image_size, "imagenet")
-        return lambda i: load_image(files[i], tf)
+
+        def load(i: int) -> torch.Tensor:
+            src = sources[i]
+            if isinstance(src, Path):
+                return load_image(src, tf)
+            return load_image(zips.name(src), tf, data=zips.read(src))
+
+        return load
 
     def info(self) -> dict:
         self.setup()

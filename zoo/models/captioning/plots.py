@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .data import IMAGENET_MEAN, IMAGENET_STD
+from .images import IMAGENET_MEAN, IMAGENET_STD
 
 
 def displayable(images: Tensor, normalize: str) -> Tensor:

@@ -23,7 +23,7 @@ from zoo.paths import check_output_file, make_folder
 
 from . import decode as D
 from .config import MAX_BEAMS, MAX_LEN
-from .data import image_transform, load_image
+from .images import image_transform, load_image
 
 DEFAULTS = {"beam": 3, "sbs": 0, "overlay": "", "max_len": 0, "length_norm": 0.0, "seed": 0}
 
