@@ -2,6 +2,7 @@
 
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,15 @@ def test_mnist_idx_files_with_fashion_mnist_as_ood(tmp_path, gz):
     assert x.dtype == torch.float32 and 0 <= x.min() and x.max() <= 1
 
 
+def test_mnist_where_data_readme_has_torchvision_download_it(tmp_path):
+    """torchvision.datasets.MNIST(root="data/mnist", download=True) writes data/mnist/MNIST/raw/: found
+    there as the VAE's reader finds it (was "mnist not found")."""
+    write_mnist(tmp_path, "mnist/MNIST/raw")
+    dm = OODImages({"root": str(tmp_path), "dataset": "mnist", "val_size": 10, "ood": ["uniform"]})
+    dm.setup()
+    assert len(dm.parts["train"][0]) == 50 and dm.info()["input_shape"] == [1, 28, 28]
+
+
 def test_cifar10_binary_and_svhn_mat(tmp_path):
     write_cifar10(tmp_path)
     write_svhn(tmp_path)
@@ -94,7 +104,8 @@ def test_missing_or_empty_data_names_the_path(tmp_path):
         OODImages({"root": str(tmp_path), "dataset": "svhn"}).setup()
     with pytest.raises(UserError, match=rf"train-images-idx3-ubyte.*t10k-labels-idx1-ubyte.*in {root}/mnist"):
         OODImages({"root": str(tmp_path), "dataset": "mnist"}).setup()
-    with pytest.raises(UserError, match=rf"in {root}/fashion_mnist, {root}/FashionMNIST/raw"):
+    with pytest.raises(UserError, match=rf"in {root}/fashion_mnist, {root}/fashion_mnist/FashionMNIST/raw, "
+                                        rf"{root}/FashionMNIST/raw"):
         OODImages({"root": str(tmp_path), "dataset": "fashion_mnist"}).setup()
     write_svhn(tmp_path)
     (tmp_path / "empty").mkdir()
@@ -123,8 +134,10 @@ def test_cifar10_read_from_the_downloaded_tarball(tmp_path):
     packed.mkdir()
     with tarfile.open(packed / "cifar-10-binary.tar.gz", "w:gz") as tar:
         tar.add(tmp_path / "extracted" / "cifar-10-batches-bin", arcname="cifar-10-batches-bin")
-    for a, b in zip(load_cifar10(tmp_path / "extracted"), load_cifar10(packed)):
-        assert torch.equal(a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warned of the read-only arrays np.frombuffer gave
+        for a, b in zip(load_cifar10(tmp_path / "extracted"), load_cifar10(packed)):
+            assert torch.equal(a, b)
     assert sorted(p.name for p in packed.iterdir()) == ["cifar-10-binary.tar.gz"]
     whole = (packed / "cifar-10-binary.tar.gz").read_bytes()
     (packed / "cifar-10-binary.tar.gz").write_bytes(whole[: len(whole) // 2])  # a download stopped half way
@@ -137,3 +150,33 @@ def test_cifar10_read_from_the_downloaded_tarball(tmp_path):
     (tmp_path / "py" / "cifar-10-batches-py").mkdir(parents=True)
     with pytest.raises(UserError, match="cifar-10-batches-py/ \\(the pickled Python release.*never unpickled"):
         load_cifar10(tmp_path / "py")
+
+
+def test_ood_image_folder_read_from_its_archive_as_downloaded(tmp_path):
+    """ODIN's LSUN_resize.tar.gz (or a .tar / .zip) as downloaded gives the unpacked folder's images,
+    pixel for pixel, also when folder:LSUN_resize names the missing folder beside the archive; the set
+    keeps the folder's name; a damaged archive is a UserError naming it."""
+    import tarfile
+    import zipfile
+
+    from zoo.models.ood.realdata import load_folder
+
+    folder = tmp_path / "unpacked" / "LSUN_resize"
+    write_image_folder(folder, n=6)
+    unpacked = load_folder(folder, [3, 32, 32])
+    with tarfile.open(tmp_path / "LSUN_resize.tar.gz", "w:gz") as tar:
+        tar.add(folder, arcname="LSUN_resize")
+    with zipfile.ZipFile(tmp_path / "Imagenet_resize.zip", "w") as z:
+        for f in sorted(folder.iterdir()):
+            z.write(f, f"Imagenet_resize/{f.name}")
+        z.writestr("__MACOSX/Imagenet_resize/._img0.jpg", b"not an image")
+    for path in ("LSUN_resize.tar.gz", "LSUN_resize", "Imagenet_resize.zip", "Imagenet_resize"):
+        assert torch.equal(load_folder(tmp_path / path, [3, 32, 32]), unpacked), path
+    write_svhn(tmp_path)
+    dm = OODImages({"root": str(tmp_path), "dataset": "svhn", "val_size": 10, "ood_val_size": 2,
+                    "ood": ["folder:LSUN_resize.tar.gz", "folder:Imagenet_resize"]})
+    dm.setup()
+    assert dm.info()["ood_sets"] == ["LSUN_resize", "Imagenet_resize"]
+    (tmp_path / "iSUN.tar.gz").write_bytes(b"\x1f\x8b" + b"\x00" * 50)  # gzip's magic, then nothing of one
+    with pytest.raises(UserError, match=r"iSUN.tar.gz is neither a folder nor a readable tar / zip archive"):
+        load_folder(tmp_path / "iSUN", [3, 32, 32])

@@ -13,7 +13,9 @@ Layouts looked for under ``data.root``:
   read with ``scipy.io.loadmat``; label 10 means digit 0);
 - an OOD image folder ``folder:PATH`` (PATH absolute or relative to root), e.g. ODIN's resized LSUN
   / TinyImageNet releases (``LSUN_resize/``, ``Imagenet_resize/``): every PNG / JPEG / BMP / GIF /
-  WebP file below it, converted to the in-distribution channels and size.
+  WebP file below it, converted to the in-distribution channels and size; or the archive it came in
+  (``LSUN_resize.tar.gz``, a .tar, .tgz or .zip), read without unpacking, also when the folder named is
+  missing and the archive lies beside it.
 
 ``ood_images`` splits the training files once (fixed permutation, seed 0) into training and
 ``val_size`` validation images; each OOD set is split (fixed permutation, seed 1) into
@@ -41,7 +43,10 @@ from zoo.registry import DATAMODULES
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 SVHN_URL = "http://ufldl.stanford.edu/housenumbers/"
-IDX_DIRS = {"mnist": ("mnist", "MNIST/raw"), "fashion_mnist": ("fashion_mnist", "FashionMNIST/raw")}
+# where the four IDX files are looked for: our folder, torchvision's download inside it (its README's
+# torchvision.datasets.MNIST(root="data/mnist", download=True)), torchvision's download at the root
+IDX_DIRS = {"mnist": ("mnist", "mnist/MNIST/raw", "MNIST/raw"),
+            "fashion_mnist": ("fashion_mnist", "fashion_mnist/FashionMNIST/raw", "FashionMNIST/raw")}
 
 
 def _read_idx(path: Path, labels: bool) -> torch.Tensor:
@@ -115,7 +120,9 @@ def _cifar_batches(root: Path, names: list[str]) -> list[tuple[np.ndarray, np.nd
                 if missing:
                     raise UserError(f"{archive} lacks {', '.join(missing)}: it is not CIFAR-10's binary release; "
                                     f"download it again from {CIFAR_URL}")
-                return [_cifar_records(np.frombuffer(tar.extractfile(members[n]).read(), np.uint8), f"{archive}:{n}")
+                # a bytearray: a writable array (np.frombuffer of bytes is read-only, which torch warns of)
+                return [_cifar_records(np.frombuffer(bytearray(tar.extractfile(members[n]).read()), np.uint8),
+                                       f"{archive}:{n}")
                         for n in names]
         except (tarfile.TarError, EOFError, OSError) as err:
             raise permission_denied(err) or UserError(
@@ -188,22 +195,64 @@ def to_shape(x: torch.Tensor, shape: list[int]) -> torch.Tensor:
     return out.round().clamp(0, 255).to(torch.uint8)
 
 
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")  # ODIN's sets come as LSUN_resize.tar.gz, ...
+
+
+def ood_set_name(path: Path) -> str:
+    """The OOD set's name in tables and plots: the folder's, or the archive's without its suffix."""
+    return next((path.name[: -len(s)] for s in ARCHIVE_SUFFIXES if path.name.lower().endswith(s)), path.name)
+
+
+def _image_files(path: Path) -> list[tuple[str, Path | bytes]]:
+    """(name, file or its bytes) of every image below a folder, or inside a tar(.gz) / zip archive as
+    downloaded (read into memory: ODIN's sets are 10,000 small images), in name order. A folder that
+    is missing is looked for as an archive beside it (LSUN_resize -> LSUN_resize.tar.gz)."""
+    import tarfile
+    import zipfile
+
+    if not path.exists():
+        path = next((path.with_name(path.name + s) for s in ARCHIVE_SUFFIXES
+                     if path.with_name(path.name + s).is_file()), path)
+    if path.is_dir():
+        return [(str(p), p) for p in sorted(readable(path).rglob("*"))
+                if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()]
+    if not path.is_file():
+        raise UserError(f"OOD image folder not found: {path} (a folder of PNG/JPEG images, e.g. LSUN_resize/, or "
+                        f"the archive it came in, e.g. LSUN_resize.tar.gz)")
+    def is_image(name: str) -> bool:
+        return Path(name).suffix.lower() in IMAGE_EXTENSIONS and "__MACOSX/" not in name
+
+    try:
+        if zipfile.is_zipfile(readable(path)):
+            with zipfile.ZipFile(path) as z:
+                return [(f"{path}:{n}", z.read(n)) for n in sorted(z.namelist()) if is_image(n)]
+        with tarfile.open(path, "r:*") as tar:
+            return [(f"{path}:{m.name}", tar.extractfile(m).read())
+                    for m in sorted(tar.getmembers(), key=lambda m: m.name) if m.isfile() and is_image(m.name)]
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as err:
+        raise permission_denied(err) or UserError(
+            f"OOD images: {path} is neither a folder nor a readable tar / zip archive ({err}): give the folder "
+            "of images, or the archive as downloaded (download it again if it is damaged)") from None
+
+
 def load_folder(path: Path, shape: list[int]) -> torch.Tensor:
-    """Every image file below ``path`` as uint8 (N, C, H, W) of the given shape."""
+    """Every image below ``path`` (a folder, or a tar(.gz) / zip of images) as uint8 (N, C, H, W) of
+    the given shape."""
+    import io
+
     from PIL import Image
 
-    if not path.is_dir():
-        raise UserError(f"OOD image folder not found: {path} (a folder of PNG/JPEG images, e.g. LSUN_resize/)")
-    files = sorted(p for p in readable(path).rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
+    files = _image_files(path)
     if not files:
         raise UserError(f"OOD image folder {path} holds no images ({', '.join(sorted(IMAGE_EXTENSIONS))})")
     c, h, w = shape
     images = []
-    for f in files:
+    for name, f in files:
         try:
-            img = Image.open(f).convert("L" if c == 1 else "RGB").resize((w, h), Image.BILINEAR)
+            img = Image.open(f if isinstance(f, Path) else io.BytesIO(f))
+            img = img.convert("L" if c == 1 else "RGB").resize((w, h), Image.BILINEAR)
         except OSError as err:
-            raise permission_denied(err) or UserError(f"cannot read image {f}: {err}") from None
+            raise permission_denied(err) or UserError(f"cannot read image {name}: {err}") from None
         a = np.asarray(img, dtype=np.uint8)
         images.append(a[None] if c == 1 else a.transpose(2, 0, 1))
     return torch.from_numpy(np.stack(images))
@@ -238,7 +287,7 @@ class OODImages(OODDataModule):
             if spec.startswith("folder:"):
                 folder = Path(spec[len("folder:"):])
                 images = load_folder(folder if folder.is_absolute() else root / folder, shape)
-                name = folder.name
+                name = ood_set_name(folder)
             elif spec in DATASETS:
                 if spec == c.dataset:
                     raise UserError(f"data.ood lists the in-distribution dataset '{spec}' itself")
