@@ -1,11 +1,13 @@
 """User mistakes vs bugs: a UserError becomes one message and exit status 2, no traceback."""
 
 import argparse
+import contextlib
 import errno
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 
 class UserError(Exception):
@@ -33,8 +35,8 @@ def exit_status(run: Callable[[], int]) -> int:
     try:
         check_thread_variables()
         return run()
-    except KeyboardInterrupt:
-        print("interrupted (Ctrl-C)", file=sys.stderr)
+    except KeyboardInterrupt as err:  # its text, where raised by the zoo: what the interrupted run left
+        print("interrupted (Ctrl-C)" + (f": {err}" if str(err) else ""), file=sys.stderr)
         return 130
     except Exception as err:
         user = as_user_error(err)
@@ -198,3 +200,16 @@ def _existing_folders(path: Path) -> list[Path]:
             break
         folders.append(folder)
     return folders
+
+
+@contextlib.contextmanager
+def ctrl_c_in_lightning(trainer: Any, left: Callable[[], str] = lambda: "") -> Iterator[None]:
+    """Ctrl-C inside ``trainer.fit`` / ``test``: Lightning prints its own line and calls ``sys.exit(1)``
+    (status 1 reads as a failure, not an interruption); turned into the KeyboardInterrupt that
+    ``exit_status`` answers with one line and 130, saying what ``left()`` says was kept."""
+    try:
+        yield
+    except SystemExit:
+        if not trainer.interrupted:
+            raise
+        raise KeyboardInterrupt(left()) from None

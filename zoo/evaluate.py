@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config import MATMUL_PRECISIONS, SEED_MAX, repeated_overrides
-from zoo.errors import CommandLineParser, UserError, exit_status
+from zoo.errors import CommandLineParser, UserError, ctrl_c_in_lightning, exit_status
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
@@ -85,7 +85,8 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
             with HeldMessages() as held:  # Lightning's device lines: printed once the test starts
                 trainer = build_trainer(lambda: L.Trainer(callbacks=[ReleaseHeldMessages(held)], **trainer_opts),
                                         "trainer option")
-                results = trainer.test(model, datamodule=datamodule, verbose=False)
+                with ctrl_c_in_lightning(trainer):
+                    results = trainer.test(model, datamodule=datamodule, verbose=False)
         except Exception as err:
             user = user_error_in_fit(err)  # e.g. a trainer.limit_test_batches that selects no batch
             if user is None:

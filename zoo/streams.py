@@ -158,12 +158,15 @@ def leave(code: int) -> NoReturn:
     import _io  # the C base of every file object: a plain type check (io.IOBase's ABC check costs ~0.4 s here)
     import atexit
     import gc
+    import signal
     import threading
 
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(code)
     if not _started_by_the_interpreter(sys._getframe(1)):
         sys.exit(code)
+    if threading.current_thread() is threading.main_thread():  # Ctrl-C from here on: a traceback of the exit
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     atexit._run_exitfuncs()  # what sys.exit runs first, in the same order (the last registered first)
     for obj in gc.get_objects():  # files opened and never closed: written as the teardown would
         # type(), not isinstance: that reads obj.__class__, which some deprecated objects answer with a warning

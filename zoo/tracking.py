@@ -19,7 +19,8 @@ from typing import Any
 
 class _DropNoise(logging.Filter):
     DROPPED = ("Tip: For seamless cloud logging",  # an advertisement
-               "Trainer already configured with model summary callbacks")  # console_callbacks named it
+               "Trainer already configured with model summary callbacks",  # console_callbacks named it
+               "Detected KeyboardInterrupt, attempting graceful shutdown")  # zoo.errors.exit_status says it
 
     precision_chosen = False  # set_float32_precision ran: Lightning's tip to choose it is answered
 

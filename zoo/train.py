@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import UserError, as_user_error, exit_status
+from zoo.errors import UserError, as_user_error, ctrl_c_in_lightning, exit_status
 from zoo.runs import check_resumable, check_writable, read_resume_checkpoint, resolve_run_dir
 
 USAGE = """\
@@ -175,8 +175,10 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
     distributed = trainer.world_size > 1
     if distributed:  # Lightning re-launches this script for the other ranks; they must share the folder
         os.environ["ZOO_RUN_DIR"] = str(run_dir)
+    signal_cb = next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
     try:
-        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt)
+        with ctrl_c_in_lightning(trainer, signal_cb.kept):
+            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt)
     except Exception as err:
         diverged = as_divergence(err, trainer)
         if diverged is not None and diverged is not err:
@@ -257,14 +259,17 @@ def train(argv: list[str]) -> RunResult | None:
     result.untested = ("test_after_fit=false" if not cfg["test_after_fit"] else "trainer.fast_dev_run"
                        if cfg["trainer"].get("fast_dev_run") else "interrupted" if result.interrupted else None)
     if result.untested is None:
+        last = run_dir / "checkpoints" / "last.ckpt"
         try:
-            metrics = trainer.test(model, datamodule=datamodule, verbose=False)
+            with ctrl_c_in_lightning(trainer, lambda: f"while testing; the trained run is kept in {run_dir} "
+                                     f"(test it with python -m zoo.evaluate {last})"):
+                metrics = trainer.test(model, datamodule=datamodule, verbose=False)
         except Exception as err:  # e.g. trainer.limit_test_batches=0.001, which keeps no batch: a traceback
             user = user_error_in_fit(err)
             if user is None:
                 raise
             raise UserError(f"{user} (the trained run is kept in {run_dir}; test it with python -m zoo.evaluate "
-                            f"{run_dir / 'checkpoints' / 'last.ckpt'})") from None
+                            f"{last})") from None
         result.test_metrics = {k: float(v) for k, v in (metrics[0] if metrics else {}).items()}
         if trainer.is_global_zero and result.test_metrics:
             (run_dir / "metrics.json").write_text(json.dumps(result.test_metrics, indent=2) + "\n")

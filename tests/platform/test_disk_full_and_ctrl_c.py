@@ -103,3 +103,23 @@ def test_ctrl_c_outside_training_is_one_line_and_leaves_no_run(command, tmp_path
     assert main(args) == 130
     assert capsys.readouterr().err == "interrupted (Ctrl-C)\n"
     assert not (tmp_path / "runs").exists() and not (tmp_path / "samples.png").exists()
+
+
+def test_lightnings_exit_on_ctrl_c_becomes_the_zoos_interruption():
+    """Lightning answers Ctrl-C inside fit / test with sys.exit(1) after marking the trainer interrupted:
+    zoo.evaluate and zoo.train turn that into the KeyboardInterrupt exit_status gives 130; any other
+    SystemExit passes through."""
+    import sys
+
+    from zoo.errors import ctrl_c_in_lightning
+
+    class Trainer:
+        interrupted = True
+
+    with pytest.raises(KeyboardInterrupt, match="the run is kept"):
+        with ctrl_c_in_lightning(Trainer(), lambda: "the run is kept"):
+            sys.exit(1)
+    Trainer.interrupted = False
+    with pytest.raises(SystemExit):
+        with ctrl_c_in_lightning(Trainer()):
+            sys.exit(1)

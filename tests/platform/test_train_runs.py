@@ -207,3 +207,62 @@ def test_rng_state_round_trips_through_a_safe_load_and_ignores_foreign_cuda_stat
     torch.rand(100)
     cb.load_state_dict(torch.load(tmp_path / "s.pt", weights_only=True)["rng"])
     assert torch.equal(torch.rand(5), expected)
+
+
+def _wait_for_file(path: Path, proc, timeout=120.0) -> None:
+    deadline = time.time() + timeout
+    while not path.exists():
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            raise AssertionError(f"{path.name} never appeared: {proc.stdout.read()}")
+        time.sleep(0.05)
+
+
+def test_sigint_mid_epoch_runs_no_extra_validation_and_the_resumed_run_keeps_one_best(toy_recipe, tmp_path):
+    """Lightning validates once more when a run is told to stop: after last.ckpt was saved, so its
+    metrics row and best checkpoint came from a state no resume knows of (a stale best-*.ckpt stayed
+    beside the resumed run's best, with save_top_k 1). Epochs of 32 steps, the signal 0.3 s into the
+    second; validations only at epochs' ends, before and after resuming."""
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=3", "data.n=1024", "model.step_delay=0.03")
+    _wait_for_epoch(tmp_path, 0, proc)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "SIGINT received: saved" in out, out
+    run = next(tmp_path.glob("*/*/checkpoints")).parent
+    train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=3", "data.n=1024", "ckpt_path=last",
+           "test_after_fit=false"])
+    val_steps = []
+    for csv in sorted(run.glob("logs/**/metrics.csv")):  # logs/metrics.csv, then logs/resume-1/metrics.csv
+        header, *rows = [line.split(",") for line in csv.read_text().splitlines()]
+        val_steps += [int(r[header.index("step")]) for r in rows if r[header.index("val/loss")]]
+    assert val_steps == [31, 63, 95], (val_steps, out)  # one a finished epoch, none at the signal's step
+    assert len(list((run / "checkpoints").glob("best*.ckpt"))) == 1, sorted((run / "checkpoints").iterdir())
+
+
+def test_ctrl_c_while_testing_after_fit_is_one_line_130_and_keeps_the_run(toy_recipe, tmp_path):
+    """Lightning answered Ctrl-C in the test after fit with its own line and exit status 1."""
+    started = tmp_path / "testing"
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=1", "model.test_delay=2", f"model.test_started={started}")
+    _wait_for_file(started, proc)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    last = next(tmp_path.glob("*/*/checkpoints/last.ckpt"))
+    assert proc.returncode == 130, out
+    assert f"interrupted (Ctrl-C): while testing; the trained run is kept in {last.parent.parent} (test it with " \
+           f"python -m zoo.evaluate {last})" in out, out
+    assert "Detected KeyboardInterrupt" not in out and "Traceback" not in out, out
+
+
+def test_second_ctrl_c_stops_training_at_once_with_130_naming_what_is_kept(toy_recipe, tmp_path):
+    """The first SIGINT asks for a save at the step's end; a second in the same step stops at once
+    (was Lightning's line and status 1)."""
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "model.step_delay=0.5")
+    last = _wait_for_epoch(tmp_path, 0, proc)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert f"interrupted (Ctrl-C): {last} (step " in out and "is kept: resume with ckpt_path=last" in out, out
+    assert "Detected KeyboardInterrupt" not in out and "Traceback" not in out, out

@@ -58,6 +58,8 @@ class ToyConfig:
     val_delay: float = 0.0  # seconds to sleep per validation step (not the sanity check), touching val_started first
     val_started: str = ""  # file touched when a validation step begins, so tests can signal a run mid-validation
     val_draws: bool = False  # validation draws from torch's RNG (as the OOD model's does), changing training's draws
+    test_delay: float = 0.0  # seconds to sleep per test step, touching test_started first
+    test_started: str = ""  # file touched when a test step begins, so tests can signal a run mid-test
 
 
 class Toy(ZooModule):
@@ -110,6 +112,9 @@ class Toy(ZooModule):
         self.save_image("weights_image", self.net[0].weight.detach().abs()[None, None].clamp(0, 1))
 
     def test_step(self, batch, batch_idx):
+        if self.cfg.test_started:
+            open(self.cfg.test_started, "a").close()
+        time.sleep(self.cfg.test_delay)
         self.log("test/loss", self.loss(batch))
 
     def configure_optimizers(self):

@@ -175,6 +175,12 @@ class SignalCheckpoint(L.Callback):
             raise KeyboardInterrupt
         self.received = signum
 
+    def kept(self) -> str:
+        """What a run stopped at once (a second SIGINT, or one before training started) has left."""
+        if self.last.path.is_file():
+            return f"{self.last.path} (step {self.last._last_global_step_saved}) is kept: resume with ckpt_path=last"
+        return "no checkpoint was saved yet"
+
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._previous[sig] = signal.signal(sig, self._handler)
@@ -203,6 +209,10 @@ class SignalCheckpoint(L.Callback):
         # mid-epoch state with "epoch done", which save_now's record of the step prevents
         self.last.save_now(trainer)
         trainer.should_stop = True
+        # Lightning validates once more when should_stop is set: after last.ckpt, so its metrics rows and
+        # best checkpoint came from a state no resume knows of (a stale best-*.ckpt stayed beside the
+        # resumed run's); Lightning's own flag for "the next validation is skipped" (a no-op at epoch end)
+        trainer.fit_loop.epoch_loop._skip_next_val = True
         # should_stop alone waits for trainer.min_epochs / min_steps (it saved and printed every step until then)
         trainer.fit_loop.min_epochs, trainer.fit_loop.epoch_loop.min_steps = None, None
         if trainer.is_global_zero:
