@@ -140,6 +140,8 @@ def test_dvae_rloo_learns_and_logs_gradient_variance(tmp_path):
     rows = list(csv.DictReader(open(result.run_dir / "logs" / "metrics.csv")))
     variances = [float(r["grad_var"]) for r in rows if r.get("grad_var")]
     assert len(variances) >= 3 and all(v > 0 for v in variances)
+    steps = [int(r["step"]) for r in rows if r.get("grad_var")]  # one row a measurement, not one a logged step
+    assert steps == sorted(set(steps)) and all(s % 20 == 0 for s in steps), steps
 
 
 def test_reinforce_gradient_variance_exceeds_gumbel_softmax():

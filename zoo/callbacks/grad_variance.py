@@ -66,8 +66,12 @@ class GradientVarianceCallback(L.Callback):
         stats["step"] = step
         self.last = stats
         self.history.append(stats)
-        for key in ("grad_var", "grad_snr"):
-            pl_module.log(f"{self.prefix}{key}", stats[key], on_step=True, on_epoch=False, batch_size=1)
+        metrics = {f"{self.prefix}{key}": stats[key] for key in ("grad_var", "grad_snr")}
+        # to the loggers once, at this step: self.log from a callback repeated the value at every logged
+        # step until the next measurement (a staircase in metrics.csv that reads as a measure a step)
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=step)
+        trainer.callback_metrics.update({k: torch.tensor(v) for k, v in metrics.items()})  # for monitors
 
     def measure(self, pl_module, batch) -> dict[str, float]:
         """M gradient estimates on ``batch``; returns grad_var, grad_snr, grad_norm (of the mean)."""
