@@ -158,3 +158,29 @@ def test_the_release_zips_read_as_they_are(tmp_path):
     (zipped / "images_background.zip").write_bytes(b"PK\x03\x04 cut short")
     with pytest.raises(UserError, match="images_background.zip is not a readable zip"):
         load_images(zipped, 28)
+
+
+def test_a_zip_made_again_with_a_folder_above_reads_and_one_of_another_layout_is_named(tmp_path):
+    """A split zipped again from its folder one level up (omniglot/images_background/...) is read as the
+    release; a zip without the split/alphabet/character/*.png layout is an error naming it (it was
+    skipped, and a later message blamed data.query)."""
+    import zipfile
+
+    from zoo.models.maml.omniglot import load_images
+
+    unzipped = write_tiny_omniglot(tmp_path / "a")
+    images, names = load_images(unzipped, 28)
+    zipped = tmp_path / "b"
+    zipped.mkdir()
+    for split in ("images_background", "images_evaluation"):
+        with zipfile.ZipFile(zipped / f"{split}.zip", "w") as archive:
+            for f in sorted((unzipped / split).rglob("*.png")):
+                archive.write(f, "omniglot/" + f.relative_to(unzipped).as_posix())
+    from_zips, zip_names = load_images(zipped, 28)
+    assert zip_names == names and torch.equal(from_zips, images)
+    with zipfile.ZipFile(zipped / "images_background.zip", "w") as archive:
+        for f in sorted((unzipped / "images_background").rglob("*.png")):
+            archive.write(f, f.name)  # the drawings without their folders
+    with pytest.raises(UserError, match=r"images_background.zip holds no drawings laid out as images_background/"
+                                        r"<alphabet>/<character>/\*.png \(it holds \d+ files, e.g. "):
+        load_images(zipped, 28)

@@ -85,6 +85,8 @@ def character_drawings(folder: Path, stack: contextlib.ExitStack) -> tuple[list[
         if (folder / split).is_dir():
             for c in character_folders(folder, split):  # (glob sees nothing in a folder it may not read)
                 found[str(c.relative_to(folder))] = [_file_drawing(f, folder) for f in readable(c).glob("*.png")]
+            if not any(name.startswith(f"{split}/") for name in found):
+                raise UserError(f"{folder / split} holds no character folders; expected {LAYOUT}")
             continue
         path = folder / f"{split}.zip"
         try:
@@ -94,11 +96,17 @@ def character_drawings(folder: Path, stack: contextlib.ExitStack) -> tuple[list[
                 f"{path} is not a readable zip ({err}): download it again from "
                 "https://github.com/brendenlake/omniglot (python/ folder)") from None
         for info in archive.infolist():
-            parts = info.filename.rstrip("/").split("/")
-            if info.is_dir() or len(parts) != 4 or parts[0] != split or not parts[3].endswith(".png"):
-                continue  # the release's members are split/alphabet/character/file.png
-            found.setdefault("/".join(parts[:3]), []).append(
-                Drawing(info.filename, f"{info.file_size}\0{info.CRC}", lambda a=archive, i=info: a.open(i)))
+            parts = info.filename.rstrip("/").split("/")  # the release's: split/alphabet/character/file.png
+            if info.is_dir() or len(parts) < 4 or parts[-4] != split or not parts[-1].endswith(".png"):
+                continue  # (a zip made again from the folder may put one more folder above split/)
+            found.setdefault("/".join(parts[-4:-1]), []).append(
+                Drawing("/".join(parts[-4:]), f"{info.file_size}\0{info.CRC}", lambda a=archive, i=info: a.open(i)))
+        if not any(name.startswith(f"{split}/") for name in found):  # was skipped silently: a later
+            members = [i.filename for i in archive.infolist() if not i.is_dir()]  # message blamed data.query
+            raise UserError(f"{path} holds no drawings laid out as {split}/<alphabet>/<character>/*.png "
+                            f"(it holds {len(members)} files{', e.g. ' + members[0] if members else ''}): download "
+                            "it again from https://github.com/brendenlake/omniglot (python/ folder), or unzip it "
+                            f"into {folder}")
     if not found:
         raise UserError(f"{folder}: no character folders found; expected {LAYOUT}")
     names = sorted(found)
