@@ -180,3 +180,21 @@ def test_ood_image_folder_read_from_its_archive_as_downloaded(tmp_path):
     (tmp_path / "iSUN.tar.gz").write_bytes(b"\x1f\x8b" + b"\x00" * 50)  # gzip's magic, then nothing of one
     with pytest.raises(UserError, match=r"iSUN.tar.gz is neither a folder nor a readable tar / zip archive"):
         load_folder(tmp_path / "iSUN", [3, 32, 32])
+
+
+def test_ood_sets_named_twice_or_trained_on_are_refused(tmp_path):
+    """folder:a/LSUN and folder:b/LSUN (the second replaced the first in the tables), a set listed twice,
+    and the OOD training folder among the test sets (its images trained on, then tested) are refused."""
+    write_svhn(tmp_path)
+    for sub in ("a/LSUN", "b/LSUN", "train_ood"):
+        write_image_folder(tmp_path / sub, n=4)
+    opts = {"root": str(tmp_path), "dataset": "svhn", "val_size": 10, "ood_val_size": 1}
+    with pytest.raises(UserError, match="data.ood names two sets called 'LSUN'"):
+        OODImages({**opts, "ood": ["folder:a/LSUN", "folder:b/LSUN"]}).setup()
+    with pytest.raises(UserError, match="data.ood lists a set twice"):
+        OODImages({**opts, "ood": ["uniform", "uniform"]}).setup()
+    with pytest.raises(UserError, match="data.ood_train_folder=train_ood is also the test set folder:train_ood"):
+        OODImages({**opts, "ood": ["folder:train_ood"], "ood_train": True, "ood_train_folder": "train_ood"}).setup()
+    dm = OODImages({**opts, "ood": ["folder:a/LSUN"], "ood_train": True, "ood_train_folder": "train_ood"})
+    dm.setup()
+    assert dm.info()["ood_sets"] == ["LSUN"] and len(dm.parts["train_ood"]) == 4

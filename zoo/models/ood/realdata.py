@@ -277,6 +277,9 @@ class OODImages(OODDataModule):
         val, train = perm[: c.val_size], perm[c.val_size:]
         shape = list(x.shape[1:])
         val_ood, test_ood = {}, {}
+        train_folder = (root / c.ood_train_folder).resolve() if c.ood_train and c.ood_train_folder else None
+        if len(set(map(str, c.ood))) < len(c.ood):
+            raise UserError(f"data.ood lists a set twice ({', '.join(map(str, c.ood))}): list each once")
         for spec in c.ood:
             spec = str(spec)
             if spec in ("uniform", "gaussian"):
@@ -286,8 +289,13 @@ class OODImages(OODDataModule):
                 continue
             if spec.startswith("folder:"):
                 folder = Path(spec[len("folder:"):])
-                images = load_folder(folder if folder.is_absolute() else root / folder, shape)
                 name = ood_set_name(folder)
+                if name in test_ood:  # folder:a/LSUN and folder:b/LSUN: the second replaced the first, silently
+                    raise UserError(f"data.ood names two sets called '{name}': give each folder its own name")
+                if train_folder is not None and (root / folder).resolve() == train_folder:
+                    raise UserError(f"data.ood_train_folder={c.ood_train_folder} is also the test set {spec} in "
+                                    "data.ood: its images would be trained on, then tested; use another set for one")
+                images = load_folder(folder if folder.is_absolute() else root / folder, shape)
             elif spec in DATASETS:
                 if spec == c.dataset:
                     raise UserError(f"data.ood lists the in-distribution dataset '{spec}' itself")
