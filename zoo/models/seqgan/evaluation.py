@@ -1,7 +1,11 @@
 """What SeqGAN measures and prints: validation / test metrics and ``python -m zoo.predict``.
 
-- ``{val,test}/nll``: G's per-token NLL of held-out real sequences (teacher forcing).
-- ``{val,test}/d_acc``: D's accuracy on held-out real sequences vs as many fresh G samples.
+- ``{val,test}/nll``: G's per-token NLL of held-out real sequences (teacher forcing; text: the words
+  and [EOS], not the padding after it).
+- ``{val,test}/d_acc``: D's accuracy on held-out real sequences vs as many fresh G samples; its two
+  halves ``d_real`` (held-out reals called real) and ``d_fake`` (samples called fake), and
+  ``test/d_train_real`` (training sequences called real: far above ``d_real``, D has learnt the
+  training set rather than the data).
 - oracle data: ``{val,test}/nll_oracle`` (NLL-oracle of ``eval_samples`` / ``test_samples`` G samples,
   a fixed seed); the test also reports ``test/nll_oracle_floor`` (the oracle's own samples) and
   ``test/nll_oracle_random`` (an untrained generator initialised like G) and, after adversarial
@@ -41,12 +45,21 @@ class SeqGANEvaluation:
 
     def eval_step(self, batch: torch.Tensor, batch_idx: int, split: str) -> None:
         B = batch.shape[0]
-        nll = -self.gen.log_prob(batch).mean()
+        log_p = self.gen.log_prob(batch)  # (B, T)
+        if self.text:  # the words up to and with [EOS]: the [PAD]s after it are free and halved the NLL
+            eos = self.data_info["eos_token"]
+            ended_before = torch.cumsum((batch == eos).long(), dim=1) - (batch == eos).long()  # (B, T)
+            counted = ended_before == 0
+            nll = -(log_p * counted).sum() / counted.sum()
+        else:
+            nll = -log_p.mean()
         g = torch.Generator(device=batch.device).manual_seed(self.cfg.eval_seed * 7 + batch_idx)
         fake = self.gen.sample(B, self.seq_len, generator=g)
         logits = self.dis(torch.cat([batch, fake]))
-        acc = torch.cat([logits[:B] > 0, logits[B:] <= 0]).float().mean()
-        self.log_dict({f"{split}/nll": nll, f"{split}/d_acc": acc}, batch_size=B, sync_dist=True)
+        real, caught = (logits[:B] > 0).float(), (logits[B:] <= 0).float()
+        self.log_dict({f"{split}/nll": nll, f"{split}/d_acc": torch.cat([real, caught]).mean(),
+                       f"{split}/d_real": real.mean(), f"{split}/d_fake": caught.mean()},
+                      batch_size=B, sync_dist=True)
         if self.text:
             self._refs.extend(self.sentences(batch))
 
@@ -121,6 +134,12 @@ class SeqGANEvaluation:
                 metrics.update({f"test/self_bleu{k}_mle": v for k, v in self_bleu(before).items()})
             if self._trainer is None or self.trainer.is_global_zero:
                 (self._plots_dir() / "test_samples.txt").write_text("\n".join(samples) + "\n")
+        train = getattr(getattr(getattr(self._trainer, "datamodule", None), "train_set", None), "seqs", None)
+        if train is not None:  # held-out d_real far below this: D knows the training set, not the data
+            n = min(len(train), c.test_samples)
+            seqs = train[:n].to(self.device)
+            metrics["test/d_train_real"] = torch.cat([self.dis(seqs[i:i + 1000]) > 0 for i in range(0, n, 1000)]
+                                                     ).float().mean().item()
         self.log_dict(metrics, sync_dist=True)
         if self.history:
             self.save_figure(
