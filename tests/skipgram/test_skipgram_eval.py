@@ -61,16 +61,30 @@ def test_read_questions_words(tmp_path):
 
 
 def test_similarity_spearman_and_oov():
-    words = ["a", "b", "c", "d"]
+    words = [f"w{i}" for i in range(12)]
     index = {w: i for i, w in enumerate(words)}
-    angles = torch.tensor([0.0, 0.3, 1.0, 2.0])
-    vectors = torch.stack([angles.cos(), angles.sin()], 1)  # cosine falls with the angle gap
-    pairs = [("a", "b", 9.0), ("a", "c", 5.0), ("a", "d", 1.0), ("b", "d", 2.0), ("A", "zzz", 3.0)]
+    angles = torch.arange(12) * 0.25  # up to 2.75 rad: the cosine with w0 falls with the index
+    vectors = torch.stack([angles.cos(), angles.sin()], 1)
+    pairs = [("W0", f"w{k}", 12.0 - k) for k in range(1, 12)] + [("w1", "zzz", 3.0)]
     r = similarity_score(vectors, index, pairs, lowercase=True)
     assert r["spearman"] == pytest.approx(1.0)
-    assert r["oov"] == pytest.approx(0.2) and r["pairs"] == 4
-    r = similarity_score(vectors, index, [(a, b, -s) for a, b, s in pairs])
+    assert r["oov"] == pytest.approx(1 / 12) and r["pairs"] == 11
+    r = similarity_score(vectors, index, [(a.lower(), b, -s) for a, b, s in pairs])
     assert r["spearman"] == pytest.approx(-1.0)
+
+
+def test_similarity_on_fewer_than_ten_known_pairs_is_nan():
+    """Two pairs in the vocabulary gave a Spearman of exactly 1.0, reported (and monitored) as a score."""
+    import math
+
+    from zoo.models.skipgram.evaluation import MIN_PAIRS
+
+    index = {w: i for i, w in enumerate("abcdefghij")}
+    vectors = torch.randn(10, 4, generator=torch.Generator().manual_seed(0))
+    pairs = [(a, b, float(i)) for i, (a, b) in enumerate(zip("abcdefghij", "bcdefghija"))]  # 10 known
+    assert MIN_PAIRS == 10 and not math.isnan(similarity_score(vectors, index, pairs)["spearman"])
+    r = similarity_score(vectors, index, pairs[:9] + [("a", "zzz", 1.0)])
+    assert math.isnan(r["spearman"]) and r["pairs"] == 9 and r["oov"] == pytest.approx(0.1)
 
 
 def test_similarity_of_one_dimensional_vectors_is_nan_without_a_warning():
@@ -78,12 +92,12 @@ def test_similarity_of_one_dimensional_vectors_is_nan_without_a_warning():
     import math
     import warnings
 
-    index = {w: i for i, w in enumerate("abc")}
-    pairs = [("a", "b", 9.0), ("a", "c", 5.0), ("b", "c", 1.0)]
+    index = {w: i for i, w in enumerate("abcde")}
+    pairs = [(a, b, float(i)) for i, (a, b) in enumerate((a, b) for a in "abcde" for b in "abcde" if a < b)]  # 10
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert math.isnan(similarity_score(torch.ones(3, 1), index, pairs)["spearman"])
-        assert math.isnan(similarity_score(torch.tensor([[1.0], [2.0], [-1.0]]), index,
+        assert math.isnan(similarity_score(torch.ones(5, 1), index, pairs)["spearman"])
+        assert math.isnan(similarity_score(torch.tensor([[1.0], [2.0], [-1.0], [3.0], [-2.0]]), index,
                                            [(a, b, 1.0) for a, b, _ in pairs])["spearman"])
 
 

@@ -86,20 +86,23 @@ def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(spearmanr(a.cpu().numpy(), b.cpu().numpy()).statistic)
 
 
+MIN_PAIRS = 10  # fewer pairs in the vocabulary: no Spearman (nan); its standard error is ~1/sqrt(n - 1)
+
+
 def similarity_score(vectors: torch.Tensor, index: dict[str, int], pairs: list, lowercase: bool = False
                      ) -> dict[str, float]:
     """Spearman between human scores and cosine similarities over the pairs whose both words are
-    in the vocabulary; ``oov`` is the fraction of pairs skipped."""
+    in the vocabulary (nan with fewer than MIN_PAIRS of them); ``oov`` is the fraction of pairs skipped."""
     norm = lambda w: w.lower() if lowercase else w  # noqa: E731
     known = [(index[norm(a)], index[norm(b)], s) for a, b, s in pairs
              if norm(a) in index and norm(b) in index]
-    if not known:
-        return {"spearman": float("nan"), "oov": 1.0, "pairs": 0.0}
+    oov = 1 - len(known) / len(pairs)
+    if len(known) < MIN_PAIRS:  # 2 pairs gave a Spearman of exactly 1.0, reported as the score
+        return {"spearman": float("nan"), "oov": oov, "pairs": float(len(known))}
     i, j, s = (torch.tensor(col, device=vectors.device) for col in zip(*known))
     v = F.normalize(vectors.detach().float(), dim=1)
     cos = (v[i] * v[j]).sum(1)
-    return {"spearman": spearman(cos, s.float()), "oov": 1 - len(known) / len(pairs),
-            "pairs": float(len(known))}
+    return {"spearman": spearman(cos, s.float()), "oov": oov, "pairs": float(len(known))}
 
 
 def analogy_score(vectors: torch.Tensor, index: dict[str, int], sections: list, restrict: int = 30000,

@@ -11,7 +11,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from zoo.core.module import ZooModule, check_options
 from zoo.errors import UserError
 from zoo.models.skipgram.config import OBJECTIVES, SkipGramConfig
-from zoo.models.skipgram.evaluation import analogy_score, nearest, similarity_score
+from zoo.models.skipgram.evaluation import MIN_PAIRS, analogy_score, nearest, similarity_score
 from zoo.models.skipgram.export import save_word2vec
 from zoo.models.skipgram.loop import train_chunk
 from zoo.models.skipgram.nets import SkipGram
@@ -43,6 +43,7 @@ class SkipGramModule(ZooModule):
             raise UserError("the skipgram model needs a corpus datamodule: use data.name=skipgram_text "
                             "or data.name=skipgram_synthetic")
         self.words: list[str] = list(self.data_info["vocab"])
+        self.few_pairs_said: set[str] = set()  # similarity sets said to have too few known pairs
         vocab = len(self.data_info["counts"])
         if vocab < 2:  # every context and every noise word is that word: the loss is 0 and nothing is learnt
             raise UserError(f"the corpus has {vocab} word type{'' if vocab == 1 else 's'} after min_count "
@@ -244,6 +245,11 @@ class SkipGramModule(ZooModule):
         if batch["kind"] == "similarity":
             r = similarity_score(self.vectors, self.index, batch["pairs"], batch["lowercase"])
             log = {f"{stage}/{name}_spearman": r["spearman"], f"{stage}/{name}_oov": r["oov"]}
+            if r["pairs"] < MIN_PAIRS and name not in self.few_pairs_said:  # once a set, not every validation
+                self.few_pairs_said.add(name)
+                rank_zero_info(f"note: {name}: {int(r['pairs'])} of its {len(batch['pairs'])} pairs have both words "
+                               f"in the vocabulary, under the {MIN_PAIRS} a Spearman needs, so it is not reported "
+                               "(nan); a larger corpus or a lower data.min_count gives more")
             if batch.get("primary"):
                 log[f"{stage}/spearman"] = r["spearman"]
         else:
