@@ -6,7 +6,8 @@ every ``test/*`` metric as a table (or one JSON object with --json).
 
   data.root=PATH        where the data lives (any data option can be overridden)
   trainer.KEY=VALUE     lightning.Trainer arguments (e.g. trainer.limit_test_batches=10)
-  seed=N                seed for stochastic metrics (default: the run's seed)
+  seed=N                seed for stochastic metrics (default: the run's seed; where the model has its own
+                        model.eval_seed, that too: the VAE's latents, SeqGAN's samples)
   plots_dir=PATH        where the model writes its test figures (default: not kept)
   matmul_precision=highest|high|medium
                         float32 products and convolutions on a GPU (as zoo.train's; default: torch's)
@@ -56,6 +57,8 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
                 raise UserError(f"seed must be an integer from 0 to {SEED_MAX}, got {value!r}")
             seed = value
+            if hasattr(getattr(model, "cfg", None), "eval_seed"):  # the VAE's latents, SeqGAN's samples, MAML's
+                model.cfg.eval_seed = value  # rollouts come from model.eval_seed, which seed= left as trained
         elif key == "matmul_precision":
             if value not in MATMUL_PRECISIONS:
                 raise UserError(f"matmul_precision must be {', '.join(MATMUL_PRECISIONS[:-1])} or "
