@@ -301,6 +301,10 @@ class ShowAttendTell(ZooModule):
             if key == "bleu4_baseline" and self.baseline_caption is None:
                 continue
             if isinstance(metric, MeanMetric) and int(metric.weight) == 0 and key != "loss":
+                if key == "att_localisation" and stage == "test" and self.data_info.get("dataset") == "shapes" \
+                        and (self._trainer is None or self.trainer.is_global_zero):
+                    print("note: test/att_localisation and test/att_chance are not reported: no generated caption "
+                          "named a colour or shape to locate (a short run's captions)", file=sys.stderr)
                 continue  # nothing counted (e.g. no object words on real images)
             value = metric.compute()
             value = value * 100 if key.startswith("bleu") else value  # BLEU on the 0-100 scale
