@@ -111,10 +111,17 @@ def _carried_over(data_cfg: dict, given: set[str], schema: type) -> dict:
     return {k: v for k, v in data_cfg.items() if k in known or k in given}
 
 
+def in_order(metrics: dict[str, float]) -> list[tuple[str, float]]:
+    """Metrics sorted by name, numbers inside names by value (loss_2 before loss_10)."""
+    import re
+
+    return sorted(metrics.items(), key=lambda kv: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", kv[0])])
+
+
 def format_table(metrics: dict[str, float]) -> str:
     width = max((len(k) for k in metrics), default=6)
     lines = [f"{'metric':<{width}}  value", f"{'-' * width}  ---------"]
-    lines += [f"{k:<{width}}  {v:.4f}" for k, v in sorted(metrics.items())]
+    lines += [f"{k:<{width}}  {v:.4f}" for k, v in in_order(metrics)]
     return "\n".join(lines)
 
 

@@ -323,8 +323,11 @@ def run(argv: list[str]) -> int:
             last = result.run_dir / "checkpoints" / "last.ckpt"
             print(f"  not tested ({result.untested})"
                   + (f": python -m zoo.evaluate {last} tests it" if last.is_file() else ""))
-        for key, value in sorted(result.test_metrics.items()):
-            print(f"  {key:<28} {value:.4f}")
+        from zoo.evaluate import in_order
+
+        width = max(map(len, result.test_metrics), default=0)  # 28 broke the columns of longer names
+        for key, value in in_order(result.test_metrics):
+            print(f"  {key:<{width}} {value:.4f}")
     return 0
 
 

@@ -122,3 +122,14 @@ def test_help_is_fast_and_imports_no_torch():
     code = "import sys, zoo.train; zoo.train.main(['--list']); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True)
     assert out.stdout.strip().splitlines()[-1] == "False", "--list must not import torch (start-up time)"
+
+
+def test_metric_tables_keep_their_columns_and_number_order():
+    """Names longer than 28 characters broke zoo.train's columns; loss_10 sorted between loss_1 and loss_2."""
+    from zoo.evaluate import format_table, in_order
+
+    metrics = {"test/loss_10": 1.0, "test/loss_2": 2.0, "test/planted_analogies_form-a-to-b": 0.5, "test/b": 3.0}
+    assert [k for k, _ in in_order(metrics)] == ["test/b", "test/loss_2", "test/loss_10",
+                                                 "test/planted_analogies_form-a-to-b"]
+    rows = format_table(metrics).splitlines()
+    assert len({row.rindex(" ") for row in rows}) == 1, rows  # every value starts in one column
