@@ -142,7 +142,7 @@ def test_text_training_and_predict(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3 and len(set(lines)) == 3  # k distinct sequences, each with its log-prob
     logps = [float(line.split()[0]) for line in lines]
-    assert all(lp <= 0 for lp in logps)
+    assert all(lp <= 0 for lp in logps) and logps == sorted(logps, reverse=True)  # most probable first
     assert predict_main([str(ckpt), "method=beam"]) == 2  # a user error, not a traceback
     assert "method must be" in capsys.readouterr().err
 

@@ -187,5 +187,9 @@ class SeqGANEvaluation:
             )
             seqs, scores = res.sequences[0], res.log_probs[0].tolist()
         lines = self.sentences(seqs) if self.text else [" ".join(map(str, row)) for row in seqs.tolist()]
-        for i, line in enumerate(lines):
-            print(line if scores is None else f"{scores[i]:9.3f}  {line}")
+        if scores is not None:  # the beams come in order of their perturbed keys: shown most probable first
+            for score, line in sorted(zip(scores, lines), key=lambda sl: -sl[0]):
+                print(f"{score:9.3f}  {line}")
+            return
+        for line in lines:
+            print(line)
