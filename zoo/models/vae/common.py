@@ -58,6 +58,18 @@ class LatentVAE(ZooModule):
         self.estimator = self.build_estimator()  # checked against `stochastic_node` (subclasses)
         self._val_images: Tensor | None = None
 
+    def before_fit(self) -> None:
+        """A fresh run's note on a pairing the recipes never use (allowed: a Gaussian fit to 0/1 pixels)."""
+        import os
+
+        rank = os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))  # DDP's other ranks run this too
+        if self.cfg.likelihood == "gaussian" and self.data_info.get("binarize") != "none" and rank == "0":
+            import sys
+
+            print(f"note: model.likelihood=gaussian on binarised pixels (data.binarize="
+                  f"{self.data_info.get('binarize')}): the Gaussian decoder is meant for grey values, "
+                  "data.binarize=none", file=sys.stderr)
+
     def check_data(self, info: dict) -> None:
         """An image datamodule of the VAEs (omniglot's info also has an image_shape, but its batches
         are few-shot tasks), with the image shape the nets were built for."""
