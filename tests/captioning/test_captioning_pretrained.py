@@ -69,6 +69,7 @@ def test_predict_command_on_the_pretrained_model(tmp_path, capsys):
     probs = [float(line.split("p=")[1].split()[0]) for line in out.splitlines() if "p=" in line]
     assert len(probs) == 4 and probs == sorted(probs, reverse=True) and sum(probs) <= 1
     assert (tmp_path / "att.png").is_file()
+    assert f"{path} (beam 3, in the overlay): " in out  # the caption the overlay shows
     assert isinstance(zoo.load("sat-shapes-hard").estimator, torch.nn.Module)  # the estimator travels too
 
 

@@ -71,6 +71,9 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
     if not opts["sbs"]:
         for path, cap in zip(inputs, captions):
             print(f"{path}: {cap}")
+    elif opts["overlay"]:  # the overlay shows the beam's caption, which the samples above need not include
+        for path, cap in zip(inputs, captions):
+            print(f"{path} (beam {opts['beam']}, in the overlay): {cap}")
     if opts["overlay"]:
         _, used = D.attention_of(model.decoder, feats, best, model.decode_mode, vocab.start)
         from .plots import attention_figure, displayable
