@@ -73,3 +73,10 @@ def test_mahalanobis_prefers_points_near_class_means():
     scorer = detect.MahalanobisScorer(feats, y)
     near, far = torch.zeros(1, 4), torch.full((1, 4), 20.0)
     assert scorer(near) > scorer(far)
+
+
+def test_temperature_on_separable_data_stops_at_its_floor():
+    """Every example right with a margin: a sharper softmax always lowers the NLL, so the fit runs to
+    detect.T_MIN (the value the module then notes once, instead of reporting 0.05 unexplained)."""
+    logits = torch.tensor([[4.0, 0.0], [0.0, 3.0], [5.0, 1.0]])
+    assert detect.fit_temperature(logits, torch.tensor([0, 1, 0])) == detect.T_MIN
