@@ -33,7 +33,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 RLOO = "model.estimator={name: rloo, n: 4, entropy_weight: 0.002}"
 VARIANTS = [  # (tag, recipe, overrides, what the row is); the first hard row is what the others are paired with
     ("", "sat_shapes_soft", [], "soft attention (recipe `sat_shapes_soft`)"),
-    ("", "sat_shapes_hard", [], "hard, REINFORCE + moving-average baseline + entropy, caption cost / length (`score_cost: mean`, recipe)"),
+    ("", "sat_shapes_hard", [],
+     "hard, REINFORCE + moving-average baseline + entropy, caption cost / length (`score_cost: mean`, recipe)"),
     ("nosoftstart", "sat_shapes_hard", ["model.expected_context_prob=0.0"], "hard, the recipe without the soft start"),
     ("score_sum", "sat_shapes_hard", ["model.score_cost=sum"], "hard, REINFORCE, per-caption cost (`score_cost=sum`)"),
     ("reward_to_go", "sat_shapes_hard", ["model.score_cost=reward_to_go"],

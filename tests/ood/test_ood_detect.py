@@ -77,7 +77,8 @@ def test_mahalanobis_prefers_points_near_class_means():
 
 def test_temperature_on_separable_data_has_no_optimum():
     """Every example right: a sharper softmax always lowers the NLL, so the fit ends where its steps
-    vanish (at detect.T_MIN for small margins, above it for large ones): the module notes it, as it notes a fit that stops at the floor."""
+    vanish (at detect.T_MIN for small margins, above it for large ones): the module notes it, as it
+    notes a fit that stops at the floor."""
     labels = torch.tensor([0, 1, 0])
     for margin, floor in ((0.3, True), (4.0, False)):
         logits = torch.tensor([[margin, 0.0], [0.0, margin], [1.5 * margin, 0.0]])

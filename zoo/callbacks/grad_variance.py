@@ -71,7 +71,8 @@ class GradientVarianceCallback(L.Callback):
         # step until the next measurement (a staircase in metrics.csv that reads as a measure a step)
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=step)
-        trainer.callback_metrics.update({k: torch.tensor(v) for k, v in metrics.items()})  # for monitors
+        device = pl_module.device  # for monitors (early stopping on grad_snr, say)
+        trainer.callback_metrics.update({k: torch.tensor(v, device=device) for k, v in metrics.items()})
 
     def measure(self, pl_module, batch) -> dict[str, float]:
         """M gradient estimates on ``batch``; returns grad_var, grad_snr, grad_norm (of the mean)."""
