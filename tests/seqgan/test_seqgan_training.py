@@ -138,3 +138,29 @@ def test_resume_continues_in_the_right_phase(tmp_path):
     for name, a in whole.model.state_dict().items():
         assert torch.allclose(a.float(), resumed.model.state_dict()[name].float(), atol=1e-6), name
     assert [h[1] for h in resumed.model.history] == ["mle", "mle", "adversarial", "adversarial"]
+
+
+def test_fresh_reals_for_d_come_from_the_oracle_and_d_still_learns():
+    """model.d_fresh_reals: D's real half of every step is a new oracle draw, none of them a training
+    sequence but by chance (the small recipe's D learnt its 5,000 by heart); D still separates G from the
+    oracle.
+    Refused where there is no oracle to draw from."""
+    import lightning as L
+    from seqgan_testlib import TINY_MODEL
+
+    from zoo.models.seqgan.module import SeqGAN
+
+    dm = tiny_data()
+    model = tiny_model(dm, d_pretrain_rounds=3, d_pretrain_epochs=2, d_fresh_reals=True)
+    seen = []
+    model.dis.register_forward_hook(lambda m, inp, out: seen.append(inp[0].clone()) if m.training else None)
+    fit(model, dm)
+    reals = torch.cat([x[: len(x) // 2] for x in seen])  # (steps x B, T): the real halves D trained on
+    train = dm.train_set.seqs
+    in_train = (reals[:, None, :] == train[None]).all(-1).any(-1).float().mean()  # 1.0 from the training batches
+    assert len(reals) > len(train) and in_train < 0.01, in_train  # chance: 0.13 % of oracle draws here, seed 0
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    assert trainer.validate(model, datamodule=dm, verbose=False)[0]["val/d_acc"] > 0.85
+    info = {k: v for k, v in dm.info().items() if k != "oracle"}
+    with pytest.raises(UserError, match="d_fresh_reals=true draws D's real examples from the oracle"):
+        SeqGAN({**TINY_MODEL, "d_fresh_reals": True}, info)

@@ -38,6 +38,9 @@ class SeqGANConfig:
     adv_d_rounds: int = 5  # D rounds (fresh negatives) per iteration
     adv_d_epochs: int = 3  # D epochs per round
     num_negatives: Optional[int] = at_least(None, 1)  # negatives per D round (None: as many as training sequences)
+    # oracle data: D's real examples drawn fresh from the oracle at every D step instead of the fixed
+    # training set (which the small recipe's D learns by heart: test/d_train_real 0.998, d_real 0.006)
+    d_fresh_reals: bool = False
     adv_batch_size: int = positive(64)  # sequences sampled per G step
     # Monte Carlo rollouts N per prefix (the paper: 16). At most 1000: a G step generates and scores
     # (seq_len - 1) x N x adv_batch_size sequences, and 10**8 ran out of memory only at the first

@@ -92,6 +92,9 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
             o = d["oracle"]
             self.oracle = LSTMLM(o["vocab_size"], o["emb_dim"], o["hidden_dim"], 0).requires_grad_(False)
         self.text = "vocab" in d
+        if c.d_fresh_reals and self.oracle is None:
+            raise UserError("model.d_fresh_reals=true draws D's real examples from the oracle: it needs oracle data "
+                            "(recipe seqgan_oracle*), not text")
         if not self.oracle:
             self.monitor, self.monitor_mode = self.text_monitor if self.text else ("val/nll", "min")
         # flags and the seed of G steps / negatives live in buffers, so they survive checkpoints
@@ -248,6 +251,8 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
         slot = batch_idx * world + rank  # ranks take disjoint negatives
         fake = pool[order[(slot * B + torch.arange(B, device=order.device)) % len(pool)]]  # each negative once
         # per epoch
+        if self.cfg.d_fresh_reals:  # (checked at start: oracle data only) a new draw a step, keyed for resuming
+            batch = self.oracle.sample(B, self.seq_len, generator=self._seed(4, self.current_epoch, batch_idx, rank))
         x = torch.cat([batch, fake])  # (2B, T)
         y = torch.cat([torch.ones(B, device=x.device), torch.zeros(B, device=x.device)])  # (2B,)
         logits = self.dis(x)  # (2B,)
