@@ -179,6 +179,11 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
     try:
         with ctrl_c_in_lightning(trainer, signal_cb.kept):
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt)
+    except KeyboardInterrupt:  # stopped at once before the first checkpoint: no folder of a config alone
+        if created and trainer.is_global_zero and not any((run_dir / "checkpoints").glob("*.ckpt")):
+            shutil.rmtree(run_dir, ignore_errors=True)
+            remove_empty(created[1:])
+        raise
     except Exception as err:
         diverged = as_divergence(err, trainer)
         if diverged is not None and diverged is not err:

@@ -266,3 +266,19 @@ def test_second_ctrl_c_stops_training_at_once_with_130_naming_what_is_kept(toy_r
     assert proc.returncode == 130, out
     assert f"interrupted (Ctrl-C): {last} (step " in out and "is kept: resume with ckpt_path=last" in out, out
     assert "Detected KeyboardInterrupt" not in out and "Traceback" not in out, out
+
+
+def test_ctrl_c_twice_before_the_first_checkpoint_leaves_no_run_folder(toy_recipe, tmp_path):
+    """A run stopped at once before anything was saved held only its config.yaml and logs."""
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=5", "model.step_delay=0.5")
+    deadline = time.time() + 120
+    while not list(tmp_path.glob("*/*/config.yaml")):
+        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
+        time.sleep(0.05)
+    time.sleep(1.5)  # inside the first epoch's steps (4 s), before its checkpoint
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted (Ctrl-C): no checkpoint was saved yet" in out, out
+    assert not list(tmp_path.glob("*/*")), list(tmp_path.rglob("*"))
