@@ -334,7 +334,9 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     cfg["trainer"] = check_trainer_options(raw.get("trainer") or {}, where)
     model_cls = MODELS.entry(cfg["model"]["name"]).obj
     check_precision(model_cls, cfg["trainer"].get("precision"), where)
-    model_cls.check_run(cfg)  # a model's own checks of the run's settings together
+    check_run = getattr(model_cls, "check_run", None)  # a model's own checks of the run's settings together
+    if check_run is not None:  # (a plain LightningModule named by dotted path has none: AttributeError)
+        check_run(cfg)
     run_monitor = getattr(model_cls, "run_monitor", None)  # a plain LightningModule (a dotted path) has none
     check_validation_and_test(cfg, run_monitor(cfg) if run_monitor is not None else None)
     loggers = cfg["logger"] if isinstance(cfg["logger"], list) else [cfg["logger"]]

@@ -164,6 +164,13 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key", pref
     for key, annotation in _bool_fields(schema).items():  # OmegaConf would read -1, 2, 'yes' or 'on' as true
         if key in options and not conforms(options[key], annotation):
             raise UserError(f"bad value for '{key}' in {where}: must be true or false, got {options[key]!r}")
+    required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                and f.name not in options and f.name not in specs]
+    if required:  # OmegaConf filled them with its '???' and the run went on with that string
+        names = ", ".join(f"'{prefix}{r}'" for r in required)
+        raise UserError(f"missing value for {names} in {where}: {schema.__name__} gives "
+                        f"{'it' if len(required) == 1 else 'them'} no default; set it in the recipe or on the "
+                        "command line")
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), options)
         plain = OmegaConf.to_container(merged, resolve=True)

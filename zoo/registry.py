@@ -41,10 +41,23 @@ def import_dotted(path: str) -> Any:
         module = importlib.import_module(module_name)
     except ImportError as err:
         raise UserError(f"cannot import module '{module_name}' named in '{path}': {err}") from None
+    except Exception as err:  # the module itself fails as it is imported (a bug of the plugin, not the zoo's)
+        raise UserError(f"importing module '{module_name}' (named in '{path}') failed: {_where(err)}"
+                        f"{type(err).__name__}: {err}") from None
     try:
         return getattr(module, attr)
     except AttributeError:
         raise UserError(f"module '{module_name}' has no attribute '{attr}' (from '{path}')") from None
+
+
+def _where(err: BaseException) -> str:
+    """'file.py line N: ' of the innermost frame an exception came from (a SyntaxError: its own place)."""
+    if isinstance(err, SyntaxError) and err.filename:
+        return f"{err.filename} line {err.lineno}: "
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{tb.tb_frame.f_code.co_filename} line {tb.tb_lineno}: " if tb is not None else ""
 
 
 def closest(name: str, choices: list[str], n: int = 3) -> str:
@@ -54,6 +67,10 @@ def closest(name: str, choices: list[str], n: int = 3) -> str:
         by_lower.setdefault(str(choice).lower(), choice)
     hits = [by_lower[hit] for hit in difflib.get_close_matches(str(name).lower(), list(by_lower), n=n, cutoff=0.5)]
     return f" (did you mean: {', '.join(map(str, hits))}?)" if hits else ""
+
+
+def _qualname(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', repr(obj))}"
 
 
 def unknown_entry(kind: str, name: str, names: list[str]) -> str:
@@ -75,8 +92,9 @@ class Registry:
 
     def register(self, name: str, config: type | None = None, description: str = "") -> Callable:
         def decorator(obj: Any) -> Any:
-            if name in self._entries:
-                raise ValueError(f"{self.kind} '{name}' is already registered ({self._entries[name].obj})")
+            if name in self._entries and self._entries[name].obj is not obj:
+                raise UserError(f"two {self.kind}s are registered as '{name}': {_qualname(self._entries[name].obj)} "
+                                f"and {_qualname(obj)}; give one of them another name")
             desc = description or (obj.__doc__ or "").strip().split("\n")[0]
             self._entries[name] = Entry(name, obj, config or getattr(obj, "Config", None), desc)
             return obj
@@ -97,8 +115,15 @@ class Registry:
         self._loaded_plugins = True
         for ep in entry_points(group=self.group):
             if ep.name not in self._entries:
-                obj = ep.load()
-                self._entries[ep.name] = Entry(ep.name, obj, getattr(obj, "Config", None))
+                try:
+                    obj = ep.load()
+                except Exception as err:  # one broken plugin package: named, not a traceback in every run
+                    raise UserError(f"the {self.kind} '{ep.name}' that an installed package publishes ({ep.value}, "
+                                    f"entry point group {self.group}) cannot be imported: {_where(err)}"
+                                    f"{type(err).__name__}: {err}; fix or uninstall that package") from None
+                self._check_base(f"{ep.name} ({ep.value})", obj)
+                desc = (getattr(obj, "__doc__", None) or "").strip().split("\n")[0]
+                self._entries[ep.name] = Entry(ep.name, obj, getattr(obj, "Config", None), desc)
 
     def entry(self, name: str) -> Entry:
         if name in self._entries:

@@ -62,7 +62,11 @@ def test_mapping_and_omegaconf_specs():
 
 
 def test_duplicate_registration_rejected():
-    with pytest.raises(ValueError, match="already registered"):
+    """A second class under a taken name is a user's mistake (a plugin's), one message naming both."""
+    from zoo.errors import UserError
+
+    with pytest.raises(UserError, match=r"two estimators are registered as 'reinforce': zoo.estimators.reinforce:"
+                                        r"\w+ and zoo.estimators.base:Estimator; give one of them another name"):
         register_estimator("reinforce")(Estimator)
 
 

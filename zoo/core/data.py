@@ -37,6 +37,9 @@ class ZooDataModule(L.LightningDataModule):
 
     def __init__(self, cfg: dict):
         super().__init__()
+        if self.Config is None:  # was "'NoneType' object is not callable"
+            raise UserError(f"{type(self).__name__} sets no Config: a ZooDataModule names the dataclass of its "
+                            "options (Config = MyDataConfig; docs/adding_a_model.md)")
         self.cfg = self.Config(**cfg)
         root = getattr(self.cfg, "root", None)
         if isinstance(root, str) and Path(root).is_file():  # else "not found in <file>/mnist", as if it were a folder
@@ -46,15 +49,26 @@ class ZooDataModule(L.LightningDataModule):
     def info(self) -> dict:
         return {}
 
+    def split(self, name: str) -> Dataset:
+        """``self.<name>`` as ``setup`` left it; a subclass that fills none gets told (an AttributeError was)."""
+        if getattr(self, name, None) is None:
+            self.setup("fit")
+        data = getattr(self, name, None)
+        if data is None:
+            raise UserError(f"{type(self).__name__}.setup() left no {name}: the default loaders read train_set, "
+                            "val_set and test_set, which setup() fills (docs/adding_a_model.md), or the datamodule "
+                            "defines its own *_dataloader methods")
+        return data
+
     def train_dataloader(self) -> DataLoader:
-        return shuffled_loader(self.train_set, self.cfg.batch_size, seed=self.cfg.seed,
+        return shuffled_loader(self.split("train_set"), self.cfg.batch_size, seed=self.cfg.seed,
                                drop_last=self.drop_last_train, num_workers=self.cfg.num_workers)
 
     def val_dataloader(self) -> DataLoader:
-        return plain_loader(self.val_set, self.cfg.batch_size, num_workers=self.cfg.num_workers)
+        return plain_loader(self.split("val_set"), self.cfg.batch_size, num_workers=self.cfg.num_workers)
 
     def test_dataloader(self) -> DataLoader:
-        return plain_loader(self.test_set, self.cfg.batch_size, num_workers=self.cfg.num_workers)
+        return plain_loader(self.split("test_set"), self.cfg.batch_size, num_workers=self.cfg.num_workers)
 
 
 class EpochSampler(Sampler):

@@ -44,6 +44,17 @@ import torch
 from zoo.errors import UserError
 
 
+def not_primitive(value: Any, where: str = "") -> tuple[str, str] | None:
+    """(where, type name) of the first value inside ``value`` that a weights_only checkpoint cannot hold."""
+    if value is None or type(value) in (bool, int, float, str) or isinstance(value, torch.Tensor):
+        return None
+    if type(value) in (list, tuple):
+        return next((bad for i, v in enumerate(value) if (bad := not_primitive(v, f"{where}[{i}]"))), None)
+    if type(value) is dict:
+        return next((bad for k, v in value.items() if (bad := not_primitive(v, f"{where}[{k!r}]"))), None)
+    return where, f"{type(value).__module__}.{type(value).__qualname__}"
+
+
 class ZooModule(L.LightningModule):
     Config: type = None  # dataclass of model options; subclasses set it
     monitor: str = "val/loss"  # metric for the best checkpoint
@@ -63,6 +74,15 @@ class ZooModule(L.LightningModule):
         # vocabulary, which Lightning's CSV logger writes through OmegaConf at ~1 ms a node (9 s for
         # 7k words); zoo.train logs the recipe's config to every logger instead (train.make_trainer)
         self.save_hyperparameters({"cfg": dict(cfg), "data_info": dict(data_info or {})}, logger=False)
+        for what, value in (("data_info", data_info or {}), ("the model's options", cfg)):
+            bad = not_primitive(value)  # a numpy scalar trained, then zoo.evaluate refused the checkpoint
+            if bad is not None:
+                raise UserError(f"{type(self).__name__}: {what}{bad[0]} is a {bad[1]}; checkpoints hold str, int, "
+                                "float, bool, None, lists, dicts and tensors only (they load with weights_only=True): "
+                                "convert it where it is made (e.g. float(x) in the datamodule's info())")
+        if self.Config is None:  # was "'NoneType' object is not callable"
+            raise UserError(f"{type(self).__name__} sets no Config: a ZooModule names the dataclass of its options "
+                            "(Config = MyConfig; docs/adding_a_model.md)")
         self.cfg = self.Config(**cfg)
         self.data_info = dict(data_info or {})
         self.plots_dir: Path | None = None  # set by zoo.train / zoo.evaluate
