@@ -8,11 +8,16 @@ this recipe's model, has nothing left to train, or does not fit the model the re
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from zoo.core.files import missing_folders, remove_empty
 from zoo.errors import UserError, no_access
 
 
@@ -44,6 +49,39 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
         run_dir = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{suffix}"
         suffix += 1
     return run_dir, ckpt
+
+
+TIMESTAMPED = re.compile(r"\d{8}-\d{6}(-\d+)?")  # a fresh run's folder name: its start, a suffix if taken
+
+
+def claim_run_dir(run_dir: Path) -> tuple[Path, list[Path]]:
+    """(the run folder, the folders made for it): a fresh run's folder made at once, under the next free
+    suffix if another run took the name first (two runs started in the same second shared one folder:
+    their metrics interleaved, one checkpoint survived). The caller removes them if the run fails
+    before saving anything (``removed_if_unsaved``)."""
+    stamp = run_dir.name
+    for suffix in range(1, 10_000):
+        made = missing_folders(run_dir)
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir()
+            return run_dir, made
+        except FileExistsError:
+            run_dir = run_dir.parent / f"{stamp.split('-')[0]}-{stamp.split('-')[1]}-{suffix}"
+    raise UserError(f"no free run folder name like {run_dir} after 10,000 tries: give run_dir= a new folder")
+
+
+@contextlib.contextmanager
+def removed_if_unsaved(run_dir: Path, made: list[Path]) -> Iterator[None]:
+    """The folders ``claim_run_dir`` made, removed again when what runs inside fails (a user's mistake,
+    Ctrl-C, a divergence) before any checkpoint was written: a refused run leaves nothing behind."""
+    try:
+        yield
+    except BaseException:
+        if made and not any(run_dir.rglob("*.ckpt")):
+            shutil.rmtree(run_dir, ignore_errors=True)
+            remove_empty(made[1:])
+        raise
 
 
 def world_size() -> int:

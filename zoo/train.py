@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from zoo.errors import UserError, as_user_error, ctrl_c_in_lightning, exit_status
-from zoo.runs import check_resumable, check_writable, read_resume_checkpoint, resolve_run_dir
+from zoo.runs import (
+    TIMESTAMPED,
+    check_resumable,
+    check_writable,
+    claim_run_dir,
+    read_resume_checkpoint,
+    removed_if_unsaved,
+    resolve_run_dir,
+)
 
 USAGE = """\
 usage: python -m zoo.train recipe=NAME [key=value ...]
@@ -228,37 +236,41 @@ def train(argv: list[str]) -> RunResult | None:
     from zoo.trainer_options import check_trainer_settings
     run_dir, ckpt = resolve_run_dir(cfg)
     check_writable(run_dir)
-    if cfg["threads"]:
-        import torch
+    claimed: list[Path] = []  # the folders this run made for itself, removed again if it fails unsaved
+    if ckpt is None and not os.environ.get("ZOO_RUN_DIR") and TIMESTAMPED.fullmatch(run_dir.name):
+        run_dir, claimed = claim_run_dir(run_dir)  # two runs started in one second took one folder
+    with removed_if_unsaved(run_dir, claimed):
+        if cfg["threads"]:
+            import torch
 
-        torch.set_num_threads(cfg["threads"])
-    if cfg["matmul_precision"]:
-        from zoo.tracking import set_float32_precision
+            torch.set_num_threads(cfg["threads"])
+        if cfg["matmul_precision"]:
+            from zoo.tracking import set_float32_precision
 
-        set_float32_precision(cfg["matmul_precision"])
-    L.seed_everything(cfg["seed"], workers=True, verbose=False)
-    saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
-    check_trainer_settings(cfg)
-    quiet_lightning()  # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
-    datamodule, model = build(cfg)
-    # the training loader's own checks (a batch larger than the data) before Lightning prints its device
-    # lines and model summary: a mistake found there is then the only line on the screen
-    datamodule.train_dataloader()
-    check_step_fits(model, datamodule, str(cfg["trainer"].get("accelerator", "auto")))  # MAML's meta-batch
-    if ckpt is not None:
-        check_resumable(ckpt, saved, model, cfg)
-    elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
-        model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
-    model.plots_dir = run_dir / "plots"
-    command = "python -m zoo.train " + shlex.join(argv)
-    info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],
-            "command": command, "config": cfg}
-    # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
-    # it finds inside fit before then (a validation interval longer than the epoch) is the only line
-    with HeldMessages() as held:
-        trainer = make_trainer(cfg, run_dir, model, [RunInfo(info), ReleaseHeldMessages(held)],
-                               resumed=ckpt is not None, notes=repeated_overrides(given))
-        fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
+            set_float32_precision(cfg["matmul_precision"])
+        L.seed_everything(cfg["seed"], workers=True, verbose=False)
+        saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
+        check_trainer_settings(cfg)
+        quiet_lightning()  # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
+        datamodule, model = build(cfg)
+        # the training loader's own checks (a batch larger than the data) before Lightning prints its device
+        # lines and model summary: a mistake found there is then the only line on the screen
+        datamodule.train_dataloader()
+        check_step_fits(model, datamodule, str(cfg["trainer"].get("accelerator", "auto")))  # MAML's meta-batch
+        if ckpt is not None:
+            check_resumable(ckpt, saved, model, cfg)
+        elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
+            model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
+        model.plots_dir = run_dir / "plots"
+        command = "python -m zoo.train " + shlex.join(argv)
+        info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],
+                "command": command, "config": cfg}
+        # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
+        # it finds inside fit before then (a validation interval longer than the epoch) is the only line
+        with HeldMessages() as held:
+            trainer = make_trainer(cfg, run_dir, model, [RunInfo(info), ReleaseHeldMessages(held)],
+                                   resumed=ckpt is not None, notes=repeated_overrides(given))
+            fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
     signal_cb = next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
     result = RunResult(run_dir, model, interrupted=signal_cb.received is not None, rank_zero=trainer.is_global_zero)
     result.untested = ("test_after_fit=false" if not cfg["test_after_fit"] else "trainer.fast_dev_run"

@@ -282,3 +282,19 @@ def test_ctrl_c_twice_before_the_first_checkpoint_leaves_no_run_folder(toy_recip
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted (Ctrl-C): no checkpoint was saved yet" in out, out
     assert not list(tmp_path.glob("*/*")), list(tmp_path.rglob("*"))
+
+
+def test_runs_started_in_the_same_second_get_their_own_folders(toy_recipe, tmp_path):
+    """The folder name was chosen by `exists()` and made seconds later: two runs of one second shared it
+    (their metrics interleaved, one checkpoint survived). Now it is made at once, the next suffix if taken."""
+    from zoo.runs import claim_run_dir
+
+    first, made = claim_run_dir(tmp_path / "runs" / "toy" / "20261127-150357")
+    second, _ = claim_run_dir(tmp_path / "runs" / "toy" / "20261127-150357")
+    assert first.name == "20261127-150357" and second.name == "20261127-150357-1"
+    assert made == [first, first.parent, first.parent.parent]  # what a failed run removes again
+    procs = [_launch(toy_recipe, tmp_path / "same", "trainer.max_epochs=1", f"seed={s}") for s in (1, 2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    folders = sorted(tmp_path.glob("same/toy/*"))
+    assert len(folders) == 2 and all((f / "checkpoints" / "last.ckpt").is_file() for f in folders), outs
