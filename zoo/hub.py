@@ -107,6 +107,20 @@ def build_model(model_name: str, hparams: dict, state_dict: dict, source: str) -
 
     import_all()
     cls = MODELS.get(model_name)
+    config = getattr(cls, "Config", None)
+    saved = hparams.get("cfg") if isinstance(hparams, dict) else None
+    if config is not None and isinstance(saved, dict):  # an option the model no longer has: a TypeError was
+        import dataclasses
+
+        from zoo.registry import closest
+
+        known = [f.name for f in dataclasses.fields(config)]
+        unknown = [k for k in saved if k not in known]
+        if unknown:
+            hints = "".join(closest(k, known) for k in unknown[:1])
+            raise UserError(f"{source} holds option{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))} that "
+                            f"model '{model_name}' no longer has{hints}: it was written by another version of the "
+                            "zoo; load it with that version, or retrain")
     model = cls(**hparams)
     try:
         model.load_state_dict(state_dict, strict=True)

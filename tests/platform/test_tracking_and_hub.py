@@ -133,3 +133,26 @@ def test_metric_tables_keep_their_columns_and_number_order():
                                                  "test/planted_analogies_form-a-to-b"]
     rows = format_table(metrics).splitlines()
     assert len({row.rindex(" ") for row in rows}) == 1, rows  # every value starts in one column
+
+
+def test_a_checkpoint_with_an_option_the_model_no_longer_has_is_one_message(tmp_path):
+    """A checkpoint of another zoo version (an option renamed since) was a TypeError traceback in
+    zoo.evaluate and zoo.load."""
+    import torch
+
+    from zoo.errors import UserError
+    from zoo.hub import load_any
+    from zoo.train import train
+
+    toy = tmp_path / "toy.yaml"
+    from conftest import TOY_RECIPE
+
+    toy.write_text(TOY_RECIPE)
+    run = train([f"recipe={toy}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1", "test_after_fit=false"])
+    ckpt = torch.load(run.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    ckpt["hyper_parameters"]["cfg"]["hiddn"] = 8
+    old = tmp_path / "old.ckpt"
+    torch.save(ckpt, old)
+    with pytest.raises(UserError, match=r"holds option 'hiddn' that model .* no longer has \(did you mean: hidden\?\)"
+                                        r": it was written by another version of the zoo"):
+        load_any(str(old))
