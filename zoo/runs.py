@@ -196,3 +196,10 @@ def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None)
                  for name, keys in (("it lacks", missing), ("it has no place here for", unexpected)) if keys]
         raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: {'; '.join(parts)}. {fix} "
                         "(an estimator or a model part changed since)")
+    changed = changed_options(saved, cfg)
+    if changed and os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) == "0":  # was silent
+        import sys
+
+        print(f"note: resuming {ckpt}, whose run had other options{changed.replace('; this command differs in', ':')}. "
+              "The new values are used where the model reads them; the optimizer's state (its learning rate "
+              "included) and the place in the epoch come from the checkpoint", file=sys.stderr)

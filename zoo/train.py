@@ -176,7 +176,10 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
     if trainer.is_global_zero:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / "config.yaml").write_text(f"# {command}\n" + to_yaml(cfg))
+            name = "config.yaml"  # a resumed run keeps the first one and adds its own beside it
+            if ckpt is not None and (run_dir / name).is_file():
+                name = f"config.resume-{1 + len(list(run_dir.glob('config.resume-*.yaml')))}.yaml"
+            (run_dir / name).write_text(f"# {command}\n" + to_yaml(cfg))
         except OSError as err:
             raise UserError(f"cannot write the run folder {run_dir}: {err.strerror or err}; "
                             "choose another run_dir=") from None

@@ -298,3 +298,17 @@ def test_runs_started_in_the_same_second_get_their_own_folders(toy_recipe, tmp_p
     assert all(p.returncode == 0 for p in procs), outs
     folders = sorted(tmp_path.glob("same/toy/*"))
     assert len(folders) == 2 and all((f / "checkpoints" / "last.ckpt").is_file() for f in folders), outs
+
+
+def test_resume_with_other_options_says_so_and_keeps_the_first_config(toy_recipe, tmp_path, capsys):
+    """model.lr=... on a resume was silent, and config.yaml was overwritten with values the optimizer's
+    restored state does not use."""
+    first = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=1", "test_after_fit=false"])
+    capsys.readouterr()
+    train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=2", "ckpt_path=last", "model.lr=0.01",
+           "test_after_fit=false"])
+    err = capsys.readouterr().err
+    assert "whose run had other options: model.lr: 0.05 there, 0.01 here" in err, err
+    assert "the optimizer's state (its learning rate included)" in err
+    assert "model.lr=0.01" not in (first.run_dir / "config.yaml").read_text()
+    assert "model.lr=0.01" in (first.run_dir / "config.resume-1.yaml").read_text()
