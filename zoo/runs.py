@@ -42,6 +42,7 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
     if slurm is not None:  # a SLURM batch job: its folder survives a requeue, which keeps the job id
         return slurm, ckpt or slurm_resume_checkpoint(slurm)
     if os.environ.get("TORCHELASTIC_RUN_ID") and world_size() > 1:
+        check_torchrun_devices(cfg.get("trainer") or {})
         return root / f"torchrun-{os.environ['TORCHELASTIC_RUN_ID']}", ckpt
     run_dir = root / time.strftime("%Y%m%d-%H%M%S")
     suffix = 1
@@ -82,6 +83,21 @@ def removed_if_unsaved(run_dir: Path, made: list[Path]) -> Iterator[None]:
             shutil.rmtree(run_dir, ignore_errors=True)
             remove_empty(made[1:])
         raise
+
+
+def check_torchrun_devices(trainer: dict) -> None:
+    """Under torchrun, Lightning forms one process group only when trainer.devices x trainer.num_nodes is
+    torchrun's WORLD_SIZE: without trainer.devices each process trained alone, all into one folder."""
+    world, local = world_size(), os.environ.get("LOCAL_WORLD_SIZE", "")
+    devices, nodes = trainer.get("devices", "auto"), trainer.get("num_nodes", 1)
+    per_node = len(devices) if isinstance(devices, list) else devices if isinstance(devices, int) and devices > 0 \
+        else None
+    if per_node is None or not isinstance(nodes, int) or per_node * nodes != world:
+        want = f"trainer.devices={local} trainer.num_nodes={world // int(local)}" if local.isdigit() and int(local) \
+            else "trainer.devices=<processes a node> trainer.num_nodes=<nodes>"
+        raise UserError(f"torchrun started {world} processes, but trainer.devices={devices} x trainer.num_nodes="
+                        f"{nodes} does not make {world}: each process would train alone, all into one folder. Give "
+                        f"{want} (and trainer.strategy=ddp)")
 
 
 def world_size() -> int:

@@ -272,6 +272,18 @@ def test_a_world_size_that_is_no_number_is_one_message(tmp_path, capsys, monkeyp
     assert_refused(code, err, "the environment variable WORLD_SIZE='two' .* must be a whole number", tmp_path / "runs")
 
 
+def test_torchrun_without_matching_trainer_devices_is_one_message(tmp_path, capsys, monkeypatch):
+    """torchrun --nproc_per_node=2 without trainer.devices=2: each process trained alone, both into one folder."""
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "r5")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs"], capsys)
+    assert_refused(code, err, r"torchrun started 2 processes, but trainer.devices=auto x trainer.num_nodes=1 does not "
+                              r"make 2: .* Give trainer.devices=2 trainer.num_nodes=1", tmp_path / "runs")
+    code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "trainer.devices=1"], capsys)
+    assert_refused(code, err, r"trainer.devices=1 x trainer.num_nodes=1 does not make 2", tmp_path / "runs")
+
+
 # ---- images given to zoo.predict -----------------------------------------------------------------------------
 def test_predict_refuses_a_truncated_or_huge_image_and_an_output_over_its_input(tmp_path, capsys, monkeypatch):
     import numpy as np
