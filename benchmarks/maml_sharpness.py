@@ -26,7 +26,7 @@ from torch.func import functional_call, grad, vmap
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from devices import add_device_option, resolve_device  # noqa: E402  (benchmarks/devices.py)
+from devices import add_device_option, processor, resolve_device  # noqa: E402  benchmarks/devices.py
 
 ALPHA, STEPS, POWER_ITERATIONS = 0.01, 10, 60
 
@@ -114,6 +114,7 @@ def main() -> None:
         rows.append(analyse(path, shots, device))
         print(json.dumps(rows[-1]), flush=True)
     record = {"command": "python " + " ".join(sys.argv), "device": str(device), "torch": torch.__version__,
+              "machine": processor(),
               "stability_rule": "gradient descent is stable along an eigenvector only if alpha * lambda < 2",
               "runs": rows}
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n")

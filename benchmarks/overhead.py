@@ -23,7 +23,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from devices import accelerator, add_device_option, describe, resolve_device, synchronize
+from devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
 from lightning.fabric.utilities.apply_func import move_data_to_device
 
 from zoo.config import load_config
@@ -136,6 +136,7 @@ def main() -> None:
     plain_ms = 1000 / sps["plain torch"]
     overhead = sps["plain torch"] / sps["zoo.train"] - 1.0
     result = {"recipe": args.recipe, "steps": args.steps, "repeats": args.repeats, "device": str(DEVICE),
+              "machine": processor(),
               "device_name": describe(DEVICE), "command": "python " + " ".join(sys.argv),
               "torch_threads": torch.get_num_threads(), "steps_per_s": sps, "runs": runs,
               "ms_per_step": {name: 1000 / v for name, v in sps.items()}, "overhead_fraction": overhead}

@@ -20,7 +20,7 @@ import json
 
 import lightning as L
 import torch
-from devices import accelerator, add_device_option, resolve_device
+from devices import accelerator, add_device_option, processor, resolve_device
 
 from zoo.hub import load_any
 from zoo.models.captioning.data import ShapesData
@@ -106,7 +106,7 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"command": "python benchmarks/sat_diagnose.py " + " ".join(args.checkpoints),
-                       "device": str(device), "rows": rows}, f, indent=1)
+                       "device": str(device), "machine": processor(), "rows": rows}, f, indent=1)
             f.write("\n")
 
 

@@ -24,7 +24,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from devices import add_device_option, resolve_device
+from devices import add_device_option, processor, resolve_device
 from recipe_seeds import record_path, train_seeds
 from spread import paired, spread
 
@@ -142,7 +142,7 @@ def main() -> None:
         else:
             print(f"{what}: no record {path.relative_to(ROOT)} (left out of the table)", file=sys.stderr)
     rows = summarise(records)
-    out = {"what": (__doc__ or "").split("\n")[0], "device": str(device),
+    out = {"what": (__doc__ or "").split("\n")[0], "device": str(device), "machine": processor(),
            "command": " ".join(["python", "benchmarks/sat_shapes.py", *sys.argv[1:]]), "rows": rows}
     (RESULTS / f"sat_shapes_{device.type}.json").write_text(json.dumps(out, indent=1) + "\n")
     (RESULTS / f"sat_shapes_{device.type}.md").write_text(table(rows) + "\n")

@@ -31,7 +31,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
+from devices import accelerator, add_device_option, describe, processor, resolve_device  # noqa: E402
 from spread import fmt, paired, spread  # noqa: E402
 
 PAPER = {
@@ -226,7 +226,7 @@ def one_seed(args: argparse.Namespace, device: torch.device, schedule: dict) -> 
         },
         "curves": {"pretrain": pre["history"], "mle": mle["history"], "seqgan": seq["history"]},
         "threads_per_process": args.threads,
-        "device": args.device,
+        "device": args.device, "machine": processor(),
         "device_name": describe(device),
         "seed": args.seed,
         "command": "python " + " ".join(sys.argv),

@@ -31,7 +31,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from devices import add_device_option, describe, resolve_device, synchronize  # noqa: E402
+from devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
 
 PAPER_D = (
     [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20],
@@ -176,7 +176,7 @@ def main() -> None:
     device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
     report = {
-        "device": str(device),
+        "device": str(device), "machine": processor(),
         "device_name": describe(device),
         "command": "python " + " ".join(sys.argv),
         "threads": args.threads,

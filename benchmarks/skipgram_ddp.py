@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from devices import accelerator, add_device_option, describe, resolve_device
+from devices import accelerator, add_device_option, describe, processor, resolve_device
 from spread import fmt, paired, spread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +59,7 @@ def main() -> None:
     acc, _ = accelerator(device)
     seeds = [int(s) for s in args.seeds.split(",")]
     report = {"command": shlex.join(["python", "benchmarks/skipgram_ddp.py", *sys.argv[1:]]), "device": str(device),
+              "machine": processor(),
               "device_name": describe(device), "common": COMMON + args.zoo, "seeds": seeds, "vocabularies": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name, corpus in VOCABULARIES.items():

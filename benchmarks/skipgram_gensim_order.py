@@ -25,7 +25,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from devices import add_device_option, describe, resolve_device
+from devices import add_device_option, describe, processor, resolve_device
 from skipgram_measures import (
     big_corpus,
     lee_corpus,
@@ -95,7 +95,7 @@ def main() -> None:
                 "wiki10m": (lambda w: big_corpus(w, 10_000_000),
                             lambda path, seed: big_corpus(work, 10_000_000, shuffle_seed=seed))}
     report = {"command": shlex.join(["python", "benchmarks/skipgram_gensim_order.py", *sys.argv[1:]]),
-              "device": str(device), "device_name": describe(device), "repeats": args.repeats,
+              "device": str(device), "machine": processor(), "device_name": describe(device), "repeats": args.repeats,
               "epochs": args.epochs, "gensim_workers": args.workers, "corpora": {}}
     for name in args.corpora.split(","):
         if name not in builders:

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from devices import add_device_option, describe, resolve_device, synchronize  # noqa: E402
+from devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
 
 from zoo.models.skipgram import gpu_kernel, kernel  # noqa: E402
 from zoo.models.skipgram.sampling import AliasSampler, noise_distribution  # noqa: E402
@@ -63,7 +63,7 @@ def main() -> None:
     centre = (torch.rand(args.vocab, args.dim, generator=g) - 0.5) / args.dim  # cpu: as above
     context = torch.randn(args.vocab, args.dim, generator=g) * 0.01  # cpu: as above
     cpu_args = [c[k].numpy() for k in ("tokens", "sentence", "reduced")]
-    result = {"command": "python " + " ".join(sys.argv), "device": str(device),
+    result = {"command": "python " + " ".join(sys.argv), "device": str(device), "machine": processor(),
               "device_name": describe(device),
               "tokens": args.tokens, "vocab": args.vocab, "dim": args.dim, "torch": torch.__version__,
               "triton": gpu_kernel.triton.__version__}

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from devices import add_device_option, describe, resolve_device, synchronize  # noqa: E402
+from devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
 from skipgram_measures import wiki_corpus  # noqa: E402
 
 SYNCING = {"nonzero", "_unique2", "unique_dim", "_unique", "unique_consecutive", "_local_scalar_dense",
@@ -134,6 +134,7 @@ def main() -> None:
     device = resolve_device(args.device)
     torch.set_num_threads(1)
     record = {"command": "python " + " ".join(sys.argv), "device": str(device), "device_name": describe(device),
+              "machine": processor(),
               "torch": torch.__version__, "corpus": "gensim's Wikipedia text (skipgram_measures.wiki_corpus), "
               "first chunk of skipgram_lee's settings", "rows": []}
     for batch_centres in (int(b) for b in args.batches.split(",")):

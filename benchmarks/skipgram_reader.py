@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from devices import add_device_option, describe, resolve_device, synchronize  # noqa: E402
+from devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
 from skipgram_vs_gensim import ZOO_HYPER, wiki_corpus  # noqa: E402
 
 
@@ -73,6 +73,7 @@ def main() -> None:
     report = {"what": "one epoch of skip-gram's chunk reader on the Wikipedia text, chunks moved to the device; "
                       f"median of {args.repeats} repeats", "command": "python " + " ".join(sys.argv),
               "device": str(device), "device_name": describe(device), "torch": torch.__version__,
+              "machine": processor(),
               "threads": torch.get_num_threads(), "rows": rows}
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")

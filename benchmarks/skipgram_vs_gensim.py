@@ -49,7 +49,7 @@ from pathlib import Path
 
 import torch
 import yaml
-from devices import accelerator, add_device_option, describe, resolve_device, synchronize
+from devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
 from skipgram_measures import (
     big_corpus,
     lee_corpus,
@@ -363,7 +363,8 @@ def main() -> None:
               "zoo_options": model_options, "chunk_tokens": args.chunk_tokens,
               "device": str(device), "device_name": describe(device),
               "command": "python " + " ".join(sys.argv), "repeats": args.repeats, "what": args.what,
-              "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
+              "machine": {"processor": processor(), "cpus": os.cpu_count(),
+                          "platform": platform.platform(), "torch": torch.__version__,
                           "gensim": gensim.__version__, "load_average_at_start": load_average()}, "corpora": {}}
     for name, (path, similarity, analogies) in corpora.items():
         try:

@@ -135,7 +135,7 @@ def test_metric_tables_keep_their_columns_and_number_order():
     assert len({row.rindex(" ") for row in rows}) == 1, rows  # every value starts in one column
 
 
-def test_a_checkpoint_with_an_option_the_model_no_longer_has_is_one_message(tmp_path):
+def test_a_checkpoint_with_an_option_the_model_no_longer_has_is_one_message(toy_recipe, tmp_path):
     """A checkpoint of another zoo version (an option renamed since) was a TypeError traceback in
     zoo.evaluate and zoo.load."""
     import torch
@@ -144,11 +144,7 @@ def test_a_checkpoint_with_an_option_the_model_no_longer_has_is_one_message(tmp_
     from zoo.hub import load_any
     from zoo.train import train
 
-    toy = tmp_path / "toy.yaml"
-    from conftest import TOY_RECIPE
-
-    toy.write_text(TOY_RECIPE)
-    run = train([f"recipe={toy}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1", "test_after_fit=false"])
+    run = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1", "test_after_fit=false"])
     ckpt = torch.load(run.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     ckpt["hyper_parameters"]["cfg"]["hiddn"] = 8
     old = tmp_path / "old.ckpt"

@@ -257,10 +257,10 @@ def test_ctrl_c_while_testing_after_fit_is_one_line_130_and_keeps_the_run(toy_re
 def test_second_ctrl_c_stops_training_at_once_with_130_naming_what_is_kept(toy_recipe, tmp_path):
     """The first SIGINT asks for a save at the step's end; a second in the same step stops at once
     (was Lightning's line and status 1)."""
-    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "model.step_delay=0.5")
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "data.n=64", "model.step_delay=2")
     last = _wait_for_epoch(tmp_path, 0, proc)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)  # inside a 2 s step: the second comes long before the step ends
+    time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
@@ -270,14 +270,14 @@ def test_second_ctrl_c_stops_training_at_once_with_130_naming_what_is_kept(toy_r
 
 def test_ctrl_c_twice_before_the_first_checkpoint_leaves_no_run_folder(toy_recipe, tmp_path):
     """A run stopped at once before anything was saved held only its config.yaml and logs."""
-    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=5", "model.step_delay=0.5")
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=5", "model.step_delay=2")
     deadline = time.time() + 120
     while not list(tmp_path.glob("*/*/config.yaml")):
         assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
         time.sleep(0.05)
-    time.sleep(1.5)  # inside the first epoch's steps (4 s), before its checkpoint
+    time.sleep(3)  # inside the first epoch's 2 s steps (16 s), before its checkpoint
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.1)
+    time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted (Ctrl-C): no checkpoint was saved yet" in out, out
