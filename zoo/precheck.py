@@ -47,4 +47,4 @@ def check_estimators_early(schema: type, options: dict, where: str) -> None:
             validate_options(SCHEMAS[name], estimator_options, f"estimator '{name}'", what="option")
             continue
         if not ESTIMATORS.known_without_builtins(name):
-            raise UserError(unknown_entry("estimator", name, sorted(SCHEMAS)))
+            raise UserError(unknown_entry("estimator", name, sorted(set(SCHEMAS) | ESTIMATORS.plugin_names())))

@@ -158,7 +158,11 @@ class Registry:
         """Whether ``name`` resolves without importing the zoo's own entries: a dotted path, an entry
         registered so far, or a plugin's entry point. A check that runs before torch is imported knows
         the built-ins from their torch-free options and must not refuse these."""
-        return ":" in name or name in self._entries or name in {ep.name for ep in entry_points(group=self.group)}
+        return ":" in name or name in self._entries or name in self.plugin_names()
+
+    def plugin_names(self) -> set[str]:
+        """The names installed packages publish for this kind (read without importing them)."""
+        return {ep.name for ep in entry_points(group=self.group)}
 
     def __contains__(self, name: str) -> bool:
         self._load_builtins()

@@ -128,3 +128,12 @@ def test_the_readme_estimator_example_is_checked_against_the_node(tmp_path, monk
         assert code == 2 and "continuous" in err and "Traceback" not in err, err
     finally:
         sys.modules.pop("readme_est", None)
+
+
+def test_an_unknown_estimator_lists_the_installed_plugins_too(tmp_path, monkeypatch, capsys):
+    """The early (torch-free) check listed only the zoo's own estimators: a plugin's was never suggested."""
+    from zoo.registry import ESTIMATORS
+
+    monkeypatch.setattr(type(ESTIMATORS), "plugin_names", lambda self: {"scaled2"} if self is ESTIMATORS else set())
+    code, err = run_main(["recipe=dvae_digits", "model.estimator=scaled3", f"run_dir={tmp_path}/runs"], capsys)
+    assert code == 2 and "did you mean: scaled2?" in err and "scaled2" in err.split("Known:")[1], err
