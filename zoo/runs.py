@@ -44,31 +44,31 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
     if os.environ.get("TORCHELASTIC_RUN_ID") and world_size() > 1:
         check_torchrun_devices(cfg.get("trainer") or {})
         return root / f"torchrun-{os.environ['TORCHELASTIC_RUN_ID']}", ckpt
-    run_dir = root / time.strftime("%Y%m%d-%H%M%S")
-    suffix = 1
-    while run_dir.exists():
-        run_dir = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{suffix}"
-        suffix += 1
-    return run_dir, ckpt
+    return root / time.strftime("%Y%m%d-%H%M%S"), ckpt  # made by claim_run_dir, suffixed if taken
 
 
-TIMESTAMPED = re.compile(r"\d{8}-\d{6}(-\d+)?")  # a fresh run's folder name: its start, a suffix if taken
+TIMESTAMPED = re.compile(r"\d{8}-\d{6}")  # a fresh run's folder name: when it started
 
 
-def claim_run_dir(run_dir: Path) -> tuple[Path, list[Path]]:
-    """(the run folder, the folders made for it): a fresh run's folder made at once, under the next free
-    suffix if another run took the name first (two runs started in the same second shared one folder:
-    their metrics interleaved, one checkpoint survived). The caller removes them if the run fails
-    before saving anything (``removed_if_unsaved``)."""
+def claim_run_dir(run_dir: Path, cfg: dict) -> tuple[Path, list[Path]]:
+    """(the run folder, the folders made for it). A fresh run's folder (a timestamp) is made at once,
+    with the next free suffix if another run took the name first: chosen by ``exists()`` and made
+    seconds later, two runs started in one second shared one folder (their metrics interleaved, one
+    checkpoint survived). Other folders (a resumed run's, DDP's, SLURM's, torchrun's) are made by
+    ``fit``; the list names those it will make. ``removed_if_unsaved`` takes them away again."""
+    fresh = cfg.get("ckpt_path") != "last" and not os.environ.get("ZOO_RUN_DIR") and TIMESTAMPED.fullmatch(run_dir.name)
+    made = missing_folders(run_dir)
+    if not fresh:
+        return run_dir, made
     stamp = run_dir.name
     for suffix in range(1, 10_000):
-        made = missing_folders(run_dir)
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
             run_dir.mkdir()
             return run_dir, made
         except FileExistsError:
-            run_dir = run_dir.parent / f"{stamp.split('-')[0]}-{stamp.split('-')[1]}-{suffix}"
+            run_dir = run_dir.parent / f"{stamp}-{suffix}"
+            made = missing_folders(run_dir)
     raise UserError(f"no free run folder name like {run_dir} after 10,000 tries: give run_dir= a new folder")
 
 
@@ -79,9 +79,11 @@ def removed_if_unsaved(run_dir: Path, made: list[Path]) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if made and not any(run_dir.rglob("*.ckpt")):
+        from lightning.pytorch.utilities.rank_zero import rank_zero_only  # loaded by then
+
+        if made and rank_zero_only.rank == 0 and not any(run_dir.rglob("*.ckpt")):
             shutil.rmtree(run_dir, ignore_errors=True)
-            remove_empty(made[1:])
+            remove_empty(made[1:])  # runs/<recipe>/ (and runs/) when this run made them
         raise
 
 
@@ -213,7 +215,9 @@ def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None)
         raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: {'; '.join(parts)}. {fix} "
                         "(an estimator or a model part changed since)")
     changed = changed_options(saved, cfg)
-    if changed and os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) == "0":  # was silent
+    from lightning.pytorch.utilities.rank_zero import rank_zero_only  # (loaded by then) DDP's ranks run this too
+
+    if changed and rank_zero_only.rank == 0:  # was silent
         import sys
 
         print(f"note: resuming {ckpt}, whose run had other options{changed.replace('; this command differs in', ':')}. "

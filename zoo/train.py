@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,6 @@ from typing import Any
 
 from zoo.errors import UserError, as_user_error, ctrl_c_in_lightning, exit_status
 from zoo.runs import (
-    TIMESTAMPED,
     check_resumable,
     check_writable,
     claim_run_dir,
@@ -165,14 +163,17 @@ def user_error_in_fit(err: Exception) -> UserError | None:
     return as_user_error(err)  # out of memory, a file the user may not read or write
 
 
+def signal_callback(trainer: Any) -> Any:
+    """The run's ``SignalCheckpoint`` (make_trainer adds one to every run)."""
+    return next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
+
+
 def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Path, command: str, cfg: dict) -> None:
-    """``trainer.fit`` in a run folder made for it, which is removed again (with the parents this call
-    made) if the run fails on a user error or diverges before its first checkpoint."""
+    """``trainer.fit`` in the run folder, its failures as the zoo's messages (a run that fails before its
+    first checkpoint leaves no folder: ``runs.removed_if_unsaved`` around the whole of ``train``)."""
     from zoo.callbacks.safety import as_divergence
     from zoo.config import to_yaml
-    from zoo.core.files import missing_folders, remove_empty
 
-    created = missing_folders(run_dir)  # none for a resumed run or a DDP child
     if trainer.is_global_zero:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -186,15 +187,9 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
     distributed = trainer.world_size > 1
     if distributed:  # Lightning re-launches this script for the other ranks; they must share the folder
         os.environ["ZOO_RUN_DIR"] = str(run_dir)
-    signal_cb = next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
     try:
-        with ctrl_c_in_lightning(trainer, signal_cb.kept):
+        with ctrl_c_in_lightning(trainer, signal_callback(trainer).kept):
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt)
-    except KeyboardInterrupt:  # stopped at once before the first checkpoint: no folder of a config alone
-        if created and trainer.is_global_zero and not any((run_dir / "checkpoints").glob("*.ckpt")):
-            shutil.rmtree(run_dir, ignore_errors=True)
-            remove_empty(created[1:])
-        raise
     except Exception as err:
         diverged = as_divergence(err, trainer)
         if diverged is not None and diverged is not err:
@@ -203,11 +198,6 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
         user = user_error_in_fit(err)
         if user is None and diverged is None:
             raise
-        # a mistake found only once training started (e.g. in the model's setup), or a loss that
-        # diverged before the first checkpoint: leave nothing behind
-        if created and trainer.is_global_zero and not any((run_dir / "checkpoints").glob("*.ckpt")):
-            shutil.rmtree(run_dir, ignore_errors=True)
-            remove_empty(created[1:])  # runs/<recipe>/ (and runs/) when this run made them
         if diverged is not None:
             raise err from None
         kept = sorted((run_dir / "checkpoints").glob("last*.ckpt")) if run_dir.is_dir() else []
@@ -239,10 +229,8 @@ def train(argv: list[str]) -> RunResult | None:
     from zoo.trainer_options import check_trainer_settings
     run_dir, ckpt = resolve_run_dir(cfg)
     check_writable(run_dir)
-    claimed: list[Path] = []  # the folders this run made for itself, removed again if it fails unsaved
-    if ckpt is None and not os.environ.get("ZOO_RUN_DIR") and TIMESTAMPED.fullmatch(run_dir.name):
-        run_dir, claimed = claim_run_dir(run_dir)  # two runs started in one second took one folder
-    with removed_if_unsaved(run_dir, claimed):
+    run_dir, made = claim_run_dir(run_dir, cfg)  # the folders this run makes, removed again if it fails unsaved
+    with removed_if_unsaved(run_dir, made):
         if cfg["threads"]:
             import torch
 
@@ -274,7 +262,7 @@ def train(argv: list[str]) -> RunResult | None:
             trainer = make_trainer(cfg, run_dir, model, [RunInfo(info), ReleaseHeldMessages(held)],
                                    resumed=ckpt is not None, notes=repeated_overrides(given))
             fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
-    signal_cb = next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
+    signal_cb = signal_callback(trainer)
     result = RunResult(run_dir, model, interrupted=signal_cb.received is not None, rank_zero=trainer.is_global_zero)
     result.untested = ("test_after_fit=false" if not cfg["test_after_fit"] else "trainer.fast_dev_run"
                        if cfg["trainer"].get("fast_dev_run") else "interrupted" if result.interrupted else None)

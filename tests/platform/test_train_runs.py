@@ -289,8 +289,8 @@ def test_runs_started_in_the_same_second_get_their_own_folders(toy_recipe, tmp_p
     (their metrics interleaved, one checkpoint survived). Now it is made at once, the next suffix if taken."""
     from zoo.runs import claim_run_dir
 
-    first, made = claim_run_dir(tmp_path / "runs" / "toy" / "20261127-150357")
-    second, _ = claim_run_dir(tmp_path / "runs" / "toy" / "20261127-150357")
+    first, made = claim_run_dir(tmp_path / "runs" / "toy" / "20261127-150357", {"ckpt_path": None})
+    second, _ = claim_run_dir(tmp_path / "runs" / "toy" / "20261127-150357", {"ckpt_path": None})
     assert first.name == "20261127-150357" and second.name == "20261127-150357-1"
     assert made == [first, first.parent, first.parent.parent]  # what a failed run removes again
     procs = [_launch(toy_recipe, tmp_path / "same", "trainer.max_epochs=1", f"seed={s}") for s in (1, 2)]
