@@ -152,7 +152,7 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key", pref
     filled in. Fields marked ``metadata['estimator']`` hold an estimator spec, kept as given (a new
     spec replaces the default one instead of merging into it; the seam checks it)."""
     from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
     fields = dataclasses.fields(schema)
     names = [f.name for f in fields]
@@ -164,16 +164,12 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key", pref
     for key, annotation in _bool_fields(schema).items():  # OmegaConf would read -1, 2, 'yes' or 'on' as true
         if key in options and not conforms(options[key], annotation):
             raise UserError(f"bad value for '{key}' in {where}: must be true or false, got {options[key]!r}")
-    required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-                and f.name not in options and f.name not in specs]
-    if required:  # OmegaConf filled them with its '???' and the run went on with that string
-        names = ", ".join(f"'{prefix}{r}'" for r in required)
-        raise UserError(f"missing value for {names} in {where}: {schema.__name__} gives "
-                        f"{'it' if len(required) == 1 else 'them'} no default; set it in the recipe or on the "
-                        "command line")
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), options)
-        plain = OmegaConf.to_container(merged, resolve=True)
+        plain = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)  # else '???' went on as a value
+    except MissingMandatoryValue as err:  # a field without a default that the options leave out
+        raise UserError(f"missing value for '{prefix}{err.full_key}' in {where}: {schema.__name__} gives it no "
+                        "default; set it in the recipe or on the command line") from None
     except (OmegaConfBaseException, TypeError, ValueError) as err:  # TypeError: a mapping where a list is
         key = getattr(err, "full_key", None) or _first_bad_key(schema, options) or ""
         raise UserError(f"bad value for '{key}' in {where}: {str(err).splitlines()[0]}") from None

@@ -212,7 +212,8 @@ class KarpathyData(_CaptionData):
                 raise UserError(f"{json_path}: an image of split '{name}' has no sentences")
         self.vocab = Vocab(build_vocab((r for rs in refs["train"] for r in rs), c.min_freq))
         for name, ims in by_split.items():
-            sources = [self._find_image(image_dir, zips, im) for im in ims]
+            folder = image_dir if image_dir.is_dir() else None  # one stat, not one an image
+            sources = [self._find_image(folder, zips, im) for im in ims]
             missing = [im for im, src in zip(ims, sources) if src is None]
             if missing:
                 places = [str(image_dir)] * image_dir.is_dir() + ([", ".join(map(str, zips.paths))] if zips else [])
@@ -249,10 +250,10 @@ class KarpathyData(_CaptionData):
         return ImageZips(zips) if zips else None
 
     @staticmethod
-    def _find_image(image_dir: Path, zips: ImageZips | None, im: dict) -> Path | tuple[int, str] | None:
-        """Where an entry's image is: a file in the folder, else (archive, member) in the zips."""
-        path = image_dir / im.get("filepath", "") / im["filename"]
-        if image_dir.is_dir() and path.is_file():
+    def _find_image(folder: Path | None, zips: ImageZips | None, im: dict) -> Path | tuple[int, str] | None:
+        """Where an entry's image is: a file in the folder (None: no folder), else (archive, member) in the zips."""
+        path = folder / im.get("filepath", "") / im["filename"] if folder is not None else None
+        if path is not None and path.is_file():
             return path
         return zips.find(im.get("filepath", ""), im["filename"]) if zips else None
 

@@ -60,10 +60,9 @@ class LatentVAE(ZooModule):
 
     def before_fit(self) -> None:
         """A fresh run's note on a pairing the recipes never use (allowed: a Gaussian fit to 0/1 pixels)."""
-        import os
+        from lightning.pytorch.utilities.rank_zero import rank_zero_only  # DDP's other ranks run this too
 
-        rank = os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))  # DDP's other ranks run this too
-        if self.cfg.likelihood == "gaussian" and self.data_info.get("binarize") != "none" and rank == "0":
+        if self.cfg.likelihood == "gaussian" and self.data_info.get("binarize") != "none" and rank_zero_only.rank == 0:
             import sys
 
             print(f"note: model.likelihood=gaussian on binarised pixels (data.binarize="
