@@ -84,9 +84,8 @@ def test_data_of_another_shape_is_a_clear_error(tmp_path):
     import lightning as L
 
     from zoo.errors import UserError
-    from zoo.models.ood.data import OODDigits
+    from zoo.models.ood.data import OODDigits, OODImages
     from zoo.models.ood.module import OODClassifier
-    from zoo.models.ood.realdata import OODImages
 
     sys.path.insert(0, str(Path(__file__).parent))
     from tiny_ood_files import write_mnist, write_svhn

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from zoo.errors import UserError
-from zoo.models.ood.data import OODDigits, OODToy2D
-from zoo.models.ood.realdata import OODImages
+from zoo.models.ood.data import OODDigits, OODImages, OODToy2D
 
 sys.path.insert(0, str(Path(__file__).parent))
 from tiny_ood_files import write_cifar10, write_image_folder, write_mnist, write_svhn  # noqa: E402
@@ -127,7 +126,7 @@ def test_cifar10_read_from_the_downloaded_tarball(tmp_path):
     disk); a damaged one, one of another dataset and torchvision's pickled folder get messages that say so."""
     import tarfile
 
-    from zoo.models.ood.realdata import load_cifar10
+    from zoo.models.ood.readers import load_cifar10
 
     write_cifar10(tmp_path / "extracted")
     packed = tmp_path / "packed"
@@ -159,7 +158,7 @@ def test_ood_image_folder_read_from_its_archive_as_downloaded(tmp_path):
     import tarfile
     import zipfile
 
-    from zoo.models.ood.realdata import load_folder
+    from zoo.models.ood.readers import load_folder
 
     folder = tmp_path / "unpacked" / "LSUN_resize"
     write_image_folder(folder, n=6)

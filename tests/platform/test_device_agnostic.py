@@ -43,7 +43,7 @@ CPU_FILES = {
     "zoo/models/skipgram/plots.py": "plots",
     "zoo/models/skipgram/export.py": "export: word2vec files",
     "zoo/models/ood/data.py": "datamodule: digits, photo patches, noise and toy points",
-    "zoo/models/ood/realdata.py": "datamodule: images read from files",
+    "zoo/models/ood/readers.py": "datamodule: images read from files",
     "zoo/models/ood/plots.py": "plots and image files for zoo.predict",
 }
 

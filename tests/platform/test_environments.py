@@ -137,7 +137,7 @@ def test_text_files_with_a_byte_order_mark_or_not_in_utf8(tmp_path, capsys):
     latin1.write_bytes("un café über\n".encode("latin-1") * 3)
     assert list(read_sentences([latin1]))[0] == ["un", "caf\ufffd", "\ufffdber"]
     assert f"warning: {latin1} is not all UTF-8 text (e.g. b'caf\\xe9')" in capsys.readouterr().err
-    from zoo.models.seqgan.text import read_lines  # SeqGAN's sentences: the same rule
+    from zoo.models.seqgan.data import read_lines  # SeqGAN's sentences: the same rule
 
     seqgan_latin1 = tmp_path / "seqgan_latin1.txt"
     seqgan_latin1.write_bytes(b"\xef\xbb\xbf" + "un café sur la place du village\n".encode("latin-1") * 3)

@@ -214,9 +214,9 @@ def readers(root: Path) -> dict:
     from zoo.hub import read_checkpoint
     from zoo.models.captioning.data import KarpathyData
     from zoo.models.maml.omniglot import load_images
-    from zoo.models.ood.realdata import load_folder, load_svhn
+    from zoo.models.ood.readers import load_folder, load_svhn
+    from zoo.models.seqgan.data import read_lines
     from zoo.models.seqgan.oracle import load_oracle_npz
-    from zoo.models.seqgan.text import read_lines
     from zoo.models.skipgram.corpus import resolve_files
     from zoo.models.skipgram.data import TextCorpusData
     from zoo.models.vae.data import read_idx

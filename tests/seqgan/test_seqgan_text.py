@@ -9,8 +9,8 @@ import torch
 from torchmetrics.functional.text import bleu_score
 
 from zoo.errors import UserError
-from zoo.models.seqgan.metrics import bleu, bleu_orders, self_bleu
-from zoo.models.seqgan.text import TextData, decode, grammar_sentences, read_lines
+from zoo.models.seqgan.data import TextData, decode, grammar_sentences, read_lines
+from zoo.models.seqgan.evaluation import bleu, bleu_orders, self_bleu
 
 LINES = [
     "The cat sat on the mat .",

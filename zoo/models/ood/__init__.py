@@ -2,4 +2,4 @@
 datamodules `ood_digits`, `ood_toy2d` (embedded) and `ood_images` (local MNIST, Fashion-MNIST,
 CIFAR-10, SVHN files and OOD image folders)."""
 
-MODULES = ("data", "module", "realdata")  # register the model and datamodules (zoo.models.import_all)
+MODULES = ("data", "module")  # register the model and datamodules (zoo.models.import_all)

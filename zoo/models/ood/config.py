@@ -88,12 +88,12 @@ class Toy2DConfig:
     ood_train: bool = False  # also serve an OOD training set (uniform on [-8, 8]^2) for mode=confidence
 
 
-DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")  # ood_images' in-distribution sets (realdata.py)
+DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")  # ood_images' in-distribution sets (readers.py)
 
 
 @dataclass
 class OODImagesConfig:
-    root: str = nonempty_path("data")  # folder holding the datasets (layouts in zoo/models/ood/realdata.py)
+    root: str = nonempty_path("data")  # folder holding the datasets (layouts in zoo/models/ood/readers.py)
     dataset: str = field(default="svhn", metadata={"choices": list(DATASETS)})  # in-distribution
     # OOD sets: another dataset, folder:PATH, uniform, gaussian
     ood: list = field(default_factory=lambda: ["uniform", "gaussian"])

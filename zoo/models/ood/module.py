@@ -26,7 +26,7 @@ from torch.distributions import Independent, Normal
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode
-from zoo.models.ood import evaluate as ev
+from zoo.models.ood import evaluation as ev
 from zoo.models.ood.config import GAN_MODES, OODConfig
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator

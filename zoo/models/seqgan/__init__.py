@@ -2,7 +2,7 @@
 
 nets.py (LSTM LM, CNN discriminator), oracle.py (synthetic oracle, NLL-oracle), rollout.py
 (batched rollouts and rewards), schedule.py (phases -> epochs), module.py (the LightningModule),
-evaluation.py (metrics, predict), data.py / text.py (datamodules), metrics.py (BLEU), plots.py.
+evaluation.py (metrics, BLEU, predict), data.py (the oracle and text datamodules), plots.py.
 """
 
-MODULES = ("data", "module", "text")  # register seqgan, seqgan_oracle, seqgan_text (zoo.models.import_all)
+MODULES = ("data", "module")  # register seqgan, seqgan_oracle, seqgan_text (zoo.models.import_all)

@@ -33,8 +33,8 @@ from torch.distributions import Categorical, Distribution, kl_divergence
 
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode
-from zoo.models.vae.common import LatentVAE
 from zoo.models.vae.config import DVAEConfig
+from zoo.models.vae.module import LatentVAE
 from zoo.registry import MODELS
 
 

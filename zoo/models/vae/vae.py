@@ -19,8 +19,8 @@ from torch import Tensor
 from torch.distributions import Distribution, Independent, Normal, kl_divergence
 
 from zoo.estimators import StochasticNode
-from zoo.models.vae.common import LatentVAE
 from zoo.models.vae.config import VAEConfig
+from zoo.models.vae.module import LatentVAE
 from zoo.registry import MODELS
 
 

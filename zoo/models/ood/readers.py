@@ -1,4 +1,5 @@
-"""Real datasets for the OOD model, read from local files (nothing is downloaded).
+"""The OOD model's real datasets as their files come (nothing is downloaded): readers for the
+``ood_images`` datamodule (data.py).
 
 Layouts looked for under ``data.root``:
 
@@ -16,11 +17,6 @@ Layouts looked for under ``data.root``:
   WebP file below it, converted to the in-distribution channels and size; or the archive it came in
   (``LSUN_resize.tar.gz``, a .tar, .tgz or .zip), read without unpacking, also when the folder named is
   missing and the archive lies beside it.
-
-``ood_images`` splits the training files once (fixed permutation, seed 0) into training and
-``val_size`` validation images; each OOD set is split (fixed permutation, seed 1) into
-``ood_val_size`` validation images and the rest for test. Cross-dataset OOD sets use the other
-dataset's test split, converted (grey <-> RGB by luma / repetition, bilinear resizing).
 """
 
 from __future__ import annotations
@@ -35,10 +31,8 @@ import torch
 import torch.nn.functional as F
 
 from zoo.errors import UserError, permission_denied
-from zoo.models.ood.config import DATASETS, OODImagesConfig
-from zoo.models.ood.data import OODDataModule, noise_images
+from zoo.models.ood.config import DATASETS
 from zoo.paths import readable
-from zoo.registry import DATAMODULES
 
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
@@ -256,70 +250,3 @@ def load_folder(path: Path, shape: list[int]) -> torch.Tensor:
         a = np.asarray(img, dtype=np.uint8)
         images.append(a[None] if c == 1 else a.transpose(2, 0, 1))
     return torch.from_numpy(np.stack(images))
-
-
-@DATAMODULES.register("ood_images")
-class OODImages(OODDataModule):
-    """MNIST / Fashion-MNIST / CIFAR-10 / SVHN (local files) vs other datasets, image folders, noise."""
-
-    Config = OODImagesConfig
-
-    def prepare_data(self) -> None:
-        self.setup()  # fail early, naming the paths looked at
-
-    def build(self) -> dict:
-        c = self.cfg
-        root = Path(c.root)
-        x, y, x_test, y_test = load_dataset(root, c.dataset)
-        if not 0 < c.val_size < len(x):
-            raise UserError(f"data.val_size={c.val_size} must be between 1 and {len(x) - 1}")
-        perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
-        val, train = perm[: c.val_size], perm[c.val_size:]
-        shape = list(x.shape[1:])
-        val_ood, test_ood = {}, {}
-        train_folder = (root / c.ood_train_folder).resolve() if c.ood_train and c.ood_train_folder else None
-        if len(set(map(str, c.ood))) < len(c.ood):
-            raise UserError(f"data.ood lists a set twice ({', '.join(map(str, c.ood))}): list each once")
-        for spec in c.ood:
-            spec = str(spec)
-            if spec in ("uniform", "gaussian"):
-                seed = 500 + len(test_ood)
-                val_ood[spec] = noise_images(spec, c.ood_val_size, shape, seed)
-                test_ood[spec] = noise_images(spec, c.noise_size, shape, seed + 50)
-                continue
-            if spec.startswith("folder:"):
-                folder = Path(spec[len("folder:"):])
-                name = ood_set_name(folder)
-                if name in test_ood:  # folder:a/LSUN and folder:b/LSUN: the second replaced the first, silently
-                    raise UserError(f"data.ood names two sets called '{name}': give each folder its own name")
-                if train_folder is not None and (root / folder).resolve() == train_folder:
-                    raise UserError(f"data.ood_train_folder={c.ood_train_folder} is also the test set {spec} in "
-                                    "data.ood: its images would be trained on, then tested; use another set for one")
-                images = load_folder(folder if folder.is_absolute() else root / folder, shape)
-            elif spec in DATASETS:
-                if spec == c.dataset:
-                    raise UserError(f"data.ood lists the in-distribution dataset '{spec}' itself")
-                try:
-                    images, name = to_shape(load_dataset(root, spec)[2], shape), spec
-                except UserError as err:
-                    rest = ",".join(str(s) for s in c.ood if str(s) != spec) or "uniform,gaussian"
-                    raise UserError(f"{str(err).rstrip('.')}. {spec} serves only as an OOD test set here: to run "
-                                    f"without it, drop it from data.ood (data.ood=[{rest}])") from None
-            else:
-                raise UserError(f"unknown OOD set '{spec}' in data.ood: use one of {', '.join(DATASETS)}, "
-                                "uniform, gaussian, or folder:PATH")
-            if len(images) < 2:
-                raise UserError(f"OOD set '{spec}' has {len(images)} image(s); it needs at least 2 (validation + test)")
-            n_val = min(c.ood_val_size, len(images) // 2)
-            order = torch.randperm(len(images), generator=torch.Generator().manual_seed(1))
-            val_ood[name], test_ood[name] = images[order[:n_val]], images[order[n_val:]]
-        train_ood = None
-        if c.ood_train:
-            if not c.ood_train_folder:
-                raise UserError("data.ood_train=true needs data.ood_train_folder=PATH "
-                                "(a folder of OOD training images)")
-            folder = Path(c.ood_train_folder)
-            train_ood = load_folder(folder if folder.is_absolute() else root / folder, shape)
-        return {"train": (x[train], y[train]), "val": (x[val], y[val]), "test": (x_test, y_test),
-                "val_ood": val_ood, "test_ood": test_ood, "train_ood": train_ood,
-                "num_classes": int(max(int(y.max()), int(y_test.max())) + 1), "dataset": c.dataset}
