@@ -1,5 +1,5 @@
 """What the interpreter's teardown costs a command: the same short training run ended the zoo's way
-(`zoo.streams.leave`: exit handlers, then `os._exit`) and the usual way (`sys.exit`: every module and
+(`zoo.cli.leave`: exit handlers, then `os._exit`) and the usual way (`sys.exit`: every module and
 the C++ libraries' statics freed first), alternating, each in a fresh process; plus `import
 lightning.pytorch` alone ended both ways. Medians of the repeats.
 
@@ -25,8 +25,8 @@ from devices import accelerator, add_device_option, describe, processor, resolve
 # a vae_digits run of a few batches: imports, data, a fit, a test, checkpoints, metrics.json
 TRAIN = ["recipe=vae_digits", "trainer.max_epochs=1", "trainer.limit_train_batches=5",
          "trainer.limit_val_batches=2", "trainer.limit_test_batches=2", "trainer.enable_progress_bar=false"]
-# the same command ended by sys.exit, as before zoo.streams.leave
-SYS_EXIT = ("import sys; sys.argv = ['zoo.train', *sys.argv[1:]]; from zoo.streams import run_command; "
+# the same command ended by sys.exit, as before zoo.cli.leave
+SYS_EXIT = ("import sys; sys.argv = ['zoo.train', *sys.argv[1:]]; from zoo.cli import run_command; "
             "from zoo.train import main; sys.exit(run_command(main))")
 
 
@@ -71,7 +71,7 @@ def main() -> None:
     share = saved["train"] / rows["train, sys.exit"]["median_s"]
     print(f"teardown skipped: {saved['train']:.2f} s of the training command ({share:.0%}), "
           f"{saved['import']:.2f} s after the import alone")
-    record = {"what": "the interpreter's teardown: a short vae_digits run ended by zoo.streams.leave vs sys.exit, "
+    record = {"what": "the interpreter's teardown: a short vae_digits run ended by zoo.cli.leave vs sys.exit, "
                       "and `import lightning.pytorch` alone ended by os._exit vs sys.exit; fresh processes, "
                       "alternating",
               "command": "python " + " ".join(sys.argv), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

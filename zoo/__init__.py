@@ -9,11 +9,11 @@ import sys as _sys
 __version__ = "0.1.0"
 
 if _sys.argv[:1] == ["-m"]:  # `python -m zoo.<command>`, before a subpackage (zoo.estimators) loads torch
-    from zoo import streams as _streams
+    from zoo import cli as _cli
 
-    if _streams.working_folder_gone():
+    if _cli.working_folder_gone():
         raise SystemExit(2)
-    _streams.config_folders_elsewhere()
+    _cli.config_folders_elsewhere()
 
 
 def load(target: str):

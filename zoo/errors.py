@@ -1,13 +1,8 @@
 """User mistakes vs bugs: a UserError becomes one message and exit status 2, no traceback."""
 
-import argparse
-import contextlib
 import errno
 import os
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 
 class UserError(Exception):
@@ -16,46 +11,10 @@ class UserError(Exception):
     exit_code = 2
 
 
-class CommandLineParser(argparse.ArgumentParser):
-    """argparse whose usage mistakes (a missing argument, an unknown flag or sub-command) are one
-    'error:' line and exit status 2, like every other user mistake (argparse prints its usage block
-    first); ``--help`` shows the usage as before."""
-
-    def error(self, message: str):
-        sys.stderr.write(f"error: {message} (see {self.prog} --help)\n")
-        raise SystemExit(2)
 
 
-def exit_status(run: Callable[[], int]) -> int:
-    """``run()``'s exit status under the zoo's rule for failures, shared by every command: a user's
-    mistake (or an allocation, a permission or a full disk it caused: ``as_user_error``) is one
-    'error:' line and status 2; Ctrl-C outside training (which saves and stops on its own) is one
-    line and 130, as the shell gives a command stopped by SIGINT; anything else is a bug and keeps
-    its traceback."""
-    try:
-        check_thread_variables()
-        return run()
-    except KeyboardInterrupt as err:  # its text, where raised by the zoo: what the interrupted run left
-        print("interrupted (Ctrl-C)" + (f": {err}" if str(err) else ""), file=sys.stderr)
-        return 130
-    except Exception as err:
-        user = as_user_error(err)
-        if user is None:
-            raise
-        one_line = " ".join(line.strip() for line in str(user).splitlines() if line.strip())  # Lightning's may wrap
-        print(f"error: {one_line}", file=sys.stderr)
-        return user.exit_code
 
 
-def check_thread_variables() -> None:
-    """OMP_NUM_THREADS, read by torch's OpenMP runtime as torch loads: a value it cannot read (``abc``, ``0``,
-    ``1.5``) was two lines of libgomp's before anything else, and the run went on with its own default."""
-    import re
-
-    value = os.environ.get("OMP_NUM_THREADS", "")
-    if value.strip() and not re.fullmatch(r"\s*[1-9]\d*(\s*,\s*[1-9]\d*)*\s*", value):
-        raise UserError(f"the environment variable OMP_NUM_THREADS={value!r} is not a number of threads: set it to "
-                        "a whole number >= 1 (e.g. OMP_NUM_THREADS=1), or unset it")
 
 
 def as_user_error(err: BaseException) -> UserError | None:
@@ -202,14 +161,3 @@ def _existing_folders(path: Path) -> list[Path]:
     return folders
 
 
-@contextlib.contextmanager
-def ctrl_c_in_lightning(trainer: Any, left: Callable[[], str] = lambda: "") -> Iterator[None]:
-    """Ctrl-C inside ``trainer.fit`` / ``test``: Lightning prints its own line and calls ``sys.exit(1)``
-    (status 1 reads as a failure, not an interruption); turned into the KeyboardInterrupt that
-    ``exit_status`` answers with one line and 130, saying what ``left()`` says was kept."""
-    try:
-        yield
-    except SystemExit:
-        if not trainer.interrupted:
-            raise
-        raise KeyboardInterrupt(left()) from None

@@ -21,8 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from zoo import cli
+from zoo.cli import CommandLineParser, build_trainer, ctrl_c_in_lightning, exit_status, format_table, user_error_in_fit
 from zoo.config import MATMUL_PRECISIONS, SEED_MAX, repeated_overrides
-from zoo.errors import CommandLineParser, UserError, ctrl_c_in_lightning, exit_status
+from zoo.errors import UserError
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
@@ -32,8 +34,7 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
     from zoo.hub import load_any
     from zoo.options import validate
     from zoo.registry import DATAMODULES
-    from zoo.tracking import HeldMessages, build_trainer, set_float32_precision
-    from zoo.train import user_error_in_fit
+    from zoo.tracking import HeldMessages, set_float32_precision
     from zoo.trainer_options import check_trainer_options
 
     options = dict(options or {})
@@ -111,18 +112,8 @@ def _carried_over(data_cfg: dict, given: set[str], schema: type) -> dict:
     return {k: v for k, v in data_cfg.items() if k in known or k in given}
 
 
-def in_order(metrics: dict[str, float]) -> list[tuple[str, float]]:
-    """Metrics sorted by name, numbers inside names by value (loss_2 before loss_10)."""
-    import re
-
-    return sorted(metrics.items(), key=lambda kv: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", kv[0])])
 
 
-def format_table(metrics: dict[str, float]) -> str:
-    width = max((len(k) for k in metrics), default=6)
-    lines = [f"{'metric':<{width}}  value", f"{'-' * width}  ---------"]
-    lines += [f"{k:<{width}}  {v:.4f}" for k, v in in_order(metrics)]
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,7 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     return exit_status(run)
 
 
-if __name__ == "__main__":
-    from zoo.streams import leave, run_command
+def console() -> None:
+    """The console script (pyproject.toml)."""
+    cli.run(main)
 
-    leave(run_command(main))
+
+if __name__ == "__main__":
+    cli.run(main)

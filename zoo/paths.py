@@ -3,8 +3,9 @@
 ``expand_path``: ``run_dir=~/runs`` or ``data.root=$SCRATCH/data`` in a recipe, in quotes, or in a
 shell that leaves ``~`` after ``=`` alone (zsh, sh) reach the zoo as typed; taken literally they made
 a folder named ``~`` or ``$SCRATCH`` in the working directory.
-``check_input_file`` / ``readable`` / ``make_folder`` / ``check_output_file``: files and folders a
-command reads or writes, refused with one message before the work that would fail on them later."""
+``check_input_file`` / ``readable`` / ``writable`` / ``make_folder`` / ``check_output_file``: files and
+folders a command reads or writes, refused with one message before the work that would fail on them
+later (the message itself: ``zoo.errors.no_access``); ``home_folder``: the XDG folders."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from zoo.errors import UserError, no_access
-from zoo.streams import writable
 
 _HOME = re.compile(r"~[\w.-]*(/|$)")  # ~ or ~user, alone or before a /
 _VARIABLE = re.compile(r"\$([A-Za-z_]\w*)")
@@ -42,6 +42,20 @@ def expand_path(value: Any, key: str, where: str) -> Any:
         raise UserError(f"'{key}' in {where}: the environment variable ${unset[0]} in {value} is not set; set it "
                         f"(export {unset[0]}=...) or write the path out")
     return os.path.expandvars(value)
+
+
+def writable(path: str | os.PathLike) -> bool:
+    """Whether ``path`` can be written or made: the path itself if it exists, else the nearest folder above."""
+    here = os.path.abspath(path)
+    while not os.path.exists(here) and os.path.dirname(here) != here:
+        here = os.path.dirname(here)
+    return os.access(here, os.W_OK | os.X_OK if os.path.isdir(here) else os.W_OK)
+
+
+def home_folder(variable: str, default: str) -> str | None:
+    """An XDG folder: ``$variable``, else ``$HOME/default``; None without either."""
+    home = os.environ.get("HOME")
+    return os.environ.get(variable) or (os.path.join(home, default) if home else None)
 
 
 def check_input_file(path: str | Path, what: str = "image") -> Path:

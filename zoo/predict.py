@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from zoo.errors import CommandLineParser, exit_status
+from zoo import cli
+from zoo.cli import CommandLineParser, exit_status
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     return exit_status(run)
 
 
-if __name__ == "__main__":
-    from zoo.streams import leave, run_command
+def console() -> None:
+    """The console script (pyproject.toml)."""
+    cli.run(main)
 
-    leave(run_command(main))
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -12,7 +12,7 @@ import netrc
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from typing import Any
 class _DropNoise(logging.Filter):
     DROPPED = ("Tip: For seamless cloud logging",  # an advertisement
                "Trainer already configured with model summary callbacks",  # console_callbacks named it
-               "Detected KeyboardInterrupt, attempting graceful shutdown")  # zoo.errors.exit_status says it
+               "Detected KeyboardInterrupt, attempting graceful shutdown")  # zoo.cli.exit_status says it
 
     precision_chosen = False  # set_float32_precision ran: Lightning's tip to choose it is answered
 
@@ -78,7 +78,7 @@ def quiet_lightning() -> None:
 def console_callbacks(trainer_opts: dict, others: list) -> list:
     """Lightning's plain model summary and tqdm progress bar, named so that Lightning does not pick
     its ``rich`` versions when that package is installed: those print to the console directly, past
-    HeldMessages and zoo.streams, so a run's output would depend on an unrelated package. Each only
+    HeldMessages and the guarded streams (zoo.cli), so a run's output would depend on an unrelated package. Each only
     where the trainer options leave it on and ``others`` has none (a ``callbacks:`` entry naming
     Lightning's RichProgressBar, say)."""
     from lightning.pytorch.callbacks import ModelSummary, ProgressBar, TQDMProgressBar
@@ -154,41 +154,8 @@ def _lightning_handlers() -> list[logging.Handler]:
     return found
 
 
-def build_trainer(make: Callable[[], Any], what: str) -> Any:
-    """``make()`` (which builds a lightning.Trainer) with Lightning's start-up lines held back; a
-    setting Lightning refuses, on the way in or halfway through its __init__, is one UserError
-    "invalid <what>: ..." (nothing is written yet: run folders are made after this)."""
-    from zoo.errors import UserError
-
-    quiet_lightning()
-    try:
-        with HeldMessages():
-            return make()
-    except (ValueError, TypeError) as err:
-        raise UserError(f"invalid {what}: {err}{_fix_hint(str(err))}") from None
-    except ImportError as err:  # e.g. trainer.accelerator=tpu without torch_xla
-        raise UserError(f"the trainer settings need a package that is not installed: {err}") from None
-    except Exception as err:
-        if type(err).__name__ == "MisconfigurationException":  # e.g. limit_train_batches=1.5
-            raise UserError(f"invalid {what}: {err}{_fix_hint(str(err))}") from None
-        message = " ".join(str(err).split())
-        if isinstance(err, RuntimeError) and message.startswith("Found more than one stateful callback"):
-            # callbacks=[ema, ema]: two instances whose checkpointed states would share one key
-            raise UserError(f"callbacks: {message.split('. In the current')[0]}: list it once") from None
-        raise
 
 
-def _fix_hint(reason: str) -> str:
-    """The fix for the refusals met most (Lightning's reason names only what is wrong)."""
-    if "gpu backend" in reason or "accelerator is not available" in reason:
-        return " Use trainer.accelerator=cpu, or auto (a GPU when there is one)"
-    if "Trainer(devices=" in reason and "not a valid input" in reason:
-        return " trainer.devices must be >= 1, -1 (all devices) or auto"
-    if "You requested gpu" in reason and "only has" in reason:  # trainer.devices=[0,1] on a machine with one GPU
-        return " trainer.devices lists GPU indices this machine has, or is a count: use trainer.devices=1"
-    if "selected with `CPUAccelerator`" in reason:  # devices=[0] or "1,2": GPU indices on a machine without one
-        return " On the CPU, trainer.devices is a number of processes, e.g. trainer.devices=1"
-    return ""
 
 
 def wandb_logged_in() -> bool:
@@ -213,7 +180,7 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
     from lightning.pytorch.loggers import WandbLogger
 
     from zoo.errors import UserError
-    from zoo.streams import home_folder, writable
+    from zoo.paths import home_folder, writable
 
     try:
         import wandb  # noqa: F401

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import UserError, as_user_error, ctrl_c_in_lightning, exit_status
+from zoo import cli
+from zoo.cli import build_trainer, ctrl_c_in_lightning, exit_status, in_order, user_error_in_fit
+from zoo.errors import UserError
 from zoo.runs import (
     check_resumable,
     check_writable,
@@ -94,8 +96,6 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
                  notes: list[str] | None = None) -> Any:
     """The lightning.Trainer of a run; a setting Lightning refuses is a UserError. ``notes``: lines about
     the run's settings, printed (``note: ...``) once training starts."""
-    from zoo.tracking import build_trainer
-
     return build_trainer(lambda: _make_trainer(cfg, run_dir, model, extra_callbacks, resumed, list(notes or [])),
                          f"trainer settings {cfg['trainer']}")
 
@@ -149,18 +149,6 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
                      plugins=[AtomicCheckpointIO()], **trainer_opts)
 
 
-def user_error_in_fit(err: Exception) -> UserError | None:
-    """Lightning's complaints about the user's settings that only show once training or testing runs
-    (a monitored metric the model never logs, a validation interval longer than the epoch): a
-    UserError (``err`` itself when it is one), or None for anything else (a bug)."""
-    message = " ".join(str(err).split())
-    if type(err).__name__ == "MisconfigurationException":
-        return UserError(f"invalid settings: {message}")
-    if isinstance(err, ValueError) and message.startswith("`val_check_interval`"):
-        return UserError(f"trainer.val_check_interval: {message}")
-    if isinstance(err, RuntimeError) and message.startswith("Early stopping conditioned on metric"):
-        return UserError(f"callback 'early_stopping': {message}")
-    return as_user_error(err)  # out of memory, a file the user may not read or write
 
 
 def signal_callback(trainer: Any) -> Any:
@@ -331,15 +319,16 @@ def run(argv: list[str]) -> int:
             last = result.run_dir / "checkpoints" / "last.ckpt"
             print(f"  not tested ({result.untested})"
                   + (f": python -m zoo.evaluate {last} tests it" if last.is_file() else ""))
-        from zoo.evaluate import in_order
-
         width = max(map(len, result.test_metrics), default=0)  # 28 broke the columns of longer names
         for key, value in in_order(result.test_metrics):
             print(f"  {key:<{width}} {value:.4f}")
     return 0
 
 
-if __name__ == "__main__":
-    from zoo.streams import leave, run_command
+def console() -> None:
+    """The console script (pyproject.toml)."""
+    cli.run(main)
 
-    leave(run_command(main))
+
+if __name__ == "__main__":
+    cli.run(main)

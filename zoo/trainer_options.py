@@ -150,7 +150,8 @@ def check_trainer_settings(cfg: dict) -> None:
 
     import lightning as L
 
-    from zoo.tracking import HeldMessages, build_trainer, console_callbacks
+    from zoo.cli import build_trainer
+    from zoo.tracking import HeldMessages, console_callbacks
 
     plain = console_callbacks(cfg["trainer"], [])  # Lightning's plain summary and bar, as in the run (not rich's)
     held = HeldMessages().start()

@@ -111,7 +111,7 @@ def test_lightnings_exit_on_ctrl_c_becomes_the_zoos_interruption():
     SystemExit passes through."""
     import sys
 
-    from zoo.errors import ctrl_c_in_lightning
+    from zoo.cli import ctrl_c_in_lightning
 
     class Trainer:
         interrupted = True

@@ -1,4 +1,4 @@
-"""Every command ends with ``zoo.streams.leave``: the interpreter's ~1 s teardown is skipped, what it
+"""Every command ends with ``zoo.cli.leave``: the interpreter's ~1 s teardown is skipped, what it
 would do for the command's output is not. Each case runs in a fresh interpreter (``leave`` ends it)."""
 
 import subprocess
@@ -18,7 +18,7 @@ def run(code: str, tmp_path) -> subprocess.CompletedProcess:
 def test_exit_status_output_and_exit_handlers_are_kept(tmp_path):
     proc = run("""
         import atexit, sys
-        from zoo.streams import leave
+        from zoo.cli import leave
         atexit.register(lambda: open("first.txt", "w").write("registered first, ran last"))
         atexit.register(lambda: open("second.txt", "w").write(str(__import__("os").path.exists("first.txt"))))
         sys.stdout.write("no newline, still buffered")
@@ -37,7 +37,7 @@ def test_a_file_left_open_is_flushed_as_the_teardown_would(tmp_path):
     """A file opened and never closed, still referenced (a module's global): the teardown closes it
     and its buffer reaches the disk; os._exit alone would drop it."""
     proc = run("""
-        from zoo.streams import leave
+        from zoo.cli import leave
         log = open("log.txt", "w")
         log.write("line kept in the buffer\\n")
         leave(0)
@@ -49,7 +49,7 @@ def test_a_file_left_open_is_flushed_as_the_teardown_would(tmp_path):
 def test_a_thread_still_working_is_waited_for(tmp_path):
     proc = run("""
         import threading, time
-        from zoo.streams import leave
+        from zoo.cli import leave
         def work():
             time.sleep(0.5)
             open("thread.txt", "w").write("finished")

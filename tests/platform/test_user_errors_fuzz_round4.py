@@ -156,7 +156,8 @@ def test_a_home_folder_of_no_user_is_refused(tmp_path, capsys, monkeypatch):
 
 
 def test_a_message_over_several_lines_is_printed_as_one(capsys):
-    from zoo.errors import UserError, exit_status
+    from zoo.cli import exit_status
+    from zoo.errors import UserError
 
     def fail() -> int:  # Lightning's words for trainer.devices=[0,1] on a machine with one GPU (the H200, 2026-11-26)
         raise UserError("invalid trainer settings: You requested gpu: [0, 1]\n But your machine only has: [0]\n")

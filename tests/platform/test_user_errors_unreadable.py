@@ -292,7 +292,7 @@ def test_permission_denied_finds_the_file_behind_another_librarys_error(tmp_path
     assert "read-only file system" in str(permission_denied(read_only))
     # met inside trainer.fit (a reader in a DataLoader worker): zoo.train's fit handler takes it as the
     # user's, so the run folder it made is removed as for any other user error
-    from zoo.train import user_error_in_fit
+    from zoo.cli import user_error_in_fit
 
     assert str(tmp_path / "x.bin") in str(user_error_in_fit(wrapped))
     assert user_error_in_fit(RuntimeError("a bug")) is None

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import math
 
+from zoo import cli
+from zoo.cli import CommandLineParser, exit_status
 from zoo.config import SEED_MAX
-from zoo.errors import CommandLineParser, UserError, exit_status
+from zoo.errors import UserError
 
 MAX_DRAWS = 10**6  # CPU, one thread: 10**4 draws take 4 s, 10**5 28 s, 10**7 over 11 minutes and 3.6 GB
 MAX_THETA = 1e5
@@ -74,7 +76,10 @@ def run(args) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    from zoo.streams import leave, run_command
+def console() -> None:
+    """The console script (pyproject.toml)."""
+    cli.run(main)
 
-    leave(run_command(main))
+
+if __name__ == "__main__":
+    cli.run(main)

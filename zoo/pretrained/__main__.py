@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import CommandLineParser, UserError, exit_status
+from zoo import cli
+from zoo.cli import CommandLineParser, exit_status
+from zoo.errors import UserError
 
 
 def list_entries() -> str:
@@ -145,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     return exit_status(run)
 
 
-if __name__ == "__main__":
-    from zoo.streams import leave, run_command
+def console() -> None:
+    """The console script (pyproject.toml)."""
+    cli.run(main)
 
-    leave(run_command(main))
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -32,8 +32,7 @@ from zoo.errors import UserError, no_access
 from zoo.models.vae import plots
 from zoo.models.vae.config import LIKELIHOODS
 from zoo.models.vae.nets import build_nets
-from zoo.paths import check_output_file, make_folder
-from zoo.streams import writable
+from zoo.paths import check_output_file, make_folder, writable
 
 
 class LatentVAE(ZooModule):
