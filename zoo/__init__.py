@@ -6,6 +6,8 @@
 
 import sys as _sys
 
+from zoo.hub import load as _load
+
 __version__ = "0.1.0"
 
 if _sys.argv[:1] == ["-m"]:  # `python -m zoo.<command>`, before a subpackage (zoo.estimators) loads torch
@@ -18,6 +20,4 @@ if _sys.argv[:1] == ["-m"]:  # `python -m zoo.<command>`, before a subpackage (z
 
 def load(target: str):
     """Load a pretrained model by name or a checkpoint by path, ready for inference."""
-    from zoo.hub import load as _load
-
     return _load(target)

@@ -8,16 +8,19 @@ Overrides are OmegaConf dotlist items ``key=value`` (``trainer.max_epochs=3 mode
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from zoo.callbacks.named import check_callbacks
 from zoo.errors import UserError
-from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, positive
+from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, parse_dotlist, positive
 from zoo.options import validate as validate_options
 from zoo.precheck import check_sections_early
-from zoo.registry import closest
+from zoo.registry import DATAMODULES, MODELS, closest
 from zoo.trainer_options import check_trainer_options, check_validation_and_test
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -129,7 +132,7 @@ MAX_RECIPE_VALUES = 10_000  # keys and values of a recipe once its aliases are e
 def expanded_size(node: Any, seen: dict | None = None) -> int:
     """How many YAML nodes a composed document holds once every alias is expanded; each node is counted
     once however often it is referred to, so a "billion laughs" is measured in microseconds."""
-    import yaml
+    import yaml  # imported when used: yaml
 
     seen = {} if seen is None else seen
     if node is None:
@@ -142,10 +145,8 @@ def expanded_size(node: Any, seen: dict | None = None) -> int:
 
 
 def load_yaml(path: Path) -> Any:
-    import io
-
-    import yaml
-    from omegaconf import OmegaConf
+    import yaml  # imported when used: yaml
+    from omegaconf import OmegaConf  # imported when used: omegaconf
 
     try:
         text = path.read_text(encoding="utf-8")  # read once: the size check and OmegaConf see the same text
@@ -188,7 +189,7 @@ def merge_replacing(base: Any, top: Any) -> Any:
     """OmegaConf.merge, except that a mapping with a ``name`` in ``top`` replaces the one in ``base``
     instead of merging into it: it picks a new thing, whose options must not mix with the old one's
     (``model.estimator={name: rloo, n: 4}`` over a gumbel_softmax with tau)."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # imported when used: omegaconf
 
     merged = OmegaConf.merge(base, top)
     for key in named_keys(OmegaConf.to_container(top)):
@@ -199,7 +200,7 @@ def merge_replacing(base: Any, top: Any) -> Any:
 def load_recipe(path: Path, chain: tuple = ()) -> Any:
     """A recipe file as a mapping, with its ``base:`` recipe (a name or a path relative to it)
     merged underneath: a variant holds only what differs from its base."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # imported when used: omegaconf
 
     raw = load_yaml(path)
     if not OmegaConf.is_dict(raw):
@@ -227,8 +228,6 @@ def load_recipe(path: Path, chain: tuple = ()) -> Any:
 
 
 def parse_overrides(items: list[str]) -> Any:
-    from zoo.options import parse_dotlist
-
     return parse_dotlist(items)
 
 
@@ -264,7 +263,7 @@ def check_stochastic_node(model_cls: Any, options: dict, where: str) -> None:
     node = getattr(model_cls, "stochastic_node", None)
     if node is None or not node.active(options):
         return
-    from zoo.estimators.seam import check_spec
+    from zoo.estimators.seam import check_spec  # imported when used: torch
 
     spec = options.get(node.option)
     if spec is None:
@@ -291,10 +290,8 @@ def check_precision(model_cls: Any, precision: Any, where: str) -> None:
 
 def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
     """Recipe name/path + overrides -> a validated plain dict (see `RunConfig`)."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # imported when used: omegaconf
 
-    from zoo.models import import_all
-    from zoo.registry import DATAMODULES, MODELS
 
     path = find_recipe(recipe)
     where = f"recipe {path}"
@@ -321,9 +318,7 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
             hint = f" (did you mean {sections[0]}.{key}?)" if sections else closest(key, list(top_schema))
             raise UserError(f"unknown key '{key}' in {where}{hint}. Valid top-level keys: {', '.join(top_schema)}")
     check_sections_early(raw, where)  # mistyped keys and estimators, before torch is imported
-    from zoo.callbacks.named import check_callbacks
 
-    import_all()
     check_callbacks(raw.get("callbacks", []), where)
     cfg = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
     cfg = validate_options(RunConfig, cfg, where)
@@ -366,8 +361,6 @@ def check_wandb_environment() -> None:
 
 def _environment_hint(err: Exception) -> str:
     """``${HOME}`` is OmegaConf's interpolation of a key named HOME, not the environment variable."""
-    import re
-
     found = re.search(r"Interpolation key '(\w+)' not found", str(err))
     if found is None or not (found.group(1) in os.environ or found.group(1).isupper()):
         return ""
@@ -376,8 +369,6 @@ def _environment_hint(err: Exception) -> str:
 
 def _interpolation_hint(err: Exception) -> str:
     """How to write the ``${...}`` OmegaConf could not resolve (its own messages name only what failed)."""
-    import re
-
     text = str(err)
     unset = re.search(r"Environment variable '(\w+)' not found", text)
     if unset:
@@ -405,6 +396,6 @@ def _mapping(raw: dict, key: str, where: str) -> dict:
 
 
 def to_yaml(cfg: dict) -> str:
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # imported when used: omegaconf
 
     return OmegaConf.to_yaml(OmegaConf.create(cfg))

@@ -2,6 +2,7 @@
 
 import errno
 import os
+import re
 from pathlib import Path
 
 
@@ -30,8 +31,6 @@ def as_user_error(err: BaseException) -> UserError | None:
 def out_of_memory(err: BaseException) -> UserError | None:
     """An allocation the machine cannot serve (most often a size or count with a zero too many):
     a UserError that names the request, or None when ``err`` is something else."""
-    import re
-
     text = (str(err).strip().splitlines() or [type(err).__name__])[0]
     if not (isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError"
             or "can't allocate memory" in text or "out of memory" in text.lower()):
@@ -100,7 +99,6 @@ def image_too_large(err: BaseException, path: str | os.PathLike | None = None) -
     guard against decompression bombs); None for anything else. ``path``: the file, where it is known."""
     if type(err).__name__ != "DecompressionBombError":
         return None
-    import re
 
     pixels, limit = (re.findall(r"(\d+) pixels", str(err)) + ["?", "?"])[:2]  # "Image size (N pixels) ... limit of M"
     what = f"{os.fspath(path)} is" if path is not None else "an image is"

@@ -15,6 +15,8 @@ every ``test/*`` metric as a table (or one JSON object with --json).
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -25,17 +27,17 @@ from zoo import cli
 from zoo.cli import CommandLineParser, build_trainer, ctrl_c_in_lightning, exit_status, format_table, user_error_in_fit
 from zoo.config import MATMUL_PRECISIONS, SEED_MAX, repeated_overrides
 from zoo.errors import UserError
+from zoo.hub import load_any
+from zoo.options import parse_kv, validate
+from zoo.registry import DATAMODULES
+from zoo.tracking import HeldMessages, set_float32_precision
+from zoo.trainer_options import check_trainer_options
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
-    import lightning as L
+    import lightning as L  # imported when used: lightning
 
-    from zoo.callbacks.safety import ReleaseHeldMessages
-    from zoo.hub import load_any
-    from zoo.options import validate
-    from zoo.registry import DATAMODULES
-    from zoo.tracking import HeldMessages, set_float32_precision
-    from zoo.trainer_options import check_trainer_options
+    from zoo.callbacks.safety import ReleaseHeldMessages  # imported when used: lightning
 
     options = dict(options or {})
     model, info = load_any(target)
@@ -106,8 +108,6 @@ def _carried_over(data_cfg: dict, given: set[str], schema: type) -> dict:
     """Data options for another datamodule (``data.name=OTHER``): the ones the user gave, and those
     of the model's own datamodule that the other one also has (root, batch_size, ...); the rest
     belong to the old datamodule and would be refused as unknown keys the user never wrote."""
-    import dataclasses
-
     known = {f.name for f in dataclasses.fields(schema)}
     return {k: v for k, v in data_cfg.items() if k in known or k in given}
 
@@ -117,9 +117,6 @@ def _carried_over(data_cfg: dict, given: set[str], schema: type) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    from zoo.options import parse_kv
 
     parser = CommandLineParser(prog="python -m zoo.evaluate", description=(__doc__ or "").split("\n")[0],
                                formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import pickle
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.errors import UserError
-from zoo.registry import closest
+from zoo.registry import MODELS, closest
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 
@@ -58,7 +59,7 @@ def pretrained_cards(directory: Path | None = None) -> dict[str, dict]:
 def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
     """A zoo checkpoint, loaded safely. ``mmap``: map the tensors instead of reading them, for checks
     that look only at the metadata and shapes (a resume reads the file again in Lightning)."""
-    import torch
+    import torch  # imported when used: torch
 
     path = Path(path)
     if path.is_dir():
@@ -102,17 +103,11 @@ def not_a_checkpoint(folder: Path) -> UserError:
 
 
 def build_model(model_name: str, hparams: dict, state_dict: dict, source: str) -> Any:
-    from zoo.models import import_all
-    from zoo.registry import MODELS
-
-    import_all()
     cls = MODELS.get(model_name)
     config = getattr(cls, "Config", None)
     saved = hparams.get("cfg") if isinstance(hparams, dict) else None
     if config is not None and isinstance(saved, dict):  # an option the model no longer has: a TypeError was
-        import dataclasses
 
-        from zoo.registry import closest
 
         known = [f.name for f in dataclasses.fields(config)]
         unknown = [k for k in saved if k not in known]
@@ -138,7 +133,7 @@ def load_checkpoint(path: str | Path) -> tuple[Any, dict]:
 
 
 def load_pretrained(name: str) -> tuple[Any, dict]:
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # imported when used: safetensors
 
     cards = pretrained_cards()
     if name not in cards:

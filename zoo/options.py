@@ -151,8 +151,8 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key", pref
     """Check ``options`` against the dataclass ``schema``; returns the plain dict with defaults
     filled in. Fields marked ``metadata['estimator']`` hold an estimator spec, kept as given (a new
     spec replaces the default one instead of merging into it; the seam checks it)."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+    from omegaconf import OmegaConf  # imported when used: omegaconf
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException  # imported when used: omegaconf
 
     fields = dataclasses.fields(schema)
     names = [f.name for f in fields]
@@ -210,7 +210,7 @@ def _bool_fields(schema: type) -> dict[str, Any]:
 def _first_bad_key(schema: type, options: Mapping) -> str | None:
     """The first key whose value alone fails to merge into ``schema`` (OmegaConf's plain TypeErrors
     do not name it)."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # imported when used: omegaconf
 
     for key, value in options.items():
         try:
@@ -305,7 +305,7 @@ def parse_kv(items: list[str]) -> dict[str, Any]:
 
 def parse_dotlist(items: list[str]) -> Any:
     """``key=value`` items -> a nested OmegaConf config (what recipes are merged with)."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # imported when used: omegaconf
 
     for item in items:
         key = item.split("=", 1)[0]
@@ -352,7 +352,7 @@ def _grammar_problem(err: Exception) -> str:
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
     """A nested config -> {"a.b": value}; a mapping with a 'name' (an estimator spec) stays whole."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # imported when used: omegaconf
 
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
     out: dict[str, Any] = {}

@@ -124,10 +124,10 @@ def check_output_file(path: str | Path, option: str, writer: str | None = "image
 
 def _output_formats(writer: str) -> set[str]:
     if writer == "figure":
-        from matplotlib.backend_bases import FigureCanvasBase
+        from matplotlib.backend_bases import FigureCanvasBase  # imported when used: matplotlib
 
         return set(FigureCanvasBase.get_supported_filetypes())
-    from PIL import Image
+    from PIL import Image  # imported when used: PIL
 
     Image.init()
     return {ext.lstrip(".") for ext, fmt in Image.registered_extensions().items() if fmt in Image.SAVE}

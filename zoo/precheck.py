@@ -1,6 +1,6 @@
 """The checks of a recipe that need no torch, run before ``zoo.config.load_config`` imports the models
 (torch and Lightning: ~4 s): trainer keys (against Lightning's source), the model and data keys of the
-zoo's own models (their torch-free ``config.py``), and their estimators' names and options
+zoo's own models (declared in their torch-free ``config.py``), and their estimators' names and options
 (``zoo/estimators/options.py``). A mistyped key is refused in a fraction of a second; ``load_config``
 checks everything again, with the classes, afterwards, with the same messages."""
 
@@ -9,24 +9,25 @@ from __future__ import annotations
 import dataclasses
 
 from zoo.errors import UserError
+from zoo.estimators.options import SCHEMAS, split_spec
 from zoo.options import validate as validate_options
+from zoo.registry import DATAMODULES, ESTIMATORS, MODELS, unknown_entry
+from zoo.trainer_options import check_trainer_keys_early
 
 
 def check_sections_early(raw: dict, where: str) -> None:
     """The trainer keys (against Lightning's source), and the model and data keys of the zoo's own models
-    against their option dataclasses, which import no torch (``zoo.models.config_schemas``): a mistyped
+    against their option dataclasses, which import no torch (``Registry.builtin_config``): a mistyped
     key is refused in a fraction of a second instead of after torch and Lightning are imported (~4 s).
     Everything is checked again, with the classes, afterwards."""
-    from zoo.models import config_schemas
-    from zoo.trainer_options import check_trainer_keys_early
-
     check_trainer_keys_early(raw.get("trainer") or {}, where)
-    schemas = config_schemas()
-    for key, kind in (("model", "model"), ("data", "datamodule")):
+    for key, registry in (("model", MODELS), ("data", DATAMODULES)):
         section = raw.get(key)
-        if isinstance(section, dict) and isinstance(section.get("name"), str) and section["name"] in schemas[kind]:
+        schema = registry.builtin_config(section["name"]) if isinstance(section, dict) and isinstance(
+            section.get("name"), str) else None
+        if schema is not None:
             options = {k: v for k, v in section.items() if k != "name"}
-            schema, at = schemas[kind][section["name"]], f"{where} [{key}: {section['name']}]"
+            at = f"{where} [{key}: {section['name']}]"
             validate_options(schema, options, at)
             check_estimators_early(schema, options, at)
 
@@ -36,9 +37,6 @@ def check_estimators_early(schema: type, options: dict, where: str) -> None:
     built-in estimator, against ``zoo.estimators.options`` (no torch), with the messages the registry
     and ``build_options`` give. Names the zoo does not ship (a dotted path, a plugin, one registered in
     this process) are left to ``check_stochastic_node``, as is the fit to the model's node."""
-    from zoo.estimators.options import SCHEMAS, split_spec
-    from zoo.registry import ESTIMATORS, unknown_entry
-
     for f in dataclasses.fields(schema):
         if not f.metadata.get("estimator") or f.name not in options:
             continue

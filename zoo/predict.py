@@ -11,15 +11,16 @@ generator that samples. Examples:
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from zoo import cli
 from zoo.cli import CommandLineParser, exit_status
+from zoo.hub import load_any
+from zoo.options import parse_kv
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = CommandLineParser(prog="python -m zoo.predict", description=(__doc__ or "").split("\n")[0],
                                formatter_class=argparse.RawDescriptionHelpFormatter,
                                epilog=(__doc__ or "").split("\n\n", 1)[-1])
@@ -33,10 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(exit.code or 0)
 
     def run() -> int:
-        import torch
+        import torch  # imported when used: torch
 
-        from zoo.hub import load_any
-        from zoo.options import parse_kv
 
         options = parse_kv([a for a in args.args if "=" in a])
         inputs = [a for a in args.args if "=" not in a]

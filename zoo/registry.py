@@ -1,16 +1,20 @@
 """One small registry type for models, datamodules and estimators (timm/torchvision style).
 
+The zoo's own entries are declared once, in their folder's torch-free ``config.py``: a name, the
+class's dotted path (imported on first use) and its options dataclass, so a recipe's keys are
+checked before torch loads::
+
     MODELS = Registry("model")
+    MODELS.declare("vae", "zoo.models.vae.vae:VAE", config=VAEConfig)
 
-    @MODELS.register("vae", config=VAEConfig)
-    class VAE(ZooModule): ...
-
-    MODELS.get("vae")            # -> the class
+    MODELS.entry("vae").config   # -> VAEConfig (no torch)
+    MODELS.get("vae")            # -> the class (its module imported now)
     MODELS.list("v*")            # -> ["vae"]
     MODELS.get("mypkg.models:MyModel")   # a user's own class, by dotted path
 
-Third-party entries also plug in through the Python entry point group ``zoo.<kind>s``
-(e.g. ``[project.entry-points."zoo.models"] mymodel = "mypkg.models:MyModel"``).
+A user's package registers with ``@MODELS.register("name")`` on the class, or through the Python
+entry point group ``zoo.<kind>s`` (e.g. ``[project.entry-points."zoo.models"] mymodel =
+"mypkg.models:MyModel"``).
 """
 
 from __future__ import annotations
@@ -29,9 +33,17 @@ from zoo.errors import UserError
 @dataclass
 class Entry:
     name: str  # registered name, as written in recipes
-    obj: Any  # the class or builder
+    target: Any  # the class or builder, or its dotted path 'package.module:Name' (imported by .obj)
     config: type | None = None  # dataclass schema of its options (None: no validation)
     description: str = ""  # one line shown by list commands
+
+    @property
+    def obj(self) -> Any:
+        """The class or builder (a declared entry's module is imported on first use)."""
+        if isinstance(self.target, str):
+            self.target = import_dotted(self.target)
+            self.description = self.description or (self.target.__doc__ or "").strip().split("\n")[0]
+        return self.target
 
 
 def import_dotted(path: str) -> Any:
@@ -70,6 +82,8 @@ def closest(name: str, choices: list[str], n: int = 3) -> str:
 
 
 def _qualname(obj: Any) -> str:
+    if isinstance(obj, str):  # a declared entry's dotted path
+        return obj
     return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', repr(obj))}"
 
 
@@ -90,10 +104,20 @@ class Registry:
         self._loaded_plugins = False
         self._loaded_builtins = builtins is None
 
+    def declare(self, name: str, target: str, config: type | None = None, description: str = "") -> None:
+        """The zoo's own entry ``name``: its class's dotted path ``target`` (imported when first used) and
+        its options dataclass, declared in the torch-free ``config.py`` of its folder."""
+        known = self._entries.get(name)
+        if known is not None and known.target != target:
+            raise UserError(f"two {self.kind}s are declared as '{name}': {_qualname(known.target)} and {target}; "
+                            "give one of them another name")
+        self._entries[name] = Entry(name, target, config, description)
+
     def register(self, name: str, config: type | None = None, description: str = "") -> Callable:
+        """Decorator for a user's own class (the zoo's own are declared: ``declare``)."""
         def decorator(obj: Any) -> Any:
-            if name in self._entries and self._entries[name].obj is not obj:
-                raise UserError(f"two {self.kind}s are registered as '{name}': {_qualname(self._entries[name].obj)} "
+            if name in self._entries and self._entries[name].target is not obj:
+                raise UserError(f"two {self.kind}s are registered as '{name}': {_qualname(self._entries[name].target)} "
                                 f"and {_qualname(obj)}; give one of them another name")
             desc = description or (obj.__doc__ or "").strip().split("\n")[0]
             self._entries[name] = Entry(name, obj, config or getattr(obj, "Config", None), desc)
@@ -102,8 +126,8 @@ class Registry:
         return decorator
 
     def _load_builtins(self) -> None:
-        """The zoo's own entries register when their modules are imported; a lookup that misses
-        imports them all first (``zoo.models.import_all``), so no caller has to."""
+        """The zoo's own entries are declared when their ``config.py`` files are imported (no torch); the
+        first lookup imports them (``zoo.models.declare_all``), so no caller has to."""
         if not self._loaded_builtins:
             self._loaded_builtins = True
             import_dotted(self.builtins)()
@@ -154,6 +178,13 @@ class Registry:
         self._load_plugins()
         return sorted(n for n in self._entries if fnmatch.fnmatch(n, pattern))
 
+    def builtin_config(self, name: str) -> type | None:
+        """The options dataclass of the zoo's own entry ``name`` (None: not one of the zoo's own), read from
+        the declarations alone: no torch, no plugin imported."""
+        self._load_builtins()
+        entry = self._entries.get(name)
+        return entry.config if entry is not None and isinstance(entry.target, str) else None
+
     def known_without_builtins(self, name: str) -> bool:
         """Whether ``name`` resolves without importing the zoo's own entries: a dotted path, an entry
         registered so far, or a plugin's entry point. A check that runs before torch is imported knows
@@ -169,6 +200,7 @@ class Registry:
         return name in self._entries
 
 
-MODELS = Registry("model", base="lightning.pytorch:LightningModule", builtins="zoo.models:import_all")
-DATAMODULES = Registry("datamodule", base="lightning.pytorch:LightningDataModule", builtins="zoo.models:import_all")
+MODELS = Registry("model", base="lightning.pytorch:LightningModule", builtins="zoo.models:declare_all")
+DATAMODULES = Registry("datamodule", base="lightning.pytorch:LightningDataModule",
+                       builtins="zoo.models:declare_all")
 ESTIMATORS = Registry("estimator", builtins="zoo.estimators:import_all")  # @register_estimator in zoo.estimators

@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any
 
 from zoo.core.files import missing_folders, remove_empty
 from zoo.errors import UserError, no_access
+from zoo.hub import pretrained_cards, read_checkpoint
+from zoo.options import flatten
 
 
 def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
@@ -125,7 +128,7 @@ def check_writable(run_dir: Path) -> None:
 def slurm_run_dir(root: Path) -> Path | None:
     """``root/slurm-<job id>`` (``<array job>_<task>`` for an array task) in a SLURM batch job as
     Lightning detects one (``SLURM_NTASKS`` set, job name not bash/interactive), else None."""
-    from lightning.fabric.plugins.environments import SLURMEnvironment
+    from lightning.fabric.plugins.environments import SLURMEnvironment  # imported when used: lightning
 
     if not os.environ.get("SLURM_JOB_ID") or not SLURMEnvironment.detect():
         return None
@@ -147,8 +150,6 @@ def read_resume_checkpoint(ckpt: str, cfg: dict) -> dict:
     """The checkpoint a run resumes from, read (metadata and shapes only) before any data is built: it must
     exist, be a zoo checkpoint of the model the recipe trains, and, when the user named it (ckpt_path=),
     leave something to train under trainer.max_epochs / max_steps (Lightning stopped at once and exited 0)."""
-    from zoo.hub import pretrained_cards, read_checkpoint
-
     path = Path(ckpt)
     if not path.exists() and not path.suffix and os.sep not in ckpt:  # best, LAST, vae-digits
         entry = (f" ({ckpt} is a pretrained entry: use it with python -m zoo.evaluate / zoo.predict {ckpt})"
@@ -184,8 +185,6 @@ def check_left_to_train(ckpt: str, saved: dict, trainer: dict) -> None:
 def changed_options(saved: dict, cfg: dict | None) -> str:
     """The model and data options that differ between a checkpoint's run and this command, as
     '; this command differs in model.meta_sgd: True there, False here', or '' (none, or unknown)."""
-    from zoo.options import flatten
-
     then = (saved.get("zoo") or {}).get("config") if isinstance(saved.get("zoo"), dict) else None
     if not isinstance(then, dict) or cfg is None:
         return ""
@@ -218,7 +217,6 @@ def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None)
     from lightning.pytorch.utilities.rank_zero import rank_zero_only  # (loaded by then) DDP's ranks run this too
 
     if changed and rank_zero_only.rank == 0:  # was silent
-        import sys
 
         print(f"note: resuming {ckpt}, whose run had other options{changed.replace('; this command differs in', ':')}. "
               "The new values are used where the model reads them; the optimizer's state (its learning rate "

@@ -16,6 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from zoo.errors import UserError
+from zoo.paths import home_folder, writable
+
 
 class _DropNoise(logging.Filter):
     DROPPED = ("Tip: For seamless cloud logging",  # an advertisement
@@ -36,7 +39,7 @@ def set_float32_precision(level: str) -> None:
     torch keeps apart (on by default: on an H100 a conv net's float32 gradients then differ from the
     CPU's in the third digit). Lightning's tip to set the first is dropped once it is set (with
     ``highest`` its condition still holds)."""
-    import torch
+    import torch  # imported when used: torch
 
     torch.set_float32_matmul_precision(level)
     torch.backends.cudnn.allow_tf32 = level != "highest"
@@ -47,7 +50,7 @@ def set_float32_precision(level: str) -> None:
 def float32_precision(level: str) -> Iterator[None]:
     """``set_float32_precision`` for a block only (a check in full float32 beside timings with the
     device's defaults); both switches are restored after it."""
-    import torch
+    import torch  # imported when used: torch
 
     saved = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32, _DropNoise.precision_chosen
     set_float32_precision(level)
@@ -81,7 +84,7 @@ def console_callbacks(trainer_opts: dict, others: list) -> list:
     HeldMessages and the guarded streams (zoo.cli), so a run's output would depend on an unrelated package. Each only
     where the trainer options leave it on and ``others`` has none (a ``callbacks:`` entry naming
     Lightning's RichProgressBar, say)."""
-    from lightning.pytorch.callbacks import ModelSummary, ProgressBar, TQDMProgressBar
+    from lightning.pytorch.callbacks import ModelSummary, ProgressBar, TQDMProgressBar  # imported when used: lightning
 
     out = []
     if trainer_opts.get("enable_model_summary") is not False and not any(isinstance(c, ModelSummary) for c in others):
@@ -177,10 +180,8 @@ def wandb_mode(requested: str | None) -> str:
 
 
 def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
-    from lightning.pytorch.loggers import WandbLogger
+    from lightning.pytorch.loggers import WandbLogger  # imported when used: lightning
 
-    from zoo.errors import UserError
-    from zoo.paths import home_folder, writable
 
     try:
         import wandb  # noqa: F401
@@ -219,13 +220,13 @@ def _drop_anonymous(logger: Any) -> Any:
 
 
 def _settings() -> Any:
-    import wandb
+    import wandb  # imported when used: wandb
 
     return wandb.Settings(init_timeout=60, silent=True)
 
 
 def make_loggers(cfg: dict, run_dir: Path, resumed: bool = False) -> list:
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger  # imported when used: lightning
 
     loggers: list = []
     for name in cfg["logger"]:

@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from zoo import cli
+from zoo.callbacks.named import build_callbacks
 from zoo.cli import build_trainer, ctrl_c_in_lightning, exit_status, in_order, user_error_in_fit
+from zoo.config import all_recipes, load_config, recipe_description, repeated_overrides, to_yaml
 from zoo.errors import UserError
+from zoo.registry import DATAMODULES, MODELS
 from zoo.runs import (
     check_resumable,
     check_writable,
@@ -26,6 +29,8 @@ from zoo.runs import (
     removed_if_unsaved,
     resolve_run_dir,
 )
+from zoo.tracking import HeldMessages, console_callbacks, make_loggers, quiet_lightning, set_float32_precision
+from zoo.trainer_options import check_trainer_settings, validation_off
 
 USAGE = """\
 usage: python -m zoo.train recipe=NAME [key=value ...]
@@ -79,8 +84,7 @@ def split_args(argv: list[str]) -> tuple[str, list[str]]:
 
 def build(cfg: dict) -> tuple[Any, Any]:
     """Datamodule and model from a validated config."""
-    from zoo.core.memory import AllocationGuard
-    from zoo.registry import DATAMODULES, MODELS
+    from zoo.core.memory import AllocationGuard  # imported when used: torch
 
     data_opts = {k: v for k, v in cfg["data"].items() if k != "name"}
     model_opts = {k: v for k, v in cfg["model"].items() if k != "name"}
@@ -102,10 +106,10 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
 
 def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool,
                   notes: list[str]) -> Any:
-    import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint
+    import lightning as L  # imported when used: lightning
+    from lightning.pytorch.callbacks import ModelCheckpoint  # imported when used: lightning
 
-    from zoo.callbacks.named import build_callbacks
+    # imported when used: lightning
     from zoo.callbacks.safety import (
         AtomicCheckpointIO,
         FinalCheckpoint,
@@ -116,8 +120,6 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
         RNGState,
         SignalCheckpoint,
     )
-    from zoo.tracking import console_callbacks, make_loggers
-    from zoo.trainer_options import validation_off
 
     ck = cfg["checkpoint"]
     ckpt_dir = run_dir / "checkpoints"
@@ -159,8 +161,7 @@ def signal_callback(trainer: Any) -> Any:
 def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Path, command: str, cfg: dict) -> None:
     """``trainer.fit`` in the run folder, its failures as the zoo's messages (a run that fails before its
     first checkpoint leaves no folder: ``runs.removed_if_unsaved`` around the whole of ``train``)."""
-    from zoo.callbacks.safety import as_divergence
-    from zoo.config import to_yaml
+    from zoo.callbacks.safety import as_divergence  # imported when used: lightning
 
     if trainer.is_global_zero:
         try:
@@ -199,8 +200,6 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
 
 
 def train(argv: list[str]) -> RunResult | None:
-    from zoo.config import load_config, repeated_overrides, to_yaml
-
     recipe, overrides = split_args(argv)
     cfg = load_config(recipe, overrides)
     given = [a for a in argv if not a.startswith("-")]  # recipe= too: given twice, the last one wins, said
@@ -209,23 +208,19 @@ def train(argv: list[str]) -> RunResult | None:
         for note in repeated_overrides(given):  # the config shows the last value: say it was chosen
             print(f"note: {note}", file=sys.stderr)
         return None
-    import lightning as L
+    import lightning as L  # imported when used: lightning
 
-    from zoo.callbacks.safety import ReleaseHeldMessages, RunInfo
-    from zoo.core.memory import check_step_fits
-    from zoo.tracking import HeldMessages, quiet_lightning
-    from zoo.trainer_options import check_trainer_settings
+    from zoo.callbacks.safety import ReleaseHeldMessages, RunInfo  # imported when used: lightning
+    from zoo.core.memory import check_step_fits  # imported when used: torch
     run_dir, ckpt = resolve_run_dir(cfg)
     check_writable(run_dir)
     run_dir, made = claim_run_dir(run_dir, cfg)  # the folders this run makes, removed again if it fails unsaved
     with removed_if_unsaved(run_dir, made):
         if cfg["threads"]:
-            import torch
+            import torch  # imported when used: torch
 
             torch.set_num_threads(cfg["threads"])
         if cfg["matmul_precision"]:
-            from zoo.tracking import set_float32_precision
-
             set_float32_precision(cfg["matmul_precision"])
         L.seed_everything(cfg["seed"], workers=True, verbose=False)
         saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
@@ -275,8 +270,6 @@ def train(argv: list[str]) -> RunResult | None:
 
 
 def list_recipes() -> str:
-    from zoo.config import all_recipes, recipe_description
-
     recipes = all_recipes()
     width = max((len(n) for n in recipes), default=10)
     return "\n".join(f"{name:<{width}}  {recipe_description(path)}" for name, path in sorted(recipes.items()))

@@ -7,11 +7,20 @@ them on a Trainer made and dropped, before any data is built or cached.
 
 from __future__ import annotations
 
+import ast
+import datetime
 import functools
+import importlib.util
 import os
+import re
+import warnings
+from pathlib import Path
 
+from zoo.callbacks.named import resolve
+from zoo.cli import build_trainer
 from zoo.errors import UserError
 from zoo.options import unknown_key, validate_call
+from zoo.tracking import HeldMessages, console_callbacks
 
 # Ranges of lightning.Trainer's numeric arguments where they differ from the zoo's ">= 0" rule:
 # -1 sentinels (all devices, no limit, the whole validation set) and counts that must be >= 1.
@@ -33,10 +42,6 @@ def trainer_keys_from_source() -> tuple[str, ...] | None:
     """lightning.Trainer's arguments, in order, read from its installed source without importing it (torch and
     Lightning take ~4 s to import), so that a mistyped trainer key is refused at once; None where the source
     is not where Lightning 2 keeps it, or the signature takes **kwargs (then only the full check runs)."""
-    import ast
-    import importlib.util
-    from pathlib import Path
-
     try:
         spec = importlib.util.find_spec("lightning")  # finds the package without importing it
         if spec is None or spec.origin is None:
@@ -68,7 +73,7 @@ def check_trainer_keys_early(options: object, where: str) -> None:
 def check_trainer_options(options: dict, where: str) -> dict:
     """The ``trainer:`` section, checked against lightning.Trainer's signature (keys and types) and
     ``TRAINER_RANGES`` before Lightning sees it."""
-    import lightning as L
+    import lightning as L  # imported when used: lightning
 
     if not isinstance(options, dict):
         raise UserError(f"'trainer' in {where} must be a mapping of lightning.Trainer arguments")
@@ -88,8 +93,6 @@ def check_trainer_options(options: dict, where: str) -> dict:
 def _check_max_time(options: dict) -> None:
     """A time limit of zero (or less): Lightning stopped the run as it started and exited 0, as max_epochs=0
     would have (refused by TRAINER_RANGES)."""
-    import datetime
-
     value = options.get("max_time")
     try:
         if isinstance(value, str):  # Lightning's DD:HH:MM:SS
@@ -126,7 +129,7 @@ def _check_min_below_max(options: dict) -> None:
 def _check_cpu_processes(options: dict) -> None:
     """Training on the CPU with more processes than cores: Lightning starts them all (64 gloo
     processes on 2 cores hang in their set-up), so it is refused here."""
-    import torch
+    import torch  # imported when used: torch
 
     devices, accelerator = options.get("devices"), options.get("accelerator", "auto")
     if not isinstance(devices, int) or isinstance(devices, bool) or devices <= 1:
@@ -146,12 +149,8 @@ def check_trainer_settings(cfg: dict) -> None:
     that does not exist, trainer.devices=[5]) before any data is built or cached: they ran only once the run's
     Trainer was made, after the datamodule (a corpus encoded, oracle samples drawn). A Trainer made and
     dropped, which writes nothing; what it would print or warn is dropped too (the run's own Trainer says it)."""
-    import warnings
+    import lightning as L  # imported when used: lightning
 
-    import lightning as L
-
-    from zoo.cli import build_trainer
-    from zoo.tracking import HeldMessages, console_callbacks
 
     plain = console_callbacks(cfg["trainer"], [])  # Lightning's plain summary and bar, as in the run (not rich's)
     held = HeldMessages().start()
@@ -189,8 +188,6 @@ def metric_direction(name: str) -> str | None:
     """'min' or 'max' where a metric's name makes its direction certain: its first or last word (split at
     '/' and '_') a loss or a negative log-likelihood (val/loss, val/nll_oracle, test/iwae_nll), or an accuracy
     or a BLEU score (val/acc, val/bleu4). None for any other name (val/spearman, val/return, ...)."""
-    import re
-
     words = [w for w in re.split(r"[^a-z0-9]+", name.rsplit("/", 1)[-1].lower()) if w]
     ends = {words[0], words[-1]} if words else set()
     low = any(w in MIN_WORDS or w.endswith("loss") for w in ends)
@@ -208,9 +205,8 @@ def _wrong_direction(monitor: str, mode: str) -> str | None:
 
 def early_stopping_entries(cfg: dict, model_monitor: tuple[str, str] | None) -> list[tuple[str, str | None]]:
     """(monitor, mode) of each early-stopping callback of the run, as it will watch them (mode None: not known)."""
-    from lightning.pytorch.callbacks import EarlyStopping
+    from lightning.pytorch.callbacks import EarlyStopping  # imported when used: lightning
 
-    from zoo.callbacks.named import resolve
 
     found = []
     for item in cfg.get("callbacks") or []:

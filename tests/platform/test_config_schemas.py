@@ -1,6 +1,6 @@
 """The model, data and trainer keys of a recipe, and its estimators' names and options, are checked
 before torch is imported: each model folder's config.py and zoo/estimators/options.py hold the option
-dataclasses and import no torch, and their SCHEMAS name the same class every registered entry uses;
+dataclasses and import no torch; each config.py declares its entries once (name, class path, options);
 lightning.Trainer's arguments are read from its source. A mistyped key took ~4 s to be refused (torch
 and Lightning imported first); now ~0.2 s."""
 
@@ -9,18 +9,33 @@ import sys
 
 import pytest
 
-from zoo.models import config_schemas, import_all
 from zoo.registry import DATAMODULES, MODELS
 
 
-def test_every_registered_entry_uses_the_config_its_package_names():
-    import_all()
-    schemas = config_schemas()
+def test_every_declared_entry_is_a_class_of_its_kind_whose_config_is_the_declared_one():
+    """A declaration names its class by path: the path imports, the class is a LightningModule (a
+    LightningDataModule), and its own ``Config`` (what a checkpoint is rebuilt with) is the declared one."""
+    import lightning as L
+
+    bases = {"model": L.LightningModule, "datamodule": L.LightningDataModule}
     for kind, registry in (("model", MODELS), ("datamodule", DATAMODULES)):
-        builtin = {name for name in registry.list() if registry.entry(name).obj.__module__.startswith("zoo.models.")}
-        assert builtin == set(schemas[kind]), kind  # none missing from SCHEMAS, none named there unregistered
-        for name in builtin:
-            assert registry.entry(name).config is schemas[kind][name], (kind, name)
+        declared = [name for name in registry.list() if registry.builtin_config(name) is not None]
+        assert len(declared) >= (6 if kind == "model" else 10), (kind, declared)
+        for name in declared:
+            entry = registry.entry(name)
+            assert issubclass(entry.obj, bases[kind]), (kind, name)
+            assert getattr(entry.obj, "Config", entry.config) is entry.config, (kind, name)
+
+
+def test_a_name_declared_twice_with_another_class_is_refused():
+    from zoo.errors import UserError
+    from zoo.registry import Registry
+
+    registry = Registry("model")
+    registry.declare("x", "pkg.a:X")
+    registry.declare("x", "pkg.a:X")  # the same declaration again (a module imported twice): fine
+    with pytest.raises(UserError, match="two models are declared as 'x'"):
+        registry.declare("x", "pkg.b:X")
 
 
 CASES = [  # (recipe, override, what the one-line error says): one model key and one data key per folder

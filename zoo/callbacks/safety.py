@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from zoo.core.files import atomic_path
+from zoo.registry import closest
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -84,15 +86,10 @@ class MonitorCheck(L.Callback):
         if not self.seen and self.warned:
             self._warn(trainer, "was never logged, so no best checkpoint was saved (last.ckpt was)")
         elif self.chooses_best and not self.validated and not trainer.fast_dev_run and trainer.is_global_zero:
-            import sys  # a run shorter than its first validation (trainer.max_steps=3): said, not left to find
-
             print(f"note: the run ended (at step {trainer.global_step}) before its first validation, so no best "
                   f"checkpoint was chosen by {self.monitor}; last.ckpt was saved", file=sys.stderr)
 
     def _warn(self, trainer: L.Trainer, what: str) -> None:
-        import sys
-
-        from zoo.registry import closest
 
         logged = sorted(k for k in trainer.callback_metrics if k.startswith("val/"))
         if trainer.is_global_zero:
@@ -280,8 +277,6 @@ class Notes(L.Callback):
         self.notes, self.said = list(notes), False
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        import sys
-
         if trainer.is_global_zero and not self.said:
             for note in self.notes:
                 print(f"note: {note}", file=sys.stderr)

@@ -42,6 +42,8 @@ import lightning as L
 import torch
 
 from zoo.errors import UserError
+from zoo.options import conforms, implicit_range, range_error, unknown_key
+from zoo.paths import make_folder
 
 
 def not_primitive(value: Any, where: str = "") -> tuple[str, str] | None:
@@ -115,7 +117,7 @@ class ZooModule(L.LightningModule):
     def build_estimator(self) -> Any:
         """The estimator the config names for ``stochastic_node``, checked against the node and given
         the node's context size (see ``zoo.estimators.seam``)."""
-        from zoo.estimators.seam import build_for_node
+        from zoo.estimators.seam import build_for_node  # imported when used: torch
 
         node = self.stochastic_node
         options = dataclasses.asdict(self.cfg)
@@ -157,13 +159,12 @@ class ZooModule(L.LightningModule):
             env = os.environ.get("ZOO_RUN_DIR")
             root = env or (self.trainer.default_root_dir if self._trainer is not None else os.getcwd())
             self.plots_dir = Path(root) / "plots"
-        from zoo.paths import make_folder
 
         return make_folder(self.plots_dir, instead="choose another plots_dir=")
 
     def save_figure(self, name: str, fig: Any) -> Path | None:
         """Save a matplotlib figure as plots/<name>.png (rank 0 only) and log it; closes the figure."""
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # imported when used: matplotlib
 
         path = None
         if self._trainer is None or self.trainer.is_global_zero:
@@ -177,7 +178,7 @@ class ZooModule(L.LightningModule):
 
     def save_image(self, name: str, images: torch.Tensor, nrow: int = 8, **grid_kwargs: Any) -> Path | None:
         """Save a batch of images (N, C, H, W) in [0, 1] as a grid plots/<name>.png and log it."""
-        from torchvision.utils import save_image
+        from torchvision.utils import save_image  # imported when used: torchvision
 
         if self._trainer is not None and not self.trainer.is_global_zero:
             return None
@@ -195,7 +196,7 @@ class ZooModule(L.LightningModule):
             if kind == "WandbLogger":
                 logger.log_image(key=f"plots/{name}", images=[str(path)], step=step)
             elif kind == "TensorBoardLogger":
-                import matplotlib.image as mpimg
+                import matplotlib.image as mpimg  # imported when used: matplotlib
 
                 img = torch.from_numpy(mpimg.imread(str(path))[..., :3].copy()).permute(2, 0, 1)
                 logger.experiment.add_image(f"plots/{name}", img, global_step=step)
@@ -210,8 +211,6 @@ def check_options(options: dict, defaults: dict, what: str) -> dict:
     the closest valid one, and a value must have its default's type (an int default takes ints, a
     float default numbers; a None default anything). A seed (``seed``, ``*_seed``) is an integer
     from 0 to ``zoo.options.SEED_MAX``, as in every option set (``zoo.options.implicit_range``)."""
-    from zoo.options import conforms, implicit_range, range_error, unknown_key
-
     out = dict(defaults)
     for key, value in options.items():
         if key not in defaults:

@@ -13,6 +13,8 @@ from zoo import cli
 from zoo.cli import CommandLineParser, exit_status
 from zoo.config import SEED_MAX
 from zoo.errors import UserError
+from zoo.estimators import describe, list_estimators
+from zoo.paths import check_output_file
 
 MAX_DRAWS = 10**6  # CPU, one thread: 10**4 draws take 4 s, 10**5 28 s, 10**7 over 11 minutes and 3.6 GB
 MAX_THETA = 1e5
@@ -36,8 +38,6 @@ def main(argv: list[str] | None = None) -> int:
 def run(args) -> int:
     """One sub-command, its options parsed."""
     if args.command == "list":
-        from zoo.estimators import describe, list_estimators
-
         print("\n".join(describe(name) for name in list_estimators()))
         return 0
     if args.draws < 2:
@@ -54,12 +54,11 @@ def run(args) -> int:
         raise UserError(f"--theta must be a finite number from -{MAX_THETA:g} to {MAX_THETA:g} (float32 draws "
                         f"z ~ N(2 theta + 3, 1) keep their unit noise there), got {args.theta}")
     if args.out:  # before the draws: savefig fails only after them
-        from zoo.paths import check_output_file
 
         check_output_file(args.out, "--out", "figure")
-    import torch
+    import torch  # imported when used: torch
 
-    from zoo.estimators import compare
+    from zoo.estimators import compare  # imported when used: torch
 
     torch.set_num_threads(1)
     result = compare.run(theta=args.theta, draws=args.draws, seed=args.seed)

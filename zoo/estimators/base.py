@@ -26,6 +26,7 @@ from torch.distributions import Categorical, Distribution, OneHotCategorical
 
 from zoo.errors import UserError
 from zoo.estimators.options import EstimatorOptions  # noqa: F401  (zoo.estimators.base.EstimatorOptions)
+from zoo.options import validate
 from zoo.registry import ESTIMATORS
 
 register_estimator = ESTIMATORS.register  # @register_estimator("name", config=Options)
@@ -192,7 +193,6 @@ def build_options(config_cls: type, name: str, kwargs: Mapping[str, Any]) -> Any
     ranges, choices, ``__post_init__``); mistakes are ``UserError``s."""
     if not dataclasses.is_dataclass(config_cls):
         return config_cls(**kwargs)
-    from zoo.options import validate
 
     return config_cls(**validate(config_cls, dict(kwargs), f"estimator '{name}'", what="option"))
 

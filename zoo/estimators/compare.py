@@ -215,10 +215,10 @@ def format_table(result: dict) -> str:
 
 
 def plot(result: dict, path: str) -> None:
-    import matplotlib
+    import matplotlib  # imported when used: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # imported when used: matplotlib
 
     g, c = result["gaussian"], result["categorical"]
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(17, 4.8))

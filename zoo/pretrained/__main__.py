@@ -13,14 +13,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import zoo
 from zoo import cli
 from zoo.cli import CommandLineParser, exit_status
+from zoo.core.files import atomic_path
 from zoo.errors import UserError
+from zoo.evaluate import evaluate
+from zoo.hub import PRETRAINED_DIR, pretrained_cards, read_checkpoint, sha256
+from zoo.options import parse_kv
+from zoo.paths import make_folder
 
 
 def list_entries() -> str:
-    from zoo.hub import pretrained_cards
-
     lines = []
     for name, card in pretrained_cards().items():
         metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(card["metrics"].items()))
@@ -71,13 +75,8 @@ def card_sources(cfg: Any, name: str, cards: dict[str, dict]) -> dict[str, str]:
 
 def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: Path | None = None,
            replace: bool = False) -> Path:
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # imported when used: safetensors
 
-    import zoo
-    from zoo.core.files import atomic_path
-    from zoo.evaluate import evaluate
-    from zoo.hub import PRETRAINED_DIR, pretrained_cards, read_checkpoint, sha256
-    from zoo.paths import make_folder
 
     check_entry_name(name)
     out_dir = out_dir or PRETRAINED_DIR
@@ -138,7 +137,6 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] != ["export"]:
             print(list_entries())
             return 0
-        from zoo.options import parse_kv
 
         path = export(args.ckpt, args.name, args.description, parse_kv(args.overrides), replace=args.replace)
         print(f"wrote {path} and {path.with_suffix('.json')}")

@@ -1,6 +1,6 @@
 """Show, Attend and Tell's options (``sat``) and its datamodules' (``shapes``, ``karpathy``): no torch
 here, so a recipe's keys are checked before torch and Lightning are imported
-(``zoo.models.config_schemas``)."""
+(declared below: ``MODELS.declare``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, nonempty_path, positive
+from zoo.registry import DATAMODULES, MODELS
 
 MAX_BEAMS = 100  # beams kept per step (training's beam_size, predict's beam= and sbs=)
 MAX_LEN = 1000  # words per generated caption (the recipes' captions are tens of words)
@@ -111,4 +112,7 @@ class KarpathyConfig:
     limit_images: int = 0  # >0: use only the first N images of each split (quick experiments)
 
 
-SCHEMAS = {"model": {"sat": SATConfig}, "datamodule": {"shapes": ShapesConfig, "karpathy": KarpathyConfig}}
+# the folder's entries, declared once: name, class (imported when first used), options
+MODELS.declare("sat", "zoo.models.captioning.module:ShowAttendTell", config=SATConfig)
+DATAMODULES.declare("karpathy", "zoo.models.captioning.data:KarpathyData", config=KarpathyConfig)
+DATAMODULES.declare("shapes", "zoo.models.captioning.data:ShapesData", config=ShapesConfig)

@@ -19,7 +19,6 @@ from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.core.files import compression
 from zoo.errors import UserError, permission_denied
 from zoo.paths import readable
-from zoo.registry import DATAMODULES
 
 from . import shapes as S
 from .config import KarpathyConfig, ShapesConfig
@@ -66,7 +65,6 @@ class _CaptionData(ZooDataModule):
         return min(counts, key=lambda r: (-counts[r], r))
 
 
-@DATAMODULES.register("shapes")
 class ShapesData(_CaptionData):
     """Generated shapes scenes with 3 reference captions and object masks (embedded, offline)."""
 
@@ -142,7 +140,6 @@ def check_karpathy_images(images, json_path: Path) -> None:
                 raise bad(f"images[{i}] ({im['filename']}) sentences[{j}] has no 'tokens' list of words")
 
 
-@DATAMODULES.register("karpathy")
 class KarpathyData(_CaptionData):
     """Flickr8k / Flickr30k / COCO from a Karpathy-split JSON and an image folder (local files)."""
 

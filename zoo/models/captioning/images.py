@@ -20,7 +20,7 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 def image_transform(size: int, normalize: str):
     """PIL image -> (3, size, size) float tensor: shorter side resized, centre crop, then ImageNet
     normalisation ('imagenet') or plain [0, 1] ('unit', the shapes scenes)."""
-    from torchvision.transforms import v2 as T
+    from torchvision.transforms import v2 as T  # imported when used: torchvision
 
     steps = [T.Resize(size, antialias=True), T.CenterCrop(size), T.ToImage(),
              T.ToDtype(torch.float32, scale=True)]
@@ -34,7 +34,7 @@ def load_image(path: Path | str, transform, size: int | None = None, data: bytes
     then only names it in messages). With ``size`` (``zoo.predict``: the model's input size), a note
     on stderr when the image is smaller than the model's input or has no colour, which the transform
     would otherwise change silently."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError  # imported when used: PIL
 
     try:
         with Image.open(check_input_file(path) if data is None else io.BytesIO(data)) as im:

@@ -22,7 +22,7 @@ from torchmetrics.text import BLEUScore
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode, StochasticSample, reward_to_go
-from zoo.registry import MODELS
+from zoo.hub import load_any, mismatch_line
 
 from . import decode as D
 from .config import SATConfig
@@ -35,7 +35,6 @@ def token_nll(logits: Tensor, target: Tensor, valid: Tensor) -> Tensor:
     return F.cross_entropy(logits.transpose(1, 2), target, reduction="none") * valid
 
 
-@MODELS.register("sat")
 class ShowAttendTell(ZooModule):
     """Show, Attend and Tell captioner: CNN grid features, LSTM with soft or hard (sampled) attention."""
 
@@ -105,8 +104,6 @@ class ShowAttendTell(ZooModule):
 
     def load_encoder(self, target: str) -> None:
         """The encoder weights of another captioning model (a checkpoint path or a pretrained name)."""
-        from zoo.hub import load_any, mismatch_line
-
         try:
             source, info = load_any(target)
         except UserError as err:
@@ -319,7 +316,7 @@ class ShowAttendTell(ZooModule):
 
     def save_attention_figure(self, name: str, images: Tensor, preds: list[str], weights: Tensor,
                               grid: tuple[int, int]) -> None:
-        from .plots import attention_figure, displayable
+        from .plots import attention_figure, displayable  # imported when used: torch
 
         imgs = displayable(images, self.data_info.get("normalize", "unit"))
         self.save_figure(name, attention_figure(imgs, [p.split() for p in preds], weights, grid))
@@ -337,6 +334,6 @@ class ShowAttendTell(ZooModule):
         self._eval_epoch_end("test")
 
     def predict_cli(self, inputs: list[str], options: dict) -> None:
-        from .predict import predict_cli
+        from .predict import predict_cli  # imported when used: torch
 
         predict_cli(self, inputs, options)

@@ -22,10 +22,10 @@ def displayable(images: Tensor, normalize: str) -> Tensor:
 def attention_figure(images: Tensor, captions: list[list[str]], weights: Tensor, grid: tuple[int, int],
                      max_words: int = 16, titles: list[str] | None = None):
     """images (N, 3, H, W) in [0, 1]; captions: words per image; weights (N, T, L) per word."""
-    import matplotlib
+    import matplotlib  # imported when used: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # imported when used: matplotlib
 
     n = len(captions)
     cols = 1 + min(max_words, max((len(c) for c in captions), default=0))

@@ -76,7 +76,7 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
             print(f"{path} (beam {opts['beam']}, in the overlay): {cap}")
     if opts["overlay"]:
         _, used = D.attention_of(model.decoder, feats, best, model.decode_mode, vocab.start)
-        from .plots import attention_figure, displayable
+        from .plots import attention_figure, displayable  # imported when used: torch
 
         shown = displayable(images, info.get("normalize", "unit"))
         fig = attention_figure(shown, [c.split() for c in captions], used, grid,
@@ -84,7 +84,7 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
         out = Path(opts["overlay"])
         make_folder(out.parent)
         fig.savefig(out, dpi=110, bbox_inches="tight")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # imported when used: matplotlib
 
         plt.close(fig)
         print(f"attention overlay written to {out}")

@@ -19,7 +19,7 @@ SPECIALS = [PAD, START, END, UNK]  # ids 0..3 in every vocabulary
 def build_vocab(sentences: Iterable[str], min_freq: int = 1) -> list[str]:
     """Tokens ordered by id: the 4 specials, then words seen >= min_freq times (count descending,
     ties alphabetical: deterministic)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # imported when used: tokenizers
 
     tok = Tokenizer(models.WordLevel(unk_token=UNK))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -33,7 +33,7 @@ class Vocab:
     """Token list <-> ids; encoding through a `tokenizers` WordLevel model built from the list."""
 
     def __init__(self, tokens: list[str]):
-        from tokenizers import Tokenizer, models, pre_tokenizers
+        from tokenizers import Tokenizer, models, pre_tokenizers  # imported when used: tokenizers
 
         if list(tokens[:4]) != SPECIALS:
             raise ValueError(f"vocabulary must start with {SPECIALS}, got {tokens[:4]}")

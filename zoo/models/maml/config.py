@@ -1,6 +1,6 @@
 """MAML's options (``maml``, ``maml_rl``) and its task datamodules' (``sinusoid``, ``omniglot``,
 ``nav2d``): no torch here, so a recipe's keys are checked before torch and Lightning are imported
-(``zoo.models.config_schemas``)."""
+(declared below: ``MODELS.declare``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from zoo.errors import UserError
 from zoo.options import EstimatorSpec, between, choice, estimator_option, interval, nonempty_path, positive
+from zoo.registry import DATAMODULES, MODELS
 
 PATHS = ("auto", "batched", "vmap_grad", "loop")  # meta-gradient implementations (meta.py)
 # Adaptation steps per task in training (each unrolled into the meta-gradient's graph) and in
@@ -121,5 +122,9 @@ class Nav2dConfig:
     num_workers: int = 0  # DataLoader worker processes
 
 
-SCHEMAS = {"model": {"maml": MAMLConfig, "maml_rl": Nav2dMAMLConfig},
-           "datamodule": {"sinusoid": SinusoidConfig, "omniglot": OmniglotConfig, "nav2d": Nav2dConfig}}
+# the folder's entries, declared once: name, class (imported when first used), options
+MODELS.declare("maml", "zoo.models.maml.module:MAML", config=MAMLConfig)
+MODELS.declare("maml_rl", "zoo.models.maml.nav2d:Nav2dMAML", config=Nav2dMAMLConfig)
+DATAMODULES.declare("nav2d", "zoo.models.maml.nav2d_env:Nav2dData", config=Nav2dConfig)
+DATAMODULES.declare("omniglot", "zoo.models.maml.omniglot:OmniglotData", config=OmniglotConfig)
+DATAMODULES.declare("sinusoid", "zoo.models.maml.data:SinusoidData", config=SinusoidConfig)

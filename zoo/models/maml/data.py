@@ -21,7 +21,6 @@ from torch.utils.data import DataLoader, Dataset
 from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule
 from zoo.errors import UserError
 from zoo.models.maml.config import SinusoidConfig
-from zoo.registry import DATAMODULES
 
 
 def sample_sinusoids(n: int, points: int, g: torch.Generator, amplitude=(0.1, 5.0), phase=(0.0, math.pi),
@@ -92,7 +91,6 @@ class EpisodeData(ZooDataModule):
         return DataLoader(self.test_set, batch_size=None, shuffle=False, num_workers=self.cfg.num_workers)
 
 
-@DATAMODULES.register("sinusoid")
 class SinusoidData(EpisodeData):
     """Sinusoid regression tasks (MAML paper 5.1): A ~ U[0.1, 5], phi ~ U[0, pi], x ~ U[-5, 5] (generated)."""
 

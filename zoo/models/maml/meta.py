@@ -27,6 +27,8 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
+from zoo.errors import UserError
+
 Params = dict[str, Tensor]
 LossFn = Callable[[Tensor, Tensor], Tensor]  # (prediction, target) -> scalar
 
@@ -129,8 +131,6 @@ def resolve_path(path: str, conv: bool, device: torch.device, first_order: bool 
     loop, while ``grad`` without ``vmap`` is exact; functorch issue #534). ``batched`` takes its
     inner gradients with plain autograd and is exact (tests/maml/test_maml_meta.py)."""
     if path == "vmap_grad" and conv and not first_order:
-        from zoo.errors import UserError
-
         raise UserError("model.path=vmap_grad gives wrong second-order gradients through batch norm "
                         "(torch.func batching rule); use model.path=batched or loop (or auto)")
     if path != "auto":

@@ -23,7 +23,6 @@ from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule
 from zoo.errors import UserError
 from zoo.models.maml.config import Nav2dConfig
 from zoo.models.maml.nets import MLP
-from zoo.registry import DATAMODULES
 
 
 class GaussianPolicy(nn.Module):
@@ -96,7 +95,6 @@ class Goals(Dataset):
         return torch.empty(self.per_item, 2).uniform_(-r, r, generator=g)  # cpu: goals (T, 2), moved by Lightning
 
 
-@DATAMODULES.register("nav2d")
 class Nav2dData(ZooDataModule):
     """2-D point navigation tasks (MAML paper 5.3): one goal per task, uniform in [-0.5, 0.5]^2 (generated)."""
 

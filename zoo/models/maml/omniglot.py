@@ -37,7 +37,6 @@ from zoo.errors import UserError, permission_denied
 from zoo.models.maml.config import OmniglotConfig
 from zoo.models.maml.data import EpisodeData
 from zoo.paths import readable
-from zoo.registry import DATAMODULES
 
 SPLITS = ("images_background", "images_evaluation")
 LAYOUT = ("<root>/omniglot/images_background/<alphabet>/<character>/*.png and "
@@ -137,7 +136,7 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
         saved = load_cache(cache) or {}  # absent, unreadable or cut short: decoded again
         if saved.get("names") == names and saved.get("stamp") == stamp and "images" in saved:
             return saved["images"], names
-        from PIL import Image, UnidentifiedImageError
+        from PIL import Image, UnidentifiedImageError  # imported when used: PIL
 
         per_char = []
         for name, files in zip(names, drawings):
@@ -212,7 +211,6 @@ class Episodes(Dataset):
         return xs, ys, xq, yq
 
 
-@DATAMODULES.register("omniglot")
 class OmniglotData(EpisodeData):
     """Omniglot N-way K-shot episodes from local PNGs (1,200 training characters, rotations as classes)."""
 

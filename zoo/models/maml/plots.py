@@ -20,10 +20,10 @@ def mean_with_interval(ax, values: Tensor, label: str) -> None:
 
 def steps_curve(losses: Tensor, metrics: Tensor | None = None, label: str = "MAML"):
     """losses (tasks, steps + 1) [and metrics (tasks, steps + 1)] -> mean +- 95 % CI vs steps."""
-    import matplotlib
+    import matplotlib  # imported when used: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # imported when used: matplotlib
 
     panels = [("query loss", losses)] + ([("query accuracy", metrics)] if metrics is not None else [])
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
@@ -40,7 +40,7 @@ def steps_curve(losses: Tensor, metrics: Tensor | None = None, label: str = "MAM
 def adapted_predictions(model, xs: Tensor, ys: Tensor, grid: Tensor, steps: list[int]) -> dict[int, Tensor]:
     """Predictions of ``model`` on ``grid`` (G, 1) after each number of steps in ``steps``, fine-tuned
     on one task's support points xs, ys (K, 1)."""
-    from torch.func import functional_call
+    from torch.func import functional_call  # imported when used: torch
 
     params = {k: v.detach() for k, v in model.params().items()}
     alpha = model.alpha(evaluation=True)
@@ -60,12 +60,12 @@ def sinusoid_adaptation(model, seed: int = 3, steps: tuple[int, ...] = (0, 1, 10
                         task: tuple[float, float] | None = None, points: tuple[Tensor, Tensor] | None = None):
     """Figure 2 of the paper: the true sine, the K support points, and the fit after 0, 1, 10 steps.
     ``points`` (xs, ys) given by the user replace the sampled task (then no true curve)."""
-    import matplotlib
+    import matplotlib  # imported when used: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # imported when used: matplotlib
 
-    from zoo.models.maml.data import sample_sinusoids
+    from zoo.models.maml.data import sample_sinusoids  # imported when used: torch
 
     info = model.data_info
     device, dtype = model.device, model.dtype
@@ -108,10 +108,10 @@ def nav2d_paths(paths: dict[int, Tensor], goals: Tensor, returns: Tensor, random
     """The paper's figure 5 for 2-D navigation. Left panels: trajectories after 0, 1, ... policy
     gradient steps, ``paths[k]`` (G, n, H + 1, 2) positions for G goals (G, 2), one panel a goal.
     Right: mean test return vs steps, MAML against a random initialisation (tasks, steps + 1)."""
-    import matplotlib
+    import matplotlib  # imported when used: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # imported when used: matplotlib
 
     G = len(goals)
     fig, axes = plt.subplots(1, G + 1, figsize=(3.2 * G + 4.2, 3.4), squeeze=False)

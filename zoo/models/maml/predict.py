@@ -36,7 +36,7 @@ def parse_points(inputs: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def predict_cli(model, inputs: list[str], options: dict) -> None:
-    from zoo.models.maml import plots
+    from zoo.models.maml import plots  # imported when used: torch
 
     if model.task != "regression":
         raise UserError("zoo.predict adapts regression MAML models (sinusoid); for classification use "

@@ -1,12 +1,13 @@
 """The OOD classifier's options (``ood``) and its datamodules' (``ood_digits``, ``ood_toy2d``,
 ``ood_images``): no torch here, so a recipe's keys are checked before torch and Lightning are imported
-(``zoo.models.config_schemas``)."""
+(declared below: ``MODELS.declare``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from zoo.options import EstimatorSpec, between, estimator_option, nonempty_path, positive
+from zoo.registry import DATAMODULES, MODELS
 
 MODES = ("ce", "confidence", "joint", "boundary_gan")
 GAN_MODES = ("joint", "boundary_gan")  # the modes with a generator and a discriminator
@@ -108,5 +109,8 @@ class OODImagesConfig:
     seed: int = 0  # shuffling seed (the splits are fixed)
 
 
-SCHEMAS = {"model": {"ood": OODConfig},
-           "datamodule": {"ood_digits": OODDigitsConfig, "ood_toy2d": Toy2DConfig, "ood_images": OODImagesConfig}}
+# the folder's entries, declared once: name, class (imported when first used), options
+MODELS.declare("ood", "zoo.models.ood.module:OODClassifier", config=OODConfig)
+DATAMODULES.declare("ood_digits", "zoo.models.ood.data:OODDigits", config=OODDigitsConfig)
+DATAMODULES.declare("ood_images", "zoo.models.ood.data:OODImages", config=OODImagesConfig)
+DATAMODULES.declare("ood_toy2d", "zoo.models.ood.data:OODToy2D", config=Toy2DConfig)

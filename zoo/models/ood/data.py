@@ -45,7 +45,6 @@ from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.errors import UserError
 from zoo.models.ood.config import DATASETS, OODDigitsConfig, OODImagesConfig, Toy2DConfig
 from zoo.models.ood.readers import load_dataset, load_folder, ood_set_name, to_shape
-from zoo.registry import DATAMODULES
 
 
 class ImageTensorSet(Dataset):
@@ -112,7 +111,7 @@ class OODDataModule(ZooDataModule):
         x_out = self.parts.get("train_ood")
         if x_out is None:
             return loader
-        from lightning.pytorch.utilities import CombinedLoader
+        from lightning.pytorch.utilities import CombinedLoader  # imported when used: lightning
 
         out_set = ImageTensorSet(x_out, torch.full((len(x_out),), -1, dtype=torch.long))
         out = shuffled_loader(out_set, c.batch_size, seed=c.seed + 1, num_workers=c.num_workers, drop_last=True)
@@ -128,7 +127,7 @@ class OODDataModule(ZooDataModule):
 # ---- the embedded digits -----------------------------------------------------------------------
 def grey_photo(name: str, downsample: int) -> torch.Tensor:
     """One of scikit-learn's bundled photos (china.jpg, flower.jpg) as grey [0, 1], (H, W)."""
-    from sklearn.datasets import load_sample_image
+    from sklearn.datasets import load_sample_image  # imported when used: sklearn
 
     rgb = torch.tensor(load_sample_image(name), dtype=torch.float32) / 255.0  # (427, 640, 3)
     grey = rgb @ torch.tensor([0.299, 0.587, 0.114])  # ITU-R 601 luma
@@ -155,14 +154,13 @@ def noise_images(kind: str, n: int, shape: list[int], seed: int) -> torch.Tensor
     raise UserError(f"unknown noise OOD set '{kind}': use uniform or gaussian")
 
 
-@DATAMODULES.register("ood_digits")
 class OODDigits(OODDataModule):
     """scikit-learn digits (in) vs photo patches, uniform / Gaussian noise and rotated digits (out)."""
 
     Config = OODDigitsConfig
 
     def build(self) -> dict:
-        from sklearn.datasets import load_digits
+        from sklearn.datasets import load_digits  # imported when used: sklearn
 
         d = load_digits()
         x = torch.tensor(d.images / 16.0, dtype=torch.float32).unsqueeze(1)  # (1797, 1, 8, 8)
@@ -201,7 +199,6 @@ def ring(n: int, radius: float, width: float, seed: int) -> torch.Tensor:
     return torch.stack([r * angle.cos(), r * angle.sin()], 1)
 
 
-@DATAMODULES.register("ood_toy2d")
 class OODToy2D(OODDataModule):
     """Two Gaussian classes in the plane (in) vs a uniform box and a ring (out): the paper's toy."""
 
@@ -228,7 +225,6 @@ def as_float_images(array: np.ndarray) -> torch.Tensor:
     return t.float() / 255.0
 
 
-@DATAMODULES.register("ood_images")
 class OODImages(OODDataModule):
     """MNIST / Fashion-MNIST / CIFAR-10 / SVHN (local files) vs other datasets, image folders, noise."""
 

@@ -35,20 +35,20 @@ DETECTORS = ("msp", "odin", "energy", "mahalanobis")
 
 
 def msp_score(logits: Tensor) -> Tensor:
-    from pytorch_ood.detector import MaxSoftmax
+    from pytorch_ood.detector import MaxSoftmax  # imported when used: pytorch_ood
 
     return -MaxSoftmax.score(logits)  # (B,)
 
 
 def energy_score(logits: Tensor, t: float = 1.0) -> Tensor:
-    from pytorch_ood.detector import EnergyBased
+    from pytorch_ood.detector import EnergyBased  # imported when used: pytorch_ood
 
     return -EnergyBased.score(logits, t=t)  # (B,)
 
 
 def odin_score(model: nn.Module, x: Tensor, temperature: float, eps: float) -> Tensor:
     """ODIN on a batch (works under inference mode: pytorch-ood leaves it for the input gradient)."""
-    from pytorch_ood.detector import MaxSoftmax, odin_preprocessing
+    from pytorch_ood.detector import MaxSoftmax, odin_preprocessing  # imported when used: pytorch_ood
 
     with warnings.catch_warnings():  # it warns under inference mode, then leaves it for the gradient
         warnings.filterwarnings("ignore", message="ODIN not compatible with inference mode")
@@ -61,7 +61,7 @@ class MahalanobisScorer:
     """Class means and shared covariance of features (B, F), fitted once; score = negated distance."""
 
     def __init__(self, features: Tensor, labels: Tensor):
-        from pytorch_ood.detector import Mahalanobis
+        from pytorch_ood.detector import Mahalanobis  # imported when used: pytorch_ood
 
         self.detector = Mahalanobis(None).fit_features(features.float(), labels)
 
@@ -110,7 +110,7 @@ T_MIN, T_MAX = 0.05, 100.0  # the fitted temperature's range; with every predict
 
 def calibration(logits: Tensor, labels: Tensor, temperature: float = 1.0, n_bins: int = 15) -> dict[str, float]:
     """Accuracy, NLL and expected calibration error (15 equal-width bins, torchmetrics)."""
-    from torchmetrics.functional.classification import multiclass_calibration_error
+    from torchmetrics.functional.classification import multiclass_calibration_error  # imported when used: torchmetrics
 
     probs = (logits / temperature).softmax(-1)
     K = logits.shape[-1]

@@ -30,7 +30,6 @@ from zoo.models.ood import evaluation as ev
 from zoo.models.ood.config import GAN_MODES, OODConfig
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
-from zoo.registry import MODELS
 
 
 def _optimizer(params, o: dict) -> torch.optim.Optimizer:
@@ -39,7 +38,6 @@ def _optimizer(params, o: dict) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=o["lr"], betas=(o["beta1"], 0.999), weight_decay=o["weight_decay"])
 
 
-@MODELS.register("ood")
 class OODClassifier(ev.OODEvaluation, ZooModule):
     """Confidence-calibrated OOD classifier: cross-entropy, confidence loss, or the joint GAN loss."""
 

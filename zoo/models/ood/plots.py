@@ -13,10 +13,10 @@ COLOURS = {"msp": "C0", "odin": "C1", "energy": "C2", "mahalanobis": "C3"}
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # imported when used: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # imported when used: matplotlib
 
     return plt
 
@@ -28,7 +28,7 @@ def upscale(images: Tensor, size: int = 32) -> Tensor:
 
 def roc_curves(scores_in: dict[str, Tensor], scores_out: dict[str, dict[str, Tensor]]):
     """One panel per OOD set, one ROC curve per detector (in-distribution = positive)."""
-    from torchmetrics.functional.classification import binary_roc
+    from torchmetrics.functional.classification import binary_roc  # imported when used: torchmetrics
 
     plt = _plt()
     fig, axes = plt.subplots(1, len(scores_out), figsize=(3.2 * len(scores_out), 3.2), squeeze=False)
@@ -64,7 +64,7 @@ def score_histograms(msp_in: Tensor, msp_out: dict[str, Tensor]):
 
 def reliability(logits: Tensor, labels: Tensor, temperature: float, n_bins: int = 15):
     """Reliability diagram before and after temperature scaling."""
-    from zoo.models.ood.detect import calibration, reliability_bins
+    from zoo.models.ood.detect import calibration, reliability_bins  # imported when used: torch
 
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
@@ -108,7 +108,7 @@ def confidence_map(classifier, points: tuple[Tensor, Tensor] | None, fake: Tenso
 def load_image(path: str, shape: list[int], resize: bool, convert: bool, invert: bool) -> Tensor:
     """An image file -> (C, H, W) in [0, 1] for a model taking ``shape``; wrong size or channels is
     a UserError unless resize / convert are set."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError  # imported when used: PIL
 
     c, h, w = shape
     p = check_input_file(path)
@@ -130,7 +130,7 @@ def load_image(path: str, shape: list[int], resize: bool, convert: bool, invert:
             raise UserError(f"{p} is {img.size[0]}x{img.size[1]} pixels; the model takes {w}x{h}. "
                             "Pass resize=true to resize it")
         img = img.resize((w, h), Image.BILINEAR)
-    import numpy as np
+    import numpy as np  # imported when used: numpy
 
     x = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0)
     x = x[None] if c == 1 else x.permute(2, 0, 1)

@@ -22,8 +22,11 @@ Layouts looked for under ``data.root``:
 from __future__ import annotations
 
 import gzip
+import io
 import shutil
+import tarfile
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +47,7 @@ IDX_DIRS = {"mnist": ("mnist", "mnist/MNIST/raw", "MNIST/raw"),
 
 
 def _read_idx(path: Path, labels: bool) -> torch.Tensor:
-    from torchvision.datasets.mnist import read_image_file, read_label_file
+    from torchvision.datasets.mnist import read_image_file, read_label_file  # imported when used: torchvision
 
     reader = read_label_file if labels else read_image_file
     try:
@@ -103,8 +106,6 @@ def _cifar_records(raw: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]
 def _cifar_batches(root: Path, names: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
     """The batches from ``cifar-10-batches-bin/`` or, where that folder is absent, from the downloaded
     ``cifar-10-binary.tar.gz`` itself (each member read into memory; nothing is unpacked to disk)."""
-    import tarfile
-
     folder, archive = root / "cifar-10-batches-bin", root / CIFAR_ARCHIVE
     if not folder.exists() and archive.is_file():
         try:
@@ -140,8 +141,8 @@ def load_cifar10(root: Path):
 
 
 def _svhn_file(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    from scipy.io import loadmat
-    from scipy.io.matlab import MatReadError
+    from scipy.io import loadmat  # imported when used: scipy
+    from scipy.io.matlab import MatReadError  # imported when used: scipy
 
     try:  # IndexError: scipy 1.10's reader on bytes that are no .mat file at all
         mat = loadmat(str(path))
@@ -201,9 +202,6 @@ def _image_files(path: Path) -> list[tuple[str, Path | bytes]]:
     """(name, file or its bytes) of every image below a folder, or inside a tar(.gz) / zip archive as
     downloaded (read into memory: ODIN's sets are 10,000 small images), in name order. A folder that
     is missing is looked for as an archive beside it (LSUN_resize -> LSUN_resize.tar.gz)."""
-    import tarfile
-    import zipfile
-
     if not path.exists():
         path = next((path.with_name(path.name + s) for s in ARCHIVE_SUFFIXES
                      if path.with_name(path.name + s).is_file()), path)
@@ -232,9 +230,7 @@ def _image_files(path: Path) -> list[tuple[str, Path | bytes]]:
 def load_folder(path: Path, shape: list[int]) -> torch.Tensor:
     """Every image below ``path`` (a folder, or a tar(.gz) / zip of images) as uint8 (N, C, H, W) of
     the given shape."""
-    import io
-
-    from PIL import Image
+    from PIL import Image  # imported when used: PIL
 
     files = _image_files(path)
     if not files:

@@ -4,5 +4,3 @@ nets.py (LSTM LM, CNN discriminator), oracle.py (synthetic oracle, NLL-oracle), 
 (batched rollouts and rewards), schedule.py (phases -> epochs), module.py (the LightningModule),
 evaluation.py (metrics, BLEU, predict), data.py (the oracle and text datamodules), plots.py.
 """
-
-MODULES = ("data", "module")  # register seqgan, seqgan_oracle, seqgan_text (zoo.models.import_all)

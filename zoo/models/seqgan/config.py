@@ -1,6 +1,6 @@
 """SeqGAN's options (``seqgan``) and its datamodules' (``seqgan_oracle``, ``seqgan_text``): no torch
 here, so a recipe's keys are checked before torch and Lightning are imported
-(``zoo.models.config_schemas``)."""
+(declared below: ``MODELS.declare``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from zoo.options import EstimatorSpec, at_least, between, estimator_option, nonempty_path, positive
+from zoo.registry import DATAMODULES, MODELS
 
 PAPER_FILTERS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]  # the discriminator's widths (the paper)
 PAPER_COUNTS = [100, 200, 200, 200, 200, 100, 100, 100, 100, 100, 160, 160]  # and its filters per width
@@ -131,5 +132,7 @@ class TextDataConfig:
             raise ValueError("val_fraction and test_fraction must be in (0, 1) with a sum below 1")
 
 
-SCHEMAS = {"model": {"seqgan": SeqGANConfig},
-           "datamodule": {"seqgan_oracle": OracleDataConfig, "seqgan_text": TextDataConfig}}
+# the folder's entries, declared once: name, class (imported when first used), options
+MODELS.declare("seqgan", "zoo.models.seqgan.module:SeqGAN", config=SeqGANConfig)
+DATAMODULES.declare("seqgan_oracle", "zoo.models.seqgan.data:OracleData", config=OracleDataConfig)
+DATAMODULES.declare("seqgan_text", "zoo.models.seqgan.data:TextData", config=TextDataConfig)

@@ -34,7 +34,6 @@ from zoo.core.files import open_text, refuse_binary, replace_undecoded
 from zoo.errors import UserError
 from zoo.models.seqgan.config import OracleDataConfig, TextDataConfig
 from zoo.models.seqgan.oracle import lm_from_params, load_oracle_npz, random_oracle_params
-from zoo.registry import DATAMODULES
 
 
 class Sequences(Dataset):
@@ -50,7 +49,6 @@ class Sequences(Dataset):
         return self.seqs[i]
 
 
-@DATAMODULES.register("seqgan_oracle")
 class OracleData(ZooDataModule):
     """Sequences sampled from SeqGAN's random LSTM oracle (seeded, or loaded from a .npz)."""
 
@@ -182,7 +180,6 @@ def read_lines(path: Path, lowercase: bool) -> list[str]:
     return lines
 
 
-@DATAMODULES.register("seqgan_text")
 class TextData(ZooDataModule):
     """Sentences from a text file (one per line) or the embedded grammar corpus, WordLevel vocabulary."""
 
@@ -205,10 +202,10 @@ class TextData(ZooDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.tokenizer is not None:
             return
-        from tokenizers import Tokenizer
-        from tokenizers.models import WordLevel
-        from tokenizers.pre_tokenizers import WhitespaceSplit
-        from tokenizers.trainers import WordLevelTrainer
+        from tokenizers import Tokenizer  # imported when used: tokenizers
+        from tokenizers.models import WordLevel  # imported when used: tokenizers
+        from tokenizers.pre_tokenizers import WhitespaceSplit  # imported when used: tokenizers
+        from tokenizers.trainers import WordLevelTrainer  # imported when used: tokenizers
 
         c = self.cfg
         lines = self._lines()

@@ -37,6 +37,7 @@ import torch
 
 from zoo.core.module import check_options
 from zoo.errors import UserError
+from zoo.estimators import stochastic_beam_search
 from zoo.models.seqgan.data import decode
 from zoo.models.seqgan.nets import LSTMLM
 from zoo.models.seqgan.oracle import nll_oracle
@@ -163,8 +164,6 @@ class SeqGANEvaluation:
     def predict_cli(self, inputs: list[str], options: dict) -> None:
         """Print generated sequences: ``n=10`` ancestral samples, or ``method=sbs k=5`` distinct ones by
         stochastic beam search (with their log-probabilities). ``seed=0``."""
-        from zoo.estimators import stochastic_beam_search
-
         opts = check_options(options, {"n": 10, "method": "sample", "k": 5, "seed": 0}, "seqgan (zoo.predict)")
         if inputs:
             raise UserError(
@@ -224,7 +223,7 @@ def bleu_orders(
     preds: list[str], targets: list[list[str]], orders: tuple[int, ...] = (2, 3, 4)
 ) -> dict[int, float]:
     """Corpus BLEU of ``preds`` (strings of words) with per-pred reference lists ``targets``."""
-    from torchmetrics.text import BLEUScore
+    from torchmetrics.text import BLEUScore  # imported when used: torchmetrics
 
     metric = BLEUScore(n_gram=max(orders))
     metric.update(preds, targets)

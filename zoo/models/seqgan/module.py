@@ -25,14 +25,12 @@ from zoo.models.seqgan.evaluation import SeqGANEvaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
 from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
 from zoo.models.seqgan.schedule import Schedule
-from zoo.registry import MODELS
 
 
 def _brief(value: Any) -> str:
     return f"{len(value)} words" if isinstance(value, list) else repr(value)
 
 
-@MODELS.register("seqgan")
 class SeqGAN(SeqGANEvaluation, ZooModule):
     """SeqGAN: an LSTM generator trained by policy gradient (MC rollouts) against a CNN discriminator."""
 

@@ -1,5 +1,5 @@
 """Skip-gram's options (the model, the text corpora, the planted generator): no torch here, so a
-recipe's keys are checked before torch and Lightning are imported (``zoo.models.config_schemas``)."""
+recipe's keys are checked before torch and Lightning are imported (declared below: ``MODELS.declare``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from zoo.options import at_least, between, choice, nonempty_path, positive, validate
+from zoo.registry import DATAMODULES, MODELS
 
 OBJECTIVES = ("nce", "negative_sampling", "full_softmax")
 CAP_METHODS = ("newton", "line")  # see nets.SkipGram._capped_step
@@ -136,5 +137,7 @@ class SyntheticCorpusConfig(CorpusOptions):
         validate(PlantedCorpus, self.planted or {}, "data.planted", what="generator setting")
 
 
-SCHEMAS = {"model": {"skipgram": SkipGramConfig},
-           "datamodule": {"skipgram_text": TextCorpusConfig, "skipgram_synthetic": SyntheticCorpusConfig}}
+# the folder's entries, declared once: name, class (imported when first used), options
+MODELS.declare("skipgram", "zoo.models.skipgram.module:SkipGramModule", config=SkipGramConfig)
+DATAMODULES.declare("skipgram_synthetic", "zoo.models.skipgram.data:SyntheticCorpusData", config=SyntheticCorpusConfig)
+DATAMODULES.declare("skipgram_text", "zoo.models.skipgram.data:TextCorpusData", config=TextCorpusConfig)

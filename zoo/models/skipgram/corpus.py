@@ -21,6 +21,7 @@ from __future__ import annotations
 import array
 import glob
 import hashlib
+import importlib.util
 import itertools
 import json
 import os
@@ -97,8 +98,6 @@ def resolve_files(spec: str | list, what: str = "corpus") -> list[Path]:
     for item in specs:
         item = str(item)
         if item.startswith("gensim:"):
-            import importlib.util
-
             spec = importlib.util.find_spec("gensim")  # where gensim is, without importing it (0.1-1.2 s)
             if spec is None or spec.origin is None:
                 raise UserError(f"{what} '{item}' needs gensim installed (pip install gensim), or give "
@@ -148,7 +147,7 @@ def kept_order(words: list[str], counts: np.ndarray, min_count: int, max_vocab: 
 
 def word_level_tokenizer(vocabulary: list[str]):
     """A ``tokenizers`` WordLevel tokenizer: id 0 [UNK], then ``vocabulary`` in its order."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, models, pre_tokenizers  # imported when used: tokenizers
 
     vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(vocabulary)}}
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
@@ -244,7 +243,7 @@ def _encode_corpus(tmp: Path, sentences: Iterator[list[str]], paths: list[Path],
 
 def load_corpus(folder: Path) -> tuple[list[str], np.ndarray, dict]:
     """(words in id order, counts, meta) of a corpus cache folder."""
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # imported when used: tokenizers
 
     tokenizer = Tokenizer.from_file(str(readable(folder / "tokenizer.json")))  # else a bare Exception
     vocab = tokenizer.get_vocab()

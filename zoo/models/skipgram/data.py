@@ -21,7 +21,6 @@ from zoo.models.skipgram.config import PlantedCorpus, SyntheticCorpusConfig, Tex
 from zoo.models.skipgram.evaluation import read_analogies, read_similarity
 from zoo.models.skipgram.synthetic import generate
 from zoo.paths import readable
-from zoo.registry import DATAMODULES
 
 
 def _set_name(path: Path, split: str) -> str:
@@ -34,7 +33,6 @@ NO_VAL_SIMILARITY = ("data.val_similarity is empty: give at least one word-simil
                      "SimLex-999 format); its Spearman is the validation metric")
 
 
-@DATAMODULES.register("skipgram_text")
 class TextCorpusData(ZooDataModule):
     """Text files streamed from disk (text8 by default); wordsim353 / simlex999 / analogies."""
 
@@ -128,7 +126,6 @@ class TextCorpusData(ZooDataModule):
         return self._eval_loader("test")
 
 
-@DATAMODULES.register("skipgram_synthetic")
 class SyntheticCorpusData(TextCorpusData):
     """Generated corpus with planted word groups; ground-truth similarity and analogy files."""
 

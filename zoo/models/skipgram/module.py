@@ -15,10 +15,9 @@ from zoo.models.skipgram.evaluation import MIN_PAIRS, analogy_score, nearest, si
 from zoo.models.skipgram.export import save_word2vec
 from zoo.models.skipgram.loop import train_chunk
 from zoo.models.skipgram.nets import SkipGram
-from zoo.registry import MODELS
+from zoo.paths import check_output_file
 
 
-@MODELS.register("skipgram")
 class SkipGramModule(ZooModule):
     """Skip-gram word embeddings trained with NCE, negative sampling or a full softmax."""
 
@@ -76,7 +75,7 @@ class SkipGramModule(ZooModule):
 
     def sequential(self) -> bool:
         """Whether training steps use the sequential kernel (see ``SkipGramConfig.updates``)."""
-        from zoo.models.skipgram import kernel
+        from zoo.models.skipgram import kernel  # imported when used: numpy
 
         mode = self.cfg.updates
         if mode == "auto":
@@ -85,7 +84,7 @@ class SkipGramModule(ZooModule):
             raise UserError(f"model.updates=sequential runs on a CPU or a CUDA GPU for nce / negative_sampling "
                             f"(here: {self.device.type}, {self.cfg.objective}); use model.updates=minibatch or auto")
         if mode == "sequential" and self.device.type == "cuda":
-            from zoo.models.skipgram import gpu_kernel
+            from zoo.models.skipgram import gpu_kernel  # imported when used: torch
 
             if not gpu_kernel.available():
                 found = gpu_kernel.triton_version()
@@ -151,7 +150,7 @@ class SkipGramModule(ZooModule):
         if math.isfinite(stats["loss"]) and not torch.isfinite(self.net.centre.sum() + self.net.context.sum()):
             stats["loss"] = float("nan")
         if not math.isfinite(stats["loss"]):
-            from zoo.callbacks.safety import NonFiniteLossError
+            from zoo.callbacks.safety import NonFiniteLossError  # imported when used: lightning
 
             raise NonFiniteLossError(self.global_step, self.current_epoch, stats["loss"])
         self.words_done += raw * world
@@ -163,13 +162,13 @@ class SkipGramModule(ZooModule):
     def sequential_chunk(self, batch: dict, lr0: float, lr1: float, seed: int) -> dict[str, float]:
         """One chunk through word2vec's per-pair updates: kernel.py's, Hogwild over cfg.threads, or on a
         CUDA GPU gpu_kernel.py's, Hogwild over cfg.gpu_jobs warps in stripes of cfg.gpu_stripe tokens."""
-        from zoo.models.skipgram import kernel
+        from zoo.models.skipgram import kernel  # imported when used: numpy
 
         if self._noise is None:
             self._noise = kernel.noise_table(self.net.sampler)
         log_kq = self.net.log_kq if self.cfg.objective == "nce" else None
         if self.device.type == "cuda":
-            from zoo.models.skipgram import gpu_kernel
+            from zoo.models.skipgram import gpu_kernel  # imported when used: torch
 
             device = batch["tokens"].device
             if self._noise_gpu is None or self._noise_gpu[0].device != device:  # copied once
@@ -191,7 +190,7 @@ class SkipGramModule(ZooModule):
         ``centres`` windows of a chunk, differentiable wrt both tables: what
         ``GradientVarianceCallback`` needs to measure the variance of the NCE / negative-sampling
         gradient (zero for ``full_softmax``, which has no noise)."""
-        from zoo.models.skipgram.sampling import offsets
+        from zoo.models.skipgram.sampling import offsets  # imported when used: numpy
 
         tokens, sentence, reduced = batch["tokens"], batch["sentence"], batch["window"]
         window = int(self.data_info["window"])
@@ -280,7 +279,7 @@ class SkipGramModule(ZooModule):
         self._plot()
 
     def _plot(self) -> None:
-        from zoo.models.skipgram.plots import embedding_map
+        from zoo.models.skipgram.plots import embedding_map  # imported when used: torch
 
         if self._trainer is not None and not self.trainer.is_global_zero:
             return
@@ -331,7 +330,6 @@ class SkipGramModule(ZooModule):
             raise UserError(f"binary must be true or false (left out: binary when export= ends in .bin), "
                             f"got {opts['binary']!r}")
         if opts["export"]:  # checked before anything is printed; its folder is created when written
-            from zoo.paths import check_output_file
 
             check_output_file(str(opts["export"]), "export", writer=None, example="vectors.bin")
         if inputs:

@@ -9,10 +9,10 @@ def embedding_map(vectors: torch.Tensor, words: list[str], groups: list[int] | N
     """Scatter of the first two principal components of the ``n`` most frequent words (ids are in
     frequency order), the 40 most frequent labelled. With fewer than two components (``dim=1``, or a
     single word) the missing one is drawn as 0. Returns the matplotlib figure."""
-    import matplotlib
+    import matplotlib  # imported when used: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # imported when used: matplotlib
 
     x = torch.nn.functional.normalize(vectors[:n].float(), dim=1)
     x = x - x.mean(0)

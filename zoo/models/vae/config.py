@@ -1,11 +1,12 @@
 """The VAEs' options (``vae``, ``dvae``) and their datamodules' (``digits``, ``mnist``): no torch here,
-so a recipe's keys are checked before torch and Lightning are imported (``zoo.models.config_schemas``)."""
+so a recipe's keys are checked before torch and Lightning are imported (declared below: ``MODELS.declare``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, nonempty_path, positive
+from zoo.registry import DATAMODULES, MODELS
 
 ARCHS = ("mlp", "conv")  # encoder / decoder families (nets.py)
 LIKELIHOODS = ("bernoulli", "gaussian")
@@ -76,5 +77,8 @@ class MnistConfig:
     seed: int = 0  # split, shuffling and binarisation seed
 
 
-SCHEMAS = {"model": {"vae": VAEConfig, "dvae": DVAEConfig},
-           "datamodule": {"digits": DigitsConfig, "mnist": MnistConfig}}
+# the folder's entries, declared once: name, class (imported when first used), options
+MODELS.declare("dvae", "zoo.models.vae.dvae:DiscreteVAE", config=DVAEConfig)
+MODELS.declare("vae", "zoo.models.vae.vae:VAE", config=VAEConfig)
+DATAMODULES.declare("digits", "zoo.models.vae.data:DigitsData", config=DigitsConfig)
+DATAMODULES.declare("mnist", "zoo.models.vae.data:MnistData", config=MnistConfig)

@@ -23,7 +23,6 @@ from torch.utils.data import Dataset
 from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule, check_full_batch, plain_loader
 from zoo.errors import UserError
 from zoo.models.vae.config import BINARIZE, DigitsConfig, MnistConfig
-from zoo.registry import DATAMODULES
 
 
 # ---- the datasets ---------------------------------------------------------------------------
@@ -186,7 +185,6 @@ class _BinaryImageData(ZooDataModule):
         return plain_loader(self.test_set, self.cfg.eval_batch_size, num_workers=self.cfg.num_workers)
 
 
-@DATAMODULES.register("digits")
 class DigitsData(_BinaryImageData):
     """scikit-learn's 1,797 real 8x8 handwritten digits (embedded; 1257/270/270 split), binarised."""
 
@@ -194,7 +192,7 @@ class DigitsData(_BinaryImageData):
     name = "digits"
 
     def _load(self):
-        from sklearn.datasets import load_digits
+        from sklearn.datasets import load_digits  # imported when used: sklearn
 
         d = load_digits()
         x = torch.tensor(d.images / 16.0, dtype=torch.float32).unsqueeze(1)  # (1797, 1, 8, 8)
@@ -207,7 +205,6 @@ class DigitsData(_BinaryImageData):
         return x[rest], y[rest], x[test], y[test]
 
 
-@DATAMODULES.register("mnist")
 class MnistData(_BinaryImageData):
     """MNIST from local IDX files (plain or .gz; torchvision's MNIST/raw layout too), binarised."""
 

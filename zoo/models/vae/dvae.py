@@ -35,10 +35,8 @@ from zoo.errors import UserError
 from zoo.estimators import StochasticNode
 from zoo.models.vae.config import DVAEConfig
 from zoo.models.vae.module import LatentVAE
-from zoo.registry import MODELS
 
 
-@MODELS.register("dvae")
 class DiscreteVAE(LatentVAE):
     """Discrete VAE: N x K categorical latents trained with any registry estimator; exact KL to uniform."""
 

@@ -19,6 +19,7 @@ k = ``iwae_samples``. All numbers are nats per image.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,6 @@ class LatentVAE(ZooModule):
         from lightning.pytorch.utilities.rank_zero import rank_zero_only  # DDP's other ranks run this too
 
         if self.cfg.likelihood == "gaussian" and self.data_info.get("binarize") != "none" and rank_zero_only.rank == 0:
-            import sys
-
             print(f"note: model.likelihood=gaussian on binarised pixels (data.binarize="
                   f"{self.data_info.get('binarize')}): the Gaussian decoder is meant for grey values, "
                   "data.binarize=none", file=sys.stderr)
@@ -270,7 +269,7 @@ class LatentVAE(ZooModule):
             check_output_file(o["out"] or "samples.png", "out", inputs=inputs)
         mean = str(o["mean"]).lower() in ("1", "true", "yes")
         self.eval()
-        from torchvision.utils import save_image
+        from torchvision.utils import save_image  # imported when used: torchvision
 
         if not inputs:
             out = Path(o["out"] or "samples.png")

@@ -33,7 +33,7 @@ def load_image(path: str, image_shape: list[int], data_info: dict, invert: str =
     """Read an image file like the training data: greyscale, resized to (H, W), ink bright on
     dark (``invert``: auto = invert when the border is light, true, false), then binarised at the
     datamodule's threshold (grey values are kept when the data were not binarised). (C, H, W)."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError  # imported when used: PIL
 
     p = check_input_file(path)
     try:

@@ -21,10 +21,8 @@ from torch.distributions import Distribution, Independent, Normal, kl_divergence
 from zoo.estimators import StochasticNode
 from zoo.models.vae.config import VAEConfig
 from zoo.models.vae.module import LatentVAE
-from zoo.registry import MODELS
 
 
-@MODELS.register("vae")
 class VAE(LatentVAE):
     """Gaussian VAE: re-parameterised N(mu, sigma^2) latent, closed-form KL, Bernoulli/Gaussian decoder."""
 

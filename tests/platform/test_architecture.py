@@ -1,0 +1,196 @@
+"""The zoo's layers, checked on the source: every import counts, function-level ones too.
+
+Top to bottom (a module imports its own layer or the ones below, never above; nothing goes round in
+a circle, within a layer either):
+
+    commands   zoo (the package: zoo.load), zoo.train, zoo.evaluate, zoo.predict, zoo.sweep,
+               zoo.pretrained.__main__, zoo.estimators.__main__, zoo.__main__
+    models     zoo.models.<name>: one folder each, never importing another's; they use the layers
+               below. The platform finds them as it finds a user's plugin: through the registry, which
+               imports the declarations in their torch-free config.py by name (``zoo.models:declare_all``)
+    platform   zoo.cli, zoo.config, zoo.precheck, zoo.trainer_options, zoo.runs, zoo.tracking, zoo.hub,
+               zoo.pretrained
+    parts      zoo.core, zoo.estimators, zoo.callbacks (estimators know nothing of models or core)
+    ground     zoo.registry, zoo.options, zoo.errors, zoo.paths
+
+A function-level import is there only to keep a heavy package out of start-up: it imports one
+(torch, Lightning, matplotlib, ...) or a zoo module that does, and says so in a comment.
+"""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "zoo"
+
+LAYERS = {  # module prefix -> layer (higher imports lower); the longest matching prefix wins
+    "zoo": 4, "zoo.__main__": 4, "zoo.train": 4, "zoo.evaluate": 4, "zoo.predict": 4, "zoo.sweep": 4,
+    "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4,
+    "zoo.models": 3,
+    "zoo.cli": 2, "zoo.config": 2, "zoo.precheck": 2, "zoo.trainer_options": 2, "zoo.runs": 2,
+    "zoo.tracking": 2, "zoo.hub": 2, "zoo.pretrained": 2,
+    "zoo.core": 1, "zoo.estimators": 1, "zoo.callbacks": 1,
+    "zoo.registry": 0, "zoo.options": 0, "zoo.errors": 0, "zoo.paths": 0,
+}
+FORBIDDEN = {  # within a layer: prefix -> prefixes it must not import
+    "zoo.estimators": ("zoo.core", "zoo.callbacks", "zoo.models"),
+}
+HEAVY = {"torch", "torchvision", "torchmetrics", "lightning", "matplotlib", "wandb", "tokenizers", "sklearn",
+         "scipy", "PIL", "pytorch_ood", "safetensors", "numba", "triton", "gensim", "tensorboard", "submitit",
+         "numpy", "omegaconf", "yaml"}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = modules()
+
+
+def resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(module: str) -> list[tuple[ast.AST, list[str], bool]]:
+    """(node, imported names, inside a function) of every import statement in ``module``."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    in_function = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   for n in ast.walk(f)}
+    base = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level:
+                b = base
+                for _ in range(node.level - 1):
+                    b = b.rpartition(".")[0]
+                mod = f"{b}.{mod}" if node.module else b
+            names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+        else:
+            continue
+        out.append((node, names, id(node) in in_function))
+    return out
+
+
+def zoo_edges(module: str) -> set[str]:
+    out = set()
+    for _, names, _ in imports(module):
+        for name in names:
+            target = resolve(name) if name.split(".")[0] == "zoo" else None
+            if target and target != module and not module.startswith(target + "."):  # a package's own __init__
+                out.add(target)
+    return out
+
+
+def layer(module: str) -> int | None:
+    """The layer of ``module``: its longest prefix in LAYERS ("zoo" itself only for the package)."""
+    found = [p for p in LAYERS if module == p or (p != "zoo" and module.startswith(p + "."))]
+    return LAYERS[max(found, key=len)] if found else None
+
+
+def model_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "models" else None
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in MODULES if layer(m) is None] == []  # a new top-level module: give it its layer here
+
+
+def test_no_import_circle():
+    edges = {m: zoo_edges(m) for m in MODULES}
+    index, low, stack, on, circles = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for m in MODULES:
+        if m not in index:
+            visit(m)
+    assert circles == []
+
+
+def test_imports_go_down_the_layers():
+    wrong = []
+    for m in MODULES:
+        for target in zoo_edges(m):
+            if layer(target) > layer(m):
+                wrong.append(f"{m} (layer {layer(m)}) imports {target} (layer {layer(target)})")
+            for prefix, banned in FORBIDDEN.items():
+                if (m == prefix or m.startswith(prefix + ".")) and m != f"{prefix}.__main__":
+                    wrong += [f"{m} imports {target}" for b in banned if target == b or target.startswith(b + ".")]
+    assert wrong == []
+
+
+def test_models_never_import_each_other():
+    wrong = [f"{m} imports {t}" for m in MODULES for t in zoo_edges(m)
+             if model_of(m) and model_of(t) and model_of(m) != model_of(t)]
+    assert wrong == []
+
+
+def heavy_at_top(module: str, seen: set[str] | None = None) -> bool:
+    """Whether importing ``module`` imports a heavy package (its top-level imports, followed through the zoo)."""
+    seen = set() if seen is None else seen
+    if module in seen:
+        return False
+    seen.add(module)
+    for _, names, inside in imports(module):
+        if inside:
+            continue
+        for name in names:
+            if name.split(".")[0] in HEAVY:
+                return True
+            target = resolve(name) if name.split(".")[0] == "zoo" else None
+            if target and target != module and heavy_at_top(target, seen):
+                return True
+    parent = module.rpartition(".")[0]  # importing a.b.c runs a/__init__ and a/b/__init__ first
+    return bool(parent) and parent in MODULES and heavy_at_top(parent, seen)
+
+
+def test_function_level_imports_keep_heavy_packages_out_of_start_up():
+    wrong = []
+    for m, path in MODULES.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node, names, inside in imports(m):
+            if not inside:
+                continue
+            heavy = any(n.split(".")[0] in HEAVY or (n.split(".")[0] == "zoo" and resolve(n) and heavy_at_top(resolve(n)))
+                        for n in names)
+            text = lines[node.lineno - 1]
+            commented = "#" in text or lines[node.lineno - 2].strip().startswith("#")
+            where = f"{path.relative_to(ROOT)}:{node.lineno}: {text.strip()}"
+            if not heavy:
+                wrong.append(f"{where} (not heavy: import it at the top)")
+            elif not commented:
+                wrong.append(f"{where} (say why it is here)")
+    assert wrong == [], f"{len(wrong)} function-level imports:\n" + "\n".join(wrong)
