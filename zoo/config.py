@@ -259,16 +259,19 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
 
 
 def check_stochastic_node(model_cls: Any, options: dict, where: str) -> None:
-    """A model's estimator option against its declared stochastic node (name, options, fit)."""
-    node = getattr(model_cls, "stochastic_node", None)
-    if node is None or not node.active(options):
+    """A model's estimator option against the stochastic node its options give (name, options, fit)."""
+    state = getattr(model_cls, "stochastic_node", None)
+    config = getattr(model_cls, "Config", None)
+    if state is None or config is None:  # a plain LightningModule named by dotted path
+        return
+    cfg = config(**options)
+    node = state(cfg)
+    if node is None:
         return
     from zoo.estimators.seam import check_spec  # imported when used: torch
 
-    spec = options.get(node.option)
-    if spec is None:
-        spec = getattr(model_cls.Config(), node.option)  # the model's default
-    check_spec(spec, node, options, f"{where} [{node.option}]", model=getattr(model_cls, "__name__", "model"))
+    spec = cfg.estimator if cfg.estimator is not None else config().estimator
+    check_spec(spec, node, f"{where} [estimator]", model=getattr(model_cls, "__name__", "model"))
 
 
 # Lightning's short forms of trainer.precision

@@ -23,7 +23,7 @@ import difflib
 import fnmatch
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -33,17 +33,20 @@ from zoo.errors import UserError
 @dataclass
 class Entry:
     name: str  # registered name, as written in recipes
-    target: Any  # the class or builder, or its dotted path 'package.module:Name' (imported by .obj)
+    target: Any  # the class or builder, or its dotted path 'package.module:Name' (a declaration: .obj imports it)
     config: type | None = None  # dataclass schema of its options (None: no validation)
     description: str = ""  # one line shown by list commands
+    loaded: Any = field(default=None, repr=False)  # a declared target, once imported
 
     @property
     def obj(self) -> Any:
         """The class or builder (a declared entry's module is imported on first use)."""
-        if isinstance(self.target, str):
-            self.target = import_dotted(self.target)
-            self.description = self.description or (self.target.__doc__ or "").strip().split("\n")[0]
-        return self.target
+        if not isinstance(self.target, str):
+            return self.target
+        if self.loaded is None:
+            self.loaded = import_dotted(self.target)
+            self.description = self.description or (self.loaded.__doc__ or "").strip().split("\n")[0]
+        return self.loaded
 
 
 def import_dotted(path: str) -> Any:
@@ -116,7 +119,7 @@ class Registry:
     def register(self, name: str, config: type | None = None, description: str = "") -> Callable:
         """Decorator for a user's own class (the zoo's own are declared: ``declare``)."""
         def decorator(obj: Any) -> Any:
-            if name in self._entries and self._entries[name].target is not obj:
+            if name in self._entries and self._entries[name].obj is not obj:
                 raise UserError(f"two {self.kind}s are registered as '{name}': {_qualname(self._entries[name].target)} "
                                 f"and {_qualname(obj)}; give one of them another name")
             desc = description or (obj.__doc__ or "").strip().split("\n")[0]

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -24,10 +25,7 @@ from torch.distributions import Normal
 from zoo.config import all_recipes, load_config
 from zoo.estimators import ESTIMATORS, get_estimator
 from zoo.estimators.seam import default_requirements, mismatch
-from zoo.models import import_all
 from zoo.registry import MODELS
-
-import_all()
 
 D = 20000  # draws per check
 Z = 4.0  # standard errors
@@ -89,13 +87,16 @@ def test_every_estimator_estimates_what_it_declares(name):
 # the cheapest registered model for a fitting estimator first (built here without data files)
 IMAGE_INFO = {"dataset": "digits", "image_shape": [1, 8, 8], "binarize": "static", "threshold": 0.5}
 CHEAP_MODELS = {"vae": IMAGE_INFO, "dvae": IMAGE_INFO}
+SAMPLING = {"sat": {"attention": "hard"}, "ood": {"mode": "joint"}}  # the options under which they sample
 
 
 @pytest.mark.parametrize("name", ESTIMATORS.list())
 def test_every_estimator_trains_a_model_it_fits(name):
     caps = default_requirements(ESTIMATORS.get(name))
-    fits = [m for m in MODELS.list() if getattr(MODELS.get(m), "stochastic_node", None) is not None
-            and mismatch(caps, MODELS.get(m).stochastic_node) is None]
+    nodes = {m: MODELS.get(m).stochastic_node(MODELS.get(m).Config(**SAMPLING.get(m, {}))) for m in MODELS.list()}
+    fits = [m for m, node in nodes.items() if node is not None and mismatch(caps, dataclasses.replace(
+        node, categories=node.categories and (caps.max_categories or node.categories))) is None]  # binary-only:
+    # the model's binary variant, where its variables' categories are an option
     if not fits:  # e.g. expectation: no model of the zoo has a cost per categorical variable
         assert caps.per_variable_cost, f"no registered model fits {name}"
         return
@@ -103,9 +104,8 @@ def test_every_estimator_trains_a_model_it_fits(name):
     assert cheap, f"{name} fits {fits}: add the cheapest of them to CHEAP_MODELS"
     torch.manual_seed(0)
     options = {"estimator": name, "hidden": 32}
-    node = MODELS.get(cheap[0]).stochastic_node
-    if caps.max_categories and node.categories_from:  # a binary-only estimator: the model's binary variant
-        options[node.categories_from] = caps.max_categories
+    if caps.max_categories and nodes[cheap[0]].categories:  # a binary-only estimator: the model's binary variant
+        options["n_classes"] = caps.max_categories
     model = MODELS.get(cheap[0])(options, CHEAP_MODELS[cheap[0]])
     x = (torch.rand(16, 1, 8, 8) > 0.5).float()
     loss = model.estimator_loss((x, torch.zeros(16)))

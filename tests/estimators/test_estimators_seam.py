@@ -12,10 +12,7 @@ from zoo.config import load_config
 from zoo.errors import UserError
 from zoo.estimators import ESTIMATORS, Capabilities, StochasticNode, compatible
 from zoo.estimators.seam import build_for_node, check_spec, mismatch
-from zoo.models import import_all
 from zoo.registry import MODELS
-
-import_all()
 
 # what each model's node accepts with default options: the fit of every registered estimator
 EXPECTED_FITS = {
@@ -26,7 +23,13 @@ EXPECTED_FITS = {
     "ood": ["reinforce", "reparam"],
     "maml_rl": ["reinforce", "rloo"],
 }
-NODE_MODELS = [m for m in MODELS.list() if getattr(MODELS.get(m), "stochastic_node", None) is not None]
+SAMPLING = {"sat": {"attention": "hard"}, "ood": {"mode": "joint"}}  # the options under which they sample
+NODE_MODELS = [m for m in MODELS.list() if MODELS.get(m).stochastic_node(MODELS.get(m).Config(**SAMPLING.get(m, {})))]
+
+
+def node_of(model: str, **options) -> StochasticNode:
+    cls = MODELS.get(model)
+    return cls.stochastic_node(cls.Config(**{**SAMPLING.get(model, {}), **options}), {"image_shape": [1, 8, 8]})
 
 
 @pytest.mark.parametrize("name", ESTIMATORS.list())
@@ -49,23 +52,26 @@ def test_capabilities_follow_the_options():
 
 @pytest.mark.parametrize("model", NODE_MODELS)
 def test_models_declare_their_node_and_the_fits_are_as_designed(model):
-    """Every registered model with a node: the node is a StochasticNode, its option is declared
-    with ``estimator_option`` (so ``zoo.options.validate`` hands it to the seam) and its default
-    fits; the fits are the designed ones (a new model adds its line to EXPECTED_FITS)."""
+    """Every registered model with a node: the node is a StochasticNode, its option ``estimator`` is
+    declared with ``estimator_option`` (so ``zoo.options.validate`` hands it to the seam) and its
+    default fits; the fits are the designed ones (a new model adds its line to EXPECTED_FITS)."""
     cls = MODELS.get(model)
-    node = cls.stochastic_node
+    node = node_of(model)
     assert isinstance(node, StochasticNode)
     fields = {f.name: f for f in dataclasses.fields(cls.Config)}
-    assert node.option in fields and fields[node.option].metadata.get("estimator"), \
-        f"{model}: declare '{node.option}' with estimator_option(default)"
-    for option in filter(None, (node.samples_option, node.active_when[:1] and node.active_when[0])):
-        assert option in fields, f"{model}: the node names the unknown option '{option}'"
-    if node.context_dim_from and not node.context_dim_from.startswith("data_info."):
-        assert node.context_dim_from in fields, f"{model}: context_dim_from names an unknown option"
-    defaults = dataclasses.asdict(cls.Config())
-    check_spec(defaults[node.option], node, defaults, f"{model}'s default")  # the default fits
+    assert "estimator" in fields and fields["estimator"].metadata.get("estimator"), \
+        f"{model}: declare 'estimator' with estimator_option(default)"
+    check_spec(cls.Config().estimator, node, f"{model}'s default")  # the default fits
     assert model in EXPECTED_FITS, f"{model} declares a node: add the estimators it should fit to EXPECTED_FITS"
-    assert compatible(node, defaults) == EXPECTED_FITS[model]
+    assert compatible(node) == EXPECTED_FITS[model]
+
+
+def test_a_node_is_stated_only_where_the_options_sample():
+    assert MODELS.get("sat").stochastic_node(MODELS.get("sat").Config(attention="soft")) is None
+    assert MODELS.get("ood").stochastic_node(MODELS.get("ood").Config(mode="ce")) is None
+    assert node_of("dvae", n_latents=5, n_classes=3, n_samples=4) == StochasticNode(
+        kind="categorical", differentiable_cost=True, cost_function=True, context=True, context_dim=64,
+        variables=5, categories=3, samples=4, sample_size=15, hint=node_of("dvae").hint)
 
 
 @pytest.mark.parametrize("recipe, override, why", [
@@ -99,14 +105,12 @@ def test_samples_option_and_context_size_reach_the_estimator():
     cfg = load_config("dvae_digits", ["model.estimator={name: reinforce, baseline: rloo}", "model.n_samples=3"])
     assert cfg["model"]["estimator"] == {"name": "reinforce", "baseline": "rloo"}
     # the learned baseline is sized from the node (the image: 8 x 8) instead of built lazily
-    node = MODELS.get("dvae").stochastic_node
-    est = build_for_node({"name": "reinforce", "baseline": "learned"}, node, {}, {"image_shape": [1, 8, 8]})
+    est = build_for_node({"name": "reinforce", "baseline": "learned"}, node_of("dvae"))
     assert est.baseline.net[0].in_features == 64
-    est = build_for_node({"name": "reinforce", "baseline": "learned"}, MODELS.get("seqgan").stochastic_node,
-                         {"gen_hidden_dim": 7}, {})
+    est = build_for_node({"name": "reinforce", "baseline": "learned"}, node_of("seqgan", gen_hidden_dim=7))
     assert est.baseline.net[0].in_features == 7
     # relax's control variate reads the N x K relaxed sample and the image: sized up front (DDP, meta device)
-    est = build_for_node("relax", node, {"n_latents": 5, "n_classes": 3}, {"image_shape": [1, 8, 8]})
+    est = build_for_node("relax", node_of("dvae", n_latents=5, n_classes=3))
     assert est.control.net[0].in_features == 5 * 3 + 64
 
 
@@ -130,8 +134,8 @@ def test_an_inactive_node_is_not_checked_and_an_undeclared_estimator_is_not_refu
 def test_a_model_that_passes_no_context_refuses_a_learned_baseline_with_a_fix():
     node = StochasticNode(kind="discrete", differentiable_cost=False)
     with pytest.raises(UserError, match="context_dim: 0"):
-        check_spec({"name": "reinforce", "baseline": "learned"}, node, {}, "here")
-    est = build_for_node({"name": "reinforce", "baseline": "learned", "context_dim": 0}, node, {}, {})
+        check_spec({"name": "reinforce", "baseline": "learned"}, node, "here")
+    est = build_for_node({"name": "reinforce", "baseline": "learned", "context_dim": 0}, node)
     assert isinstance(est.baseline.const, torch.nn.Parameter)
 
 

@@ -31,7 +31,6 @@ Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import warnings
@@ -66,7 +65,6 @@ class ZooModule(L.LightningModule):
     precisions: tuple = ("32-true", "64-true", "bf16-mixed", "16-mixed")
     ddp_find_unused_parameters: bool = False  # True if a training step leaves some parameters without
     # gradients (a GAN's G step leaves D's): `trainer.strategy=ddp` then runs DDP with that detection
-    stochastic_node: Any = None  # a zoo.estimators.StochasticNode: where the model samples (None: nowhere)
     fitted_buffers: tuple = ()  # buffers the model fits on validation data (a temperature, say): state, not
     # weights, so the `ema` callback fits them on the averaged weights and never averages them
 
@@ -114,17 +112,22 @@ class ZooModule(L.LightningModule):
         if hasattr(self, "check_data") and hasattr(dm, "info"):
             self.check_data(dm.info())
 
+    @classmethod
+    def stochastic_node(cls, cfg: Any, data_info: dict | None = None) -> Any:
+        """Where the model samples, stated from its validated options ``cfg`` (its ``Config``) and, once the
+        data are read, ``data_info``: a ``zoo.estimators.StochasticNode`` whose estimator is the option
+        ``estimator``; None where it samples nowhere (with these options)."""
+        return None
+
     def build_estimator(self) -> Any:
-        """The estimator the config names for ``stochastic_node``, checked against the node and given
-        the node's context size (see ``zoo.estimators.seam``)."""
+        """The estimator the config names (``model.estimator``) for the model's node, checked against the
+        node and given the node's context size (see ``zoo.estimators.seam``)."""
         from zoo.estimators.seam import build_for_node  # imported when used: torch
 
-        node = self.stochastic_node
-        options = dataclasses.asdict(self.cfg)
-        spec = options[node.option]
+        spec = self.cfg.estimator
         if spec is None:  # checkpoints written before the option had a default
-            spec = dataclasses.asdict(self.Config())[node.option]
-        return build_for_node(spec, node, options, self.data_info, where=f"model.{node.option}",
+            spec = self.Config().estimator
+        return build_for_node(spec, self.stochastic_node(self.cfg, self.data_info), where="model.estimator",
                               model=type(self).__name__)
 
     # ---- logging ---------------------------------------------------------------------------

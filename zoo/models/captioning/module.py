@@ -43,9 +43,13 @@ class ShowAttendTell(ZooModule):
     # hard attention: a categorical location per word; the caption's NLL is differentiable in the
     # (relaxed) attention weights, but couples the words (no enumeration) and gives no baseline features;
     # the words' draws are assembled into one sample (own_samples=False)
-    stochastic_node = StochasticNode(kind="categorical", differentiable_cost=True, active_when=("attention", "hard"),
-                                     own_samples=False,
-                                     hint="or model.attention=soft for the exact expected context")
+    @classmethod
+    def stochastic_node(cls, cfg: SATConfig, data_info: dict | None = None) -> StochasticNode | None:
+        """Hard attention's location s_t ~ Multinoulli(alpha_t), drawn word by word; soft attention samples nothing."""
+        if cfg.attention != "hard":
+            return None
+        return StochasticNode(kind="categorical", differentiable_cost=True, own_samples=False,
+                              hint="or model.attention=soft for the exact expected context")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

@@ -40,8 +40,11 @@ class Nav2dMAML(ZooModule):
     # Gaussian actions; the cost (minus the reward-to-go) comes from the environment, no gradient
     # through it; n = the trajectories per task (>= 2, so leave-one-out baselines work); the rollouts draw
     # the actions (own_samples=False)
-    stochastic_node = StochasticNode(kind="continuous", differentiable_cost=False, samples_option="trajectories",
-                                     own_samples=False)
+    @classmethod
+    def stochastic_node(cls, cfg: Nav2dMAMLConfig, data_info: dict | None = None) -> StochasticNode:
+        """The Gaussian policy's actions along sampled trajectories (the return is not differentiable)."""
+        return StochasticNode(kind="continuous", differentiable_cost=False, samples=cfg.trajectories or None,
+                              own_samples=False)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

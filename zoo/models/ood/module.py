@@ -45,9 +45,13 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
     monitor, monitor_mode = "val/acc", "max"
     ddp_find_unused_parameters = True  # the G and D steps leave the other nets without gradients
     # G's noise z ~ N(0, I) (joint and boundary_gan); G's loss is a differentiable function of z
-    stochastic_node = StochasticNode(kind="continuous", differentiable_cost=True, multi_sample=False,
-                                     active_when=("mode", "joint", "boundary_gan"),
-                                     hint="or model.mode=ce / confidence (no GAN)")
+    @classmethod
+    def stochastic_node(cls, cfg: OODConfig, data_info: dict | None = None) -> StochasticNode | None:
+        """The generator's noise z ~ N(0, I) in the GAN modes (one draw per example); none otherwise."""
+        if cfg.mode not in GAN_MODES:
+            return None
+        return StochasticNode(kind="continuous", differentiable_cost=True, multi_sample=False,
+                              hint="or model.mode=ce / confidence (no GAN)")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

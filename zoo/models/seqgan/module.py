@@ -40,8 +40,11 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
     ddp_find_unused_parameters = True  # G steps leave D without gradients and D steps leave G
     # sampled tokens, scored by D (no gradient through them), one sequence per input; a learned
     # baseline reads G's hidden state h_t: b(Y_{1:t-1}); G's own sampler draws the tokens (own_samples=False)
-    stochastic_node = StochasticNode(kind="categorical", differentiable_cost=False, multi_sample=False,
-                                     own_samples=False, context_dim_from="gen_hidden_dim")
+    @classmethod
+    def stochastic_node(cls, cfg: SeqGANConfig, data_info: dict | None = None) -> StochasticNode:
+        """G's tokens, sampled one by one; a learned baseline reads G's hidden state."""
+        return StochasticNode(kind="categorical", differentiable_cost=False, multi_sample=False,
+                              own_samples=False, context=True, context_dim=cfg.gen_hidden_dim)
 
     @classmethod
     def run_monitor(cls, cfg: dict) -> tuple[str, str] | None:

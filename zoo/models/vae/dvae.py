@@ -34,7 +34,7 @@ from torch.distributions import Categorical, Distribution, kl_divergence
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode
 from zoo.models.vae.config import DVAEConfig
-from zoo.models.vae.module import LatentVAE
+from zoo.models.vae.module import LatentVAE, image_size
 
 
 class DiscreteVAE(LatentVAE):
@@ -45,10 +45,14 @@ class DiscreteVAE(LatentVAE):
     # N x K categoricals; the decoder reads all of them at once: one cost per image, per variable only when
     # N = 1 (then exact enumeration and sets without replacement fit: expectation, unordered_set)
     # cost_function: losses() passes the reconstruction cost of any (relaxed) sample to an estimator that asks
-    stochastic_node = StochasticNode(kind="categorical", differentiable_cost=True, samples_option="n_samples",
-                                     cost_function=True, variables_from="n_latents",
-                                     context_dim_from="data_info.image_shape",
-                                     categories_from="n_classes", sample_size_from=("n_latents", "n_classes"))
+    @classmethod
+    def stochastic_node(cls, cfg: DVAEConfig, data_info: dict | None = None) -> StochasticNode:
+        """N x K categorical latents scored by one cost (the ELBO); a learned baseline reads the image."""
+        return StochasticNode(kind="categorical", differentiable_cost=True, samples=cfg.n_samples or None,
+                              cost_function=True, variables=cfg.n_latents, categories=cfg.n_classes,
+                              sample_size=cfg.n_latents * cfg.n_classes, context=True,
+                              context_dim=image_size(data_info),
+                              hint="per-variable estimators fit model.n_latents=1, binary ones model.n_classes=2")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

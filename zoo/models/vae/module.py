@@ -36,6 +36,12 @@ from zoo.models.vae.nets import build_nets
 from zoo.paths import check_output_file, make_folder, writable
 
 
+def image_size(data_info: dict | None) -> int | None:
+    """Pixels of one image (C * H * W), the features a learned baseline reads; None before the data are read."""
+    shape = (data_info or {}).get("image_shape")
+    return int(math.prod(shape)) if shape else None
+
+
 class LatentVAE(ZooModule):
     """Base class; subclasses define the latent space (posterior, prior, KL, sampling)."""
 

@@ -20,7 +20,7 @@ from torch.distributions import Distribution, Independent, Normal, kl_divergence
 
 from zoo.estimators import StochasticNode
 from zoo.models.vae.config import VAEConfig
-from zoo.models.vae.module import LatentVAE
+from zoo.models.vae.module import LatentVAE, image_size
 
 
 class VAE(LatentVAE):
@@ -29,8 +29,11 @@ class VAE(LatentVAE):
     Config = VAEConfig
     latent_ndim = 1
     # z ~ N(mu, sigma^2) feeds a differentiable decoder; a learned baseline may read the image
-    stochastic_node = StochasticNode(kind="continuous", differentiable_cost=True, samples_option="n_samples",
-                                     context_dim_from="data_info.image_shape")
+    @classmethod
+    def stochastic_node(cls, cfg: VAEConfig, data_info: dict | None = None) -> StochasticNode:
+        """z ~ q(z|x): pathwise-differentiable cost; a learned baseline reads the image."""
+        return StochasticNode(kind="continuous", differentiable_cost=True, samples=cfg.n_samples or None,
+                              context=True, context_dim=image_size(data_info))
 
     def encoder_out_dim(self) -> int:
         return 2 * self.cfg.latent_dim  # (mu, log sigma^2)
