@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from zoo.errors import UserError
-from zoo.estimators.options import SCHEMAS, split_spec
+from zoo.estimators.options import split_spec
 from zoo.options import validate as validate_options
 from zoo.registry import DATAMODULES, ESTIMATORS, MODELS, unknown_entry
 from zoo.trainer_options import check_trainer_keys_early
@@ -41,8 +41,10 @@ def check_estimators_early(schema: type, options: dict, where: str) -> None:
         if not f.metadata.get("estimator") or f.name not in options:
             continue
         name, estimator_options = split_spec(options[f.name], f"{where} [{f.name}]")
-        if name in SCHEMAS:
-            validate_options(SCHEMAS[name], estimator_options, f"estimator '{name}'", what="option")
+        schema = ESTIMATORS.builtin_config(name)
+        if schema is not None:
+            validate_options(schema, estimator_options, f"estimator '{name}'", what="option")
             continue
         if not ESTIMATORS.known_without_builtins(name):
-            raise UserError(unknown_entry("estimator", name, sorted(set(SCHEMAS) | ESTIMATORS.plugin_names())))
+            known = set(ESTIMATORS.declared()) | ESTIMATORS.plugin_names()
+            raise UserError(unknown_entry("estimator", name, sorted(known)))

@@ -181,6 +181,11 @@ class Registry:
         self._load_plugins()
         return sorted(n for n in self._entries if fnmatch.fnmatch(n, pattern))
 
+    def declared(self) -> list[str]:
+        """The names of the zoo's own entries (their declarations alone: no torch, no plugin imported)."""
+        self._load_builtins()
+        return sorted(n for n, e in self._entries.items() if isinstance(e.target, str))
+
     def builtin_config(self, name: str) -> type | None:
         """The options dataclass of the zoo's own entry ``name`` (None: not one of the zoo's own), read from
         the declarations alone: no torch, no plugin imported."""
@@ -206,4 +211,4 @@ class Registry:
 MODELS = Registry("model", base="lightning.pytorch:LightningModule", builtins="zoo.models:declare_all")
 DATAMODULES = Registry("datamodule", base="lightning.pytorch:LightningDataModule",
                        builtins="zoo.models:declare_all")
-ESTIMATORS = Registry("estimator", builtins="zoo.estimators:import_all")  # @register_estimator in zoo.estimators
+ESTIMATORS = Registry("estimator", builtins="zoo.estimators:declare_all")  # declared in zoo/estimators/options.py

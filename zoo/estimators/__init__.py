@@ -10,7 +10,8 @@ loader checks the pair (``seam.py``).
 
 Registered: reparam, reinforce, rloo, gumbel_softmax, straight_through, expectation, unordered_set, relax,
 arm, disarm.
-Your own: ``@register_estimator("mine", config=MyOptions)`` on an ``Estimator`` subclass, a dotted
+The built-ins are declared in ``options.py`` with their options (no torch). Your own:
+``@register_estimator("mine", config=MyOptions)`` on an ``Estimator`` subclass, a dotted
 path ``"pkg.mod:MyEstimator"``, or the entry point group ``zoo.estimators``.
 See the README section "Gradient estimators".
 """
@@ -36,16 +37,13 @@ _EXPORTS = {
     "unordered_set": ("UnorderedSet",),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-REGISTERING = ("arm", "expectation", "reinforce", "relax", "relaxed", "reparam", "unordered_set")
 
 __all__ = sorted(_WHERE)
 
 
-def import_all() -> None:
-    """Import the modules whose ``@register_estimator`` decorators register the built-ins (the
-    registry does it on its first lookup)."""
-    for module in REGISTERING:
-        importlib.import_module(f"{__name__}.{module}")
+def declare_all() -> None:
+    """Import ``options.py``, which declares the built-ins (the registry does it on its first lookup)."""
+    importlib.import_module(f"{__name__}.options")
 
 
 def __getattr__(name: str):

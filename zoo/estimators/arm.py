@@ -34,7 +34,6 @@ from zoo.estimators.base import (
     categorical_logits,
     check_cost,
     one_hot_sample,
-    register_estimator,
 )
 from zoo.estimators.options import ARMOptions
 
@@ -53,7 +52,6 @@ def binary_logits(dist: Distribution, name: str) -> tuple[Tensor, bool]:
                     f"{type(dist).__name__}")
 
 
-@register_estimator("arm", config=ARMOptions)
 class ARM(Estimator):
     """Augment-REINFORCE-merge: antithetic pairs of binary samples (unbiased; Yin & Zhou 2019; binary)."""
 
@@ -109,7 +107,6 @@ class ARM(Estimator):
         return loss
 
 
-@register_estimator("disarm", config=ARMOptions)
 class DisARM(ARM):
     """ARM with its noise integrated out given each pair: lower variance (unbiased; Dong et al. 2020; binary)."""
 

@@ -29,8 +29,7 @@ from zoo.estimators.options import EstimatorOptions  # noqa: F401  (zoo.estimato
 from zoo.options import validate
 from zoo.registry import ESTIMATORS
 
-register_estimator = ESTIMATORS.register  # @register_estimator("name", config=Options)
-
+register_estimator = ESTIMATORS.register  # a user's own: @register_estimator("name", config=Options)
 
 @dataclass
 class StochasticSample:

@@ -24,11 +24,9 @@ from zoo.estimators.base import (
     as_distribution,
     categorical_logits,
     check_cost,
-    register_estimator,
 )
 
 
-@register_estimator("expectation", config=EstimatorOptions)
 class Expectation(Estimator):
     """Exact sum over the K categories, weights = probabilities (exact, zero variance; small K)."""
 

@@ -1,6 +1,6 @@
-"""Every built-in estimator's options, importing no torch, so that a recipe's estimator name and
-options are checked before torch and Lightning are imported (``zoo.precheck.check_sections_early``).
-``SCHEMAS`` names each registered estimator's options class (a test keeps it equal to the registry).
+"""Every built-in estimator's options and its declaration (name, class, options), importing no torch,
+so that a recipe's estimator name and options are checked before torch and Lightning are imported
+(``zoo.precheck.check_sections_early``); the estimator's module is imported when it is first used.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 from zoo.errors import UserError
 from zoo.options import between, choice, positive
+from zoo.registry import ESTIMATORS
 
 BASELINES = ("none", "ema", "batch_mean", "rloo", "learned")  # REINFORCE's baselines (baselines.py)
 
@@ -93,9 +94,17 @@ class UnorderedSetOptions:
 
 
 
-SCHEMAS = {"reparam": EstimatorOptions, "expectation": EstimatorOptions, "reinforce": ReinforceOptions,
-           "rloo": RLOOOptions, "gumbel_softmax": GumbelSoftmaxOptions, "straight_through": StraightThroughOptions,
-           "relax": RelaxOptions, "unordered_set": UnorderedSetOptions, "arm": ARMOptions, "disarm": ARMOptions}
+# the built-in estimators, declared once: name, class (imported when first used), options
+ESTIMATORS.declare("reparam", "zoo.estimators.reparam:Reparam", config=EstimatorOptions)
+ESTIMATORS.declare("expectation", "zoo.estimators.expectation:Expectation", config=EstimatorOptions)
+ESTIMATORS.declare("reinforce", "zoo.estimators.reinforce:Reinforce", config=ReinforceOptions)
+ESTIMATORS.declare("rloo", "zoo.estimators.reinforce:RLOO", config=RLOOOptions)
+ESTIMATORS.declare("gumbel_softmax", "zoo.estimators.relaxed:GumbelSoftmax", config=GumbelSoftmaxOptions)
+ESTIMATORS.declare("straight_through", "zoo.estimators.relaxed:StraightThrough", config=StraightThroughOptions)
+ESTIMATORS.declare("relax", "zoo.estimators.relax:Relax", config=RelaxOptions)
+ESTIMATORS.declare("unordered_set", "zoo.estimators.unordered_set:UnorderedSet", config=UnorderedSetOptions)
+ESTIMATORS.declare("arm", "zoo.estimators.arm:ARM", config=ARMOptions)
+ESTIMATORS.declare("disarm", "zoo.estimators.arm:DisARM", config=ARMOptions)
 
 
 def split_spec(spec: Any, where: str = "") -> tuple[str, dict]:

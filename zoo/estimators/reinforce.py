@@ -27,7 +27,6 @@ from zoo.estimators.base import (
     categorical_logits,
     check_cost,
     one_hot_sample,
-    register_estimator,
     sum_trailing,
 )
 from zoo.estimators.baselines import make_baseline
@@ -53,7 +52,6 @@ def reward_to_go(rewards: Tensor, gamma: float = 1.0, dim: int = -1) -> Tensor:
     return out.movedim(-1, dim)
 
 
-@register_estimator("reinforce", config=ReinforceOptions)
 class Reinforce(Estimator):
     """Score function cost * grad log p with a baseline (unbiased, high variance; any distribution)."""
 
@@ -121,7 +119,6 @@ def _entropy(dist: Distribution) -> Tensor:
         raise UserError(f"entropy_weight needs dist.entropy(), which {type(dist).__name__} lacks") from None
 
 
-@register_estimator("rloo", config=RLOOOptions)
 class RLOO(Reinforce):
     """REINFORCE with the leave-one-out baseline over n >= 2 samples (unbiased; Kool et al. 2019)."""
 

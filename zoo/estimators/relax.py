@@ -56,7 +56,6 @@ from zoo.estimators.base import (
     categorical_logits,
     check_cost,
     one_hot_sample,
-    register_estimator,
     sum_trailing,
 )
 from zoo.estimators.gumbel import sample_exponential, sample_gumbel, truncated_gumbel
@@ -130,7 +129,6 @@ class ControlVariate(nn.Module):
         return out.to(z.dtype)  # in the sample's dtype
 
 
-@register_estimator("relax", config=RelaxOptions)
 class Relax(Estimator):
     """Score function, learned control variate of the relaxed sample (unbiased; Grathwohl et al. 2018; categoricals)."""
 

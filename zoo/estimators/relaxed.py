@@ -28,13 +28,11 @@ from zoo.estimators.base import (
     as_distribution,
     categorical_logits,
     check_cost,
-    register_estimator,
 )
 from zoo.estimators.gumbel import sample_gumbel
 from zoo.estimators.options import GumbelSoftmaxOptions, StraightThroughOptions
 
 
-@register_estimator("gumbel_softmax", config=GumbelSoftmaxOptions)
 class GumbelSoftmax(Estimator):
     """Concrete relaxation softmax((logits + G) / tau) (biased; low variance; categoricals)."""
 
@@ -96,7 +94,6 @@ class GumbelSoftmax(Estimator):
         return f"{super().extra_repr()}, temperature={self.temperature:.4g}"
 
 
-@register_estimator("straight_through", config=StraightThroughOptions)
 class StraightThrough(GumbelSoftmax):
     """Hard one-hot forward, Gumbel-softmax gradient backward (biased; categoricals).
 

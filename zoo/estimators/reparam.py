@@ -21,11 +21,9 @@ from zoo.estimators.base import (
     StochasticSample,
     as_distribution,
     check_cost,
-    register_estimator,
 )
 
 
-@register_estimator("reparam", config=EstimatorOptions)
 class Reparam(Estimator):
     """Pathwise gradient through dist.rsample (unbiased, low variance; continuous distributions)."""
 

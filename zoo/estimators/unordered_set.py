@@ -35,7 +35,6 @@ from zoo.estimators.base import (
     categorical_logits,
     check_cost,
     one_hot_sample,
-    register_estimator,
 )
 from zoo.estimators.gumbel import gumbel_topk
 from zoo.estimators.options import UnorderedSetOptions
@@ -63,7 +62,6 @@ def _others(k: int, drop: tuple[int, ...]) -> list[int]:
     return [i for i in range(k) if i not in drop]
 
 
-@register_estimator("unordered_set", config=UnorderedSetOptions)
 class UnorderedSet(Estimator):
     """Sampling without replacement + leave-one-out ratios (unbiased; Kool et al. 2020; categoricals)."""
 
