@@ -20,18 +20,46 @@ import dataclasses
 import json
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from zoo import cli
 from zoo.cli import CommandLineParser, build_trainer, ctrl_c_in_lightning, exit_status, format_table, user_error_in_fit
-from zoo.config import MATMUL_PRECISIONS, SEED_MAX, repeated_overrides
+from zoo.config import MATMUL_PRECISIONS, repeated_overrides
 from zoo.errors import UserError
 from zoo.hub import load_any
-from zoo.options import parse_kv, validate
+from zoo.options import SEED_MAX, between, choice, parse_kv, validate
 from zoo.registry import DATAMODULES
 from zoo.tracking import HeldMessages, set_float32_precision
 from zoo.trainer_options import check_trainer_options
+
+
+@dataclass
+class EvaluateOptions:
+    """zoo.evaluate's own options, checked as a recipe's are (data.KEY= and trainer.KEY= go to the model's
+    datamodule and to lightning.Trainer, checked there)."""
+
+    seed: Optional[int] = between(None, 0, SEED_MAX)  # stochastic metrics' seed (None: the run's); where the
+    # model has its own eval_seed (the VAE's latents, SeqGAN's samples), that too
+    plots_dir: Optional[str] = None  # where the model writes its test figures (None: not kept)
+    matmul_precision: Optional[str] = choice(None, [None, *MATMUL_PRECISIONS])  # float32 products on a GPU
+
+
+def split_options(options: dict[str, Any], target: str) -> tuple[dict, dict, EvaluateOptions]:
+    """``key=value`` options -> (data options, trainer options, the command's own, validated)."""
+    data_opts, trainer_opts, own = {}, {}, {}
+    for key, value in options.items():
+        if key == "data" and isinstance(value, dict):  # data.name=... parses as one {name: ...} mapping
+            data_opts.update(value)
+        elif key.startswith("data."):
+            data_opts[key[5:]] = value
+        elif key.startswith("trainer."):
+            trainer_opts[key[8:]] = value
+        else:
+            own[key] = value
+    where = "zoo.evaluate's options (besides data.KEY= and trainer.KEY=)"
+    return data_opts, trainer_opts, EvaluateOptions(**validate(EvaluateOptions, own, where, what="option"))
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
@@ -39,41 +67,22 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
 
     from zoo.callbacks.safety import ReleaseHeldMessages  # imported when used: lightning
 
-    options = dict(options or {})
+    data_opts, trainer_opts, own = split_options(options or {}, target)
     model, info = load_any(target)
-    data_cfg = dict(info["data"])
+    data_cfg = {**info["data"], **data_opts}
     trainer_opts = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False,
-                    "enable_model_summary": False}
+                    "enable_model_summary": False, **trainer_opts}
     seed = info.get("config", {}).get("seed", info.get("card", {}).get("seed", 0))
-    plots_dir = None
-    given: set[str] = set()  # the data options named on the command line
-    for key, value in options.items():
-        if key == "data" and isinstance(value, dict):  # data.name=... parses as one {name: ...} mapping
-            data_cfg.update(value)
-            given.update(value)
-        elif key.startswith("data."):
-            data_cfg[key[5:]] = value
-            given.add(key[5:])
-        elif key.startswith("trainer."):
-            trainer_opts[key[8:]] = value
-        elif key == "seed":
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
-                raise UserError(f"seed must be an integer from 0 to {SEED_MAX}, got {value!r}")
-            seed = value
-            if hasattr(getattr(model, "cfg", None), "eval_seed"):  # the VAE's latents, SeqGAN's samples, MAML's
-                model.cfg.eval_seed = value  # rollouts come from model.eval_seed, which seed= left as trained
-        elif key == "matmul_precision":
-            if value not in MATMUL_PRECISIONS:
-                raise UserError(f"matmul_precision must be {', '.join(MATMUL_PRECISIONS[:-1])} or "
-                                f"{MATMUL_PRECISIONS[-1]}, got {value!r}")
-            set_float32_precision(value)
-        elif key == "plots_dir":
-            plots_dir = Path(str(value))
-            if plots_dir.exists() and not plots_dir.is_dir():
-                raise UserError(f"plots_dir={plots_dir} is a file, not a folder; choose another plots_dir=")
-        else:
-            raise UserError(f"unknown option '{key}' for zoo.evaluate: use data.KEY=, trainer.KEY=, seed=, plots_dir=, "
-                            "matmul_precision=")
+    if own.seed is not None:
+        seed = own.seed
+        if hasattr(getattr(model, "cfg", None), "eval_seed"):  # the VAE's latents, SeqGAN's samples, MAML's
+            model.cfg.eval_seed = own.seed  # rollouts come from model.eval_seed, which seed= left as trained
+    if own.matmul_precision is not None:
+        set_float32_precision(own.matmul_precision)
+    plots_dir = Path(own.plots_dir) if own.plots_dir is not None else None
+    if plots_dir is not None and plots_dir.exists() and not plots_dir.is_dir():
+        raise UserError(f"plots_dir={plots_dir} is a file, not a folder; choose another plots_dir=")
+    given = set(data_opts)  # the data options named on the command line
     name = data_cfg.pop("name")
     entry = DATAMODULES.entry(name)
     if name != info["data"]["name"] and entry.config is not None:

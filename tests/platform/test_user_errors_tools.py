@@ -131,8 +131,8 @@ def test_evaluate_and_predict_bad_options(trained, capsys):
 
 
 @pytest.mark.parametrize("option, expected", [
-    ("seed=-1", "seed must be an integer from 0"),  # were ValueErrors from seed_everything
-    ("seed=4294967296", "seed must be an integer from 0"),
+    ("seed=-1", "'seed' in zoo.evaluate's options (besides data.KEY= and trainer.KEY=) must be an integer from 0"),
+    ("seed=4294967296", "must be an integer from 0"),  # were ValueErrors from seed_everything
     ("plots_dir=FILE", "is a file, not a folder"),  # was a FileExistsError from the model's plots
     ("trainer.limit_test_batches=1.5", "invalid trainer option"),  # was a MisconfigurationException
 ])
