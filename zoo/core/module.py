@@ -41,7 +41,7 @@ import lightning as L
 import torch
 
 from zoo.errors import UserError
-from zoo.options import conforms, implicit_range, range_error, unknown_key
+from zoo.options import conforms, implicit_range, range_error, unknown_key, validate
 from zoo.paths import make_folder
 
 
@@ -83,7 +83,8 @@ class ZooModule(L.LightningModule):
         if self.Config is None:  # was "'NoneType' object is not callable"
             raise UserError(f"{type(self).__name__} sets no Config: a ZooModule names the dataclass of its options "
                             "(Config = MyConfig; docs/adding_a_model.md)")
-        self.cfg = self.Config(**cfg)
+        # the options' rules live in the Config's fields: checked here as a recipe's are, never again in the model
+        self.cfg = self.Config(**validate(self.Config, cfg, f"the options of {type(self).__name__}", what="option"))
         self.data_info = dict(data_info or {})
         self.plots_dir: Path | None = None  # set by zoo.train / zoo.evaluate
 

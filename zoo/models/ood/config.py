@@ -49,13 +49,9 @@ class OODConfig:
     mahalanobis: bool = True  # also evaluate the Mahalanobis detector (fits on the training split)
     plot_every_n_epochs: int = positive(10)  # write the figures this often during training
 
-    def __post_init__(self):
-        if self.beta < 0:
-            raise ValueError(f"beta must be >= 0 (it weighs a KL divergence), got {self.beta}")
+    def __post_init__(self):  # ranges are the fields' (beta and odin_eps: >= 0, the rule for numbers)
         if not self.odin_temperatures or not self.odin_eps:
             raise ValueError("odin_temperatures and odin_eps need at least one value each")
-        if min(self.odin_temperatures) <= 0 or min(self.odin_eps) < 0:
-            raise ValueError("odin_temperatures must be > 0 and odin_eps >= 0")
 
 
 @dataclass

@@ -31,7 +31,6 @@ from torch.distributions import Distribution, Normal
 from zoo.core.module import ZooModule, check_options
 from zoo.errors import UserError, no_access
 from zoo.models.vae import plots
-from zoo.models.vae.config import LIKELIHOODS
 from zoo.models.vae.nets import build_nets
 from zoo.paths import check_output_file, make_folder, writable
 
@@ -52,8 +51,6 @@ class LatentVAE(ZooModule):
         c = self.cfg
         self.check_data(self.data_info)
         self.image_shape = [int(s) for s in self.data_info["image_shape"]]  # [C, H, W]
-        if c.likelihood not in LIKELIHOODS:
-            raise UserError(f"model.likelihood must be one of {', '.join(LIKELIHOODS)}, got '{c.likelihood}'")
         if c.likelihood == "bernoulli" and self.data_info.get("binarize") == "none":
             raise UserError("model.likelihood=bernoulli needs binary pixels: set data.binarize=static or "
                             "dynamic, or use model.likelihood=gaussian for grey values")
