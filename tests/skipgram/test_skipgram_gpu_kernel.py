@@ -148,9 +148,7 @@ def test_the_cpu_model_of_the_jobs_is_the_sequential_kernel_with_one_job():
     import numpy as np
     from skipgram_chunks import random_chunk
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from skipgram_lockstep import lockstep_chunk
-
+    from zoo.bench.skipgram_lockstep import lockstep_chunk
     from zoo.models.skipgram import kernel
 
     c = random_chunk(300, 16, 5000, sentence_length=37, max_half=3)

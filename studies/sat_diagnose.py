@@ -1,6 +1,6 @@
 """Issue 15's diagnosis of a shapes captioning checkpoint: is it the weights or BatchNorm's statistics?
 
-    python benchmarks/sat_diagnose.py RUN/checkpoints/last.ckpt [MORE.ckpt ...] [--out FILE.json] [--device cuda]
+    python studies/sat_diagnose.py RUN/checkpoints/last.ckpt [MORE.ckpt ...] [--out FILE.json] [--device cuda]
 
 For each checkpoint, on the 200 validation scenes of its data options (one torch thread):
 - the validation metrics as saved, and again after the encoder's BatchNorm statistics are
@@ -20,8 +20,8 @@ import json
 
 import lightning as L
 import torch
-from devices import accelerator, add_device_option, processor, resolve_device
 
+from zoo.bench.devices import accelerator, add_device_option, processor, resolve_device
 from zoo.hub import load_any
 from zoo.models.captioning.data import ShapesData
 
@@ -105,7 +105,7 @@ def main() -> None:
         print(json.dumps(rows[-1]), flush=True)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"command": "python benchmarks/sat_diagnose.py " + " ".join(args.checkpoints),
+            json.dump({"command": "python studies/sat_diagnose.py " + " ".join(args.checkpoints),
                        "device": str(device), "machine": processor(), "rows": rows}, f, indent=1)
             f.write("\n")
 

@@ -7,7 +7,7 @@ with ``trainer.devices=2 trainer.strategy=ddp`` on two planted vocabularies (1,6
 changes summed; 80 words: averaged) and reports the test Spearman against the planted truth, mean ±
 sd over the seeds, the paired difference (2 processes - 1) with its standard error, and every run.
 
-    python benchmarks/skipgram_ddp.py [--seeds 0,1,2] [--zoo model.window_pairs=at_once]
+    python studies/skipgram_ddp.py [--seeds 0,1,2] [--zoo model.window_pairs=at_once]
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from devices import accelerator, add_device_option, describe, processor, resolve_device
-from spread import fmt, paired, spread
+from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device
+from zoo.bench.spread import fmt, paired, spread
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMON = ["recipe=skipgram_synthetic", "model.updates=minibatch", "model.dim=32", "trainer.max_epochs=3",
@@ -52,13 +52,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--zoo", nargs="*", default=[], metavar="KEY=VALUE", help="extra zoo.train overrides")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_ddp_cpu.json"))
+    parser.add_argument("--out", default=str(ROOT / "studies" / "results" / "skipgram_ddp_cpu.json"))
     add_device_option(parser)
     args = parser.parse_args()
     device = resolve_device(args.device)
     acc, _ = accelerator(device)
     seeds = [int(s) for s in args.seeds.split(",")]
-    report = {"command": shlex.join(["python", "benchmarks/skipgram_ddp.py", *sys.argv[1:]]), "device": str(device),
+    report = {"command": shlex.join(["python", "studies/skipgram_ddp.py", *sys.argv[1:]]), "device": str(device),
               "machine": processor(),
               "device_name": describe(device), "common": COMMON + args.zoo, "seeds": seeds, "vocabularies": {}}
     with tempfile.TemporaryDirectory() as tmp:

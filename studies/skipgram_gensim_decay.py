@@ -7,7 +7,7 @@ the two schedules differ along the way. One worker / one thread each (one proces
 is the same), seeds 0..n-1: vector length by frequency band, similarity scores, probe loss, and the
 neighbour agreement of every pair of runs with different seeds.
 
-    python benchmarks/skipgram_gensim_decay.py --seeds 0 1 2 3 4 --out benchmarks/results/skipgram_gensim_decay.json
+    python studies/skipgram_gensim_decay.py --seeds 0 1 2 3 4 --out studies/results/skipgram_gensim_decay.json
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from pathlib import Path
 import torch
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from devices import add_device_option, processor, resolve_device  # noqa: E402
-from skipgram_measures import agreement_between_processes, objective_probe, wiki_corpus  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # skipgram_vs_gensim.py
 from skipgram_vs_gensim import HYPER, ROOT, loop_quality, run_zoo, similarity_files  # noqa: E402
-from spread import median_range  # noqa: E402
+
+from zoo.bench.devices import add_device_option, processor, resolve_device  # noqa: E402
+from zoo.bench.skipgram_measures import agreement_between_processes, objective_probe, wiki_corpus  # noqa: E402
+from zoo.bench.spread import median_range  # noqa: E402
 
 
 def run_gensim_decay(corpus: Path, epochs: int, seed: int, decay: str) -> tuple[dict, torch.Tensor, list[str]]:
@@ -55,7 +57,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_gensim_decay.json"))
+    parser.add_argument("--out", default=str(ROOT / "studies" / "results" / "skipgram_gensim_decay.json"))
     add_device_option(parser)
     parser.add_argument("--variants", default="gensim_by_lines,gensim_by_words,zoo_by_words",
                         help="which of gensim_by_lines, gensim_by_words, zoo_by_words to run")

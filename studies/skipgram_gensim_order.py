@@ -10,7 +10,7 @@ shuffled, seeds 0..R-1 (shuffle s paired with seed s), and reports the neighbour
 every pairing and each run's quality (wordsim353, simlex999, analogies, the negative-sampling
 loss on fixed probe pairs): the agreement two equally valid orders give.
 
-    python benchmarks/skipgram_gensim_order.py [--corpora wiki,lee,wiki10m] [--repeats 3]
+    python studies/skipgram_gensim_order.py [--corpora wiki,lee,wiki10m] [--repeats 3]
 
 wiki10m is the Wikipedia text repeated to 10M words in text8's format (one line, as the other
 benchmarks build it); its shuffled order is each repeat's 106 articles in a new random order.
@@ -25,8 +25,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from devices import add_device_option, describe, processor, resolve_device
-from skipgram_measures import (
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # skipgram_vs_gensim.py
+from skipgram_vs_gensim import ROOT, loop_quality, quality_medians, run_gensim
+
+from zoo.bench.devices import add_device_option, describe, processor, resolve_device
+from zoo.bench.skipgram_measures import (
     big_corpus,
     lee_corpus,
     neighbour_agreement,
@@ -34,8 +37,7 @@ from skipgram_measures import (
     similarity_files,
     wiki_corpus,
 )
-from skipgram_vs_gensim import ROOT, loop_quality, quality_medians, run_gensim
-from spread import median_range
+from zoo.bench.spread import median_range
 
 
 def shuffled_copy(path: Path, seed: int) -> Path:
@@ -80,7 +82,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2, help="gensim's threads")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_gensim_order.json"))
+    parser.add_argument("--out", default=str(ROOT / "studies" / "results" / "skipgram_gensim_order.json"))
     add_device_option(parser)
     args = parser.parse_args()
     device = resolve_device(args.device)
@@ -94,7 +96,7 @@ def main() -> None:
     builders = {"wiki": (wiki_corpus, shuffled_copy), "lee": (lee_corpus, shuffled_copy),
                 "wiki10m": (lambda w: big_corpus(w, 10_000_000),
                             lambda path, seed: big_corpus(work, 10_000_000, shuffle_seed=seed))}
-    report = {"command": shlex.join(["python", "benchmarks/skipgram_gensim_order.py", *sys.argv[1:]]),
+    report = {"command": shlex.join(["python", "studies/skipgram_gensim_order.py", *sys.argv[1:]]),
               "device": str(device), "machine": processor(), "device_name": describe(device), "repeats": args.repeats,
               "epochs": args.epochs, "gensim_workers": args.workers, "corpora": {}}
     for name in args.corpora.split(","):

@@ -3,7 +3,7 @@
 the C++ libraries' statics freed first), alternating, each in a fresh process; plus `import
 lightning.pytorch` alone ended both ways. Medians of the repeats.
 
-    python benchmarks/exit_teardown.py --repeats 5   # -> benchmarks/results/exit_teardown.json
+    python studies/exit_teardown.py --repeats 5   # -> studies/results/exit_teardown.json
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
 
-from devices import accelerator, add_device_option, describe, processor, resolve_device  # noqa: E402
+from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device  # noqa: E402
 
 # a vae_digits run of a few batches: imports, data, a fit, a test, checkpoints, metrics.json
 TRAIN = ["recipe=vae_digits", "trainer.max_epochs=1", "trainer.limit_train_batches=5",
@@ -46,7 +46,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add_device_option(ap)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/exit_teardown.json"))
+    ap.add_argument("--out", default=str(ROOT / "studies/results/exit_teardown.json"))
     args = ap.parse_args()
     device = resolve_device(args.device)
     times: dict[str, list[float]] = {}

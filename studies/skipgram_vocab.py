@@ -5,11 +5,11 @@ from a cold cache, min_count 5, in this process, alternating, median of --repeat
 --compress gzip (bzip2, xz) both read the file compressed so (gensim by its suffix, the zoo by its
 first bytes).
 
-    python benchmarks/skipgram_vocab.py --corpora lee,wiki,wiki10m --repeats 3
-    python benchmarks/skipgram_vocab.py --corpora wiki10m --compress gzip \
-        --out benchmarks/results/skipgram_vocab_gzip.json
+    python studies/skipgram_vocab.py --corpora lee,wiki,wiki10m --repeats 3
+    python studies/skipgram_vocab.py --corpora wiki10m --compress gzip \
+        --out studies/results/skipgram_vocab_gzip.json
 
-Writes benchmarks/results/skipgram_vocab.json.
+Writes studies/results/skipgram_vocab.json.
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from devices import add_device_option, processor, resolve_device  # noqa: E402
-from skipgram_measures import big_corpus, lee_corpus, wiki_corpus  # noqa: E402
+from zoo.bench.devices import add_device_option, processor, resolve_device  # noqa: E402
+from zoo.bench.skipgram_measures import big_corpus, lee_corpus, wiki_corpus  # noqa: E402
 
 CORPORA = {"lee": lee_corpus, "wiki": wiki_corpus, "wiki10m": lambda work: big_corpus(work, 10_000_000)}
 COMPRESSORS = {"gzip": (gzip.open, ".gz"), "bzip2": (bz2.open, ".bz2"), "xz": (lzma.open, ".xz")}
@@ -73,7 +72,7 @@ def main() -> None:
     parser.add_argument("--compress", choices=["none", *COMPRESSORS], default="none",
                         help="read the corpora compressed so (both tools)")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_vocab.json"))
+    parser.add_argument("--out", default=str(ROOT / "studies" / "results" / "skipgram_vocab.json"))
     add_device_option(parser)
     args = parser.parse_args()
     if resolve_device(args.device).type != "cpu":

@@ -4,9 +4,9 @@ chunk moved to --device, for several chunk sizes and DataLoader workers. On a GP
 trained 2.8M words/s and one chunk's step alone 6.4M (benchmarks/results/gpu_h200_2026-11-26.json):
 is the reader the difference?
 
-    python benchmarks/skipgram_reader.py [--device cpu] [--chunks 250000,1000000] [--workers 0,1]
+    python studies/skipgram_reader.py [--device cpu] [--chunks 250000,1000000] [--workers 0,1]
 
-One epoch per repeat, median of --repeats; writes benchmarks/results/skipgram_reader.json.
+One epoch per repeat, median of --repeats; writes studies/results/skipgram_reader.json.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # skipgram_vs_gensim.py
 from skipgram_vs_gensim import ZOO_HYPER, wiki_corpus  # noqa: E402
+
+from zoo.bench.devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
 
 
 def read_epoch(corpus: Path, cache: Path, chunk_tokens: int, workers: int, device: torch.device) -> dict:
@@ -50,7 +51,7 @@ def main() -> None:
     parser.add_argument("--workers", default="0,1", help="DataLoader workers")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_reader.json"))
+    parser.add_argument("--out", default=str(ROOT / "studies" / "results" / "skipgram_reader.json"))
     add_device_option(parser)
     args = parser.parse_args()
     device = resolve_device(args.device)

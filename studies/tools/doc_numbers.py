@@ -1,8 +1,8 @@
 """Small measurements behind numbers in docs/ that had no record (each writes one JSON to --out).
 
-    python benchmarks/tools/doc_numbers.py dscore [--repeats 7]            # docs/seqgan.md: D's lookup tables
-    python benchmarks/tools/doc_numbers.py threads [--repeats 5]           # docs/seqgan.md, docs/vae.md: 1 vs 2 threads
-    python benchmarks/tools/doc_numbers.py sat-card --commit bd94c97       # docs/captioning.md: an old hard card
+    python studies/tools/doc_numbers.py dscore [--repeats 7]            # docs/seqgan.md: D's lookup tables
+    python studies/tools/doc_numbers.py threads [--repeats 5]           # docs/seqgan.md, docs/vae.md: 1 vs 2 threads
+    python studies/tools/doc_numbers.py sat-card --commit bd94c97       # docs/captioning.md: an old hard card
 
 dscore: SeqGAN's discriminator at the paper's sizes (V 5,000, T 20, emb 64, 1,720 filters), one
 torch thread: the time to build its lookup tables (``Discriminator.lookup_tables``, cache cleared
@@ -39,12 +39,11 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
 
 def machine() -> dict:
-    from devices import processor
+    from zoo.bench.devices import processor
 
     return {"processor": processor(), "nproc": os.cpu_count(), "torch": torch.__version__,
             "python": platform.python_version(), "loadavg_at_start": open("/proc/loadavg").read().split()[:3]}

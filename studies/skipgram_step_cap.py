@@ -2,14 +2,14 @@
 ``path_curvature`` (1/4 for a score on the wrong side), on the planted corpus, per objective, with
 and without subsampling, over seeds.
 
-    python benchmarks/skipgram_step_cap.py                       # 3 objectives x 2 samples x 3 seeds x 2 caps
-    python benchmarks/skipgram_step_cap.py --objectives nce --samples 0 --seeds 0,1,2,3,4
+    python studies/skipgram_step_cap.py                       # 3 objectives x 2 samples x 3 seeds x 2 caps
+    python studies/skipgram_step_cap.py --objectives nce --samples 0 --seeds 0,1,2,3,4
 
 Every run is `zoo.train recipe=skipgram_synthetic model.updates=minibatch` (the GPU's path, here
 on the CPU) in its own process; the sig'(s) variant replaces ``nets.path_curvature`` before
 training. A run that diverges is kept with its message. Writes every run and the mean / sd of the
 planted Spearman correlation per setting, and the paired difference (same seeds) of the two caps,
-to benchmarks/results/skipgram_step_cap.json.
+to studies/results/skipgram_step_cap.json.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from devices import accelerator, add_device_option, describe, processor, resolve_device
-from spread import fmt, paired, spread
+from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device
+from zoo.bench.spread import fmt, paired, spread
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD = r"""
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--parallel", type=int, default=2, help="runs at once (one torch thread each)")
     parser.add_argument("--run-root", default="/tmp/zoo_skipgram_step_cap")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_step_cap.json"))
+    parser.add_argument("--out", default=str(ROOT / "studies" / "results" / "skipgram_step_cap.json"))
     add_device_option(parser)
     args = parser.parse_args()
     device = resolve_device(args.device)
@@ -89,7 +89,7 @@ def main() -> None:
             summary[f"{o} sample={s}"] = entry
             print(f"{o:18s} sample={s:<6} " + "  ".join(f"{c}: {fmt(entry[c], 3)} ({entry[c]['failed']} diverged)"
                                                      for c in CAPS))
-    record = {"command": "python benchmarks/" + Path(__file__).name + " " + " ".join(sys.argv[1:]),
+    record = {"command": "python studies/" + Path(__file__).name + " " + " ".join(sys.argv[1:]),
               "device": str(device), "device_name": describe(device), "processor": processor(),
               "date": time.strftime("%Y-%m-%d"),
               "metric": "test/planted_spearman (5 epochs, recipe skipgram_synthetic, model.updates=minibatch)",

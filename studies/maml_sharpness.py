@@ -10,7 +10,7 @@ fine-tunes a saved model for 10 steps of alpha = 0.01 on the K support points an
 compares the tasks whose MSE blew up with the rest.
 
     python benchmarks/maml_sinusoid.py --seeds 0 --shots 5 --methods maml --save-models /tmp/maml_models
-    python benchmarks/maml_sharpness.py --models /tmp/maml_models
+    python studies/maml_sharpness.py --models /tmp/maml_models
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from torch.func import functional_call, grad, vmap
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from devices import add_device_option, processor, resolve_device  # noqa: E402  benchmarks/devices.py
+from zoo.bench.devices import add_device_option, processor, resolve_device  # noqa: E402  zoo/bench/devices.py
 
 ALPHA, STEPS, POWER_ITERATIONS = 0.01, 10, 60
 
@@ -104,7 +104,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     p.add_argument("--models", required=True, help="folder of <method>_<K>shot_seed<S>.safetensors")
     add_device_option(p)
-    p.add_argument("--out", default=str(ROOT / "benchmarks/results/maml_sharpness.json"))
+    p.add_argument("--out", default=str(ROOT / "studies/results/maml_sharpness.json"))
     args = p.parse_args()
     device = resolve_device(args.device)
     torch.set_num_threads(1)

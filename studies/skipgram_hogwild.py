@@ -18,7 +18,7 @@ variant: neighbour agreement with gensim (same seed), with the other variants (s
 mean vector length by frequency band (the signature the 50M-word runs showed: two threads shorten the
 rarer words' vectors).
 
-    python benchmarks/skipgram_hogwild.py --corpus wiki --seeds 0 1 2 --out benchmarks/results/skipgram_hogwild.json
+    python studies/skipgram_hogwild.py --corpus wiki --seeds 0 1 2 --out studies/results/skipgram_hogwild.json
 """
 
 from __future__ import annotations
@@ -32,9 +32,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from devices import add_device_option, processor, resolve_device  # noqa: E402
-from skipgram_measures import (  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # skipgram_vs_gensim.py
+from skipgram_vs_gensim import ROOT, loop_quality, run_gensim, run_zoo, similarity_files  # noqa: E402
+
+from zoo.bench.devices import add_device_option, processor, resolve_device  # noqa: E402
+from zoo.bench.skipgram_measures import (  # noqa: E402
     agreement_between_processes,
     big_corpus,
     lee_corpus,
@@ -42,9 +45,7 @@ from skipgram_measures import (  # noqa: E402
     objective_probe,
     wiki_corpus,
 )
-from skipgram_vs_gensim import ROOT, loop_quality, run_gensim, run_zoo, similarity_files  # noqa: E402
-from spread import median_range  # noqa: E402
-
+from zoo.bench.spread import median_range  # noqa: E402
 from zoo.models.skipgram import kernel  # noqa: E402
 
 LOSS_PAIRS = kernel.LOSS_PAIRS
@@ -123,8 +124,7 @@ def warps(name: str):
     (skipgram_lockstep.py): ``warpsJ`` J contiguous jobs (gpu_kernel.job_bounds: at most one a 16 tokens),
     ``warpsJbS`` J jobs taking blocks of S tokens in turn; a final ``a`` (``warpsJa``): additive writes; a final
     ``s``: every step lands at once (the jobs' order without stale reads)."""
-    from skipgram_lockstep import lockstep_chunk
-
+    from zoo.bench.skipgram_lockstep import lockstep_chunk
     from zoo.models.skipgram.gpu_kernel import job_bounds
 
     additive = name.endswith("a")  # warpsJa: the writes add their steps (atomic adds)
@@ -158,7 +158,7 @@ def main() -> None:
                         help="the _lines variants' job limit in kept tokens: gensim's 10,000 words a job times the "
                              "share subsampling keeps (0.753 on the Wikipedia text)")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_hogwild.json"))
+    parser.add_argument("--out", default=str(ROOT / "studies" / "results" / "skipgram_hogwild.json"))
     add_device_option(parser)
     args = parser.parse_args()
     device = resolve_device(args.device)
