@@ -1,4 +1,4 @@
-"""The skip-gram benchmark's quality measures (benchmarks/skipgram_measures.py) compare the zoo with
+"""The skip-gram benchmark's quality measures (zoo/bench/skipgram_measures.py) compare the zoo with
 gensim fairly: the same questions for both, whatever order each tool gives words of equal count."""
 
 from __future__ import annotations
