@@ -42,6 +42,6 @@ reproduce: install
 	$(BIN)/python -m pytest -q -m slow tests/test_pretrained_cards.py tests/test_recipe_spread.py
 
 lint: install
-	$(BIN)/ruff check zoo tests benchmarks
+	$(BIN)/ruff check zoo tests benchmarks studies
 
 .PHONY: install demo test test-oldest test-gpu reproduce lint

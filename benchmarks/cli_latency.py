@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
 
-from devices import add_device_option, processor, resolve_device  # noqa: E402
+from zoo.bench.devices import add_device_option, processor, resolve_device  # noqa: E402
 
 COMMANDS = {  # name -> arguments of `python -m zoo.train`, and the exit status it must give
     "help": (["--help"], 0),

@@ -28,9 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
+from zoo.bench.devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
 
 SUITES = {  # suite -> mode -> recipe
     "digits": {"ce": "ood_digits_ce", "confidence": "ood_digits_confidence", "joint": "ood_digits_joint"},

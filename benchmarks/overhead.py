@@ -23,9 +23,9 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
 from lightning.fabric.utilities.apply_func import move_data_to_device
 
+from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
 from zoo.config import load_config
 from zoo.train import build, train
 

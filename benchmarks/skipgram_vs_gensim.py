@@ -49,8 +49,9 @@ from pathlib import Path
 
 import torch
 import yaml
-from devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
-from skipgram_measures import (
+
+from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
+from zoo.bench.skipgram_measures import (
     big_corpus,
     lee_corpus,
     neighbour_agreement,
@@ -61,7 +62,7 @@ from skipgram_measures import (
     synthetic_corpus,
     wiki_corpus,
 )
-from spread import median_range
+from zoo.bench.spread import median_range
 
 ROOT = Path(__file__).resolve().parent.parent
 HYPER = {"dim": 100, "window": 5, "negative": 5, "min_count": 5, "sample": 1e-3, "lr": 0.025, "min_lr": 1e-4}

@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import math
 import shlex
-import sys
-from pathlib import Path
 
 import pytest
 
+from zoo.bench.devices import processor  # the name recipe_seeds.py records with the spread
 from zoo.hub import pretrained_cards
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from devices import processor  # noqa: E402  (the name recipe_seeds.py records with the spread)
 
 CARDS = pretrained_cards()
 WITH_SPREAD = sorted(n for n, c in CARDS.items() if "recipe_seeds" in c)

@@ -1,12 +1,8 @@
-"""benchmarks/sat_shapes.py's comparison: variants paired with the recipe seed by seed, failures kept."""
+"""benchmarks/sat_shapes.py's comparison (zoo.bench.sat_table): variants paired with the recipe by seed."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import sat_shapes  # noqa: E402
+from zoo.bench import sat_table as sat_shapes
 
 
 def record(recipe: str, bleu: dict[int, float | None], tag: str = "") -> dict:

@@ -16,6 +16,7 @@ A CPU machine cannot run CUDA, so three checks stand in for it:
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,7 @@ def factory_calls_without_device(path: Path) -> list[str]:
 
 
 def test_every_factory_call_names_its_device():
-    files = sorted((ROOT / "zoo").rglob("*.py")) + sorted((ROOT / "benchmarks").rglob("*.py"))
+    files = [f for folder in ("zoo", "benchmarks", "studies") for f in sorted((ROOT / folder).rglob("*.py"))]
     assert len(files) > 50
     offenders = [hit for f in files if str(f.relative_to(ROOT)) not in CPU_FILES
                  for hit in factory_calls_without_device(f)]
@@ -157,24 +158,24 @@ def test_models_follow_float64(recipe, overrides):
 
 
 def test_every_benchmark_takes_device_and_records_it():
-    """benchmarks/*.py: a --device option (benchmarks/devices.py) and the device in the JSON. A
-    benchmark is a script (``if __name__ == "__main__":``); helpers it imports (devices.py,
-    spread.py) are not."""
-    scripts = [p for p in sorted((ROOT / "benchmarks").glob("*.py")) if '__name__ == "__main__"' in p.read_text()]
+    """benchmarks/*.py and studies/*.py: a --device option (zoo/bench/devices.py) and the device in the JSON.
+    A benchmark is a script (``if __name__ == "__main__":``); the helpers it imports (zoo/bench/) are not."""
+    scripts = [p for folder in ("benchmarks", "studies") for p in sorted((ROOT / folder).glob("*.py"))
+               if '__name__ == "__main__"' in p.read_text()]
     assert len(scripts) >= 6
     for path in scripts:
         source = path.read_text()
+        # a record written by a zoo.bench helper the script calls (recipe_seeds.py: zoo/bench/seeds.py) counts
+        source += "".join((ROOT / "zoo" / "bench" / f"{name}.py").read_text()
+                          for name in re.findall(r"^from zoo\.bench\.(\w+) import", source, re.M))
         takes_option = "add_device_option(" in source or '"--device"' in source
         assert "resolve_device(" in source and takes_option, \
-            f"{path.name}: no --device (use benchmarks/devices.py)"
+            f"{path.name}: no --device (use zoo/bench/devices.py)"
         assert '"device": str(' in source or '"device": args.device' in source, f"{path.name}: device not in the JSON"
 
 
 def test_device_option_refuses_an_absent_gpu():
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from devices import accelerator, resolve_device
+    from zoo.bench.devices import accelerator, resolve_device
 
     assert resolve_device("cpu") == torch.device("cpu") and accelerator(torch.device("cpu")) == ("cpu", 1)
     assert accelerator(torch.device("cuda:1")) == ("gpu", [1])

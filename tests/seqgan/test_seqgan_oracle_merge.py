@@ -4,13 +4,11 @@ one over-seeds report with SeqGAN - MLE paired by seed, and only runs of one set
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import seqgan_oracle  # noqa: E402
+from zoo.bench import seqgan_merge as seqgan_oracle
 
 SCHEDULE = {"mle_epochs": 40, "adv_iterations": 40}
 

@@ -1,6 +1,7 @@
 """Estimator diagnostics: bias and variance of gradient estimates on problems with known gradients.
 
-1. Seed 001's worked example: minimise E[z^2], z ~ N(a theta + b, 1). The exact gradient is
+1. The worked example of Xu's lecture notes "Some new and interesting research using Softmax":
+   minimise E[z^2], z ~ N(a theta + b, 1). The exact gradient is
    d/dtheta (mu^2 + 1) = 2 a (a theta + b). REINFORCE estimates it by a z^2 (z - mu), the
    re-parameterisation by 2 a (a theta + b + eps): same mean, very different variance.
 2. A categorical with K = 5 and cost f(y) = (y . v - t)^2 (a fixed cost per category on one-hots,
@@ -26,7 +27,7 @@ from zoo.errors import UserError
 from zoo.estimators.base import get_estimator, list_estimators
 from zoo.paths import make_folder
 
-A, B = 2.0, 3.0  # seed 001: a = 2, b = 3
+A, B = 2.0, 3.0  # the lecture notes' a = 2, b = 3
 CAT_LOGITS = [1.0, 0.5, 0.0, -0.5, -1.0]  # the categorical example's logits
 CAT_VALUES = [0.0, 1.0, 2.0, 3.0, 4.0]  # v: cost on category k is (v_k - t)^2
 CAT_TARGET = 1.3  # t
@@ -188,7 +189,8 @@ def run(theta: float = 0.0, draws: int = 10000, seed: int = 0, warmup: int = WAR
 
 def format_table(result: dict) -> str:
     g = result["gaussian"]
-    lines = [f"Seed 001 example: d/dtheta E[z^2], z ~ N(a*theta+b, 1), a={g['a']:g}, b={g['b']:g}, "
+    lines = [f"Lecture-notes example (Xu, softmax): d/dtheta E[z^2], z ~ N(a*theta+b, 1), a={g['a']:g}, "
+             f"b={g['b']:g}, "
              f"theta={g['theta']:g}; exact = 2a(a*theta+b) = {g['exact']:.4f}; {g['draws']} draws",
              f"{'estimator':24s} {'n':>3s} {'mean':>10s} {'bias':>9s} {'std.err':>8s} {'variance':>11s}"]
     for r in g["rows"]:

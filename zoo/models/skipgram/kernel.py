@@ -146,7 +146,7 @@ if numba is not None:
                 for d in range(dim):
                     syn0[ctx, d] += work[d]
                 pairs += 1
-        return loss, pairs, rng  # rng: to go on with the same stream (benchmarks/skipgram_hogwild.py)
+        return loss, pairs, rng  # rng: to go on with the same stream (studies/skipgram_hogwild.py)
 
     @njit(parallel=True, cache=True)
     def _train_chunk(tokens, sentence, reduced, bounds, threads, syn0, syn1, keep, alias, log_kq, negative, lr0,
