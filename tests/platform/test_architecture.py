@@ -4,7 +4,8 @@ Top to bottom (a module imports its own layer or the ones below, never above; no
 a circle, within a layer either):
 
     commands   zoo (the package: zoo.load), zoo.train, zoo.evaluate, zoo.predict, zoo.sweep,
-               zoo.pretrained.__main__, zoo.estimators.__main__, zoo.__main__
+               zoo.pretrained.__main__, zoo.estimators.__main__, zoo.__main__, zoo.bench (the
+               benchmarks' measures, which tests check too)
     models     zoo.models.<name>: one folder each, never importing another's; they use the layers
                below. The platform finds them as it finds a user's plugin: through the registry, which
                imports the declarations in their torch-free config.py by name (``zoo.models:declare_all``)
@@ -25,7 +26,7 @@ PACKAGE = ROOT / "zoo"
 
 LAYERS = {  # module prefix -> layer (higher imports lower); the longest matching prefix wins
     "zoo": 4, "zoo.__main__": 4, "zoo.train": 4, "zoo.evaluate": 4, "zoo.predict": 4, "zoo.sweep": 4,
-    "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4,
+    "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4, "zoo.bench": 4,
     "zoo.models": 3,
     "zoo.cli": 2, "zoo.config": 2, "zoo.precheck": 2, "zoo.trainer_options": 2, "zoo.runs": 2,
     "zoo.tracking": 2, "zoo.hub": 2, "zoo.pretrained": 2,

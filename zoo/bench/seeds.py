@@ -13,6 +13,7 @@ from pathlib import Path
 
 from zoo.bench.devices import accelerator, describe, processor
 from zoo.bench.spread import spread
+from zoo.hub import PRETRAINED_DIR
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (benchmarks/results/ under it)
 CHILD = r"""
@@ -56,7 +57,6 @@ def summarise(rows: list[dict]) -> dict:
 def write_cards(recipe: str, record: dict, out: Path) -> list[str]:
     """Put the recipe's seed spread onto every card trained from it; returns the cards' names."""
     sys.path.insert(0, str(ROOT))
-    from zoo.hub import PRETRAINED_DIR
 
     done = []
     for path in sorted(PRETRAINED_DIR.glob("*.json")):

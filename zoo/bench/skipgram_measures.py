@@ -5,6 +5,7 @@ negative-sampling loss on fixed probe pairs, and the top-k neighbour agreement o
 from __future__ import annotations
 
 import random
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -15,8 +16,8 @@ NORM_BANDS = [(0, 100), (100, 1000), (1000, 5000), (5000, 15000), (15000, 10**9)
 
 
 def lee_corpus(folder: Path, min_tokens: int = 1_000_000) -> Path:
-    import gensim
-    from gensim.utils import simple_preprocess
+    import gensim  # imported when used: gensim
+    from gensim.utils import simple_preprocess  # imported when used: gensim
 
     path = folder / "lee_background_1m.txt"
     if not path.exists():
@@ -32,8 +33,8 @@ def wiki_corpus(folder: Path, min_tokens: int = 1_000_000) -> Path:
     """The text of the 106 Wikipedia articles in gensim's shortened enwiki dump (453k tokens,
     extracted by gensim's WikiCorpus: lowercased, markup and punctuation removed), repeated to
     >= min_tokens. Real, varied English with a larger vocabulary than the Lee corpus."""
-    import gensim
-    from gensim.corpora.wikicorpus import WikiCorpus
+    import gensim  # imported when used: gensim
+    from gensim.corpora.wikicorpus import WikiCorpus  # imported when used: gensim
 
     path = folder / "enwiki_shortened_1m.txt"
     if not path.exists():
@@ -48,14 +49,14 @@ def wiki_corpus(folder: Path, min_tokens: int = 1_000_000) -> Path:
 
 def similarity_files() -> tuple[str, str, str]:
     """wordsim353, simlex999 and questions-words as gensim's test data ships them."""
-    import gensim
+    import gensim  # imported when used: gensim
 
     test_data = Path(gensim.__file__).parent / "test" / "test_data"
     return tuple(str(test_data / f) for f in ("wordsim353.tsv", "simlex999.txt", "questions-words.txt"))
 
 
 def synthetic_corpus(folder: Path) -> tuple[Path, list[str], list[str]]:
-    from zoo.models.skipgram.synthetic import PlantedCorpus, generate
+    from zoo.models.skipgram.synthetic import PlantedCorpus, generate  # imported when used: numpy
 
     out = generate(PlantedCorpus(tokens=1_000_000), folder)
     return out / "corpus.txt", [str(out / "planted_test.tsv")], [str(out / "planted_analogies.txt")]
@@ -70,6 +71,7 @@ def score(vectors: torch.Tensor, words: list[str], similarity: list[str], analog
     differently (the zoo by code point, gensim 4 by first appearance, the latest first), and in a repeated corpus, where
     every count is a multiple of the repeats, the 30,000th word falls inside a tie, so a cut there
     would give each tool other questions (10M words: 50.5 % vs 53.3 % skipped)."""
+    # imported when used: torch
     from zoo.models.skipgram.evaluation import (
         analogy_score,
         read_analogies,
@@ -98,9 +100,7 @@ def objective_probe(corpus: Path, n_tokens: int = 100_000, negative: int = 5, se
     window 5, no subsampling; noise from the corpus unigram^0.75): the negative-sampling loss on
     them measures how well each tool optimised the shared objective, with less noise than the
     similarity files."""
-    from collections import Counter
-
-    from zoo.models.skipgram.corpus import read_sentences
+    from zoo.models.skipgram.corpus import read_sentences  # imported when used: numpy
 
     words: list[str] = []
     for sentence in read_sentences([corpus]):
