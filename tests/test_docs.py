@@ -81,12 +81,9 @@ def run_blocks(page: Path, code_blocks: list[tuple[int, str]], tmp_path: Path) -
 
 
 PAGES_WITH_PYTHON = [p for p in PAGES if python_blocks(p, api=False)]
-BEING_REWRITTEN = {"adding_a_model.md": "docs/adding_a_model.md is being rewritten; its blocks are fragments"}
 
 
-@pytest.mark.parametrize("page", [
-    pytest.param(p, marks=pytest.mark.xfail(strict=False, reason=BEING_REWRITTEN[p.name]))
-    if p.name in BEING_REWRITTEN else p for p in PAGES_WITH_PYTHON], ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES_WITH_PYTHON, ids=lambda p: p.name)
 def test_every_python_block_of_a_page_runs(page, tmp_path):
     done = run_blocks(page, python_blocks(page, api=False), tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
