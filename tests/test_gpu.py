@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from zoo.config import all_recipes, load_config
+from zoo.config import load_config
 from zoo.estimators import ESTIMATORS
+from zoo.recipes import all_recipes
 from zoo.registry import MODELS
 from zoo.train import train
 

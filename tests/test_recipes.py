@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from platform_testlib import subprocess_env  # tests/platform, on sys.path via conftest
 
-from zoo.config import all_recipes, load_config
+from zoo.config import load_config
+from zoo.recipes import all_recipes
 from zoo.train import train
 
 RECIPES = sorted(all_recipes())

@@ -1,29 +1,28 @@
-"""Recipes: find, load, merge overrides, validate. Every user mistake is a `UserError` that says
-what is wrong, where (recipe file, key) and the closest valid choice.
+"""A run's config: a recipe (``zoo.recipes``) and its overrides, validated against ``RunConfig`` and the
+model's, datamodule's, estimator's and trainer's options; and the rules of the metrics a run watches
+(validation on or off, a best checkpoint or early stopping judged in the right direction). Every user
+mistake is a `UserError` that says what is wrong, where (recipe file, key) and the closest valid choice.
 
-A recipe is a YAML file under ``recipes/`` (any depth; the file stem is its name) or a path.
 Overrides are OmegaConf dotlist items ``key=value`` (``trainer.max_epochs=3 model.attention=hard``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
-from zoo.callbacks.named import check_callbacks
+from zoo.callbacks.named import check_callbacks, resolve
 from zoo.errors import UserError
 from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, parse_dotlist, positive
 from zoo.options import validate as validate_options
 from zoo.precheck import check_sections_early
+from zoo.recipes import find_recipe, load_recipe, merge_replacing
 from zoo.registry import DATAMODULES, MODELS, closest
-from zoo.trainer_options import check_trainer_options, check_validation_and_test
+from zoo.trainer_options import check_trainer_options
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 LOGGERS = ("csv", "wandb", "tensorboard")
 WANDB_MODES = ("online", "offline", "disabled", "shared")
 WANDB_PROJECT_FORBIDDEN = "/\\#?%:"  # characters W&B refuses in a project name
@@ -81,150 +80,6 @@ class RunConfig:
     test_after_fit: bool = True  # run the test split after training and write metrics.json
     print_config: bool = False  # print the resolved config and exit
     recipe: str = ""  # filled in: the recipe's name
-
-
-def recipe_dirs() -> list[Path]:
-    dirs = [Path(p) for p in os.environ.get("ZOO_RECIPES", "").split(os.pathsep) if p]
-    dirs += [Path.cwd() / "recipes", PACKAGE_ROOT / "recipes"]
-    out: list[Path] = []
-    for d in dirs:
-        if d.is_dir() and d.resolve() not in [o.resolve() for o in out]:
-            out.append(d)
-    return out
-
-
-def all_recipes() -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for d in recipe_dirs():
-        for path in sorted(d.rglob("*.yaml")):
-            found.setdefault(path.stem, path)
-    return found
-
-
-def recipe_description(path: Path) -> str:
-    # a byte-order mark skipped; a recipe in Latin-1 shows U+FFFD in its line instead of ending --list
-    for line in path.read_text(encoding="utf-8-sig", errors="replace").splitlines():
-        if line.startswith("description:"):
-            return line.split(":", 1)[1].strip().strip("\"'")
-    return ""
-
-
-def find_recipe(name: str) -> Path:
-    if name.endswith((".yaml", ".yml")) or os.sep in name:
-        path = Path(name)
-        if path.is_dir():  # said "recipe file not found" of a folder that is there
-            example = min(path.glob("*.yaml"), default=None)
-            raise UserError(f"recipe {path} is a folder, not a recipe file: give a YAML file"
-                            f"{f' (e.g. {example})' if example else ''} or a recipe name (python -m zoo.train --list)")
-        if not path.is_file():
-            raise UserError(f"recipe file not found: {path}")
-        return path
-    recipes = all_recipes()
-    if name not in recipes:
-        raise UserError(f"unknown recipe '{name}'{closest(name, list(recipes))}. "
-                        "See `python -m zoo.train --list`.")
-    return recipes[name]
-
-
-MAX_RECIPE_VALUES = 10_000  # keys and values of a recipe once its aliases are expanded (OmegaConf 2.4's own limit)
-
-
-def expanded_size(node: Any, seen: dict | None = None) -> int:
-    """How many YAML nodes a composed document holds once every alias is expanded; each node is counted
-    once however often it is referred to, so a "billion laughs" is measured in microseconds."""
-    import yaml  # imported when used: yaml
-
-    seen = {} if seen is None else seen
-    if node is None:
-        return 0
-    if id(node) not in seen:
-        children = ([part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode)
-                    else node.value if isinstance(node, yaml.SequenceNode) else [])
-        seen[id(node)] = 1 + sum(expanded_size(child, seen) for child in children)
-    return seen[id(node)]
-
-
-def load_yaml(path: Path) -> Any:
-    import yaml  # imported when used: yaml
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
-    try:
-        text = path.read_text(encoding="utf-8")  # read once: the size check and OmegaConf see the same text
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str") and node.value.strip():  # OmegaConf: a key
-            raise UserError(f"recipe {path} must be a YAML mapping of keys to values (model:, data:, trainer:, ...); "
-                            f"its top level is a single value ({node.value[:40]!r})")
-        size = expanded_size(node)
-        if size > MAX_RECIPE_VALUES:  # OmegaConf 2.3 built every copy (2.4 stops at 10,000 with its own message)
-            raise UserError(f"recipe {path}: its YAML aliases (*name) expand to {size:,} values, more than the "
-                            f"{MAX_RECIPE_VALUES:,} a recipe may hold (an alias bomb?): write the values out, or "
-                            "nest fewer aliases")
-        return OmegaConf.load(io.StringIO(text))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise UserError(f"YAML syntax error in {path}{where}: {problem}") from None
-    except UnicodeDecodeError:
-        raise UserError(f"recipe {path} is not a text file (not UTF-8): give a YAML recipe") from None
-    except OSError as err:  # OmegaConf refuses a scalar top level ("Invalid loaded object type: int")
-        if not str(err).startswith("Invalid loaded object type"):
-            raise
-        raise UserError(f"recipe {path} must be a YAML mapping of keys to values (model:, data:, trainer:, ...); "
-                        f"its top level is a single value ({str(err).rsplit(' ', 1)[-1]})") from None
-
-
-def named_keys(cfg: Any, prefix: str = "") -> list[str]:
-    """Dotted keys of the mappings with a ``name`` (a model, datamodule, estimator, ...) in ``cfg``."""
-    out = []
-    if isinstance(cfg, dict):
-        for key, value in cfg.items():
-            if isinstance(value, dict) and "name" in value:
-                out.append(f"{prefix}{key}")
-            out += named_keys(value, f"{prefix}{key}.")
-    return out
-
-
-def merge_replacing(base: Any, top: Any) -> Any:
-    """OmegaConf.merge, except that a mapping with a ``name`` in ``top`` replaces the one in ``base``
-    instead of merging into it: it picks a new thing, whose options must not mix with the old one's
-    (``model.estimator={name: rloo, n: 4}`` over a gumbel_softmax with tau)."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
-    merged = OmegaConf.merge(base, top)
-    for key in named_keys(OmegaConf.to_container(top)):
-        OmegaConf.update(merged, key, OmegaConf.select(top, key), merge=False)
-    return merged
-
-
-def load_recipe(path: Path, chain: tuple = ()) -> Any:
-    """A recipe file as a mapping, with its ``base:`` recipe (a name or a path relative to it)
-    merged underneath: a variant holds only what differs from its base."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
-    raw = load_yaml(path)
-    if not OmegaConf.is_dict(raw):
-        kind = "list" if OmegaConf.is_list(raw) else type(raw).__name__
-        raise UserError(f"recipe {path} must be a YAML mapping of keys to values (model:, data:, trainer:, ...); "
-                        f"its top level is a {kind}")
-    base = raw.pop("base", None)
-    if base is None:
-        return raw
-    if not isinstance(base, str) or not base:
-        raise UserError(f"'base' in recipe {path} must be a recipe name or path, got {base!r}")
-    try:
-        if base.endswith((".yaml", ".yml")):  # a path, relative to this recipe's folder
-            base_path = path.parent / base
-            if not base_path.is_file():
-                raise UserError(f"recipe file not found: {base_path}")
-        else:
-            base_path = find_recipe(base)
-    except UserError as err:  # say which recipe asked for it
-        raise UserError(f"'base: {base}' in recipe {path}: {err}") from None
-    if base_path.resolve() in chain or base_path.resolve() == path.resolve():
-        names = " -> ".join(p.stem for p in (*chain, path.resolve(), base_path.resolve()))
-        raise UserError(f"recipe {path}: 'base' recipes form a cycle ({names})")
-    return merge_replacing(load_recipe(base_path, (*chain, path.resolve())), raw)
 
 
 def parse_overrides(items: list[str]) -> Any:
@@ -402,3 +257,108 @@ def to_yaml(cfg: dict) -> str:
     from omegaconf import OmegaConf  # imported when used: omegaconf
 
     return OmegaConf.to_yaml(OmegaConf.create(cfg))
+
+
+# ---- validation, test and the direction of the metrics watched ------------------------------------------------
+# ---- validation, test and the direction of the metrics watched ------------------------------------------------
+def _is_zero(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
+
+
+def validation_off(trainer: dict) -> tuple[str, str] | None:
+    """(why, fix) when the ``trainer:`` section turns validation off for the whole run, else None."""
+    limit = trainer.get("limit_val_batches")
+    if _is_zero(limit):
+        return (f"trainer.limit_val_batches={limit} turns validation off",
+                "leave trainer.limit_val_batches out (or give it a number of batches or a fraction above 0)")
+    every, epochs = trainer.get("check_val_every_n_epoch"), trainer.get("max_epochs")
+    if isinstance(every, int) and isinstance(epochs, int) and 0 < epochs < every:
+        return (f"trainer.check_val_every_n_epoch={every} with trainer.max_epochs={epochs} never validates",
+                f"lower trainer.check_val_every_n_epoch to {epochs} or less")
+    return None
+
+
+MIN_WORDS, MAX_WORDS = ("loss", "nll"), ("acc", "accuracy", "bleu", "bleu1", "bleu2", "bleu3", "bleu4")
+
+
+def metric_direction(name: str) -> str | None:
+    """'min' or 'max' where a metric's name makes its direction certain: its first or last word (split at
+    '/' and '_') a loss or a negative log-likelihood (val/loss, val/nll_oracle, test/iwae_nll), or an accuracy
+    or a BLEU score (val/acc, val/bleu4). None for any other name (val/spearman, val/return, ...)."""
+    words = [w for w in re.split(r"[^a-z0-9]+", name.rsplit("/", 1)[-1].lower()) if w]
+    ends = {words[0], words[-1]} if words else set()
+    low = any(w in MIN_WORDS or w.endswith("loss") for w in ends)
+    high = any(w in MAX_WORDS for w in ends)
+    return "min" if low and not high else "max" if high and not low else None
+
+
+def _wrong_direction(monitor: str, mode: str) -> str | None:
+    """How ``monitor`` is judged when ``mode`` contradicts its name (``metric_direction``), else None."""
+    certain = metric_direction(monitor)
+    if certain is None or certain == mode:
+        return None
+    return "a loss (lower is better)" if certain == "min" else "a score where higher is better"
+
+
+def early_stopping_entries(cfg: dict, model_monitor: tuple[str, str] | None) -> list[tuple[str, str | None]]:
+    """(monitor, mode) of each early-stopping callback of the run, as it will watch them (mode None: not known)."""
+    from lightning.pytorch.callbacks import EarlyStopping  # imported when used: lightning
+
+
+    found = []
+    for item in cfg.get("callbacks") or []:
+        _, cls, spec = resolve(item)
+        if not (isinstance(cls, type) and issubclass(cls, EarlyStopping)):
+            continue
+        if spec.get("monitor"):
+            found.append((spec["monitor"], spec.get("mode") or "min"))  # Lightning's default mode
+        elif model_monitor is not None:  # zoo's early_stopping: the model's own metric and mode
+            found.append((model_monitor[0], spec.get("mode") or model_monitor[1]))
+    return found
+
+
+def check_validation_and_test(cfg: dict, model_monitor: tuple[str, str] | None) -> None:
+    """Settings that leave the run's test or validation empty where the run relies on them, and a best
+    checkpoint or early stopping judged in the wrong direction (a loss maximised), before anything is built.
+    ``model_monitor``: the model's own (monitor, mode), None where not known before it is built."""
+    trainer, ck = cfg["trainer"], cfg["checkpoint"]
+    limit = trainer.get("limit_test_batches")
+    if cfg["test_after_fit"] and _is_zero(limit):  # the run trained, tested nothing and wrote metrics.json {}
+        raise UserError(f"trainer.limit_test_batches={limit} tests nothing, so metrics.json would be empty: to train "
+                        "without testing, set test_after_fit=false (and test later: python -m zoo.evaluate "
+                        "RUN/checkpoints/last.ckpt); to test on part of the test set, give a number of batches or a "
+                        "fraction above 0 (e.g. 0.25)")
+    stoppers = early_stopping_entries(cfg, model_monitor)
+    off = validation_off(trainer)
+    if off is not None:
+        why, fix = off
+        for monitor, _ in stoppers:
+            if monitor.startswith("val/"):  # Lightning's "Early stopping conditioned on metric ... not available"
+                raise UserError(f"callback 'early_stopping' watches {monitor}, a validation metric, but {why}, so it "
+                                f"could never stop the run: {fix}, or drop the callback")
+        if ck["monitor"] and ck["monitor"].startswith("val/"):  # no best checkpoint, a warning of Lightning's
+            raise UserError(f"checkpoint.monitor={ck['monitor']} chooses the best checkpoint by a validation metric, "
+                            f"but {why}: {fix}, or leave checkpoint.monitor out (last.ckpt is saved either way)")
+    own_monitor, own_mode = model_monitor or (None, None)
+    monitor = ck["monitor"] or own_monitor
+    mode = ck["mode"] or own_mode
+    what = monitor and mode and _wrong_direction(monitor, mode)
+    if what:  # the "best" checkpoint would be the worst
+        right = "min" if mode == "max" else "max"
+        if ck["mode"]:
+            most = "highest" if mode == "max" else "lowest"
+            own = f" (or leave it out: the model's own is {own_mode})" if monitor == own_monitor else ""
+            raise UserError(f"checkpoint.mode={mode} keeps the checkpoint with the {most} {monitor}, but {monitor} is "
+                            f"{what}, so the 'best' checkpoint would be the worst: use checkpoint.mode={right}{own}")
+        raise UserError(f"checkpoint.monitor={monitor} is {what}, but the best checkpoint is chosen by the model's "
+                        f"mode, {mode} (for its own metric {own_monitor}), so the 'best' would be the worst: add "
+                        f"checkpoint.mode={right}")
+    for monitor, mode in stoppers:
+        what = mode and _wrong_direction(monitor, mode)
+        if what:  # it stopped the run once the loss stopped rising
+            right = "min" if mode == "max" else "max"
+            raise UserError(f"callback 'early_stopping' watches {monitor}, {what}, with mode {mode} (it would stop "
+                            f"the run when {monitor} stops {'rising' if mode == 'max' else 'falling'}): give it "
+                            f"mode: {right}, e.g. callbacks=[{{name: early_stopping, monitor: {monitor}, "
+                            f"mode: {right}}}]")
+

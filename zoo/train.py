@@ -18,8 +18,9 @@ from typing import Any
 from zoo import cli
 from zoo.callbacks.named import build_callbacks
 from zoo.cli import build_trainer, ctrl_c_in_lightning, exit_status, in_order, user_error_in_fit
-from zoo.config import all_recipes, load_config, recipe_description, repeated_overrides, to_yaml
+from zoo.config import load_config, repeated_overrides, to_yaml, validation_off
 from zoo.errors import UserError
+from zoo.recipes import all_recipes, recipe_description
 from zoo.registry import DATAMODULES, MODELS
 from zoo.runs import (
     check_resumable,
@@ -30,7 +31,7 @@ from zoo.runs import (
     resolve_run_dir,
 )
 from zoo.tracking import HeldMessages, console_callbacks, make_loggers, quiet_lightning, set_float32_precision
-from zoo.trainer_options import check_trainer_settings, validation_off
+from zoo.trainer_options import check_trainer_settings
 
 USAGE = """\
 usage: python -m zoo.train recipe=NAME [key=value ...]

@@ -22,9 +22,10 @@ import pytest
 import torch
 from torch.distributions import Normal
 
-from zoo.config import all_recipes, load_config
+from zoo.config import load_config
 from zoo.estimators import ESTIMATORS, get_estimator
 from zoo.estimators.seam import default_requirements, mismatch
+from zoo.recipes import all_recipes
 from zoo.registry import MODELS
 
 D = 20000  # draws per check

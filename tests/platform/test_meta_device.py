@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from zoo.config import all_recipes, load_config
+from zoo.config import load_config
+from zoo.recipes import all_recipes
 from zoo.train import build
 
 try:

@@ -104,8 +104,10 @@ def test_a_metric_judged_in_the_wrong_direction_is_refused(recipe, overrides, ex
 
 
 def test_a_direction_is_judged_only_where_the_name_makes_it_certain():
-    from zoo.config import load_config
-    from zoo.trainer_options import metric_direction  # new with the fix
+    from zoo.config import (
+        load_config,
+        metric_direction,  # new with the fix
+    )
 
     assert [metric_direction(n) for n in ("val/loss", "val/nll_oracle", "test/iwae_nll", "train/objective_loss",
                                           "val/acc", "val/bleu4", "val/spearman", "val/return", "val/kl",
