@@ -23,6 +23,7 @@ from zoo.estimators import StochasticNode, StochasticSample
 from zoo.models.seqgan.config import SeqGANConfig
 from zoo.models.seqgan.evaluation import SeqGANEvaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
+from zoo.models.seqgan.predict import SeqGANAPI
 from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
 from zoo.models.seqgan.schedule import Schedule
 from zoo.registry import MODELS
@@ -33,7 +34,7 @@ def _brief(value: Any) -> str:
 
 
 @MODELS.register("seqgan")
-class SeqGAN(SeqGANEvaluation, ZooModule):
+class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
     """SeqGAN: an LSTM generator trained by policy gradient (MC rollouts) against a CNN discriminator."""
 
     Config = SeqGANConfig
@@ -296,3 +297,8 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
         saved = checkpoint.get("seqgan_eval", [0])
         self.g_version = int(saved[0])
         self._eval_cache = {self.g_version: saved[1]} if len(saved) > 1 else {}
+
+    def predict_cli(self, inputs: list[str], options: dict) -> None:
+        from zoo.models.seqgan.predict import predict_cli
+
+        predict_cli(self, inputs, options)
