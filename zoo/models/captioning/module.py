@@ -27,6 +27,7 @@ from zoo.registry import MODELS
 from . import decode as D
 from .config import SATConfig
 from .nets import AttentionDecoder, build_encoder, doubly_stochastic
+from .predict import CaptionAPI
 from .vocab import Vocab, vocab_difference, vocab_fix
 
 
@@ -36,7 +37,7 @@ def token_nll(logits: Tensor, target: Tensor, valid: Tensor) -> Tensor:
 
 
 @MODELS.register("sat")
-class ShowAttendTell(ZooModule):
+class ShowAttendTell(CaptionAPI, ZooModule):
     """Show, Attend and Tell captioner: CNN grid features, LSTM with soft or hard (sampled) attention."""
 
     Config = SATConfig
