@@ -21,6 +21,7 @@ from zoo.errors import UserError
 from zoo.models.maml import meta
 from zoo.models.maml.config import MAMLConfig
 from zoo.models.maml.nets import MLP, ConvNet
+from zoo.models.maml.predict import MAMLAPI
 from zoo.registry import MODELS
 
 
@@ -29,7 +30,7 @@ def accuracy(logits: Tensor, y: Tensor) -> Tensor:
 
 
 @MODELS.register("maml")
-class MAML(ZooModule):
+class MAML(MAMLAPI, ZooModule):
     """Model-agnostic meta-learning: batched (vmap) second-/first-order meta-gradients, Meta-SGD option."""
 
     Config = MAMLConfig
