@@ -1,7 +1,9 @@
 """The zoo: PyTorch Lightning models trained through randomness, on one estimator registry.
 
     import zoo
+    zoo.list_pretrained()                   # {name: description} of the released models
     model = zoo.load("vae-digits")          # a pretrained entry, or a path to a .ckpt
+    images = model.sample(16, seed=0)       # each model's inference methods: docs/api.md
 """
 
 import sys as _sys
@@ -16,8 +18,18 @@ if _sys.argv[:1] == ["-m"]:  # `python -m zoo.<command>`, before a subpackage (z
     _streams.config_folders_elsewhere()
 
 
-def load(target: str):
-    """Load a pretrained model by name or a checkpoint by path, ready for inference."""
-    from zoo.hub import load as _load
+def list_pretrained() -> dict[str, str]:
+    """The released pretrained models: {name: one-line description}, e.g. {"vae-digits": "...", ...}."""
+    from zoo.hub import pretrained_cards  # here, not at the top: `import zoo` stays free of torch
 
-    return _load(target)
+    return {name: card.get("description", "") for name, card in pretrained_cards().items()}
+
+
+def load(name_or_path: str, device: str | None = None):
+    """A model ready for inference (eval mode, no gradients needed) from a pretrained name (``list_pretrained``)
+    or the path of a ``.ckpt`` written by ``python -m zoo.train``; on ``device`` ("cuda", "cpu", ...; default:
+    the CPU). Each model's inference methods are documented in docs/api.md (``sample``, ``caption``, ...)."""
+    from zoo.hub import load as _load  # here, not at the top: `import zoo` stays free of torch
+
+    model = _load(name_or_path)
+    return model if device is None else model.to(device)
