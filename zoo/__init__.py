@@ -6,11 +6,14 @@
     images = model.sample(16, seed=0)       # each model's inference methods: docs/api.md
 """
 
+import os as _os
 import sys as _sys
 
 __version__ = "0.1.0"
 
-if _sys.argv[:1] == ["-m"]:  # `python -m zoo.<command>`, before a subpackage (zoo.estimators) loads torch
+# `python -m zoo.<command>` or a console script (zoo-train, zoo-evaluate, ...; pyproject.toml), before a
+# subpackage (zoo.estimators) loads torch
+if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "").startswith("zoo-"):
     from zoo import streams as _streams
 
     if _streams.working_folder_gone():

@@ -153,6 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     return exit_status(run)
 
 
+def console() -> None:
+    """The ``zoo-evaluate`` console script (pyproject.toml): what ``python -m zoo.evaluate`` does."""
+    from zoo.streams import leave, run_command
+
+    leave(run_command(main))
+
+
 if __name__ == "__main__":
     from zoo.streams import leave, run_command
 

@@ -47,6 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     return exit_status(run)
 
 
+def console() -> None:
+    """The ``zoo-predict`` console script (pyproject.toml): what ``python -m zoo.predict`` does."""
+    from zoo.streams import leave, run_command
+
+    leave(run_command(main))
+
+
 if __name__ == "__main__":
     from zoo.streams import leave, run_command
 

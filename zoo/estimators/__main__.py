@@ -74,6 +74,13 @@ def run(args) -> int:
     return 0
 
 
+def console() -> None:
+    """The ``zoo-estimators`` console script (pyproject.toml): what ``python -m zoo.estimators`` does."""
+    from zoo.streams import leave, run_command
+
+    leave(run_command(main))
+
+
 if __name__ == "__main__":
     from zoo.streams import leave, run_command
 
