@@ -29,7 +29,8 @@ def text_model():
 def test_generate_shapes_seeds_and_zoo_predict(oracle_model, capsys):
     seqs = oracle_model.generate(4, seed=7)
     assert seqs.shape == (4, 20) and seqs.dtype == torch.int64 and seqs.device == oracle_model.device
-    assert torch.equal(seqs, oracle_model.generate(4, seed=7)) and not torch.equal(seqs, oracle_model.generate(4, seed=8))
+    assert torch.equal(seqs, oracle_model.generate(4, seed=7))
+    assert not torch.equal(seqs, oracle_model.generate(4, seed=8))
     assert predict(["seqgan-oracle-small", "n=4", "seed=7"]) == 0
     printed = [[int(t) for t in line.split()] for line in capsys.readouterr().out.splitlines()]
     assert printed == seqs.tolist()
