@@ -73,6 +73,24 @@ def test_thresholds_travel_in_the_state_dict_and_old_ones_load(joint):
     assert torch.isnan(fresh.energy_threshold)
 
 
+def test_training_stores_every_detectors_threshold(tmp_path, capsys):
+    """Validation fits msp's, energy's and (with the ODIN search) odin's thresholds: a trained checkpoint needs
+    no lazy fit, and each accepts 95 % of the validation digits (the same quantile as the lazy fit)."""
+    from zoo.train import train
+
+    run = train(["recipe=ood_digits_ce", f"run_dir={tmp_path}", "trainer.max_epochs=1",
+                 "trainer.enable_progress_bar=false", "model.mahalanobis=false", "model.odin_temperatures=[1000]",
+                 "model.odin_eps=[0.001]", "test_after_fit=false"])
+    model = zoo.load(str(next(tmp_path.glob("ood_digits_ce/*/checkpoints/last.ckpt"))))
+    assert all(torch.isfinite(getattr(model, f"{d}_threshold")) for d in ("msp", "energy", "odin"))
+    assert model.odin_threshold == run.model.odin_threshold
+    x_val = as_float(model_datamodule(model).parts["val"][0])
+    capsys.readouterr()
+    for detector in ("msp", "energy", "odin"):
+        assert 171 <= int(model.detect(x_val, detector).is_in.sum()) <= 173, detector  # 95 % of 180
+    assert "computed it on the validation split" not in capsys.readouterr().err  # stored, not fitted here
+
+
 def test_detect_without_a_threshold_or_data_is_a_clear_error(joint):
     model = type(joint)(**joint.hparams)  # built by hand: no stored thresholds, no data options
     with pytest.raises(UserError, match="no stored threshold for the detector and no data options"):

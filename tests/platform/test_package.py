@@ -57,6 +57,30 @@ def test_torch_hub_load_from_the_repository_root(monkeypatch):
         torch.hub.load(".", "vae_digits", source="local", pretrained=False)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (pytest -m gpu)")
+def test_every_inference_method_follows_the_model_to_the_gpu():
+    cuda = torch.device("cuda", torch.cuda.current_device())
+    images = torch.rand(2, 1, 8, 8)  # cpu inputs: the methods move them
+    vae = zoo.load("vae-digits", device="cuda")
+    for out in (vae.sample(2, seed=0), vae.encode(images), vae.reconstruct(images), vae.log_likelihood(images, k=5)):
+        assert out.device == cuda
+    assert torch.allclose(vae.sample(2, seed=0).cpu(), zoo.load("vae-digits").sample(2, seed=0), atol=1e-5)
+    ood = zoo.load("ood-digits-joint", device="cuda")
+    found = ood.detect(images, "odin")
+    assert found.score.device == found.is_in.device == ood.predict_proba(images).device == cuda
+    seqgan = zoo.load("seqgan-oracle-small", device="cuda")
+    assert seqgan.nll(seqgan.generate(2, seed=0)).device == cuda and seqgan.beam_samples(2, seed=0)[0].device == cuda
+    words = zoo.load("skipgram-synthetic", device="cuda")
+    assert words.vector("g00b").device == cuda and words.most_similar("g00b", 2)[0][0] == "g00c"
+    sat = zoo.load("sat-shapes-hard", device="cuda")
+    scenes = torch.rand(1, 3, 64, 64)
+    assert sat.caption(scenes, return_attention=True).attention.device == cuda and sat.caption(scenes, sample=2, seed=0)
+    maml = zoo.load("maml-sinusoid", device="cuda")
+    x = torch.linspace(-4, 4, 10)[:, None]
+    assert maml.adapt(x, torch.sin(x), steps=2)(x).device == cuda
+
+
 def _away_from_the_checkout(site: Path) -> dict:
     """The environment of a process that sees the installed wheel and not this checkout (PYTHONPATH extended
     with the install, minus the checkout's own entry; the venv's packages stay)."""

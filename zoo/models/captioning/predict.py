@@ -66,7 +66,7 @@ class CaptionAPI:
         if isinstance(images, (str, Path)) or (isinstance(images, (list, tuple)) and images
                                                and all(isinstance(i, (str, Path)) for i in images)):
             paths = [images] if isinstance(images, (str, Path)) else list(images)  # its messages for files
-            return torch.stack([load_image(p, tf, size if notes else None) for p in paths]).to(self.device)
+            return torch.stack([load_image(p, tf, size if notes else None) for p in paths]).to(self.device, self.dtype)
 
         def convert(img: Any, name: str) -> Tensor:
             note = conversion_note(img, size) if notes else None
