@@ -22,9 +22,11 @@ from pathlib import Path
 
 import torch
 from torch import Tensor, nn
+from torch.func import functional_call
 
 from zoo.core.module import check_options
 from zoo.errors import UserError
+from zoo.models.maml import meta
 from zoo.paths import check_output_file, make_folder
 
 DEFAULTS = {"steps": 10, "seed": 0, "out": "maml_adaptation.png", "shots": 0}
@@ -44,8 +46,6 @@ class AdaptedPredictor:
 
     def __call__(self, x: Tensor) -> Tensor:
         """Outputs (Q, out_dim) (classification: logits (Q, n_way)) of query inputs x (Q, *input_shape)."""
-        from torch.func import functional_call
-
         x = _batch(x, self.input_shape, "the query", "the support set's inputs")
         with torch.no_grad():
             return functional_call(self.net, self.params, (x.to(self.params_device, self.params_dtype),))
@@ -92,8 +92,6 @@ class MAMLAPI:
         (classification: labels (K,) in 0..n_way-1). ``steps``: inner gradient steps (None: those of
         meta-training, ``inner_steps``; the "pretrained on all tasks" baseline, trained with none, takes
         ``eval_inner_steps``), each theta - alpha grad L(support), alpha as in the model's evaluation."""
-        from zoo.models.maml import meta
-
         c = self.cfg
         steps = (c.inner_steps or c.eval_inner_steps) if steps is None else steps
         if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps <= MAX_STEPS:

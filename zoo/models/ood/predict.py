@@ -27,6 +27,9 @@ from zoo.core.inputs import image_batch
 from zoo.core.module import check_options
 from zoo.errors import UserError
 from zoo.models.ood import detect as det
+from zoo.models.ood.data import as_float
+from zoo.options import validate
+from zoo.registry import DATAMODULES
 
 API_DETECTORS = ("msp", "odin", "energy")  # mahalanobis needs the training set's features: zoo.evaluate only
 LATE_THRESHOLDS = ("odin_threshold", "energy_threshold")  # buffers checkpoints before 2026-11-28 lack
@@ -144,10 +147,6 @@ class OODAPI:
 
     def validation_inputs(self) -> Tensor:
         """The validation in-distribution inputs of the data the model was trained on (B, *input_shape)."""
-        from zoo.models.ood.data import as_float
-        from zoo.options import validate
-        from zoo.registry import DATAMODULES
-
         data = dict((getattr(self, "run_info", None) or {}).get("data") or {})
         if "name" not in data:
             raise UserError("this model has no stored threshold for the detector and no data options to fit one "

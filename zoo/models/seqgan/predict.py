@@ -18,6 +18,7 @@ from torch import Tensor
 from zoo.core.inputs import check_count, check_seed
 from zoo.core.module import check_options
 from zoo.errors import UserError
+from zoo.estimators import stochastic_beam_search
 
 # predict's sizes: n=10**8 samples and method=sbs k=10**8 beams never finished (the recipes evaluate on
 # 10,000 samples; a beam is a printed line)
@@ -84,8 +85,6 @@ class SeqGANAPI:
     @torch.no_grad()
     def beam_samples(self, k: int, seed: int | None = None) -> tuple[Tensor, Tensor]:
         """``k`` distinct sequences by stochastic beam search (Kool et al. 2019): (ids (k, T), log p (k,))."""
-        from zoo.estimators import stochastic_beam_search
-
         gen, d = self.gen, self.data_info
         check_count(k, "k")
 

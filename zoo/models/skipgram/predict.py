@@ -14,6 +14,7 @@ ones. Vectors are tensors on the model's device; scores are floats.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,6 @@ class SkipGramAPI:
         for w in (word, word.lower()):
             if w in self.index:
                 return self.index[w]
-        import difflib
-
         close = difflib.get_close_matches(word, self.words, n=5, cutoff=0.6)
         hint = f"; the closest known: {', '.join(close)}" if close else f"; e.g. {', '.join(self.words[:5])}"
         raise UserError(f"'{word}' is not in the vocabulary ({len(self.words)} words, min_count applied){hint}")
