@@ -35,15 +35,16 @@ def check_seed(seed: Any) -> int:
     return seed
 
 
+def resolve_seed(seed: int | None) -> int:
+    """``seed`` checked, or for ``None`` one drawn from torch's global generator (so ``torch.manual_seed``
+    makes "no seed" reproducible too, as for any torch sampling)."""
+    return int(torch.randint(2**62, (), device="cpu")) if seed is None else check_seed(seed)
+
+
 def generator(seed: int | None, device: torch.device | str = "cpu") -> torch.Generator:
-    """A generator seeded with ``seed``, or with a fresh non-deterministic seed for ``None`` (the global RNG
-    is left alone). On the CPU (the default) the same draws come on every device; the result is moved."""
-    g = torch.Generator(device=device)
-    if seed is None:
-        g.seed()
-    else:
-        g.manual_seed(check_seed(seed))
-    return g
+    """A generator seeded with ``resolve_seed(seed)``. On the CPU (the default) the same draws come on every
+    device; the result is moved."""
+    return torch.Generator(device=device).manual_seed(resolve_seed(seed))
 
 
 def is_image_like(item: Any) -> bool:

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.core.inputs import check_count, check_seed, image_batch
+from zoo.core.inputs import check_count, generator, image_batch
 from zoo.core.module import check_options
 from zoo.errors import UserError
 from zoo.paths import check_output_file, make_folder
@@ -107,8 +107,7 @@ class CaptionAPI:
         v = self.vocab
         if sample is not None:
             k = self.check_beams(sample, "sample")
-            g = torch.Generator(device=self.device)
-            g.manual_seed(int(torch.randint(2**62, ())) if seed is None else check_seed(seed))
+            g = generator(seed, self.device)
             res = D.generate(self.decoder, feats, self.decode_mode, v.start, v.end, v.pad, max_len, k=k,
                              stochastic=True, generator=g)
             lp, order = res.log_probs.sort(dim=1, descending=True)  # (B, k) most probable first

@@ -62,7 +62,7 @@ class OODAPI:
 
         def fill_missing(module, state_dict, prefix, *args) -> None:
             for name in LATE_THRESHOLDS:
-                state_dict.setdefault(prefix + name, torch.tensor(float("nan")))
+                state_dict.setdefault(prefix + name, torch.tensor(float("nan")))  # cpu: copied into the buffer
 
         self.register_load_state_dict_pre_hook(fill_missing)
 

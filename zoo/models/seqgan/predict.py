@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.core.inputs import check_count, check_seed
+from zoo.core.inputs import check_count, generator, resolve_seed
 from zoo.core.module import check_options
 from zoo.errors import UserError
 from zoo.estimators import stochastic_beam_search
@@ -32,10 +32,10 @@ class SeqGANAPI:
     @torch.no_grad()
     def generate(self, n: int, seed: int | None = None) -> Tensor | list[str]:
         """``n`` ancestral samples of the generator G: token ids (n, T) on the model's device, or for a text
-        model n sentences (words up to [EOS]). ``seed``: the same samples on every run (None: fresh ones)."""
+        model n sentences (words up to [EOS]). ``seed``: the same samples on every run (None: drawn from torch's
+        global RNG)."""
         check_count(n)
-        seed = int(torch.randint(2**62, ())) if seed is None else check_seed(seed)
-        seqs = self.sample_sequences(n, seed)
+        seqs = self.sample_sequences(n, resolve_seed(seed))
         return self.sentences(seqs) if self.text else seqs
 
     @torch.no_grad()
@@ -79,7 +79,7 @@ class SeqGANAPI:
         out = torch.full((len(lines), self.seq_len), d["pad_token"], dtype=torch.long)  # cpu: filled, then moved
         for i, line in enumerate(lines):
             ids = [index.get(w, unk) for w in line.split()][: self.seq_len - 1] + [d["eos_token"]]
-            out[i, : len(ids)] = torch.tensor(ids)
+            out[i, : len(ids)] = torch.tensor(ids)  # cpu: a row of the cpu table, moved below
         return out.to(self.device)
 
     @torch.no_grad()
@@ -92,8 +92,7 @@ class SeqGANAPI:
             state = gen.start(prefixes.shape[0]) if state is None else gen.step(prefixes[:, -1], state)
             return gen.head(state[0]), state
 
-        g = torch.Generator(device=gen.head.weight.device)
-        g.manual_seed(int(torch.randint(2**62, ())) if seed is None else check_seed(seed))
+        g = generator(seed, gen.head.weight.device)
         res = stochastic_beam_search(step_fn, 1, k, self.seq_len, gen.start_token, end_token=d.get("eos_token"),
                                      pad_token=d.get("pad_token"), generator=g)
         return res.sequences[0], res.log_probs[0]

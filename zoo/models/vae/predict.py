@@ -64,7 +64,7 @@ class VAEAPI:
     @torch.no_grad()
     def sample(self, n: int, seed: int | None = None, mean: bool = True) -> Tensor:
         """``n`` images from the model, z ~ p(z): E[x|z] in [0, 1] (``mean``), or x ~ p(x|z): (n, C, H, W).
-        ``seed``: the same images on every device and run (None: fresh ones)."""
+        ``seed``: the same images on every device and run (None: drawn from torch's global RNG)."""
         check_count(n)
         g = generator(seed)  # cpu: the same draws everywhere; z is moved to the model
         img = self.mean_image(self.decode(self.prior_draw(n, g).to(self.device, self.dtype)))
