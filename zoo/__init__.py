@@ -1,16 +1,22 @@
 """The zoo: PyTorch Lightning models trained through randomness, on one estimator registry.
 
     import zoo
+    zoo.list_pretrained()                   # {name: description} of the released models
     model = zoo.load("vae-digits")          # a pretrained entry, or a path to a .ckpt
+    images = model.sample(16, seed=0)       # each model's inference methods: docs/api.md
 """
 
+import os as _os
 import sys as _sys
 
 from zoo.hub import load as _load
+from zoo.hub import pretrained_cards as _pretrained_cards
 
 __version__ = "0.1.0"
 
-if _sys.argv[:1] == ["-m"]:  # `python -m zoo.<command>`, before a subpackage (zoo.estimators) loads torch
+# `python -m zoo.<command>` or a console script (zoo-train, zoo-evaluate, ...; pyproject.toml), before a
+# subpackage (zoo.estimators) loads torch
+if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "").startswith("zoo-"):
     from zoo import cli as _cli
 
     if _cli.working_folder_gone():
@@ -18,6 +24,14 @@ if _sys.argv[:1] == ["-m"]:  # `python -m zoo.<command>`, before a subpackage (z
     _cli.config_folders_elsewhere()
 
 
-def load(target: str):
-    """Load a pretrained model by name or a checkpoint by path, ready for inference."""
-    return _load(target)
+def list_pretrained() -> dict[str, str]:
+    """The released pretrained models: {name: one-line description}, e.g. {"vae-digits": "...", ...}."""
+    return {name: card.get("description", "") for name, card in _pretrained_cards().items()}
+
+
+def load(name_or_path: str, device: str | None = None):
+    """A model ready for inference (eval mode, no gradients needed) from a pretrained name (``list_pretrained``)
+    or the path of a ``.ckpt`` written by ``python -m zoo.train``; on ``device`` ("cuda", "cpu", ...; default:
+    the CPU). Each model's inference methods are documented in docs/api.md (``sample``, ``caption``, ...)."""
+    model = _load(name_or_path)
+    return model if device is None else model.to(device)

@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console() -> None:
-    """The console script (pyproject.toml)."""
+    """The ``zoo-evaluate`` console script (pyproject.toml): what ``python -m zoo.evaluate`` does."""
     cli.run(main)
 
 

@@ -129,7 +129,7 @@ def load_checkpoint(path: str | Path) -> tuple[Any, dict]:
     """Model and the run info (model name, data options, recipe, command) from a .ckpt."""
     ckpt = read_checkpoint(path)
     info = ckpt["zoo"]
-    return build_model(info["model"], ckpt["hyper_parameters"], ckpt["state_dict"], str(path)), info
+    return with_info(build_model(info["model"], ckpt["hyper_parameters"], ckpt["state_dict"], str(path)), info)
 
 
 def load_pretrained(name: str) -> tuple[Any, dict]:
@@ -153,8 +153,15 @@ def load_pretrained(name: str) -> tuple[Any, dict]:
     except Exception as err:
         raise UserError(f"cannot read {weights}: {err}") from None
     model = build_model(card["model"], card["hyper_parameters"], state, str(weights))
-    return model, {"model": card["model"], "data": card["data"], "recipe": card["recipe"],
-                   "command": card["command"], "card": card}
+    return with_info(model, {"model": card["model"], "data": card["data"], "recipe": card["recipe"],
+                             "command": card["command"], "card": card})
+
+
+def with_info(model: Any, info: dict) -> tuple[Any, dict]:
+    """(model, info), the info also kept as ``model.run_info``: the data options it was trained with, for
+    the inference methods that need its data (the OOD model fitting a threshold its checkpoint lacks)."""
+    model.run_info = info
+    return model, info
 
 
 def load_any(target: str) -> tuple[Any, dict]:

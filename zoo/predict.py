@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console() -> None:
-    """The console script (pyproject.toml)."""
+    """The ``zoo-predict`` console script (pyproject.toml): what ``python -m zoo.predict`` does."""
     cli.run(main)
 
 

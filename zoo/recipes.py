@@ -18,7 +18,8 @@ MAX_RECIPE_VALUES = 10_000  # keys and values of a recipe once its aliases are e
 
 def recipe_dirs() -> list[Path]:
     dirs = [Path(p) for p in os.environ.get("ZOO_RECIPES", "").split(os.pathsep) if p]
-    dirs += [Path.cwd() / "recipes", PACKAGE_ROOT / "recipes"]
+    # the checkout's recipes/, then those a wheel installs inside the package (setup.py maps recipes/ there)
+    dirs += [Path.cwd() / "recipes", PACKAGE_ROOT / "recipes", PACKAGE_ROOT / "zoo" / "recipes"]
     out: list[Path] = []
     for d in dirs:
         if d.is_dir() and d.resolve() not in [o.resolve() for o in out]:

@@ -15,7 +15,11 @@ Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on
 - ``stochastic_node``: a ``zoo.estimators.StochasticNode`` if the model samples somewhere and trains
   through an estimator; its config then has an ``estimator`` option (``estimator_option(...)``),
   checked against the node when the recipe loads, and ``self.build_estimator()`` builds it.
-- ``predict_cli(inputs, options)``: what ``python -m zoo.predict`` does for this model.
+- the inference API: a few public methods for what the model is for (``sample``, ``caption``, ``detect``, ...;
+  docs/api.md), in a mixin in the model folder's ``predict.py``: typed, documented, without gradients, outputs
+  on the model's device, bad input one ``UserError`` (``zoo.core.inputs`` checks shapes and reads images).
+- ``predict_cli(inputs, options)``: what ``python -m zoo.predict`` does for this model; a thin layer over the
+  inference API, in ``predict.py`` too.
 - ``check_data(info)`` (optional): refuse (a ``UserError`` saying which datamodules fit) a
   datamodule's ``info()`` the model cannot take: one of another kind (maml on digits), or one whose
   shapes differ from ``self.data_info``, the data the model was built for. ``__init__`` calls it, so

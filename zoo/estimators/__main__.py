@@ -76,7 +76,7 @@ def run(args) -> int:
 
 
 def console() -> None:
-    """The console script (pyproject.toml)."""
+    """The ``zoo-estimators`` console script (pyproject.toml): what ``python -m zoo.estimators`` does."""
     cli.run(main)
 
 

@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console() -> None:
-    """The console script (pyproject.toml)."""
+    """The ``zoo-pretrained`` console script (pyproject.toml): what ``python -m zoo.pretrained`` does."""
     cli.run(main)
 
 

@@ -27,6 +27,7 @@ from zoo.hub import load_any, mismatch_line
 from . import decode as D
 from .config import SATConfig
 from .nets import AttentionDecoder, build_encoder, doubly_stochastic
+from .predict import CaptionAPI
 from .vocab import Vocab, vocab_difference, vocab_fix
 
 
@@ -35,7 +36,7 @@ def token_nll(logits: Tensor, target: Tensor, valid: Tensor) -> Tensor:
     return F.cross_entropy(logits.transpose(1, 2), target, reduction="none") * valid
 
 
-class ShowAttendTell(ZooModule):
+class ShowAttendTell(CaptionAPI, ZooModule):
     """Show, Attend and Tell captioner: CNN grid features, LSTM with soft or hard (sampled) attention."""
 
     Config = SATConfig

@@ -21,13 +21,14 @@ from zoo.errors import UserError
 from zoo.models.maml import meta
 from zoo.models.maml.config import MAMLConfig
 from zoo.models.maml.nets import MLP, ConvNet
+from zoo.models.maml.predict import MAMLAPI
 
 
 def accuracy(logits: Tensor, y: Tensor) -> Tensor:
     return (logits.argmax(-1) == y).float().mean()
 
 
-class MAML(ZooModule):
+class MAML(MAMLAPI, ZooModule):
     """Model-agnostic meta-learning: batched (vmap) second-/first-order meta-gradients, Meta-SGD option."""
 
     Config = MAMLConfig

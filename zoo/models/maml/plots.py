@@ -6,8 +6,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from zoo.models.maml import meta
-
 
 def mean_with_interval(ax, values: Tensor, label: str) -> None:
     """values (tasks, steps + 1): their mean against the step, with a 95 % interval band."""
@@ -39,21 +37,8 @@ def steps_curve(losses: Tensor, metrics: Tensor | None = None, label: str = "MAM
 
 def adapted_predictions(model, xs: Tensor, ys: Tensor, grid: Tensor, steps: list[int]) -> dict[int, Tensor]:
     """Predictions of ``model`` on ``grid`` (G, 1) after each number of steps in ``steps``, fine-tuned
-    on one task's support points xs, ys (K, 1)."""
-    from torch.func import functional_call  # imported when used: torch
-
-    params = {k: v.detach() for k, v in model.params().items()}
-    alpha = model.alpha(evaluation=True)
-    alpha = {k: v.detach() for k, v in alpha.items()} if isinstance(alpha, dict) else alpha
-    out, done = {}, 0
-    with torch.inference_mode(False), torch.enable_grad():
-        xs, ys, grid = xs.clone(), ys.clone(), grid.clone()
-        for s in sorted(steps):
-            params = meta.adapt(model.net, params, alpha, xs, ys, model.loss_fn, s - done, first_order=True)
-            params = {k: v.detach() for k, v in params.items()}
-            done = s
-            out[s] = functional_call(model.net, params, (grid,)).detach()
-    return out
+    on one task's support points xs, ys (K, 1) by ``model.adapt``."""
+    return {s: model.adapt(xs, ys, s)(grid) for s in sorted(steps)}
 
 
 def sinusoid_adaptation(model, seed: int = 3, steps: tuple[int, ...] = (0, 1, 10), shots: int | None = None,

@@ -1,8 +1,9 @@
-"""Validation, test and ``zoo.predict`` for the OOD classifier (a mixin of ``OODClassifier``).
+"""Validation and test for the OOD classifier (a mixin of ``OODClassifier``).
 
 Validation (every epoch): the in-distribution loss and accuracy; temperature scaling is refitted
 on the validation logits (buffer ``temperature``); the threshold that accepts 95 % of validation
-images by max-softmax (buffer ``msp_threshold``, used by ``zoo.predict``); mean max-softmax
+images by max-softmax (buffer ``msp_threshold``; ``energy_threshold`` likewise, and ``odin_threshold`` with
+the ODIN search: ``detect`` in predict.py uses them); mean max-softmax
 AUROC / TNR@TPR95 over the validation OOD sets. Every ``odin_every_n_epochs`` and at the last
 epoch, the ODIN search: every (T, eps) of ``odin_temperatures`` x ``odin_eps`` on the validation
 in-distribution and OOD sets; the pair with the best mean TNR@TPR95 (then AUROC) is kept in the
@@ -24,15 +25,14 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
-from zoo.core.module import check_options
-from zoo.errors import UserError
 from zoo.models.ood import detect, plots
 
 
 class OODEvaluation:
     """Needs ``self.classifier`` (with ``embed`` and ``head``), ``self.cfg`` and ``self.data_info``."""
 
-    fitted_buffers = ("temperature", "msp_threshold", "odin_temperature", "odin_eps")  # set on validation
+    fitted_buffers = ("temperature", "msp_threshold", "odin_temperature", "odin_eps", "odin_threshold",
+                      "energy_threshold")  # set on validation
     temperature_unfit_said = False  # the note that validation gives the temperature no optimum, once a run
 
     def init_evaluation(self) -> None:
@@ -41,6 +41,7 @@ class OODEvaluation:
         self.register_buffer("msp_threshold", torch.tensor(0.5))  # cpu: max-softmax accepting 95 % of validation
         self.register_buffer("odin_temperature", torch.tensor(1000.0))  # cpu: ODIN's T, chosen on validation
         self.register_buffer("odin_eps", torch.tensor(0.0014))  # cpu: ODIN's eps (pixels), chosen on validation
+        self.add_threshold_buffers()  # odin_threshold, energy_threshold (predict.py)
         self._records: dict = defaultdict(lambda: defaultdict(list))
         self._odin_now = False
 
@@ -104,6 +105,7 @@ class OODEvaluation:
                            "means little on such data (test/temperature, test/nll_ts, test/ece_ts)")
         msp_in = detect.msp_score(logits)
         self.msp_threshold.fill_(float(torch.quantile(msp_in.float(), 0.05)))
+        self.energy_threshold.fill_(float(torch.quantile(detect.energy_score(logits).float(), 0.05)))
         per_set = [detect.detection_metrics(msp_in, detect.msp_score(d["logits"])) for d in data[1:]]
         self.log_dict({"val/msp_auroc": _mean(per_set, "auroc"), "val/msp_tnr95": _mean(per_set, "tnr95"),
                        "val/ece": detect.calibration(logits, labels)["ece"],
@@ -125,6 +127,7 @@ class OODEvaluation:
         (tnr, auroc), T, eps = best
         self.odin_temperature.fill_(T)
         self.odin_eps.fill_(eps)
+        self.odin_threshold.fill_(float(torch.quantile(data[0][f"odin_{T}_{eps}"].float(), 0.05)))
         self.log_dict({"val/odin_tnr95": tnr, "val/odin_auroc": auroc, "val/odin_temperature": T,
                        "val/odin_eps": eps}, add_dataloader_idx=False, sync_dist=True)
 
@@ -195,33 +198,6 @@ class OODEvaluation:
 
             self.save_image("generated", upscale(fake.cpu()), nrow=8, padding=1, pad_value=0.5)
         self.train(was_training)
-
-    # ---- python -m zoo.predict -------------------------------------------------------------------
-    def predict_cli(self, inputs: list[str], options: dict) -> None:
-        """Image files -> class, max-softmax confidence and in/out verdict (threshold: the max-softmax
-        value that accepts 95 % of the validation images). Options: resize (scale to the model's
-        size), grey / rgb conversion with convert, invert (white-on-black like digits)."""
-        o = check_options(options, {"resize": False, "convert": False, "invert": False}, "ood predict")
-        if len(self.input_shape) != 3:
-            raise UserError("zoo.predict for the OOD model reads image files; this model takes 2-D points")
-        if not inputs:
-            raise UserError("give one or more image files: python -m zoo.predict MODEL a.png b.png")
-        x = torch.stack([plots.load_image(p, self.input_shape, _flag(o["resize"]), _flag(o["convert"]),
-                                          _flag(o["invert"])) for p in inputs]).to(self.device, self.dtype)
-        probs = (self.classifier(x) / self.temperature).softmax(-1)
-        msp = self.classifier(x).softmax(-1).max(-1).values
-        threshold = float(self.msp_threshold)
-        for path, p, m in zip(inputs, probs, msp.tolist()):
-            if m >= threshold:
-                print(f"{path}: class {int(p.argmax())} (calibrated confidence {float(p.max()):.3f}), "
-                      f"max-softmax {m:.3f} -> in-distribution (threshold {threshold:.3f})")
-            else:  # a class and a calibrated confidence would read as an answer (temperature < 1 sharpens them)
-                print(f"{path}: no class (the closest is {int(p.argmax())}; confidence means nothing out here), "
-                      f"max-softmax {m:.3f} -> OUT-OF-DISTRIBUTION (threshold {threshold:.3f})")
-
-
-def _flag(value) -> bool:
-    return str(value).lower() in ("1", "true", "yes")
 
 
 def _mean(rows: list[dict], key: str) -> float:

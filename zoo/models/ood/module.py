@@ -30,6 +30,7 @@ from zoo.models.ood import evaluation as ev
 from zoo.models.ood.config import GAN_MODES, OODConfig
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
+from zoo.models.ood.predict import OODAPI
 
 
 def _optimizer(params, o: dict) -> torch.optim.Optimizer:
@@ -38,7 +39,7 @@ def _optimizer(params, o: dict) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=o["lr"], betas=(o["beta1"], 0.999), weight_decay=o["weight_decay"])
 
 
-class OODClassifier(ev.OODEvaluation, ZooModule):
+class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
     """Confidence-calibrated OOD classifier: cross-entropy, confidence loss, or the joint GAN loss."""
 
     Config = OODConfig
@@ -202,3 +203,8 @@ class OODClassifier(ev.OODEvaluation, ZooModule):
 
     def estimator_parameters(self):
         return list(self.generator.parameters())
+
+    def predict_cli(self, inputs: list[str], options: dict) -> None:
+        from zoo.models.ood.predict import predict_cli  # imported when used: torch
+
+        predict_cli(self, inputs, options)

@@ -1,13 +1,10 @@
-"""Figures of the OOD model (matplotlib) and reading image files for ``zoo.predict``."""
+"""Figures of the OOD model (matplotlib); reading image files is ``model.preprocess`` (predict.py)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-
-from zoo.errors import UserError, image_too_large
-from zoo.paths import check_input_file
 
 COLOURS = {"msp": "C0", "odin": "C1", "energy": "C2", "mahalanobis": "C3"}
 
@@ -103,35 +100,3 @@ def confidence_map(classifier, points: tuple[Tensor, Tensor] | None, fake: Tenso
         ax.legend(loc="upper right", fontsize=7)
     ax.set_title(f"confidence, mode={mode}")
     return fig
-
-
-def load_image(path: str, shape: list[int], resize: bool, convert: bool, invert: bool) -> Tensor:
-    """An image file -> (C, H, W) in [0, 1] for a model taking ``shape``; wrong size or channels is
-    a UserError unless resize / convert are set."""
-    from PIL import Image, UnidentifiedImageError  # imported when used: PIL
-
-    c, h, w = shape
-    p = check_input_file(path)
-    try:
-        img = Image.open(p)
-        img.load()
-    except Image.DecompressionBombError as err:
-        raise image_too_large(err, p) from None
-    except (UnidentifiedImageError, OSError) as err:
-        raise UserError(f"cannot read {p} as an image: {err}") from None
-    channels = {"L": 1, "1": 1, "I": 1, "F": 1, "LA": 2, "RGB": 3, "RGBA": 4}.get(img.mode, 3)
-    if channels != c and not (channels in (2, 4) and channels - 1 == c):
-        if not convert:
-            raise UserError(f"{p} has {channels} channel(s) ({img.mode}); the model takes {c}. "
-                            f"Pass convert=true to convert it to {'grey' if c == 1 else 'RGB'}")
-    img = img.convert("L" if c == 1 else "RGB")
-    if img.size != (w, h):
-        if not resize:
-            raise UserError(f"{p} is {img.size[0]}x{img.size[1]} pixels; the model takes {w}x{h}. "
-                            "Pass resize=true to resize it")
-        img = img.resize((w, h), Image.BILINEAR)
-    import numpy as np  # imported when used: numpy
-
-    x = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0)
-    x = x[None] if c == 1 else x.permute(2, 0, 1)
-    return 1 - x if invert else x

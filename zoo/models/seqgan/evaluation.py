@@ -1,4 +1,4 @@
-"""What SeqGAN measures and prints: validation / test metrics and ``python -m zoo.predict``.
+"""What SeqGAN measures: validation / test metrics (inference and ``python -m zoo.predict``: predict.py).
 
 - ``{val,test}/nll``: G's per-token NLL of held-out real sequences (teacher forcing; text: the words
   and [EOS], not the padding after it).
@@ -35,23 +35,15 @@ from typing import Any
 
 import torch
 
-from zoo.core.module import check_options
-from zoo.errors import UserError
-from zoo.estimators import stochastic_beam_search
 from zoo.models.seqgan.data import decode
 from zoo.models.seqgan.nets import LSTMLM
 from zoo.models.seqgan.oracle import nll_oracle
 from zoo.models.seqgan.plots import nll_curve_figure
 
-# predict's sizes: n=10**8 samples and method=sbs k=10**8 beams never finished (the recipes evaluate on
-# 10,000 samples; a beam is a printed line)
-MAX_SAMPLES = 100_000
-MAX_BEAMS = 100
-
 
 class SeqGANEvaluation:
     """The evaluation half of the SeqGAN LightningModule (``SeqGAN`` derives from it): its validation
-    and test metrics and its ``zoo.predict`` behaviour, as methods on the model's own state."""
+    and test metrics, as methods on the model's own state."""
 
     # set by SeqGAN: gen, dis, oracle, gen_mle, cfg, data_info, seq_len, text, schedule, history,
     # g_version, rollout_ready; here: _refs (held-out sentences of the epoch), _eval_cache
@@ -82,8 +74,8 @@ class SeqGANEvaluation:
         return [" ".join(w) for w in decode(seqs.cpu(), d["vocab"], (d["eos_token"], d["pad_token"]))]
 
 
-    def generate(self, n: int, seed: int, gen: Any = None) -> torch.Tensor:
-        """n samples of G (or of ``gen``) from a fixed seed."""
+    def sample_sequences(self, n: int, seed: int, gen: Any = None) -> torch.Tensor:
+        """n samples (n, T) of G (or of ``gen``) from a fixed seed (the public ``generate`` is predict.py's)."""
         gen = gen or self.gen
         g = torch.Generator(device=gen.head.weight.device).manual_seed(seed)
         return torch.cat([gen.sample(min(1000, n - i), self.seq_len, generator=g) for i in range(0, n, 1000)])
@@ -101,7 +93,7 @@ class SeqGANEvaluation:
             if self.oracle is not None:
                 value = nll_oracle(self.oracle, self.gen, self._n(c.eval_samples), self.seq_len, c.eval_seed)
             elif self.text:
-                samples = self.sentences(self.generate(c.bleu_samples, c.eval_seed))
+                samples = self.sentences(self.sample_sequences(c.bleu_samples, c.eval_seed))
                 value = bleu(samples, self._refs[: c.bleu_refs], (3,))[3]
             else:
                 value = None
@@ -134,13 +126,13 @@ class SeqGANEvaluation:
                 self.oracle, random_g, c.test_samples, self.seq_len, c.eval_seed + 4
             )
         if self.text:
-            samples = self.sentences(self.generate(c.test_bleu_samples, c.eval_seed + 1))
+            samples = self.sentences(self.sample_sequences(c.test_bleu_samples, c.eval_seed + 1))
             for k, v in bleu(samples, self._refs[: c.bleu_refs]).items():
                 metrics[f"test/bleu{k}"] = v
             for k, v in self_bleu(samples).items():
                 metrics[f"test/self_bleu{k}"] = v
             if int(self.rollout_ready):  # the same for G as it was before adversarial training
-                before = self.sentences(self.generate(c.test_bleu_samples, c.eval_seed + 1, self.gen_mle))
+                before = self.sentences(self.sample_sequences(c.test_bleu_samples, c.eval_seed + 1, self.gen_mle))
                 metrics.update(
                     {f"test/bleu{k}_mle": v for k, v in bleu(before, self._refs[: c.bleu_refs]).items()}
                 )
@@ -159,51 +151,6 @@ class SeqGANEvaluation:
                 "nll_oracle" if self.oracle is not None else "val_bleu3",
                 nll_curve_figure(self.history, self.schedule, floor),
             )
-
-
-    def predict_cli(self, inputs: list[str], options: dict) -> None:
-        """Print generated sequences: ``n=10`` ancestral samples, or ``method=sbs k=5`` distinct ones by
-        stochastic beam search (with their log-probabilities). ``seed=0``."""
-        opts = check_options(options, {"n": 10, "method": "sample", "k": 5, "seed": 0}, "seqgan (zoo.predict)")
-        if inputs:
-            raise UserError(
-                f"seqgan generates from nothing: drop the inputs {inputs} (options: n=, method=, k=, seed=)"
-            )
-        if opts["method"] not in ("sample", "sbs"):
-            raise UserError(
-                f"method must be 'sample' (ancestral) or 'sbs' (stochastic beam search), got {opts['method']!r}"
-            )
-        for key, most in (("n", MAX_SAMPLES), ("k", MAX_BEAMS)):
-            if not isinstance(opts[key], int) or not 1 <= opts[key] <= most:
-                raise UserError(f"{key} must be an integer from 1 to {most}, got {opts[key]!r}")
-        gen = self.gen
-        if opts["method"] == "sample":
-            seqs, scores = self.generate(opts["n"], opts["seed"]), None
-        else:
-            d = self.data_info
-
-            def step_fn(prefixes: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
-                state = gen.start(prefixes.shape[0]) if state is None else gen.step(prefixes[:, -1], state)
-                return gen.head(state[0]), state
-
-            res = stochastic_beam_search(
-                step_fn,
-                1,
-                opts["k"],
-                self.seq_len,
-                gen.start_token,
-                end_token=d.get("eos_token"),
-                pad_token=d.get("pad_token"),
-                generator=torch.Generator(device=gen.head.weight.device).manual_seed(opts["seed"]),
-            )
-            seqs, scores = res.sequences[0], res.log_probs[0].tolist()
-        lines = self.sentences(seqs) if self.text else [" ".join(map(str, row)) for row in seqs.tolist()]
-        if scores is not None:  # the beams come in order of their perturbed keys: shown most probable first
-            for score, line in sorted(zip(scores, lines), key=lambda sl: -sl[0]):
-                print(f"{score:9.3f}  {line}")
-            return
-        for line in lines:
-            print(line)
 
 
 # ----------------------------------------------------------------------

@@ -23,6 +23,7 @@ from zoo.estimators import StochasticNode, StochasticSample
 from zoo.models.seqgan.config import SeqGANConfig
 from zoo.models.seqgan.evaluation import SeqGANEvaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
+from zoo.models.seqgan.predict import SeqGANAPI
 from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
 from zoo.models.seqgan.schedule import Schedule
 
@@ -31,7 +32,7 @@ def _brief(value: Any) -> str:
     return f"{len(value)} words" if isinstance(value, list) else repr(value)
 
 
-class SeqGAN(SeqGANEvaluation, ZooModule):
+class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
     """SeqGAN: an LSTM generator trained by policy gradient (MC rollouts) against a CNN discriminator."""
 
     Config = SeqGANConfig
@@ -297,3 +298,8 @@ class SeqGAN(SeqGANEvaluation, ZooModule):
         saved = checkpoint.get("seqgan_eval", [0])
         self.g_version = int(saved[0])
         self._eval_cache = {self.g_version: saved[1]} if len(saved) > 1 else {}
+
+    def predict_cli(self, inputs: list[str], options: dict) -> None:
+        from zoo.models.seqgan.predict import predict_cli  # imported when used: torch
+
+        predict_cli(self, inputs, options)

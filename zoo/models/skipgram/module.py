@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
-from zoo.core.module import ZooModule, check_options
+from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.models.skipgram.config import OBJECTIVES, SkipGramConfig
-from zoo.models.skipgram.evaluation import MIN_PAIRS, analogy_score, nearest, similarity_score
-from zoo.models.skipgram.export import save_word2vec
+from zoo.models.skipgram.evaluation import MIN_PAIRS, analogy_score, similarity_score
 from zoo.models.skipgram.loop import train_chunk
 from zoo.models.skipgram.nets import SkipGram
-from zoo.paths import check_output_file
+from zoo.models.skipgram.predict import SkipGramAPI
 
 
-class SkipGramModule(ZooModule):
+class SkipGramModule(SkipGramAPI, ZooModule):
     """Skip-gram word embeddings trained with NCE, negative sampling or a full softmax."""
 
     Config = SkipGramConfig
@@ -286,63 +286,12 @@ class SkipGramModule(ZooModule):
         figure = embedding_map(self.vectors, self.words, self.data_info.get("word_groups"))
         self.save_figure("embedding_pca", figure)
 
-    # ---- inference ---------------------------------------------------------------------------
-    def word_id(self, word: str) -> int:
-        for w in (word, word.lower()):
-            if w in self.index:
-                return self.index[w]
-        raise UserError(f"'{word}' is not in the vocabulary ({len(self.words)} words, min_count applied)")
-
-    def neighbour_table(self, words: list[str], topn: int = 10) -> str:
-        known = [w for w in words if w in self.index or w.lower() in self.index]
-        if not known:
-            return "no probe word is in the vocabulary"
-        ids = torch.tensor([self.word_id(w) for w in known], device=self.vectors.device)
-        sims, idx = nearest(self.vectors, self.vectors[ids], topn, exclude=ids[:, None])
-        lines = []
-        for w, srow, irow in zip(known, sims.tolist(), idx.tolist()):
-            lines.append(f"{w}: " + ", ".join(f"{self.words[j]} {s:.2f}" for s, j in zip(srow, irow)))
-        return "\n".join(lines)
-
-    def analogy(self, a: str, b: str, c: str, topn: int = 5) -> list[tuple[str, float]]:
-        """Words closest to b - a + c (a : b = c : ?), a/b/c excluded."""
-        ids = torch.tensor([[self.word_id(a), self.word_id(b), self.word_id(c)]], device=self.vectors.device)
-        v = torch.nn.functional.normalize(self.vectors.float(), dim=1)
-        sims, idx = nearest(self.vectors, v[ids[:, 1]] - v[ids[:, 0]] + v[ids[:, 2]], topn, exclude=ids)
-        return [(self.words[j], s) for s, j in zip(sims[0].tolist(), idx[0].tolist())]
-
+    # ---- python -m zoo.predict (the inference API is predict.py's) --------------------------
     def export(self, path: str, binary: bool | None = None):
-        """Write the word vectors in word2vec text (.txt/.vec) or binary (.bin) format."""
-        return save_word2vec(path, self.words, self.vectors, binary)
+        """Write the word vectors in word2vec text (.txt/.vec) or binary (.bin) format (by the suffix)."""
+        return self.save_word2vec(path, Path(path).suffix == ".bin" if binary is None else binary)
 
     def predict_cli(self, inputs: list[str], options: dict) -> None:
-        """``python -m zoo.predict TARGET king queen [topn=10] [analogy=man,king,woman]
-        [export=vectors.bin]``: nearest neighbours, a - b + c, or the vectors in word2vec format."""
-        opts = check_options(options, {"topn": 10, "analogy": "", "export": "", "binary": None}, "skipgram")
-        if not inputs and not opts["analogy"] and not opts["export"]:
-            raise UserError("give words to look up, analogy=a,b,c (a : b = c : ?) or export=vectors.bin")
-        parts = str(opts["analogy"]).split(",") if opts["analogy"] else []
-        if parts and len(parts) != 3:  # checked before anything is printed
-            raise UserError(f"analogy=a,b,c takes three words (a : b = c : ?), got '{opts['analogy']}'")
-        if int(opts["topn"]) < 1:
-            raise UserError(f"topn must be >= 1, got {opts['topn']}")
-        if opts["binary"] is not None and not isinstance(opts["binary"], bool):  # 'maybe' was taken as true
-            raise UserError(f"binary must be true or false (left out: binary when export= ends in .bin), "
-                            f"got {opts['binary']!r}")
-        if opts["export"]:  # checked before anything is printed; its folder is created when written
+        from zoo.models.skipgram.predict import predict_cli  # imported when used: torch
 
-            check_output_file(str(opts["export"]), "export", writer=None, example="vectors.bin")
-        if inputs:
-            missing = [w for w in inputs if w not in self.index and w.lower() not in self.index]
-            if len(missing) == len(inputs):  # nothing to show: a mistake, not a result
-                raise UserError(f"not in the vocabulary: {', '.join(missing)} ({len(self.words)} words, "
-                                f"min_count applied; e.g. {', '.join(self.words[:5])})")
-            print(self.neighbour_table(inputs, int(opts["topn"])))
-            if missing:  # some words known: their neighbours above, the others named
-                print(f"not in the vocabulary: {', '.join(missing)}")
-        if parts:
-            answers = self.analogy(*parts, topn=int(opts["topn"]))
-            print(f"{parts[0]} : {parts[1]} = {parts[2]} : " + ", ".join(f"{w} {s:.2f}" for w, s in answers))
-        if opts["export"]:
-            path = self.export(str(opts["export"]), opts["binary"])
-            print(f"wrote {len(self.words)} vectors of size {self.cfg.dim} to {path}")
+        predict_cli(self, inputs, options)

@@ -1,5 +1,5 @@
 """What the Gaussian and the discrete VAE share: decoder likelihoods, the ELBO and its
-importance-weighted tightening, logging, pictures and the `zoo.predict` behaviour.
+importance-weighted tightening, logging and pictures; the inference API and `zoo.predict` are predict.py's.
 
 For one image x the loss is the negative ELBO (seed 001, "Auto-Encoder (VAE)"):
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,11 +27,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.distributions import Distribution, Normal
 
-from zoo.core.module import ZooModule, check_options
-from zoo.errors import UserError, no_access
+from zoo.core.module import ZooModule
+from zoo.errors import UserError
 from zoo.models.vae import plots
 from zoo.models.vae.nets import build_nets
-from zoo.paths import check_output_file, make_folder, writable
+from zoo.models.vae.predict import VAEAPI
 
 
 def image_size(data_info: dict | None) -> int | None:
@@ -41,7 +40,7 @@ def image_size(data_info: dict | None) -> int | None:
     return int(math.prod(shape)) if shape else None
 
 
-class LatentVAE(ZooModule):
+class LatentVAE(VAEAPI, ZooModule):
     """Base class; subclasses define the latent space (posterior, prior, KL, sampling)."""
 
     monitor, monitor_mode = "val/loss", "min"
@@ -231,28 +230,13 @@ class LatentVAE(ZooModule):
 
     # ---- pictures -------------------------------------------------------------------------------
     @torch.no_grad()
-    def sample_images(self, n: int, seed: int = 0, mean: bool = True) -> Tensor:
-        """n images from the model: z ~ p(z), x ~ p(x|z) (or E[x|z] with ``mean``): (n, C, H, W)."""
-        g = torch.Generator().manual_seed(seed)  # cpu: the same pictures on every device (z is moved)
-        out = self.decode(self.prior_draw(n, g).to(self.device, self.dtype))
-        img = self.mean_image(out)
-        if not mean:
-            img = torch.bernoulli(img.cpu(), generator=g) if self.cfg.likelihood == "bernoulli" else img
-        return img.cpu()
-
-    @torch.no_grad()
-    def reconstruct(self, x: Tensor) -> Tensor:
-        """E[x|z] at the posterior's point code (mean / mode): (B, C, H, W)."""
-        return self.mean_image(self.decode(self.code(self.posterior(x)))).cpu()
-
-    @torch.no_grad()
     def save_pictures(self) -> None:
         was_training = self.training
         self.eval()
-        self.save_image("samples", plots.upscale(self.sample_images(64)), nrow=8, padding=1, pad_value=0.5)
+        self.save_image("samples", plots.upscale(self.sample(64, seed=0).cpu()), nrow=8, padding=1, pad_value=0.5)
         if self._val_images is not None:
             x = self._val_images
-            self.save_image("reconstructions", plots.upscale(plots.pairs(x.cpu(), self.reconstruct(x))),
+            self.save_image("reconstructions", plots.upscale(plots.pairs(x.cpu(), self.reconstruct(x).cpu())),
                             nrow=8, padding=1, pad_value=0.5)
             images, ncol = self.traversal(x[:1])
             self.save_image("traversal", plots.upscale(images.cpu()), nrow=ncol, padding=1, pad_value=0.5)
@@ -260,43 +244,6 @@ class LatentVAE(ZooModule):
 
     # ---- python -m zoo.predict --------------------------------------------------------------------
     def predict_cli(self, inputs: list[str], options: dict) -> None:
-        """No inputs: write a grid of ``n`` samples to ``out`` (samples.png). Image files (PNG/JPEG,
-        any size): write each one's reconstruction as <name>_recon.png beside it, print its
-        negative ELBO, and a grid of inputs/reconstructions to ``out`` when given."""
-        defaults = {"n": 64, "out": "", "seed": 0, "nrow": 8, "mean": True, "invert": "auto"}
-        o = check_options(options, defaults, "VAE predict")
-        n, seed, nrow = int(o["n"]), int(o["seed"]), int(o["nrow"])
-        if n < 1 or nrow < 1:
-            raise UserError(f"n={n} and nrow={nrow} must be >= 1 (images to draw, images per row)")
-        if o["out"] or not inputs:
-            check_output_file(o["out"] or "samples.png", "out", inputs=inputs)
-        mean = str(o["mean"]).lower() in ("1", "true", "yes")
-        self.eval()
-        from torchvision.utils import save_image  # imported when used: torchvision
+        from zoo.models.vae.predict import predict_cli  # imported when used: torch
 
-        if not inputs:
-            out = Path(o["out"] or "samples.png")
-            make_folder(out.parent)
-            images = plots.upscale(self.sample_images(n, seed, mean))
-            save_image(images, out, nrow=nrow, padding=1, pad_value=0.5)
-            print(f"wrote {n} samples to {out}")
-            return
-        invert = str(o["invert"])
-        targets = [Path(p).with_name(Path(p).stem + "_recon.png") for p in inputs]  # beside each input
-        for target in targets:  # before any is written
-            if not writable(target):
-                raise no_access(target, write=True, instead="copy the image into a folder you can write in")
-        x = torch.stack([plots.load_image(p, self.image_shape, self.data_info, invert) for p in inputs])
-        x = x.to(self.device, self.dtype)
-        recon = self.reconstruct(x)
-        with torch.no_grad():
-            torch.manual_seed(seed)
-            rec, kl, _ = self.eval_terms(x)
-        for path, target, r, loss in zip(inputs, targets, recon, (rec + kl).tolist()):
-            save_image(plots.upscale(r[None], 64), target)
-            print(f"{path}: negative ELBO {loss:.2f} nats -> {target}")
-        if o["out"]:
-            grid = plots.upscale(plots.pairs(x.cpu(), recon, nrow))
-            make_folder(Path(o["out"]).parent)
-            save_image(grid, o["out"], nrow=nrow, padding=1, pad_value=0.5)
-            print(f"wrote inputs (odd rows) and reconstructions (even rows) to {o['out']}")
+        predict_cli(self, inputs, options)

@@ -1,0 +1,182 @@
+"""The OOD classifier's inference API (a mixin of ``OODClassifier``) and ``python -m zoo.predict`` for it.
+
+    model = zoo.load("ood-digits-joint")
+    x = model.preprocess(["a.png"], resize=True, convert=True)   # files / PIL / numpy -> (1, 1, 8, 8)
+    model.predict_proba(x)                  # (1, 10) softmax(logits / T), T the fitted temperature
+    d = model.detect(x, detector="msp")     # d.labels, d.confidence, d.score, d.is_in (1,) each
+
+``is_in`` compares the detector's score with the threshold chosen on the validation data: the score that
+accepts 95 % of the validation in-distribution inputs (the TPR of the paper's TNR at 95 % TPR). The
+thresholds are buffers fitted at each validation (``msp_threshold``, ``odin_threshold``,
+``energy_threshold``) and travel in checkpoints and pretrained files. A model saved before a detector's
+threshold existed (the released ``ood-digits-*`` have only ``msp_threshold``) loads with that buffer
+unset (nan); the first ``detect`` with that detector then computes it the same way, on the validation
+split of the data the model was trained on (rebuilt from the data options stored with it), and keeps it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from zoo.core.inputs import image_batch
+from zoo.core.module import check_options
+from zoo.errors import UserError
+from zoo.models.ood import detect as det
+from zoo.models.ood.data import as_float
+from zoo.options import validate
+from zoo.registry import DATAMODULES
+
+API_DETECTORS = ("msp", "odin", "energy")  # mahalanobis needs the training set's features: zoo.evaluate only
+LATE_THRESHOLDS = ("odin_threshold", "energy_threshold")  # buffers checkpoints before 2026-11-28 lack
+TPR = 0.95  # the fraction of validation in-distribution inputs a threshold accepts
+
+
+@dataclass
+class Detections:
+    """``detect``'s verdicts for a batch of B inputs (tensors on the model's device)."""
+
+    labels: Tensor  # (B,) the predicted class
+    confidence: Tensor  # (B,) its calibrated probability, max softmax(logits / T)
+    score: Tensor  # (B,) the detector's in-distribution score (higher: more in-distribution)
+    is_in: Tensor  # (B,) bool: score >= threshold
+    threshold: float  # the score accepting 95 % of the validation in-distribution inputs
+    detector: str
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+class OODAPI:
+    """Needs ``classifier``, ``input_shape``, ``temperature`` and the threshold buffers (evaluation.py)."""
+
+    def add_threshold_buffers(self) -> None:
+        """The buffers of ODIN's and energy's thresholds, nan until fitted; a state dict without them (a
+        checkpoint saved before they existed) loads with them left nan (``threshold`` fits them then)."""
+        for name in LATE_THRESHOLDS:
+            self.register_buffer(name, torch.tensor(float("nan")))  # cpu: moves with the module
+
+        def fill_missing(module, state_dict, prefix, *args) -> None:
+            for name in LATE_THRESHOLDS:
+                state_dict.setdefault(prefix + name, torch.tensor(float("nan")))  # cpu: copied into the buffer
+
+        self.register_load_state_dict_pre_hook(fill_missing)
+
+    # ---- inputs -----------------------------------------------------------------------------------
+    def preprocess(self, images: Any, resize: bool = False, convert: bool = False, invert: bool = False) -> Tensor:
+        """Inputs as the model takes them: (B, *input_shape) on the model's device.
+
+        ``images``: a tensor (B, C, H, W) in [0, 1] (checked, moved), or one or a list of file paths, PIL
+        images or numpy arrays. An image of another size or channel count is refused unless ``resize`` /
+        ``convert`` (to grey or RGB) are set; ``invert`` turns dark-on-light into the digits' light-on-dark.
+        A model of 2-D points takes a tensor (B, 2) only."""
+        if len(self.input_shape) != 3:
+            if not isinstance(images, Tensor):
+                raise UserError(f"this model takes points: give a tensor of shape (B, {self.input_shape[0]}), "
+                                f"got {type(images).__name__}")
+            return image_batch(images, None, self.input_shape, self.device, self.dtype)
+        return image_batch(images, lambda img, name: self._pil_to_tensor(img, name, resize, convert, invert),
+                           self.input_shape, self.device, self.dtype)
+
+    def _pil_to_tensor(self, img: Any, name: str, resize: bool, convert: bool, invert: bool) -> Tensor:
+        import numpy as np  # imported when used: numpy
+        from PIL import Image  # imported when used: PIL
+
+        c, h, w = self.input_shape
+        channels = {"L": 1, "1": 1, "I": 1, "F": 1, "LA": 2, "RGB": 3, "RGBA": 4}.get(img.mode, 3)
+        if channels != c and not (channels in (2, 4) and channels - 1 == c) and not convert:
+            raise UserError(f"{name} has {channels} channel(s) ({img.mode}); the model takes {c}. "
+                            f"Pass convert=true to convert it to {'grey' if c == 1 else 'RGB'}")
+        img = img.convert("L" if c == 1 else "RGB")
+        if img.size != (w, h):
+            if not resize:
+                raise UserError(f"{name} is {img.size[0]}x{img.size[1]} pixels; the model takes {w}x{h}. "
+                                "Pass resize=true to resize it")
+            img = img.resize((w, h), Image.BILINEAR)
+        x = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0)  # cpu: the batch is moved
+        x = x[None] if c == 1 else x.permute(2, 0, 1)
+        return 1 - x if invert else x
+
+    # ---- predictions ------------------------------------------------------------------------------
+    @torch.no_grad()
+    def predict_proba(self, x: Any, calibrated: bool = True) -> Tensor:
+        """Class probabilities (B, K): softmax(logits / T) with the temperature fitted on validation data
+        (``calibrated``), or the plain softmax."""
+        logits = self.classifier(self.preprocess(x))
+        return (logits / self.temperature if calibrated else logits).softmax(-1)
+
+    def detect(self, x: Any, detector: str = "msp") -> Detections:
+        """Class, calibrated confidence, the detector's score and the in/out verdict of each input, at the
+        threshold that accepts 95 % of the validation in-distribution inputs. ``detector``: msp (maximum
+        softmax), odin (temperature and input perturbation chosen on validation data) or energy."""
+        if detector not in API_DETECTORS:
+            raise UserError(f"detector must be one of {', '.join(API_DETECTORS)}, got {detector!r}")
+        x = self.preprocess(x)
+        with torch.no_grad():
+            logits = self.classifier(x)
+            probs = (logits / self.temperature).softmax(-1)
+        score = self.detector_score(x, detector, logits)
+        threshold = self.threshold(detector)
+        confidence, labels = probs.max(-1)
+        return Detections(labels, confidence, score, score >= threshold, threshold, detector)
+
+    def detector_score(self, x: Tensor, detector: str, logits: Tensor | None = None) -> Tensor:
+        """In-distribution scores (B,) of a preprocessed batch, as ``zoo.evaluate`` computes them."""
+        if detector == "odin":  # needs the input gradient: pytorch-ood leaves no_grad / inference mode for it
+            with torch.enable_grad():
+                return det.odin_score(self.classifier, x, float(self.odin_temperature), float(self.odin_eps))
+        with torch.no_grad():
+            logits = self.classifier(x) if logits is None else logits
+            return det.msp_score(logits) if detector == "msp" else det.energy_score(logits)
+
+    def threshold(self, detector: str = "msp") -> float:
+        """The detector's score accepting 95 % of the validation in-distribution inputs (a buffer; fitted
+        here once on the model's validation data where the checkpoint predates it)."""
+        buffer = getattr(self, f"{detector}_threshold")
+        if torch.isnan(buffer):
+            x = self.validation_inputs()
+            scores = torch.cat([self.detector_score(x[i:i + 512], detector) for i in range(0, len(x), 512)])
+            buffer.fill_(float(torch.quantile(scores.float(), 1 - TPR)))
+            print(f"note: the model stores no {detector} threshold (saved before it existed); computed it on the "
+                  f"validation split of its data ({len(x)} inputs): {float(buffer):.4g}", file=sys.stderr)
+        return float(buffer)
+
+    def validation_inputs(self) -> Tensor:
+        """The validation in-distribution inputs of the data the model was trained on (B, *input_shape)."""
+        data = dict((getattr(self, "run_info", None) or {}).get("data") or {})
+        if "name" not in data:
+            raise UserError("this model has no stored threshold for the detector and no data options to fit one "
+                            "(load it with zoo.load, or validate it with zoo.train / a Trainer first)")
+        entry = DATAMODULES.entry(data.pop("name"))
+        dm = entry.obj(validate(entry.config, data, "the model's data options") if entry.config else data)
+        dm.prepare_data()
+        dm.setup("validate")
+        return as_float(dm.parts["val"][0]).to(self.device, self.dtype)
+
+
+def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
+    """Image files -> class, calibrated confidence and in/out verdict by max-softmax (``detect``). Options:
+    resize (scale to the model's size), convert (grey / RGB), invert (white-on-black like digits)."""
+    o = check_options(options, {"resize": False, "convert": False, "invert": False}, "ood predict")
+    if len(model.input_shape) != 3:
+        raise UserError("zoo.predict for the OOD model reads image files; this model takes 2-D points")
+    if not inputs:
+        raise UserError("give one or more image files: python -m zoo.predict MODEL a.png b.png")
+    x = model.preprocess(inputs, _flag(o["resize"]), _flag(o["convert"]), _flag(o["invert"]))
+    d = model.detect(x, "msp")
+    for path, label, conf, m, inside in zip(inputs, d.labels.tolist(), d.confidence.tolist(), d.score.tolist(),
+                                            d.is_in.tolist()):
+        if inside:
+            print(f"{path}: class {label} (calibrated confidence {conf:.3f}), "
+                  f"max-softmax {m:.3f} -> in-distribution (threshold {d.threshold:.3f})")
+        else:  # a class and a calibrated confidence would read as an answer (temperature < 1 sharpens them)
+            print(f"{path}: no class (the closest is {label}; confidence means nothing out here), "
+                  f"max-softmax {m:.3f} -> OUT-OF-DISTRIBUTION (threshold {d.threshold:.3f})")
+
+
+def _flag(value) -> bool:
+    return str(value).lower() in ("1", "true", "yes")

@@ -1,0 +1,141 @@
+"""The VAEs' inference API (a mixin of ``LatentVAE``) and ``python -m zoo.predict`` for them.
+
+    model = zoo.load("vae-digits")
+    images = model.sample(16, seed=0)            # (16, 1, 8, 8) E[x|z], z ~ p(z)
+    x = model.preprocess(["a.png", "b.png"])     # files / PIL / numpy -> (2, 1, 8, 8) like the data
+    model.reconstruct(x), model.encode(x)        # (2, 1, 8, 8); (2, D) posterior means (dVAE: (2, N, K) modes)
+    model.log_likelihood(x, k=100)               # (2,) the importance-weighted bound on log p(x), nats
+
+Everything runs without gradients and returns tensors on the model's device.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from zoo.core.inputs import check_count, check_seed, generator, image_batch
+from zoo.core.module import check_options
+from zoo.errors import UserError, no_access
+from zoo.models.vae import plots
+from zoo.paths import check_output_file, make_folder, writable
+
+INVERT = ("auto", "true", "false")
+
+
+class VAEAPI:
+    """Needs the ``LatentVAE`` pieces: ``image_shape``, ``data_info``, ``posterior``, ``decode``, ``code``,
+    ``prior_draw``, ``mean_image``, ``iwae_nll``."""
+
+    def preprocess(self, images: Any, invert: str = "auto") -> Tensor:
+        """Images as the model was trained on them: (B, C, H, W) on the model's device.
+
+        ``images``: a tensor (B, C, H, W) (checked, moved), or one or a list of file paths, PIL images or
+        numpy arrays of any size: made greyscale, resized to (H, W), ink bright on dark (``invert``: auto =
+        invert when the border is light, "true", "false"), then binarised at the datamodule's threshold
+        (grey values are kept when the data were not binarised)."""
+        invert = str(invert).lower()
+        if invert not in INVERT:
+            raise UserError(f"invert must be auto, true or false, got {invert!r}")
+        return image_batch(images, lambda img, name: self._pil_to_tensor(img, invert), self.image_shape,
+                           self.device, self.dtype)
+
+    def _pil_to_tensor(self, img: Any, invert: str) -> Tensor:
+        from PIL import Image  # imported when used: PIL
+
+        c, h, w = self.image_shape
+        img = img.convert("L")
+        img = img.resize((w, h), Image.Resampling.BOX if img.width >= w else Image.Resampling.BILINEAR)
+        x = torch.tensor(list(img.getdata()), dtype=torch.float32).view(1, h, w) / 255.0  # cpu: then the batch moves
+        border = torch.cat([x[0, 0], x[0, -1], x[0, :, 0], x[0, :, -1]]).mean()
+        if invert == "true" or (invert == "auto" and border > 0.5):
+            x = 1.0 - x
+        if self.data_info.get("binarize", "static") != "none":
+            x = (x > float(self.data_info.get("threshold", 0.5))).float()
+        return x.expand(c, h, w).clone()
+
+    def _images(self, x: Any) -> Tensor:
+        return self.preprocess(x)  # a tensor is only checked and moved
+
+    @torch.no_grad()
+    def sample(self, n: int, seed: int | None = None, mean: bool = True) -> Tensor:
+        """``n`` images from the model, z ~ p(z): E[x|z] in [0, 1] (``mean``), or x ~ p(x|z): (n, C, H, W).
+        ``seed``: the same images on every device and run (None: drawn from torch's global RNG)."""
+        check_count(n)
+        g = generator(seed)  # cpu: the same draws everywhere; z is moved to the model
+        img = self.mean_image(self.decode(self.prior_draw(n, g).to(self.device, self.dtype)))
+        if not mean and self.cfg.likelihood == "bernoulli":
+            img = torch.bernoulli(img.cpu(), generator=g).to(img)
+        return img
+
+    @torch.no_grad()
+    def encode(self, x: Any) -> Tensor:
+        """The posterior's point code of each image: its mean (Gaussian VAE, (B, D)) or its mode (discrete
+        VAE, one-hots (B, N, K))."""
+        return self.code(self.posterior(self._images(x)))
+
+    @torch.no_grad()
+    def reconstruct(self, x: Any) -> Tensor:
+        """E[x|z] in [0, 1] at the posterior's point code (mean / mode) of each image: (B, C, H, W)."""
+        return self.mean_image(self.decode(self.encode(x)))
+
+    @torch.no_grad()
+    def log_likelihood(self, x: Any, k: int = 100, seed: int | None = None) -> Tensor:
+        """The importance-weighted bound (Burda et al. 2016) on log p(x) of each image with ``k`` samples of
+        q(z|x), in nats: (B,). It is <= log p(x) and tightens as k grows (k = 1: the ELBO's estimate).
+        ``seed``: reproducible draws (None: the global RNG)."""
+        check_count(k, "k")
+        x = self._images(x)
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices, enabled=seed is not None):
+            if seed is not None:
+                torch.manual_seed(check_seed(seed))
+            return -self.iwae_nll(x, self.posterior(x), k)
+
+
+DEFAULTS = {"n": 64, "out": "", "seed": 0, "nrow": 8, "mean": True, "invert": "auto"}
+
+
+def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
+    """No inputs: write a grid of ``n`` samples to ``out`` (samples.png). Image files (PNG/JPEG, any size):
+    write each one's reconstruction as <name>_recon.png beside it, print its negative ELBO, and a grid of
+    inputs/reconstructions to ``out`` when given."""
+    from torchvision.utils import save_image  # imported when used: torchvision
+
+    o = check_options(options, DEFAULTS, "VAE predict")
+    n, seed, nrow = int(o["n"]), int(o["seed"]), int(o["nrow"])
+    if n < 1 or nrow < 1:
+        raise UserError(f"n={n} and nrow={nrow} must be >= 1 (images to draw, images per row)")
+    if o["out"] or not inputs:
+        check_output_file(o["out"] or "samples.png", "out", inputs=inputs)
+    mean = str(o["mean"]).lower() in ("1", "true", "yes")
+    model.eval()
+    if not inputs:
+        out = Path(o["out"] or "samples.png")
+        make_folder(out.parent)
+        save_image(plots.upscale(model.sample(n, seed, mean).cpu()), out, nrow=nrow, padding=1, pad_value=0.5)
+        print(f"wrote {n} samples to {out}")
+        return
+    invert = str(o["invert"])
+    if invert.lower() not in INVERT:
+        raise UserError(f"invert must be auto, true or false, got '{invert}'")
+    targets = [Path(p).with_name(Path(p).stem + "_recon.png") for p in inputs]  # beside each input
+    for target in targets:  # before any is written
+        if not writable(target):
+            raise no_access(target, write=True, instead="copy the image into a folder you can write in")
+    x = model.preprocess(inputs, invert)
+    recon = model.reconstruct(x).cpu()
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        rec, kl, _ = model.eval_terms(x)
+    for path, target, r, loss in zip(inputs, targets, recon, (rec + kl).tolist()):
+        save_image(plots.upscale(r[None], 64), target)
+        print(f"{path}: negative ELBO {loss:.2f} nats -> {target}")
+    if o["out"]:
+        grid = plots.upscale(plots.pairs(x.cpu(), recon, nrow))
+        make_folder(Path(o["out"]).parent)
+        save_image(grid, o["out"], nrow=nrow, padding=1, pad_value=0.5)
+        print(f"wrote inputs (odd rows) and reconstructions (even rows) to {o['out']}")
