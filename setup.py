@@ -1,6 +1,6 @@
 """Build glue that pyproject.toml cannot express: the top-level ``recipes/`` folder ships inside the
 package as ``zoo/recipes/`` (a package directory mapped onto it), so an installed zoo finds its recipes
-(``zoo.config.recipe_dirs``). Everything else is configured in pyproject.toml."""
+(``zoo.recipe_files.recipe_dirs``). Everything else is configured in pyproject.toml."""
 
 from setuptools import find_namespace_packages, find_packages, setup
 

@@ -21,7 +21,7 @@ import torch
 
 from zoo.config import load_config
 from zoo.estimators import ESTIMATORS
-from zoo.recipes import all_recipes
+from zoo.recipe_files import all_recipes
 from zoo.registry import MODELS
 from zoo.train import train
 

@@ -10,7 +10,7 @@ import pytest
 from platform_testlib import subprocess_env  # tests/platform, on sys.path via conftest
 
 from zoo.config import load_config
-from zoo.recipes import all_recipes
+from zoo.recipe_files import all_recipes
 from zoo.train import train
 
 RECIPES = sorted(all_recipes())

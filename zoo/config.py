@@ -1,4 +1,4 @@
-"""A run's config: a recipe (``zoo.recipes``) and its overrides, validated against ``RunConfig`` and the
+"""A run's config: a recipe (``zoo.recipe_files``) and its overrides, validated against ``RunConfig`` and the
 model's, datamodule's, estimator's and trainer's options; and the rules of the metrics a run watches
 (validation on or off, a best checkpoint or early stopping judged in the right direction). Every user
 mistake is a `UserError` that says what is wrong, where (recipe file, key) and the closest valid choice.
@@ -19,7 +19,7 @@ from zoo.errors import UserError
 from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, parse_dotlist, positive
 from zoo.options import validate as validate_options
 from zoo.precheck import check_sections_early
-from zoo.recipes import find_recipe, load_recipe, merge_replacing
+from zoo.recipe_files import find_recipe, load_recipe, merge_replacing
 from zoo.registry import DATAMODULES, MODELS, closest
 from zoo.trainer_options import check_trainer_options
 

@@ -20,7 +20,7 @@ from zoo.callbacks.named import build_callbacks
 from zoo.cli import build_trainer, ctrl_c_in_lightning, exit_status, in_order, user_error_in_fit
 from zoo.config import load_config, repeated_overrides, to_yaml, validation_off
 from zoo.errors import UserError
-from zoo.recipes import all_recipes, recipe_description
+from zoo.recipe_files import all_recipes, recipe_description
 from zoo.registry import DATAMODULES, MODELS
 from zoo.runs import (
     check_resumable,

@@ -25,7 +25,7 @@ from torch.distributions import Normal
 from zoo.config import load_config
 from zoo.estimators import ESTIMATORS, get_estimator
 from zoo.estimators.seam import default_requirements, mismatch
-from zoo.recipes import all_recipes
+from zoo.recipe_files import all_recipes
 from zoo.registry import MODELS
 
 D = 20000  # draws per check

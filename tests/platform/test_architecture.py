@@ -9,8 +9,8 @@ a circle, within a layer either):
     models     zoo.models.<name>: one folder each, never importing another's; they use the layers
                below. The platform finds them as it finds a user's plugin: through the registry, which
                imports the declarations in their torch-free config.py by name (``zoo.models:declare_all``)
-    platform   zoo.cli, zoo.config, zoo.recipes, zoo.precheck, zoo.trainer_options, zoo.runs, zoo.tracking, zoo.hub,
-               zoo.pretrained
+    platform   zoo.cli, zoo.config, zoo.recipe_files, zoo.precheck, zoo.trainer_options, zoo.runs,
+               zoo.tracking, zoo.hub, zoo.pretrained
     parts      zoo.core, zoo.estimators, zoo.callbacks (estimators know nothing of models or core)
     ground     zoo.registry, zoo.options, zoo.errors, zoo.paths
 
@@ -28,7 +28,7 @@ LAYERS = {  # module prefix -> layer (higher imports lower); the longest matchin
     "zoo": 4, "zoo.__main__": 4, "zoo.train": 4, "zoo.evaluate": 4, "zoo.predict": 4, "zoo.sweep": 4,
     "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4, "zoo.bench": 4,
     "zoo.models": 3,
-    "zoo.cli": 2, "zoo.config": 2, "zoo.recipes": 2, "zoo.precheck": 2, "zoo.trainer_options": 2, "zoo.runs": 2,
+    "zoo.cli": 2, "zoo.config": 2, "zoo.recipe_files": 2, "zoo.precheck": 2, "zoo.trainer_options": 2, "zoo.runs": 2,
     "zoo.tracking": 2, "zoo.hub": 2, "zoo.pretrained": 2,
     "zoo.core": 1, "zoo.estimators": 1, "zoo.callbacks": 1,
     "zoo.registry": 0, "zoo.options": 0, "zoo.errors": 0, "zoo.paths": 0,

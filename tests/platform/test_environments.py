@@ -128,7 +128,7 @@ def test_text_files_with_a_byte_order_mark_or_not_in_utf8(tmp_path, capsys):
     from zoo.errors import UserError
     from zoo.models.skipgram.corpus import read_sentences
     from zoo.models.skipgram.evaluation import read_similarity
-    from zoo.recipes import recipe_description
+    from zoo.recipe_files import recipe_description
 
     bom = tmp_path / "bom.txt"
     bom.write_text("king queen\r\nman woman\r\n", encoding="utf-8-sig")

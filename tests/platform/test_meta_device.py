@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from zoo.config import load_config
-from zoo.recipes import all_recipes
+from zoo.recipe_files import all_recipes
 from zoo.train import build
 
 try:

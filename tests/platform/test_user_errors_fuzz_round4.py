@@ -99,7 +99,7 @@ def test_broken_recipe_files_name_the_key_and_the_fix(text, expected, tmp_path, 
 def test_alias_expansion_is_counted_without_building_it():
     import yaml
 
-    from zoo.recipes import expanded_size
+    from zoo.recipe_files import expanded_size
 
     doc = yaml.compose("a: &a [x, x, x, x, x, x, x, x, x]\n" + BOMB, Loader=yaml.SafeLoader)
     lists = [10]  # a: the list and its 9 values; b..i: a list of 9 copies of the one before
