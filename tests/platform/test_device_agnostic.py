@@ -36,16 +36,15 @@ CPU_FILES = {
     "zoo/models/captioning/vocab.py": "datamodule: dataset items and collate",
     "zoo/models/captioning/shapes.py": "datamodule: synthetic images",
     "zoo/models/captioning/plots.py": "plots",
-    "zoo/models/seqgan/data.py": "datamodule",
-    "zoo/models/seqgan/text.py": "datamodule: tokenised text",
+    "zoo/models/seqgan/data.py": "datamodules: oracle samples, tokenised text",
     "zoo/models/seqgan/plots.py": "plots",
     "zoo/models/skipgram/corpus.py": "datamodule: corpus chunks, subsampled and windowed on the CPU",
     "zoo/models/skipgram/synthetic.py": "datamodule: synthetic corpus",
     "zoo/models/skipgram/plots.py": "plots",
     "zoo/models/skipgram/export.py": "export: word2vec files",
     "zoo/models/ood/data.py": "datamodule: digits, photo patches, noise and toy points",
-    "zoo/models/ood/readers.py": "datamodule: images read from files",
-    "zoo/models/ood/plots.py": "plots and image files for zoo.predict",
+    "zoo/models/ood/readers.py": "image files read for the ood_images datamodule",
+    "zoo/models/ood/plots.py": "plots",
 }
 
 
