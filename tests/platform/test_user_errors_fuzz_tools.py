@@ -3,6 +3,9 @@ export paths), ``zoo.estimators compare``, ``zoo.pretrained export --name``, a c
 a model, and skip-gram's end-of-training plot. One message, exit status 2, no traceback, nothing
 written (the earlier cases: test_user_errors_tools.py)."""
 
+import dataclasses
+from typing import Optional
+
 import lightning  # noqa: F401  (imported here, not first inside a test: its log handler keeps the real stderr)
 import pytest
 import torch
@@ -50,18 +53,26 @@ def test_predict_seeds_out_of_range(argv, image, tmp_path, capsys):
     argv = [a.replace("OUT", str(tmp_path)).replace("IMAGE", str(image)) for a in argv]
     assert predict.main(argv) == 2
     line = one_error_line(capsys)
-    assert "option 'seed'" in line and f"integer from 0 to {SEED_MAX}" in line, line
+    assert "'seed'" in line and f"integer from 0 to {SEED_MAX}" in line, line
     assert not written(tmp_path)
 
 
+@dataclasses.dataclass
+class SeedOptions:
+    seed: int = 0  # a seed
+    init_seed: Optional[int] = None  # another one
+    n: int = 1  # a count
+
+
 def test_check_options_seeds():
-    defaults = {"seed": 0, "init_seed": None, "n": 1}
-    assert check_options({"seed": SEED_MAX, "init_seed": 7}, defaults, "x")["seed"] == SEED_MAX
-    for key, value in [("seed", SEED_MAX + 1), ("init_seed", 2**70), ("init_seed", -1), ("init_seed", True),
-                       ("init_seed", "3")]:
-        with pytest.raises(UserError, match=f"option '{key}' for x must be an integer from 0 to {SEED_MAX}"):
-            check_options({key: value}, defaults, "x")
-    assert check_options({"n": 2**70}, defaults, "x")["n"] == 2**70  # only seeds take the seed range
+    assert check_options({"seed": SEED_MAX, "init_seed": 7}, SeedOptions, "x")["seed"] == SEED_MAX
+    for key, value in [("seed", SEED_MAX + 1), ("init_seed", 2**70), ("init_seed", -1)]:
+        with pytest.raises(UserError, match=f"'{key}' in x must be an integer from 0 to {SEED_MAX}"):
+            check_options({key: value}, SeedOptions, "x")
+    for key, value in [("init_seed", True), ("init_seed", "3x")]:
+        with pytest.raises(UserError, match=f"'{key}' in x"):
+            check_options({key: value}, SeedOptions, "x")
+    assert check_options({"n": 2**31 - 1}, SeedOptions, "x")["n"] == 2**31 - 1  # only seeds take the seed range
 
 
 @pytest.mark.parametrize("args, expected", [

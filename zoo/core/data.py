@@ -26,7 +26,6 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from zoo.core.files import atomic_path
 from zoo.errors import UserError
-from zoo.options import validate
 
 
 class ZooDataModule(L.LightningDataModule):
@@ -41,7 +40,7 @@ class ZooDataModule(L.LightningDataModule):
         if self.Config is None:  # was "'NoneType' object is not callable"
             raise UserError(f"{type(self).__name__} sets no Config: a ZooDataModule names the dataclass of its "
                             "options (Config = MyDataConfig; docs/adding_a_model.md)")
-        self.cfg = self.Config(**validate(self.Config, cfg, f"the options of {type(self).__name__}", what="option"))
+        self.cfg = self.Config(**cfg)  # checked when the recipe loads (zoo.config) or zoo.evaluate's data options
         root = getattr(self.cfg, "root", None)
         if isinstance(root, str) and Path(root).is_file():  # else "not found in <file>/mnist", as if it were a folder
             raise UserError(f"data.root={root} is a file, not a folder: point data.root at the folder that holds "

@@ -35,7 +35,6 @@ Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from pathlib import Path
@@ -45,7 +44,7 @@ import lightning as L
 import torch
 
 from zoo.errors import UserError
-from zoo.options import conforms, implicit_range, range_error, unknown_key, validate
+from zoo.options import validate
 from zoo.paths import make_folder
 
 
@@ -87,8 +86,9 @@ class ZooModule(L.LightningModule):
         if self.Config is None:  # was "'NoneType' object is not callable"
             raise UserError(f"{type(self).__name__} sets no Config: a ZooModule names the dataclass of its options "
                             "(Config = MyConfig; docs/adding_a_model.md)")
-        # the options' rules live in the Config's fields: checked here as a recipe's are, never again in the model
-        self.cfg = self.Config(**validate(self.Config, cfg, f"the options of {type(self).__name__}", what="option"))
+        # the options' rules live in the Config's fields, checked when the recipe loads (zoo.config); not again here:
+        # a checkpoint holds options valid when it was trained, which a later rule must not lock out
+        self.cfg = self.Config(**cfg)
         self.data_info = dict(data_info or {})
         self.plots_dir: Path | None = None  # set by zoo.train / zoo.evaluate
 
@@ -214,38 +214,7 @@ class ZooModule(L.LightningModule):
         raise UserError(f"model '{type(self).__name__}' has no `zoo.predict` behaviour")
 
 
-def check_options(options: dict, defaults: dict, what: str) -> dict:
-    """Merge ``options`` (from key=value on the command line) over ``defaults``: an unknown key names
-    the closest valid one, and a value must have its default's type (an int default takes ints, a
-    float default numbers; a None default anything). A seed (``seed``, ``*_seed``) is an integer
-    from 0 to ``zoo.options.SEED_MAX``, as in every option set (``zoo.options.implicit_range``)."""
-    out = dict(defaults)
-    for key, value in options.items():
-        if key not in defaults:
-            raise unknown_key(key, sorted(defaults), what, what="option")
-        default = defaults[key]
-        if isinstance(default, str) and isinstance(value, (int, float)):
-            # key=value parsing read a number or a boolean where a name or path was meant (invert=true)
-            value = str(value).lower() if isinstance(value, bool) else str(value)
-        bounds = implicit_range(key)  # a seed (32 bits: numpy's), num_workers, threads
-        if bounds and value is not None:
-            if isinstance(value, int) and not isinstance(value, bool):
-                why = range_error(key, value, bounds)
-            else:
-                why = f"must be an integer from 0 to {bounds['le']}" if bounds.get("seed") else "must be an integer"
-            if why:
-                raise UserError(f"option '{key}' for {what} {why}, got {value!r}")
-        if default is not None and value is None:  # key=null: this option has a value always
-            raise UserError(f"option '{key}' for {what} cannot be unset (null): give a value, or leave it out for "
-                            f"its default, {key}={default}")
-        if default is not None and not conforms(value, type(default)):
-            raise UserError(f"option '{key}' for {what} must be {type(default).__name__}, got {value!r}")
-        if _is_number(value) and _is_number(default) and (not math.isfinite(value) or (value < 0 <= default)):
-            # as for recipe options: counts, sizes and seeds are finite and not negative
-            raise UserError(f"option '{key}' for {what} must be a finite number >= 0, got {value!r}")
-        out[key] = value
-    return out
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def check_options(options: dict, schema: type, what: str) -> dict:
+    """A command's ``key=value`` options (``zoo.predict``'s) against the dataclass ``schema``, by the rules of a
+    recipe's options (``zoo.options.validate``): unknown keys with the closest one, types, ranges, seeds."""
+    return validate(schema, options, what, what="option")

@@ -126,11 +126,20 @@ class CaptionAPI:
         return Captions(text, res.log_probs[:, 0], best, used.view(*used.shape[:2], *grid))
 
 
-DEFAULTS = {"beam": 3, "sbs": 0, "overlay": "", "max_len": 0, "length_norm": 0.0, "seed": 0}
+@dataclass
+class PredictOptions:
+    """``python -m zoo.predict sat-shapes-soft IMAGE ... key=value``."""
+
+    beam: int = 3  # beam width of the caption
+    sbs: int = 0  # also this many distinct captions by stochastic beam search (0: none)
+    overlay: str = ""  # write the attention overlay of the first image here (a .png)
+    max_len: int = 0  # longest caption in words (0: the model's)
+    length_norm: float = 0.0  # beam score / length ** length_norm
+    seed: int = 0  # stochastic beam search's seed
 
 
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
-    opts = check_options(options, DEFAULTS, "the captioning model (sat)")
+    opts = check_options(options, PredictOptions, "the captioning model (sat)")
     if not inputs:
         raise UserError("give image files to caption: python -m zoo.predict TARGET img1.png [img2.jpg ...]")
     for key in ("beam", "sbs", "max_len", "seed"):

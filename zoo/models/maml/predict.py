@@ -29,7 +29,15 @@ from zoo.errors import UserError
 from zoo.models.maml import meta
 from zoo.paths import check_output_file, make_folder
 
-DEFAULTS = {"steps": 10, "seed": 0, "out": "maml_adaptation.png", "shots": 0}
+
+@dataclass
+class PredictOptions:
+    """``python -m zoo.predict maml-sinusoid [x,y ...] key=value``."""
+
+    steps: int = 10  # gradient steps of fine-tuning on the support points
+    seed: int = 0  # seed of the random task (no inputs)
+    out: str = "maml_adaptation.png"  # the adaptation figure
+    shots: int = 0  # points of the random task (0: the model's K)
 MAX_STEPS = 10_000  # gradient steps of fine-tuning: seconds at most (the paper shows 1 and 10)
 MAX_SHOTS = 10_000  # points of the random task (0: the model's K); 10**8 was killed for memory
 
@@ -148,7 +156,7 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
     if model.task != "regression":
         raise UserError("zoo.predict adapts regression MAML models (sinusoid); for classification use "
                         "python -m zoo.evaluate")
-    opts = check_options(options, DEFAULTS, "maml predict")
+    opts = check_options(options, PredictOptions, "maml predict")
     steps, seed, shots = int(opts["steps"]), int(opts["seed"]), int(opts["shots"])
     if not 0 <= steps <= MAX_STEPS:
         raise UserError(f"steps={steps} must be from 0 to {MAX_STEPS} (gradient steps of fine-tuning; "

@@ -158,15 +158,24 @@ class OODAPI:
         return as_float(dm.parts["val"][0]).to(self.device, self.dtype)
 
 
+@dataclass
+class PredictOptions:
+    """``python -m zoo.predict ood-digits-joint IMAGE ... key=value``."""
+
+    resize: bool = False  # resize images of another size to the model's
+    convert: bool = False  # convert images of other channels (grey <-> RGB)
+    invert: bool = False  # invert the pixels (dark ink on light paper)
+
+
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     """Image files -> class, calibrated confidence and in/out verdict by max-softmax (``detect``). Options:
     resize (scale to the model's size), convert (grey / RGB), invert (white-on-black like digits)."""
-    o = check_options(options, {"resize": False, "convert": False, "invert": False}, "ood predict")
+    o = check_options(options, PredictOptions, "ood predict")
     if len(model.input_shape) != 3:
         raise UserError("zoo.predict for the OOD model reads image files; this model takes 2-D points")
     if not inputs:
         raise UserError("give one or more image files: python -m zoo.predict MODEL a.png b.png")
-    x = model.preprocess(inputs, _flag(o["resize"]), _flag(o["convert"]), _flag(o["invert"]))
+    x = model.preprocess(inputs, o["resize"], o["convert"], o["invert"])
     d = model.detect(x, "msp")
     for path, label, conf, m, inside in zip(inputs, d.labels.tolist(), d.confidence.tolist(), d.score.tolist(),
                                             d.is_in.tolist()):
@@ -177,6 +186,3 @@ def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
             print(f"{path}: no class (the closest is {label}; confidence means nothing out here), "
                   f"max-softmax {m:.3f} -> OUT-OF-DISTRIBUTION (threshold {d.threshold:.3f})")
 
-
-def _flag(value) -> bool:
-    return str(value).lower() in ("1", "true", "yes")

@@ -10,6 +10,7 @@ Text models count the words and the [EOS] that ends them, as the training and te
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -98,10 +99,20 @@ class SeqGANAPI:
         return res.sequences[0], res.log_probs[0]
 
 
+@dataclass
+class PredictOptions:
+    """``python -m zoo.predict seqgan-oracle-small key=value``."""
+
+    n: int = 10  # sequences to sample
+    method: str = "sample"  # sample (ancestral) | sbs (distinct ones by stochastic beam search)
+    k: int = 5  # beams of method=sbs
+    seed: int = 0  # seed of the draws
+
+
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     """Print generated sequences: ``n=10`` ancestral samples, or ``method=sbs k=5`` distinct ones by
     stochastic beam search (with their log-probabilities). ``seed=0``."""
-    opts = check_options(options, {"n": 10, "method": "sample", "k": 5, "seed": 0}, "seqgan (zoo.predict)")
+    opts = check_options(options, PredictOptions, "seqgan (zoo.predict)")
     if inputs:
         raise UserError(f"seqgan generates from nothing: drop the inputs {inputs} (options: n=, method=, k=, seed=)")
     if opts["method"] not in ("sample", "sbs"):

@@ -15,8 +15,9 @@ ones. Vectors are tensors on the model's device; scores are floats.
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
@@ -94,13 +95,20 @@ class SkipGramAPI:
         return "\n".join(f"{w}: " + ", ".join(f"{n} {s:.2f}" for n, s in self.most_similar(w, topn)) for w in known)
 
 
-DEFAULTS = {"topn": 10, "analogy": "", "export": "", "binary": None}
+@dataclass
+class PredictOptions:
+    """``python -m zoo.predict skipgram-synthetic [words ...] key=value``."""
+
+    topn: int = 10  # neighbours per word
+    analogy: str = ""  # a,b,c: the words nearest b - a + c
+    export: str = ""  # write the vectors in word2vec format here
+    binary: Optional[bool] = None  # export's format (None: binary when the file ends in .bin)
 
 
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     """``python -m zoo.predict TARGET king queen [topn=10] [analogy=man,king,woman] [export=vectors.bin]``:
     nearest neighbours, a - b + c, or the vectors in word2vec format (binary: by default for .bin)."""
-    opts = check_options(options, DEFAULTS, "skipgram")
+    opts = check_options(options, PredictOptions, "skipgram")
     if not inputs and not opts["analogy"] and not opts["export"]:
         raise UserError("give words to look up, analogy=a,b,c (a : b = c : ?) or export=vectors.bin")
     parts = str(opts["analogy"]).split(",") if opts["analogy"] else []

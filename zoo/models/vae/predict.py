@@ -11,6 +11,7 @@ Everything runs without gradients and returns tensors on the model's device.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,16 @@ class VAEAPI:
             return -self.iwae_nll(x, self.posterior(x), k)
 
 
-DEFAULTS = {"n": 64, "out": "", "seed": 0, "nrow": 8, "mean": True, "invert": "auto"}
+@dataclass
+class PredictOptions:
+    """``python -m zoo.predict vae-digits [images ...] key=value``."""
+
+    n: int = 64  # samples to draw (no inputs)
+    out: str = ""  # the grid's file (default samples.png without inputs; none with inputs)
+    seed: int = 0  # seed of the samples
+    nrow: int = 8  # images per row of the grid
+    mean: bool = True  # E[x|z] (true) or a Bernoulli draw of the pixels (false)
+    invert: str = "auto"  # input images: ink dark on light is inverted (auto: when the border is light), true, false
 
 
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
@@ -105,13 +115,13 @@ def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     inputs/reconstructions to ``out`` when given."""
     from torchvision.utils import save_image  # imported when used: torchvision
 
-    o = check_options(options, DEFAULTS, "VAE predict")
+    o = check_options(options, PredictOptions, "VAE predict")
     n, seed, nrow = int(o["n"]), int(o["seed"]), int(o["nrow"])
     if n < 1 or nrow < 1:
         raise UserError(f"n={n} and nrow={nrow} must be >= 1 (images to draw, images per row)")
     if o["out"] or not inputs:
         check_output_file(o["out"] or "samples.png", "out", inputs=inputs)
-    mean = str(o["mean"]).lower() in ("1", "true", "yes")
+    mean = o["mean"]
     model.eval()
     if not inputs:
         out = Path(o["out"] or "samples.png")
