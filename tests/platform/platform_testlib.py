@@ -50,3 +50,14 @@ def enforced(argv: list[str]) -> list[str]:
         pytest.fail("these tests run as root, where chmod stops no read: they need setpriv (util-linux, "
                     "e.g. apt-get install util-linux) to drop CAP_DAC_OVERRIDE; it is not installed")
     return [setpriv, f"--inh-caps={DROP}", f"--bounding-set={DROP}", *argv]
+
+
+def train_in_child(argv: list[str], log: str) -> None:
+    """``zoo.train.train(argv)`` with its output in ``log``: the target of a process that a test kills (a
+    forkserver's child: forked from a fresh interpreter that imported torch and Lightning once, not from the test
+    process, whose state a fork would copy: numba's OpenMP pool, once started, sends a forked child SIGTERM)."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(fd, 1), os.dup2(fd, 2)
+    from zoo.train import train
+
+    train(argv)

@@ -118,3 +118,26 @@ def test_a_stop_on_an_epochs_last_batch_keeps_the_validation_after_it(toy_recipe
     assert p.returncode == -9
     resumed = train([*steps, f"run_dir={tmp_path}/killed", "ckpt_path=last"])
     assert_same(want, load(resumed.run_dir / "checkpoints" / "last.ckpt")["state_dict"])
+
+
+def test_an_unbatched_loaders_order_is_read_after_set_epoch():
+    """Lightning makes a run's first training iterator before it calls set_epoch; with batch_size=None
+    (MAML's loaders: each item a meta-batch) the DataLoader read the sampler at once, so a run resumed
+    from an epoch-end checkpoint trained its first epoch on epoch 0's meta-batches."""
+    data = [f"item{i}" for i in range(4)]
+
+    class Keyed(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(data)
+
+        def __getitem__(self, key):
+            i, epoch = key
+            return (data[i], epoch)
+
+    for sampler in (EpochSampler(4, seed=1, shuffle=False, tag_epoch=True), EpochSampler(4, seed=1, tag_epoch=True)):
+        loader = ResumableLoader(Keyed(), batch_size=None, sampler=sampler)
+        it = iter(loader)  # as Lightning's setup_data, at epoch 0
+        loader.sampler.set_epoch(2)  # then the fit loop's set_epoch, before the first batch
+        got = list(it)
+        assert {epoch for _, epoch in got} == {2}
+        assert got == list(loader)  # epoch 2's order

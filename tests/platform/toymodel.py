@@ -147,3 +147,15 @@ class KillAt(SignalAt):
     def on_train_batch_end(self, trainer, *args):
         if trainer.global_step == self.step:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class StopAfterEpoch(L.Callback):
+    """Stops training cleanly at the end of epoch ``epoch`` (as early stopping does): the run's final save is an
+    epoch-end checkpoint, with the run's settings (``trainer.max_epochs`` unchanged) and no signal."""
+
+    def __init__(self, epoch: int):
+        self.epoch = epoch
+
+    def on_train_epoch_end(self, trainer, *args):
+        if trainer.current_epoch == self.epoch:
+            trainer.should_stop = True

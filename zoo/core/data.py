@@ -88,14 +88,18 @@ class EpochSampler(Sampler):
         self.epoch = epoch
 
     def __iter__(self) -> Iterator:
+        # A generator: the order is read at the first item, not when the iterator is made. Lightning makes the
+        # first epoch's DataLoader iterator before its set_epoch, and a DataLoader without a batch sampler
+        # (batch_size=None: MAML's meta-batches) calls this at once: a run resumed from an epoch-end checkpoint
+        # then trained its first epoch on epoch 0's items (a BatchSampler's __iter__ was lazy already)
         if self.shuffle:
             g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
             order = torch.randperm(self.n, generator=g).tolist()
         else:
             order = list(range(self.n))
         skip, self.skip = self.skip, 0
-        order = order[skip:]
-        return iter([(i, self.epoch) for i in order] if self.tag_epoch else order)
+        for i in order[skip:]:
+            yield (i, self.epoch) if self.tag_epoch else i
 
     def __len__(self) -> int:
         return self.n

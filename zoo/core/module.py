@@ -136,6 +136,17 @@ class ZooModule(L.LightningModule):
                               model=type(self).__name__)
 
     # ---- logging ---------------------------------------------------------------------------
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        """Lightning writes every step-only value logged earlier in the epoch again at each later logging step
+        (its result collection keeps them until the epoch ends): a value logged on some steps only (SeqGAN's G
+        step, once an epoch) was repeated, stale, on the steps after it, and a run resumed mid-epoch, whose
+        collection starts empty, wrote no such rows. Those values are dropped before each step; a subclass that
+        overrides this hook calls ``super().on_train_batch_start(batch, batch_idx)``."""
+        results = getattr(self._trainer, "_results", None) if self._trainer is not None else None
+        for result in results.values() if results is not None else ():
+            if result.meta.on_step and not result.meta.on_epoch:
+                result.has_reset = True  # Lightning's "not logged since": left out until logged again
+
     def log_train(self, metrics: dict[str, Any], batch_size: int | None = None, prog_bar: tuple = ()) -> None:
         """Log training-step values, but only on the steps the loggers write (every
         ``trainer.log_every_n_steps``; every step under ``fast_dev_run``). Lightning's ``self.log``

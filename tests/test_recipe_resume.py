@@ -1,0 +1,310 @@
+"""A resumed run trains on exactly as the uninterrupted one would, for every recipe family.
+
+Each case is a recipe shortened to 2 epochs of 4 training batches (``trainer.limit_*``, tiny data). It runs
+straight, and in three parts in one run folder: stopped cleanly at the end of epoch 0 (an epoch-end
+checkpoint), resumed and killed with SIGKILL in another process at step 7 (after a save at step 6, mid-epoch
+1), resumed again from that step save to the end. The final checkpoint's weights (live and averaged),
+optimizer and scheduler states, callback states (RNG states among them), the loader's place and the metrics
+file's rows must equal the straight run's, bit for bit, on the CPU with one thread. The recipes come from the
+recipe folder: a new recipe is covered here or excluded by name with a reason
+(``test_every_recipe_is_covered_or_excluded``). Hogwild skip-gram, which no run repeats to the bit, and a
+2-process DDP run have their own tests below. About 110 s of CPU in all (2026-11-28, 2-core machine).
+
+The MAML cases failed before the fix of ``EpochSampler`` (its order read when Lightning makes the iterator,
+before ``set_epoch``): a run resumed from an epoch-end checkpoint trained its first epoch on epoch 0's tasks."""
+
+from __future__ import annotations
+
+import csv
+import json
+import multiprocessing
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from platform_testlib import train_in_child  # tests/platform, on sys.path via conftest
+
+from zoo.config import all_recipes, load_config
+from zoo.train import train
+
+try:
+    from recipe_data import REAL_DATA  # tests/recipe_data.py: tiny files in the real formats
+except ImportError:  # pragma: no cover
+    REAL_DATA = {}
+
+EPOCH = 4  # training batches an epoch
+COMMON = ["trainer.max_epochs=2", f"trainer.limit_train_batches={EPOCH}", "trainer.limit_val_batches=1",
+          "trainer.deterministic=true", "trainer.accelerator=cpu", "trainer.enable_progress_bar=false",
+          "trainer.enable_model_summary=false", "trainer.log_every_n_steps=1", "trainer.num_sanity_val_steps=0",
+          "test_after_fit=false", "threads=1", "logger=[csv]", "checkpoint.every_n_epochs=1"]
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Global steps (optimizer steps: a batch of a loop with several optimizers makes several) at the end of
+    epoch 0, at the step save (after batch 1 of epoch 1), at the kill (after batch 2) and at the end."""
+
+    epoch_end: int = EPOCH
+    save_at: int = EPOCH + 2
+    kill_at: int = EPOCH + 3
+    total: int = 2 * EPOCH
+
+
+STEPS = {  # the cases whose batches are not one step each
+    "ood_digits_joint": Steps(12, 18, 21, 24),  # classifier, D and G: 3 steps a batch
+    "ood_toy2d": Steps(12, 18, 21, 24),
+    "ood_toy2d_boundary": Steps(4, 8, 10, 12),  # epoch 0 the classifier alone; then D and G
+    "seqgan_oracle_small:adversarial": Steps(4, 6, 7, 9),  # epoch 1 begins with G's policy-gradient step
+}
+
+# recipe (or recipe:variant) -> the overrides that make it small; every loop the zoo has
+VAE = ["model.hidden=32"]
+SHAPES = ["data.n_train=32", "data.n_val=8", "data.n_test=8", "data.batch_size=8", "data.max_len=8",
+          "model.embed_dim=16", "model.hidden_dim=16", "model.att_dim=16", "model.n_figure=1"]
+SMALL_CNN = ["model.feat_dim=16", "model.cnn_width=4"]  # not with encoder_from: the released encoder's sizes
+SEQGAN = ["model.gen_emb_dim=8", "model.gen_hidden_dim=8", "model.dis_emb_dim=8", "model.dis_filter_sizes=[1,2]",
+          "model.dis_num_filters=[4,4]", "model.rollouts=2", "model.adv_batch_size=8", "model.eval_samples=16",
+          "model.bleu_samples=1", "data.vocab_size=20", "data.emb_dim=4", "data.hidden_dim=4", "data.seq_len=6",
+          "data.num_train=64", "data.num_val=16", "data.num_test=16", "data.batch_size=16"]
+SKIPGRAM = ["model.dim=8", "data.planted.tokens=20000", "data.chunk_tokens=4000"]
+OOD_DIGITS = ["model.width=8", "model.gan_width=16", "data.batch_size=16", "data.eval_batch_size=64"]
+OOD_TOY = ["model.width=8", "model.gan_width=8", "data.batch_size=16", "data.n_train=128"]
+SINUSOID = ["data.meta_batch=4", "data.val_tasks=4", "data.eval_batch_tasks=4", "data.eval_query=10",
+            "model.eval_inner_steps=1", "model.hidden=8"]
+
+# recipe, or recipe:variant for another loop of the same recipe -> the overrides that make it small
+CASES: dict[str, list[str]] = {
+    "vae_digits": VAE,  # reparameterised Gaussian latents
+    "dvae_digits": VAE,  # Gumbel-softmax
+    "dvae_digits_binary": VAE,  # DisARM's antithetic pairs
+    "dvae_digits_reinforce": VAE,  # score function with a learned baseline
+    "dvae_digits_relax": VAE,  # RELAX: a control-variate network and its own optimisation
+    "dvae_digits_rloo": VAE,
+    "dvae_digits_st": VAE,
+    "sat_shapes_soft": [*SHAPES, *SMALL_CNN],  # soft attention, EMA weights (Lightning's EMAWeightAveraging)
+    "sat_shapes_hard": SHAPES,  # sampled attention, moving-average baseline, the released encoder frozen
+    "sat_shapes_hard_scratch": [*SHAPES, *SMALL_CNN],
+    # SeqGAN's phases, one an epoch: MLE then D pre-training; D pre-training then an adversarial iteration
+    "seqgan_oracle_small:pretrain": [*SEQGAN, "model.mle_epochs=1", "model.d_pretrain_rounds=1",
+                                     "model.d_pretrain_epochs=1", "model.adv_iterations=1"],
+    "seqgan_oracle_small:adversarial": [*SEQGAN, "model.mle_epochs=0", "model.d_pretrain_rounds=1",
+                                        "model.d_pretrain_epochs=1", "model.adv_iterations=1",
+                                        "model.adv_d_rounds=1", "model.adv_d_epochs=1"],
+    "skipgram_synthetic": [*SKIPGRAM, "model.updates=sequential"],  # word2vec's per-pair SGD (numba)
+    "skipgram_synthetic:minibatch": [*SKIPGRAM, "model.updates=minibatch", "model.batch_centres=256"],
+    "skipgram_synthetic_nce": [*SKIPGRAM, "model.updates=sequential"],
+    "skipgram_synthetic_softmax": [*SKIPGRAM, "model.updates=minibatch", "model.batch_centres=256"],
+    "ood_digits_ce": OOD_DIGITS,
+    "ood_digits_confidence": OOD_DIGITS,  # an explicit OOD training set
+    "ood_digits_joint": OOD_DIGITS,  # joint: classifier, G and D (three optimizers); the zoo's EMA callback
+    "ood_toy2d": OOD_TOY,
+    "ood_toy2d_boundary": [*OOD_TOY, "model.classifier_epochs=1"],  # boundary_gan: classifier alone, then the GAN
+    "maml_sinusoid": SINUSOID,  # second order
+    "maml_sinusoid_fo": SINUSOID,  # first order
+    "maml_sinusoid_pretrain": SINUSOID,  # no inner step
+    "maml_omniglot_5w1s": ["model.eval_inner_steps=1"],  # the conv net, the per-task loop; tiny files
+    "maml_nav2d": ["data.meta_batch=2", "data.val_tasks=2", "model.trajectories=2", "model.horizon=5",
+                   "model.eval_steps=1", "model.hidden=8"],  # MAML-RL: sampled trajectories
+}
+
+REPRESENTED = "the same model and training loop as {}, on data read from files (their reader has its own tests)"
+# recipe -> why it has no case of its own
+EXCLUDED: dict[str, str] = {
+    "vae_mnist": REPRESENTED.format("vae_digits"),
+    "dvae_mnist": REPRESENTED.format("dvae_digits"),
+    "sat_flickr8k": REPRESENTED.format("sat_shapes_soft") + " and a torchvision encoder",
+    "sat_coco": REPRESENTED.format("sat_shapes_soft") + " and a torchvision encoder",
+    "seqgan_oracle": "seqgan_oracle_small at the paper's size (a minute a step)",
+    "seqgan_text": "the same model and phases as seqgan_oracle_small, on sentences instead of an oracle's samples",
+    "skipgram_lee": REPRESENTED.format("skipgram_synthetic"),
+    "skipgram_text8": REPRESENTED.format("skipgram_synthetic"),
+    "ood_svhn_ce": REPRESENTED.format("ood_digits_ce"),
+    "ood_svhn_joint": REPRESENTED.format("ood_digits_joint"),
+    "ood_cifar10_ce": REPRESENTED.format("ood_digits_ce"),
+    "ood_cifar10_joint": REPRESENTED.format("ood_digits_joint"),
+    "maml_omniglot_20w1s": "maml_omniglot_5w1s with 20 classes a task: the same loop",
+}
+
+
+def recipe_of(case: str) -> str:
+    return case.split(":")[0]
+
+
+def test_every_recipe_is_covered_or_excluded():
+    recipes = set(all_recipes())
+    covered = {recipe_of(c) for c in CASES}
+    assert not covered & set(EXCLUDED), "a recipe both covered and excluded"
+    missing = recipes - covered - set(EXCLUDED)
+    assert not missing, f"recipes with no resume case: add one to CASES, or to EXCLUDED with a reason: {missing}"
+    assert not (covered | set(EXCLUDED)) - recipes, "cases of recipes that are gone"
+
+
+def callbacks(recipe: str, *extra: str) -> str:
+    """The recipe's own callbacks (EMA weights) and the test's, as one override."""
+    own = [json.dumps(c) for c in load_config(recipe).get("callbacks") or []]
+    return f"callbacks=[{', '.join([*own, *extra])}]"
+
+
+def load(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def assert_equal(a, b, where: str) -> None:
+    """Nested dicts / lists of tensors and numbers, equal to the bit."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, where
+        assert torch.equal(a, b), f"{where} differs (largest difference {(a.double() - b.double()).abs().max():.3g})"
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), f"{where}: keys {set(a) ^ set(b)}"
+        for k in a:
+            assert_equal(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_equal(x, y, f"{where}[{i}]")
+    else:
+        assert a == b or (a != a and b != b), f"{where}: {a!r} != {b!r}"
+
+
+def metric_rows(run: Path) -> dict:
+    """{(epoch, step, column): value} over the run's metrics files in order (logs/metrics.csv, then
+    logs/resume-N/): a later part's row replaces what a killed part wrote past its last save."""
+    rows: dict = {}
+    files = [run / "logs" / "metrics.csv"]
+    files += sorted(run.glob("logs/resume-*/metrics.csv"), key=lambda p: int(p.parent.name.split("-")[1]))
+    for path in files:
+        if not path.is_file():
+            continue
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                for col, value in row.items():
+                    if col not in ("epoch", "step") and not col.endswith("_per_s") and value != "":  # no clock
+                        rows[(row["epoch"], row["step"], col)] = value
+    return rows
+
+
+def in_run(state, run: Path):
+    """``state`` with the run folder's path written as RUN (the callbacks' states name their files), without
+    ModelCheckpoint's ``current_score``: the score at its previous save, which its ``load_state_dict`` does not
+    restore (None in a resumed run until its next save; no part of training)."""
+    if isinstance(state, str):
+        return state.replace(str(run), "RUN")
+    if isinstance(state, dict):
+        return {in_run(k, run): in_run(v, run) for k, v in state.items() if k != "current_score"}
+    if isinstance(state, (list, tuple)):
+        return [in_run(v, run) for v in state]
+    return state
+
+
+def compare(straight: Path, resumed: Path, steps: Steps) -> None:
+    a, b = load(straight / "checkpoints" / "last.ckpt"), load(resumed / "checkpoints" / "last.ckpt")
+    assert a["global_step"] == b["global_step"] == steps.total
+    for key in ("state_dict", "optimizer_states", "lr_schedulers", "current_model_state"):
+        assert (key in a) == (key in b), key
+        if key in a:
+            assert_equal(a[key], b[key], key)
+    # every callback's state: the RNG states, the EMA average's count, the best checkpoint's score and name
+    assert_equal(in_run(a["callbacks"], straight), in_run(b["callbacks"], resumed), "callbacks")
+    assert_equal(a["loops"]["fit_loop"]["state_dict"], b["loops"]["fit_loop"]["state_dict"], "the loader's place")
+    want, got = metric_rows(straight), metric_rows(resumed)
+    assert want, "the straight run logged nothing"
+    assert want == got, {k: (want.get(k), got.get(k)) for k in set(want) | set(got) if want.get(k) != got.get(k)}
+
+
+def killed(argv: list[str], log: Path, timeout: float = 120.0) -> None:
+    """``train(argv)`` in another process, which KillAt ends with SIGKILL. A forkserver's child: the server, a
+    fresh interpreter, imports torch and Lightning once for all cases (a new interpreter each would take seconds a
+    case), and its children do not inherit this process's state (see ``train_in_child``)."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["platform_testlib", "torch", "lightning.pytorch", "zoo.train"])
+    p = ctx.Process(target=train_in_child, args=(argv, str(log)))
+    p.start()
+    p.join(timeout)
+    if p.is_alive():
+        p.kill()
+        p.join()
+        pytest.fail(f"the run to be killed was still running after {timeout:.0f} s")
+    assert p.exitcode == -signal.SIGKILL, f"exit code {p.exitcode}: {log.read_text()[-3000:]}"
+
+
+def run_in_parts(opts: list[str], recipe: str, folder: Path, steps: Steps) -> Path:
+    """Stopped at the end of epoch 0, resumed and killed mid-epoch 1 after a step save, resumed to the end."""
+    stopped = train([*opts, f"run_dir={folder}", callbacks(recipe, "{name: 'toymodel:StopAfterEpoch', epoch: 0}")])
+    saved = load(stopped.run_dir / "checkpoints" / "last.ckpt")
+    assert saved["global_step"] == steps.epoch_end
+    assert saved["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"] == 1  # epoch 0 closed
+    killed([*opts, f"run_dir={folder}", "ckpt_path=last",
+            callbacks(recipe, f"{{name: 'toymodel:KillAt', step: {steps.kill_at}}}")], folder / "killed.log")
+    saved = load(stopped.run_dir / "checkpoints" / "last.ckpt")
+    assert saved["global_step"] == steps.save_at
+    assert 0 < saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] < EPOCH  # mid-epoch 1
+    resumed = train([*opts, f"run_dir={folder}", "ckpt_path=last", callbacks(recipe)])
+    assert resumed.run_dir == stopped.run_dir
+    return resumed.run_dir
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_stopped_killed_and_resumed_run_ends_as_the_straight_one(case, tmp_path):
+    recipe = recipe_of(case)
+    data = REAL_DATA[recipe](tmp_path) if recipe in REAL_DATA else []
+    if recipe.startswith("skipgram"):  # its generated corpus and cache, else under ./data
+        data.append(f"data.root={tmp_path / 'data'}")
+    steps = STEPS.get(case, Steps())
+    opts = [f"recipe={recipe}", *COMMON, f"checkpoint.every_n_train_steps={steps.save_at}", *data, *CASES[case]]
+    straight = train([*opts, f"run_dir={tmp_path}/straight", callbacks(recipe)])
+    compare(straight.run_dir, run_in_parts(opts, recipe, tmp_path / "parts", steps), steps)
+
+
+def test_hogwild_skipgram_resumes_at_the_same_step_data_position_and_learning_rate(tmp_path):
+    """Hogwild (``model.threads=2``): the threads update the shared tables in whatever order they run, so no two
+    runs are bit-exact, resumed or not, and the weights are not compared. What does not depend on that order
+    must still match the straight run: the step, the loader's place, and the learning rate of every logged step
+    (it falls with the words trained, so a resume that replayed or skipped a chunk would show there)."""
+    opts = ["recipe=skipgram_synthetic", *COMMON, f"checkpoint.every_n_train_steps={Steps().save_at}", *SKIPGRAM,
+            "model.updates=sequential", "model.threads=2", "model.job_tokens=1000", f"data.root={tmp_path / 'data'}"]
+    straight = train([*opts, f"run_dir={tmp_path}/straight"])
+    resumed = run_in_parts(opts, "skipgram_synthetic", tmp_path / "parts", Steps())
+    a, b = load(straight.run_dir / "checkpoints" / "last.ckpt"), load(resumed / "checkpoints" / "last.ckpt")
+    assert a["global_step"] == b["global_step"] == Steps().total
+    assert_equal(a["loops"]["fit_loop"]["state_dict"], b["loops"]["fit_loop"]["state_dict"], "the loader's place")
+    assert a["state_dict"].keys() == b["state_dict"].keys()
+    assert all(torch.isfinite(v).all() for v in b["state_dict"].values())
+    lr = {k: v for k, v in metric_rows(straight.run_dir).items() if k[2] == "train/lr"}
+    assert len(lr) == Steps().total  # every step logged
+    assert lr == {k: v for k, v in metric_rows(resumed).items() if k[2] == "train/lr"}
+
+
+def test_a_ddp_run_stopped_killed_and_resumed_ends_as_the_straight_one(tmp_path):
+    """The same under two CPU processes (gloo), on a model with a stochastic node: the discrete VAE trained with
+    REINFORCE and a learned baseline. Each rank draws its own latents and reads its shard of every batch; both
+    are killed at the same step (KillAt runs on each). Each run is a `python -m zoo.train` process, as Lightning's
+    DDP launcher starts the other rank by running the same command again."""
+    import subprocess
+    import sys
+
+    from platform_testlib import subprocess_env
+
+    root = Path(__file__).resolve().parent.parent
+    steps = Steps()
+    recipe = "dvae_digits_reinforce"
+    opts = [f"recipe={recipe}", *COMMON, f"checkpoint.every_n_train_steps={steps.save_at}", *VAE,
+            "trainer.devices=2", "trainer.strategy=ddp", "data.batch_size=16"]
+
+    def run(folder: Path, *extra: str, rc: int = 0) -> None:
+        p = subprocess.run([sys.executable, "-m", "zoo.train", *opts, f"run_dir={folder}", *extra],
+                           env=subprocess_env(), capture_output=True, text=True, cwd=root, timeout=300)
+        assert p.returncode == rc, p.stderr[-3000:]
+
+    run(tmp_path / "straight")
+    parts = tmp_path / "parts"
+    run(parts, callbacks(recipe, "{name: 'toymodel:StopAfterEpoch', epoch: 0}"))
+    [last] = parts.glob(f"{recipe}/*/checkpoints/last.ckpt")
+    assert load(last)["global_step"] == steps.epoch_end
+    run(parts, "ckpt_path=last", callbacks(recipe, f"{{name: 'toymodel:KillAt', step: {steps.kill_at}}}"),
+        rc=-signal.SIGKILL)
+    assert load(last)["global_step"] == steps.save_at
+    run(parts, "ckpt_path=last")
+    [straight] = (tmp_path / "straight").glob(f"{recipe}/*")
+    compare(straight, last.parent.parent, steps)
