@@ -8,7 +8,8 @@ accuracy, plus accuracy and ECE before / after temperature scaling.
     python benchmarks/ood_table.py --suite cifar10 --data-root /data   # the paper's CIFAR-10 setting
     python benchmarks/ood_table.py --device cuda                       # on a GPU
 
-Every run (failures too) is written to benchmarks/results/ood_<suite>_runs/<mode>_seed<k>.json with
+Every run (failures too) is written to benchmarks/results/ood_<suite>_runs/<mode>_seed<k>.json (with
+--tag T: ood_<suite>_T_runs/, and ood_<suite>_T.json / .md below) with
 the command that made it; the summary to benchmarks/results/ood_<suite>.json and a markdown table
 to benchmarks/results/ood_<suite>.md (also printed). A missing dataset or a bad option is no failed
 run but one message and exit 2, with nothing written (the SVHN / CIFAR-10 files are not on the
@@ -105,6 +106,8 @@ def main() -> None:
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--data-root", default="", help="data.root for the real-data suites")
     p.add_argument("--run-dir", default=str(ROOT / "runs" / "ood_table"))
+    p.add_argument("--tag", default="", help="write ood_<suite>_TAG.json / .md / _runs/ (a re-run beside the "
+                   "current table, never over it)")
     p.add_argument("--detectors", nargs="+", default=["msp", "odin", "energy", "mahalanobis"])
     p.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
     add_device_option(p)
@@ -118,7 +121,8 @@ def main() -> None:
     suite = SUITES[args.suite]
     modes = args.modes or list(suite)
     out_dir = ROOT / "benchmarks" / "results"
-    runs_dir = out_dir / f"ood_{args.suite}_runs"
+    name = f"ood_{args.suite}" + (f"_{args.tag}" if args.tag else "")
+    runs_dir = out_dir / f"{name}_runs"
     records: dict[str, list[dict]] = {}
     for mode in modes:
         for seed in args.seeds:
@@ -142,10 +146,10 @@ def main() -> None:
               "device": str(args.device), "device_name": describe(args.device),
               "summary": summary, "runs": {m: [r for r in rs] for m, rs in records.items()}}
     if len(modes) == len(suite) and len(args.seeds) >= 3:
-        (out_dir / f"ood_{args.suite}.json").write_text(json.dumps(result, indent=1) + "\n")
-        (out_dir / f"ood_{args.suite}.md").write_text(table + "\n")
+        (out_dir / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+        (out_dir / f"{name}.md").write_text(table + "\n")
     else:  # partial runs never overwrite the full table
-        (out_dir / f"ood_{args.suite}_partial.json").write_text(json.dumps(result, indent=1) + "\n")
+        (out_dir / f"{name}_partial.json").write_text(json.dumps(result, indent=1) + "\n")
     print(table)
 
 
