@@ -7,8 +7,11 @@ accuracy, plus accuracy and ECE before / after temperature scaling.
     python benchmarks/ood_table.py --suite svhn --data-root /data      # the paper's SVHN setting (needs the data)
     python benchmarks/ood_table.py --suite cifar10 --data-root /data   # the paper's CIFAR-10 setting
     python benchmarks/ood_table.py --device cuda                       # on a GPU
+    python benchmarks/ood_table.py --seeds 0 1 2 3 4 --tag NAME --paired-with benchmarks/results/ood_digits.json
+                                                  # a re-run beside the table, paired with it seed by seed
 
-Every run (failures too) is written to benchmarks/results/ood_<suite>_runs/<mode>_seed<k>.json with
+Every run (failures too) is written to benchmarks/results/ood_<suite>_runs/<mode>_seed<k>.json (with
+--tag T: ood_<suite>_T_runs/, and ood_<suite>_T.json / .md below) with
 the command that made it; the summary to benchmarks/results/ood_<suite>.json and a markdown table
 to benchmarks/results/ood_<suite>.md (also printed). A missing dataset or a bad option is no failed
 run but one message and exit 2, with nothing written (the SVHN / CIFAR-10 files are not on the
@@ -79,6 +82,24 @@ def summarise(records: dict[str, list[dict]]) -> dict:
     return out
 
 
+def pair(records: dict[str, list[dict]], other: dict) -> dict:
+    """mode -> metric -> this run minus ``other``'s (an earlier result JSON), seed by seed over the seeds both
+    ran (spread.paired: the differences, their mean and its standard error)."""
+    from spread import paired
+
+    out = {}
+    for mode, runs in records.items():
+        mine = {r["seed"]: r["metrics"] for r in runs if r["status"] == "ok"}
+        theirs = {r["seed"]: r["metrics"] for r in other.get("runs", {}).get(mode, []) if r["status"] == "ok"}
+        seeds = sorted(set(mine) & set(theirs))
+        if not seeds:
+            continue
+        keys = sorted(set(mine[seeds[0]]) & set(theirs[seeds[0]]))
+        out[mode] = {"seeds": seeds, "metrics": {k: paired([mine[s][k] for s in seeds], [theirs[s][k] for s in seeds])
+                                                 for k in keys}}
+    return out
+
+
 def markdown(summary: dict, detectors: list[str]) -> str:
     modes = list(summary)
     fmt = lambda s: f"{100 * s['mean']:.1f} ± {100 * s['std']:.1f}" if s else "—"  # noqa: E731
@@ -104,6 +125,10 @@ def main() -> None:
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--data-root", default="", help="data.root for the real-data suites")
     p.add_argument("--run-dir", default=str(ROOT / "runs" / "ood_table"))
+    p.add_argument("--tag", default="", help="write ood_<suite>_TAG.json / .md / _runs/ (a re-run beside the "
+                   "current table, never over it)")
+    p.add_argument("--paired-with", default="", help="an earlier result JSON (benchmarks/results/ood_digits.json, "
+                   "say): also record each metric's paired difference to its runs, seed by seed")
     p.add_argument("--detectors", nargs="+", default=["msp", "odin", "energy", "mahalanobis"])
     p.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
     add_device_option(p)
@@ -117,7 +142,8 @@ def main() -> None:
     suite = SUITES[args.suite]
     modes = args.modes or list(suite)
     out_dir = ROOT / "benchmarks" / "results"
-    runs_dir = out_dir / f"ood_{args.suite}_runs"
+    name = f"ood_{args.suite}" + (f"_{args.tag}" if args.tag else "")
+    runs_dir = out_dir / f"{name}_runs"
     records: dict[str, list[dict]] = {}
     for mode in modes:
         for seed in args.seeds:
@@ -140,11 +166,15 @@ def main() -> None:
               "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, torch threads 1, shared load",
               "device": str(args.device), "device_name": describe(args.device),
               "summary": summary, "runs": {m: [r for r in rs] for m, rs in records.items()}}
+    if args.paired_with:
+        other = Path(args.paired_with)
+        result["paired_with"] = {"file": other.name, "what": "this run minus that file's, seed by seed",
+                                 "modes": pair(records, json.loads(other.read_text()))}
     if len(modes) == len(suite) and len(args.seeds) >= 3:
-        (out_dir / f"ood_{args.suite}.json").write_text(json.dumps(result, indent=1) + "\n")
-        (out_dir / f"ood_{args.suite}.md").write_text(table + "\n")
+        (out_dir / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+        (out_dir / f"{name}.md").write_text(table + "\n")
     else:  # partial runs never overwrite the full table
-        (out_dir / f"ood_{args.suite}_partial.json").write_text(json.dumps(result, indent=1) + "\n")
+        (out_dir / f"{name}_partial.json").write_text(json.dumps(result, indent=1) + "\n")
     print(table)
 
 

@@ -92,15 +92,24 @@ def test_a_trained_control_variate_keeps_the_estimate_unbiased(relax):
 
 def test_a_trained_control_variate_beats_a_moving_average_baseline(relax):
     """Seed 0: summed variance of the logit gradients, trained RELAX 0.37 against REINFORCE + EMA 0.57
-    and 24 for RELAX before training (a control variate at zero: REINFORCE without a baseline)."""
+    (asked: below 0.7 of it) and 24 for RELAX before training (a control variate at zero: REINFORCE
+    without a baseline). And its control variate at the conditional sample z~ ~ p(z | b) knows b: the
+    advantage f - c(z~) has 0.68 of the cost's spread (asked: below 0.8). A RELAX whose z~ ignores the drawn
+    category (an unconditional Gumbel draw: still unbiased, c(z~) only a baseline) gives 0.42 (0.73 of
+    EMA's) and an advantage of 1.03 of the cost's spread, and fails both."""
     torch.manual_seed(1)
     trained = estimates(relax)[0].var(0).sum()
     untrained = estimates(get_estimator("relax"))[0].var(0).sum()
     ema = get_estimator({"name": "reinforce", "baseline": "ema"})
     for _ in range(20):  # the baseline's running mean in its steady state
         ema_draws = estimates(ema)[0]
-    assert trained < 0.8 * ema_draws.var(0).sum()
+    assert trained < 0.7 * ema_draws.var(0).sum(), (trained, ema_draws.var(0).sum())
     assert trained < 0.05 * untrained
+    logits = torch.tensor(LOGITS).expand(D, -1)
+    s = relax.sample(logits)
+    cost = cost_of(s.value, torch.full((D,), 1.2))
+    relax.loss(s, cost)  # evaluation mode: the running statistics stay
+    assert relax.stats["advantage_std"] < 0.8 * cost.std(), (relax.stats["advantage_std"], cost.std())
 
 
 def test_the_variance_signal_trains_the_control_variate_only():
@@ -230,26 +239,34 @@ def test_two_variables_sharing_one_cost_stay_unbiased_with_a_control_variate_tha
     assert_within(gw, ew)
 
 
-def test_a_context_keeps_the_estimate_unbiased_and_sends_nothing_to_the_features():
-    """Seed 1: the control variate reads the model's features too (context (D, 5) = tanh(x h), h a parameter
-    standing for the encoder; input_dim 4 + 5), its output layer random, n = 1; 20,000 estimates within 4
-    standard errors of the exact gradient, and no gradient reaches h, in training or evaluation mode."""
+def test_a_context_keeps_the_estimate_unbiased_and_sends_nothing_to_the_features(relax):
+    """Seed 1: the control variate reads the model's features too (context (N, 5) = tanh(x h), h a parameter
+    standing for the encoder; input_dim 4 + 5): the trained control variate of the fixture with random
+    weights (std 0.3) from the context into its hidden layer, n = 1. 50,000 estimates within 4 standard
+    errors of the exact gradient (a standard error ~0.002, 1-2 % of each logit's gradient; measured z <= 2.0),
+    in training and evaluation mode, and no gradient reaches h. Wrong conditional samples fail it: the other
+    values of z~ not truncated below its maximum give z = 5.7-9.1, its maximum at phi_b + Gumbel instead of
+    a Gumbel(0) 24-27, z~ conditioned on b + 1 over 40."""
     torch.manual_seed(1)
-    est = get_estimator({"name": "relax", "hidden": 16, "input_dim": 9})
-    torch.nn.init.normal_(est.control.net[2].weight, std=2.0)
-    logits = torch.tensor(LOGITS).expand(D, -1).clone().requires_grad_()
-    w = torch.full((D,), 1.2, requires_grad=True)
+    state = relax.state_dict()
+    hidden = state["control.net.0.weight"].shape[0]
+    est = get_estimator({"name": "relax", "hidden": hidden, "input_dim": 9})
+    state["control.net.0.weight"] = torch.cat([state["control.net.0.weight"], 0.3 * torch.randn(hidden, 5)], 1)
+    est.load_state_dict(state)
+    n = 50_000
+    logits = torch.tensor(LOGITS).expand(n, -1).clone().requires_grad_()
+    w = torch.full((n,), 1.2, requires_grad=True)
     h = torch.randn(3, 5, requires_grad=True)
-    context = torch.tanh(torch.randn(D, 3) @ h)  # (D, 5): one row per input
+    context = torch.tanh(torch.randn(n, 3) @ h)  # (n, 5): one row per input
+    el, ew = exact()
     for mode in ("eval", "train"):
         getattr(est, mode)()
         s = est.sample(Categorical(logits=logits))
         gl, gw, gh = torch.autograd.grad(est.loss(s, cost_of(s.value, w), context=context), [logits, w, h],
                                          allow_unused=True)
         assert gh is None or not gh.any(), mode
-    el, ew = exact()
-    assert_within(gl * D, el)
-    assert_within(gw.unsqueeze(1) * D, ew.reshape(1))
+        assert_within(gl * n, el)
+        assert_within(gw.unsqueeze(1) * n, ew.reshape(1))
 
 
 def test_the_variance_signal_is_the_squared_norm_of_the_estimate_the_model_gets():

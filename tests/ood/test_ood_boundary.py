@@ -3,6 +3,7 @@ uniform noise and then frozen, the GAN with beta * KL(U || p(y|G(z))) puts its s
 two classes, in lower-confidence regions than the data (the paper's toy figure). A G on the data
 (a plain GAN, or the joint recipe's: max-softmax and distance as the data's) fails the test."""
 
+import lightning as L
 import pytest
 import torch
 
@@ -80,3 +81,51 @@ def test_a_refused_boundary_run_prints_one_line_and_no_lightning_warning(tmp_pat
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [p.stderr.strip()], p.stderr
     assert p.stderr.startswith("error: model.mode=boundary_gan trains G only after")
     assert not (tmp_path / "runs").exists()
+
+
+class FrozenClassifierProbe(L.Callback):
+    """Snapshots the classifier's state (weights and BatchNorm buffers) as the GAN stage starts and, after
+    every GAN-stage step, records its mode, whether its parameters take gradients, and whether two calls
+    on the same batch agree (dropout off)."""
+
+    runs: list = []  # one probe per run, for the test to read
+
+    def __init__(self):
+        self.start, self.steps = None, []
+        FrozenClassifierProbe.runs.append(self)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if pl_module.current_epoch == pl_module.cfg.classifier_epochs and self.start is None:
+            self.start = {k: v.clone() for k, v in pl_module.classifier.state_dict().items()}
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if pl_module.current_epoch < pl_module.cfg.classifier_epochs:
+            return
+        c, x = pl_module.classifier, batch["in"][0]
+        with torch.no_grad():
+            same = torch.equal(c(x), c(x))
+        self.steps.append((c.training, any(p.requires_grad for p in c.parameters()), same))
+
+
+def test_boundary_gan_freezes_a_cnn_classifier_with_dropout_for_the_whole_gan_stage(tmp_path):
+    """classifier=cnn (BatchNorm) with dropout 0.5, stage 1 for one epoch, then the GAN stage: epoch 1, and
+    epoch 2 after a resume from last.ckpt (a freshly built module, in train mode). Every GAN-stage step sees
+    the classifier in eval mode, without parameter gradients and deterministic, and its weights, running
+    statistics and num_batches_tracked end exactly as stage 1 left them. (In train mode each G step's
+    classifier(fake) moved running_mean and counted num_batches_tracked up, and dropout made it random.)"""
+    FrozenClassifierProbe.runs.clear()
+    args = ["recipe=ood_digits_ce", "model.mode=boundary_gan", "data.ood_train=true", "model.classifier=cnn",
+            "model.dropout=0.5", "model.classifier_epochs=1", f"run_dir={tmp_path}", "trainer.limit_train_batches=3",
+            "trainer.limit_val_batches=1", "trainer.limit_test_batches=1",
+            "callbacks=[{name: 'test_ood_boundary:FrozenClassifierProbe'}]", *FAST]
+    first = train([*args, "trainer.max_epochs=2", "test_after_fit=false"])
+    probe = FrozenClassifierProbe.runs[-1]  # the one the trainer used (the recipe check builds one first)
+    start = probe.start
+    second = train([*args, "trainer.max_epochs=3", "ckpt_path=last"])
+    assert second.run_dir == first.run_dir and second.model.current_epoch == 3
+    steps = probe.steps + FrozenClassifierProbe.runs[-1].steps
+    assert steps == [(False, False, True)] * 6, steps  # (training, requires_grad, two calls agree) a step
+    end = second.model.classifier.state_dict()
+    assert any("num_batches_tracked" in k for k in end)
+    for k, v in start.items():
+        assert torch.equal(end[k], v), k

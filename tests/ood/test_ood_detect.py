@@ -24,6 +24,53 @@ def test_tnr_at_tpr95_by_hand():
     assert abs(detect.detection_metrics(s_in, s_out)["tnr95"] - 0.6) < 1e-6
 
 
+def test_metrics_of_scores_far_above_17_are_not_squashed():
+    """torchmetrics passes scores outside [0, 1] through a sigmoid, exactly 1.0 in float32 above ~16.6:
+    in-distribution 20 + 5U against OOD 17 + 5U gave AUROC 0.5 and TNR@TPR95 0. On ranks the metrics
+    are those of the scores themselves: P(in > out) = 1 - 0.4^2 / 2 = 0.92 and, at the in-distribution
+    5 % quantile 20.25, TNR = 3.25 / 5 = 0.65 (seed 0, 20,000 + 20,000 draws: s.e. ~0.002 and ~0.004,
+    tolerance 0.01), and sklearn's exact AUROC / AP of the same draws (tolerance 1e-6)."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    g = torch.Generator().manual_seed(0)
+    s_in, s_out = 20 + 5 * torch.rand(20000, generator=g), 17 + 5 * torch.rand(20000, generator=g)
+    m = detect.detection_metrics(s_in, s_out)
+    assert abs(m["auroc"] - 0.92) < 0.01 and abs(m["tnr95"] - 0.65) < 0.01
+    scores, target = torch.cat([s_in, s_out]).double().numpy(), torch.cat([torch.ones(20000), torch.zeros(20000)])
+    assert abs(m["auroc"] - roc_auc_score(target, scores)) < 1e-6
+    assert abs(m["aupr_in"] - average_precision_score(target, scores)) < 1e-6
+    assert abs(m["aupr_out"] - average_precision_score(1 - target, -scores)) < 1e-6
+    # the threshold that keeps 95 % of in-distribution, counted by hand
+    threshold = s_in.sort().values[int(0.05 * 20000)]
+    assert abs(m["tnr95"] - float((s_out < threshold).float().mean())) < 1e-3
+    # only the order counts: the same scores shifted by +-1000 (energies, negated Mahalanobis distances)
+    for shift in (1000.0, -1000.0):
+        assert detect.detection_metrics(s_in.double() + shift, s_out.double() + shift) == m
+
+
+def test_metrics_keep_ties_and_large_scores_of_every_detector():
+    """Ties count half (as in sklearn's AUROC), also among scores far outside [0, 1]; each detector's
+    scores at scale (logits x 30: energies mostly 20-170, max softmax 1.0 in float32 for most) give the
+    exact AUROC of their own order (seed 4, tolerance 1e-6:
+    torchmetrics returns float32)."""
+    from sklearn.metrics import roc_auc_score
+
+    s_in, s_out = torch.tensor([50.0, 50.0, 60.0, 70.0]), torch.tensor([50.0, 40.0, 60.0])
+    target = [1, 1, 1, 1, 0, 0, 0]
+    assert abs(detect.detection_metrics(s_in, s_out)["auroc"]
+               - roc_auc_score(target, torch.cat([s_in, s_out]).numpy())) < 1e-6
+    g = torch.Generator().manual_seed(4)
+    labels = torch.arange(500) % 10
+    logits_in = 30 * (torch.randn(500, 10, generator=g) + 3 * torch.nn.functional.one_hot(labels))
+    logits_out = 30 * torch.randn(400, 10, generator=g)
+    target = torch.cat([torch.ones(500), torch.zeros(400)])
+    assert (detect.energy_score(logits_in) > 17).float().mean() > 0.99  # beyond the sigmoid's float32 range
+    for score in (detect.msp_score, detect.energy_score):
+        s_in, s_out = score(logits_in), score(logits_out)
+        exact = roc_auc_score(target, torch.cat([s_in, s_out]).double().numpy())
+        assert abs(detect.detection_metrics(s_in, s_out)["auroc"] - exact) < 1e-6, score
+
+
 def test_metrics_agree_with_pytorch_ood():
     from pytorch_ood.metrics import OODMetrics
 

@@ -301,10 +301,14 @@ def test_training_always_ends_with_last_ckpt(toy_recipe, tmp_path, capsys):
     assert not any("weights_only" in line for line in lines.lines), "the final save is explicit: no log line"
     (last,) = (tmp_path / "runs").glob("*/*/checkpoints/last.ckpt")
     state = torch.load(last, weights_only=True)
-    assert state["epoch"] == 2 or state["global_step"] > 0
+    # the save at the end of training, after both epochs (8 steps each) closed: epoch 2, 2 completed (a save
+    # by the checkpoint callback at the end of epoch 1 reads epoch 1, 1 completed)
+    assert state["epoch"] == 2 and state["global_step"] == 16
+    assert state["loops"]["fit_loop"]["epoch_progress"]["current"]["completed"] == 2
     code, err = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=3",
                           "ckpt_path=last"], capsys)
-    assert code == 0, err  # the run can be resumed
+    assert code == 0, err  # the run can be resumed: on from step 16, one more epoch
+    assert torch.load(last, weights_only=True)["global_step"] == 24
 
 
 def test_recipe_inheritance_holds_only_the_differences(tmp_path, capsys):

@@ -99,14 +99,15 @@ def test_discriminator_checks_filters(sizes):
 
 
 def test_discriminator_lookup_scoring_equals_the_convolutions():
-    """prob_real's table lookup (embedding_bag over E W_i^T) == the conv forward to 1e-5 (seed 0),
-    and its cached tables follow D's weights after an optimiser step."""
+    """prob_real's table lookup (embedding_bag over E W_i^T) == the conv forward to 1e-6 in probability
+    (seed 0; measured 6e-8, and 1.2e-7 after the step and at the paper's sizes), and its cached tables
+    follow D's weights after an optimiser step."""
     torch.manual_seed(0)
     disc = Discriminator(30, 9, emb_dim=8, filter_sizes=(1, 3, 9), num_filters=(4, 5, 6)).eval()
     seqs = torch.randint(0, 30, (50, 9))
     reference = torch.sigmoid(disc(seqs))
     assert disc.lookup_tables() is not None
-    assert torch.allclose(disc.prob_real(seqs, chunk=16), reference, atol=1e-5)
+    assert torch.allclose(disc.prob_real(seqs, chunk=16), reference, rtol=0, atol=1e-6)
     opt = torch.optim.SGD(disc.parameters(), lr=0.5)
     disc.train()
     torch.nn.functional.binary_cross_entropy_with_logits(disc(seqs), torch.ones(50)).backward()
@@ -114,5 +115,5 @@ def test_discriminator_lookup_scoring_equals_the_convolutions():
     disc.eval()
     moved = torch.sigmoid(disc(seqs))
     assert (moved - reference).abs().max() > 1e-3  # D changed ...
-    assert torch.allclose(disc.prob_real(seqs), moved, atol=1e-5)  # ... and the lookup followed it
+    assert torch.allclose(disc.prob_real(seqs), moved, rtol=0, atol=1e-6)  # ... and the lookup followed it
     assert disc.lookup_tables(max_elements=10) is None  # over budget: the convolutions are used

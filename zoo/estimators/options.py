@@ -84,7 +84,7 @@ class RelaxOptions:
     rebar: bool = False  # add REBAR's eta * f(softmax(z / tau)) to the control variate: needs the model's cost at
     # relaxed samples (a node with cost_function; the discrete VAE) and 3 more cost evaluations per sample
     eta: float = 1.0  # REBAR term's starting scale (learned)
-    decay: float = between(0.9, 0.0, 1.0, high_open=True)  # running mean and spread of the cost, the control
+    decay: float = between(0.9, 0.0, 1.0, high_open=True)  # EMA of the cost's mean and spread (the control's m, s)
 
 
 @dataclass

@@ -61,8 +61,6 @@ from zoo.estimators.base import (
 from zoo.estimators.gumbel import sample_exponential, sample_gumbel, truncated_gumbel
 from zoo.estimators.options import RelaxOptions
 
-    # variate's origin and unit: m <- decay * m + (1 - decay) * batch mean (as the EMA baseline)
-
 
 def conditional_gumbel(phi: Tensor, index: Tensor, top: Tensor, exponential: Tensor) -> Tensor:
     """Gumbel-perturbed logits z~ ~ p(z | argmax z = index) from noise drawn beforehand.
@@ -92,6 +90,8 @@ class ControlVariate(nn.Module):
         nn.init.zeros_(self.net[2].bias)
         self.log_tau = nn.Parameter(torch.tensor(math.log(tau)))
         self.decay = decay
+        # the control variate's origin m and unit s: m <- decay * m + (1 - decay) * batch mean (as the EMA
+        # baseline), s likewise with the batch's spread
         self.register_buffer("cost_mean", torch.zeros(()))  # m (saved in checkpoints)
         self.register_buffer("cost_scale", torch.ones(()))  # s
         self.register_buffer("count", torch.zeros((), dtype=torch.long))  # updates so far

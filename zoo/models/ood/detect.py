@@ -14,9 +14,12 @@ so every score here is the negated library score:
   feature ensembles): needs training data, no OOD data.
 
 Metrics (the paper's, in-distribution = positive class), computed with torchmetrics' ROC / AUROC /
-average precision. pytorch-ood's ``OODMetrics`` takes OOD as the positive class and reports FPR at
-95 % TPR *of OOD samples*, a different operating point than the paper's TNR at 95 % TPR *of
-in-distribution samples*, so we compute that one from the ROC ourselves:
+average precision on the scores' dense ranks scaled into [0, 1] (``unit_scores``): torchmetrics passes
+any score outside [0, 1] through a sigmoid, which in float32 is exactly 1.0 above about 16.6, so large
+energies would tie; ranks keep every order and every tie, and the metrics depend on the order alone.
+pytorch-ood's ``OODMetrics`` takes OOD as the positive class and reports FPR at 95 % TPR *of OOD
+samples*, a different operating point than the paper's TNR at 95 % TPR *of in-distribution samples*,
+so we compute that one from the ROC ourselves:
 
 - ``tnr95``: fraction of OOD rejected at the threshold that accepts 95 % of in-distribution;
 - ``auroc``; ``aupr_in`` (in-distribution positive); ``aupr_out`` (OOD positive, scores negated);
@@ -69,10 +72,23 @@ class MahalanobisScorer:
         return -self.detector.predict_features(features.float())  # (B,)
 
 
-def detection_metrics(score_in: Tensor, score_out: Tensor) -> dict[str, float]:
-    """The paper's metrics for one OOD set; scores are in-distribution scores (higher = in)."""
-    scores = torch.cat([score_in, score_out]).float()
+def unit_scores(scores: Tensor) -> Tensor:
+    """Scores (N,) -> their dense ranks scaled into [0, 1], float64: the same order and the same ties,
+    and no score for torchmetrics to squash with its sigmoid (distinct ranks stay distinct in float64)."""
+    distinct, rank = torch.unique(scores, return_inverse=True)  # rank: (N,) index into the sorted distinct values
+    return rank.double() / max(len(distinct) - 1, 1)
+
+
+def roc_inputs(score_in: Tensor, score_out: Tensor) -> tuple[Tensor, Tensor]:
+    """(in-distribution scores, OOD scores) -> (scores in [0, 1], (N,) float64; target, 1 = in, (N,) long)."""
+    scores = unit_scores(torch.cat([score_in, score_out]))  # in their own dtype: a float32 cast could tie them
     target = torch.cat([torch.ones_like(score_in), torch.zeros_like(score_out)]).long()
+    return scores, target
+
+
+def detection_metrics(score_in: Tensor, score_out: Tensor) -> dict[str, float]:
+    """The paper's metrics for one OOD set; scores are in-distribution scores (higher = in), any range."""
+    scores, target = roc_inputs(score_in, score_out)
     fpr, tpr, _ = binary_roc(scores, target)
     tnr = 1 - fpr
     at95 = tpr >= 0.95
@@ -80,7 +96,7 @@ def detection_metrics(score_in: Tensor, score_out: Tensor) -> dict[str, float]:
         "tnr95": float(tnr[at95].max()),
         "auroc": float(binary_auroc(scores, target)),
         "aupr_in": float(binary_average_precision(scores, target)),
-        "aupr_out": float(binary_average_precision(-scores, 1 - target)),
+        "aupr_out": float(binary_average_precision(1 - scores, 1 - target)),
         "det_acc": float((0.5 * tpr + 0.5 * tnr).max()),
     }
 

@@ -2,13 +2,15 @@
 
 - ``ce``: plain cross-entropy, the baseline;
 - ``confidence``: CE + beta * KL(U || p(y|x_out)) on an explicit OOD training set (``data.ood_train``);
-- ``joint``: the joint confidence loss. Each step: a D step, a G step with beta * KL(U || p(y|G(z))),
-  a classifier step with CE + beta * KL(U || p(y|G(z))) (formulas in ``losses.py``). The generator's
-  noise z ~ N(0, I) is drawn by the registry's ``reparam`` estimator in ``noise()``;
+- ``joint``: the joint confidence loss. Each step: a D step, a G step with beta * KL(U || p(y|G(z)))
+  on the D step's batch (as the authors' code), a classifier step with CE + beta * KL(U || p(y|G(z')))
+  on fresh noise z' through the updated G (the paper's Algorithm 1 and the authors' code; formulas in
+  ``losses.py``). The generator's noise z ~ N(0, I) is drawn by the registry's ``reparam`` estimator
+  in ``noise()``;
 - ``boundary_gan``: two stages, the paper's GAN loss (its eq. 3) against a *given* classifier: for
   ``classifier_epochs`` epochs the classifier alone, with the confidence loss on ``data.ood_train``;
-  then it is frozen and only D and G train (D step, G step as in ``joint``). G's samples move to the
-  boundary of the data (the paper's 2-D toy figure; ``recipes/ood/ood_toy2d_boundary.yaml``).
+  then it is frozen (eval mode, no gradients) and only D and G train (D step, G step as in ``joint``).
+  G's samples move to the boundary of the data (the paper's 2-D toy figure; ``recipes/ood/ood_toy2d_boundary.yaml``).
 
 Manual optimisation with up to three optimizers (classifier, generator, discriminator), each set
 in the recipe. Evaluation (``evaluate.py``): accuracy, ECE before/after temperature scaling, and
@@ -154,6 +156,14 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
         g_kl = kl_uniform(self.classifier(fake)).mean()
         return generator_gan_loss(self.discriminator(fake), self.cfg.saturating) + self.cfg.beta * g_kl, g_kl
 
+    def _freeze_classifier(self) -> None:
+        """boundary_gan's second stage: the classifier of stage 1, fixed. Eval mode (BatchNorm keeps its running
+        statistics, dropout is off: G's samples neither train nor perturb it) and no parameter gradients (the
+        KL term's gradient still reaches G through its input). Re-asserted every step, since Lightning's
+        loops put the module back in train mode (a new epoch, after validation, on resume)."""
+        self.classifier.eval()
+        self.classifier.requires_grad_(False)
+
     def training_step(self, batch: Any, batch_idx: int) -> None:
         c = self.cfg
         if isinstance(batch, dict):  # confidence mode: {"in": (x, y), "out": (x_out, -1)}
@@ -166,23 +176,27 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
         gan_stage = c.mode == "joint" or (c.mode == "boundary_gan" and self.current_epoch >= c.classifier_epochs)
         if gan_stage:
             opt_c, opt_g, opt_d = opts
+            if c.mode == "boundary_gan":
+                self._freeze_classifier()
             fake = self.generate(len(x))
             # (1) D step: max log D(x) + log(1 - D(G(z)))
             d_real, d_fake = self.discriminator(x), self.discriminator(fake.detach())
             d_loss = discriminator_loss(d_real, d_fake)
             self._step(opt_d, d_loss)
-            # (2) G step: min GAN term + beta * KL(U || p(y|G(z))); D and the classifier get gradients
-            # here too, but their own steps zero them before use (boundary_gan: the classifier's never
-            # steps again, it is frozen)
+            # (2) G step: min GAN term + beta * KL(U || p(y|G(z))); D gets gradients here too, but its own
+            # step zeroes them before use (joint: the classifier's as well; boundary_gan: it has none, frozen)
             g_loss, g_kl = self.generator_loss(fake)
             self._step(opt_g, g_loss)
-            x_out = fake.detach()  # (3) joint: the classifier sees this step's generated batch as OOD
             metrics.update({"train/d_loss": d_loss.detach(), "train/g_loss": g_loss.detach(),
                             "train/g_kl": g_kl.detach(), "train/d_real": torch.sigmoid(d_real).mean().detach(),
                             "train/d_fake": torch.sigmoid(d_fake).mean().detach()})
             if c.mode == "boundary_gan":
                 self.log_train(metrics, batch_size=len(x), prog_bar=("train/g_loss",))
                 return
+            # (3) joint: the classifier sees a fresh batch of the *updated* G as OOD (the paper's Algorithm 1
+            # and its authors' code draw new z after G's step), not the batch G was just trained on
+            with torch.no_grad():
+                x_out = self.generate(len(x))
         opt_c = opts[0]
         logits = self.classifier(x)  # (B, K)
         logits_out = self.classifier(x_out) if (x_out is not None and c.mode != "ce") else None

@@ -27,13 +27,13 @@ def roc_curves(scores_in: dict[str, Tensor], scores_out: dict[str, dict[str, Ten
     """One panel per OOD set, one ROC curve per detector (in-distribution = positive)."""
     from torchmetrics.functional.classification import binary_roc  # imported when used: torchmetrics
 
+    from zoo.models.ood.detect import roc_inputs
+
     plt = _plt()
     fig, axes = plt.subplots(1, len(scores_out), figsize=(3.2 * len(scores_out), 3.2), squeeze=False)
     for ax, (name, dets) in zip(axes[0], scores_out.items()):
         for det, s_out in dets.items():
-            s_in = scores_in[det]
-            target = torch.cat([torch.ones_like(s_in), torch.zeros_like(s_out)]).long()
-            fpr, tpr, _ = binary_roc(torch.cat([s_in, s_out]).float(), target)
+            fpr, tpr, _ = binary_roc(*roc_inputs(scores_in[det], s_out))  # on ranks: no sigmoid squashing
             ax.plot(fpr.cpu(), tpr.cpu(), label=det, color=COLOURS.get(det))
         ax.plot([0, 1], [0, 1], ":", color="grey")
         ax.axhline(0.95, ls="--", lw=0.6, color="grey")
