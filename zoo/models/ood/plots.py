@@ -27,7 +27,7 @@ def roc_curves(scores_in: dict[str, Tensor], scores_out: dict[str, dict[str, Ten
     """One panel per OOD set, one ROC curve per detector (in-distribution = positive)."""
     from torchmetrics.functional.classification import binary_roc  # imported when used: torchmetrics
 
-    from zoo.models.ood.detect import roc_inputs
+    from zoo.models.ood.detect import roc_inputs  # imported when used: torch
 
     plt = _plt()
     fig, axes = plt.subplots(1, len(scores_out), figsize=(3.2 * len(scores_out), 3.2), squeeze=False)
