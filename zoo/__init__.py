@@ -14,11 +14,11 @@ __version__ = "0.1.0"
 # `python -m zoo.<command>` or a console script (zoo-train, zoo-evaluate, ...; pyproject.toml), before a
 # subpackage (zoo.estimators) loads torch
 if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "").startswith("zoo-"):
-    from zoo import cli as _cli
+    from zoo import paths as _paths
 
-    if _cli.working_folder_gone():
+    if _paths.working_folder_gone():
         raise SystemExit(2)
-    _cli.config_folders_elsewhere()
+    _paths.config_folders_elsewhere()
 
 
 def list_pretrained() -> dict[str, str]:

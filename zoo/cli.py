@@ -5,7 +5,8 @@ failures look like.
 - ``run(main)``: every command's entry point. Standard streams that a shell closed (``>&-``, a cron
   job), a reader that went away (``| head -1``) or a full device (``> /dev/full``) lose what is
   printed, never the run; a working folder deleted under the shell and a HOME that is unset or
-  read-only are answered before torch loads; the interpreter's ~1 s teardown is skipped (``leave``).
+  read-only are answered before torch loads (``zoo.paths``); the interpreter's ~1 s teardown is skipped
+  (``leave``).
 - ``exit_status``: the zoo's rule for failures. A user's mistake (a ``zoo.errors.UserError``, or an
   allocation, a permission, a full disk it caused) is one ``error:`` line and status 2; Ctrl-C is one
   line and 130; anything else is a bug and keeps its traceback.
@@ -13,7 +14,7 @@ failures look like.
   fit or test runs (``user_error_in_fit``), and its Ctrl-C handling (``ctrl_c_in_lightning``).
 - ``CommandLineParser`` (argparse, its mistakes as above) and the metric tables commands print.
 
-Torch-free: ``python -m zoo.<command>`` imports this module (``zoo/__init__.py``) before torch.
+Torch-free: a command imports it before torch.
 """
 
 from __future__ import annotations
@@ -26,16 +27,14 @@ import errno
 import gc
 import os
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 from zoo.errors import UserError, as_user_error
-from zoo.paths import home_folder, writable
+from zoo.paths import config_folders_elsewhere, working_folder_gone
 from zoo.tracking import HeldMessages, quiet_lightning
 
 
@@ -114,29 +113,8 @@ def guard_streams() -> LossyStream | None:
     return sys.stdout if isinstance(sys.stdout, LossyStream) else None
 
 
-def config_folders_elsewhere() -> None:
-    """A HOME that is unset or read-only (a container, a shared account): matplotlib, which torchmetrics
-    imports with Lightning, warned on every command that it made a temporary config folder instead.
-    The command makes that folder itself, quietly (MPLCONFIGDIR). Before Lightning is imported."""
-
-    if os.environ.get("MPLCONFIGDIR"):
-        return
-    base = home_folder("XDG_CONFIG_HOME", ".config")
-    if base is None or not writable(os.path.join(base, "matplotlib")):
-        os.environ["MPLCONFIGDIR"] = folder = tempfile.mkdtemp(prefix="zoo-matplotlib-")
-        atexit.register(shutil.rmtree, folder, True)
 
 
-def working_folder_gone() -> bool:
-    """True, with the error line printed, when the current folder was deleted or moved after the shell
-    entered it: torch cannot even be loaded there (MKL's fatal error)."""
-    try:
-        os.getcwd()
-    except FileNotFoundError:
-        print("error: the current folder no longer exists (it was deleted or moved after this shell entered "
-              "it): cd to an existing folder and run the command again", file=sys.stderr)
-        return True
-    return False
 
 
 def run_command(main: Callable[[], int]) -> int:

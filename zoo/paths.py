@@ -9,8 +9,12 @@ later (the message itself: ``zoo.errors.no_access``); ``home_folder``: the XDG f
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +135,28 @@ def _output_formats(writer: str) -> set[str]:
 
     Image.init()
     return {ext.lstrip(".") for ext, fmt in Image.registered_extensions().items() if fmt in Image.SAVE}
+
+
+def config_folders_elsewhere() -> None:
+    """A HOME that is unset or read-only (a container, a shared account): matplotlib, which torchmetrics
+    imports with Lightning, warned on every command that it made a temporary config folder instead.
+    The command makes that folder itself, quietly (MPLCONFIGDIR). Before Lightning is imported."""
+    if os.environ.get("MPLCONFIGDIR"):
+        return
+    base = home_folder("XDG_CONFIG_HOME", ".config")
+    if base is None or not writable(os.path.join(base, "matplotlib")):
+        os.environ["MPLCONFIGDIR"] = folder = tempfile.mkdtemp(prefix="zoo-matplotlib-")
+        atexit.register(shutil.rmtree, folder, True)
+
+
+def working_folder_gone() -> bool:
+    """True, with the error line printed, when the current folder was deleted or moved after the shell
+    entered it: torch cannot even be loaded there (MKL's fatal error)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        print("error: the current folder no longer exists (it was deleted or moved after this shell entered "
+              "it): cd to an existing folder and run the command again", file=sys.stderr)
+        return True
+    return False
+
