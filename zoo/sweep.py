@@ -43,6 +43,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
 from zoo.errors import CommandLineParser, UserError, exit_status
 
 MAX_COMBINATIONS = 50  # more runs than this need --yes: a typo in a list should not start hundreds
@@ -60,6 +61,7 @@ class Run:
     overrides: list[str]  # everything zoo.train gets after recipe= (fixed options, then swept ones)
     threads: int = 0  # torch / OpenMP threads (0: the recipe's)
     resources: dict = field(default_factory=dict)  # from the run's trainer section: nodes, tasks, gpus, cpus
+    limits: dict = field(default_factory=dict)  # its trainer's max_epochs / max_steps: is a last.ckpt done training?
 
 
 @dataclass
@@ -200,6 +202,7 @@ def validate(sweep: Sweep) -> None:
             what = ", ".join(f"{k}={v}" for k, v in run.values.items()) or "the fixed options"
             raise UserError(f"run {i + 1} of {len(sweep.runs)} ({what}) is refused: {err}") from None
         run.resources = resources(cfg)
+        run.limits = {k: cfg["trainer"][k] for k in ("max_epochs", "max_steps", "max_time") if k in cfg["trainer"]}
         sweep.wandb = sweep.wandb or "wandb" in cfg["logger"]
 
 
@@ -236,20 +239,32 @@ def read_result(folder: Path) -> dict | None:
         return None
 
 
-def resumable(folder: Path, recipe: str) -> bool:
+def resumable(folder: Path, recipe: str, limits: dict) -> bool:
     """An earlier try of this run was stopped (no result.json: a kill, a requeued job; or an interrupt)
-    after it saved ``last.ckpt``: it goes on from there with ``ckpt_path=last``."""
+    after it saved ``last.ckpt`` with training left to do: it goes on from there with ``ckpt_path=last``
+    (one stopped while testing starts again: a resume would be refused, with nothing left to train)."""
+    from zoo.runs import check_left_to_train
+
     before = read_result(folder)
     if before is not None and before.get("rc") not in INTERRUPTED:
         return False
-    return any((folder / Path(recipe).stem).glob("*/checkpoints/last.ckpt"))
+    found = sorted((folder / Path(recipe).stem).glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        return False
+    from zoo.hub import read_checkpoint
+
+    try:
+        check_left_to_train(str(found[-1]), read_checkpoint(found[-1], mmap=True), limits)
+    except UserError:
+        return False
+    return True
 
 
 def train_command(recipe: str, run: Run, folder: Path) -> list[str]:
     cmd = [sys.executable, "-m", "zoo.train", f"recipe={recipe}", *run.overrides, f"run_dir={folder}"]
     if not any(o.startswith("trainer.enable_progress_bar=") for o in run.overrides):
         cmd.append("trainer.enable_progress_bar=false")  # its output goes to a file
-    if resumable(folder, recipe):
+    if resumable(folder, recipe, run.limits):
         cmd.append("ckpt_path=last")
     return cmd
 
@@ -418,7 +433,7 @@ def summarise(sweep: Sweep) -> dict:
 def show(summary: dict, folder: Path) -> str:
     from zoo.spread import fmt
 
-    lines = [f"sweep {summary['name']}: {len(summary['runs'])} runs of {summary['recipe']} -> {folder}/summary.json"]
+    lines = [f"sweep {summary['name']}: {len(summary['runs'])} run(s) of {summary['recipe']} -> {folder}/summary.json"]
     for m in summary["metrics"]:
         lines.append(f"{m}")
         for entry in summary["table"]:
@@ -455,7 +470,7 @@ def run_sweep(recipe: str, swept: dict, fixed: list[str] | None = None, parallel
     sweep = make_sweep(recipe, swept, fixed, parallel, name, yes, command, launcher)
     sweep.retry_failed = retry_failed
     open_folder(sweep)
-    print(f"sweep {sweep.name}: {len(sweep.runs)} runs -> {sweep.folder}", flush=True)
+    print(f"sweep {sweep.name}: {len(sweep.runs)} run(s) -> {sweep.folder}", flush=True)
     if launcher == "slurm":
         from zoo.sweep_slurm import run_slurm  # submitit only for this launcher
 
