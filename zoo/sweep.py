@@ -177,12 +177,13 @@ def make_sweep(recipe: str, swept: dict, fixed: list[str], parallel: int, name: 
     if not re.fullmatch(r"[\w.+-]+", name):
         raise UserError(f"--name {name!r}: use letters, digits, '.', '_', '+' and '-' (it names a folder)")
     folder = Path(fixed_value(fixed, "run_dir") or "runs") / "sweeps" / name
-    user_threads = "threads" in swept or fixed_value(fixed, "threads") is not None
-    threads = 0 if user_threads or launcher != "local" else max(1, machine_cores() // parallel)
+    fair = max(1, machine_cores() // parallel) if launcher == "local" else 0  # a cluster job: its own cpus_per_task
     runs = []
     for values in combos:
         overrides = [i for i in fixed if not i.startswith("run_dir=")] + [f"{k}={v}" for k, v in values.items()]
-        if threads:
+        given = values.get("threads", fixed_value(fixed, "threads"))  # the user's own: kept, OpenMP's set to it
+        threads = int(given) if given is not None and given.isdigit() else fair
+        if given is None and threads:
             overrides.append(f"threads={threads}")
         runs.append(Run(label_of(values), values, overrides, threads))
     sweep = Sweep(name, folder, recipe, swept, fixed, runs, command, parallel=parallel)
