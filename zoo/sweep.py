@@ -140,11 +140,14 @@ def parse_items(items: list[str]) -> tuple[str, dict[str, list[str]], list[str]]
     return recipe, swept, fixed
 
 
+UNSAFE = re.compile(r"[^\w.+-]+")  # characters a folder's name should not hold (runs of them: one '_')
+
+
 def label_of(values: dict[str, str]) -> str:
     """A run's folder name from its swept values: 'model.lr=1e-3__seed=0' (characters a file name
     should not hold replaced, and a hash of the original added then, so two labels never meet)."""
     text = "__".join(f"{k}={v}" for k, v in values.items()) or "run"
-    safe = re.sub(r"[^\w.=+-]", "_", text)
+    safe = "__".join(f"{k}={UNSAFE.sub('_', v).strip('_')}" for k, v in values.items()) or "run"
     if safe != text or len(safe) > 100:
         safe = f"{safe[:90]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
     return safe
