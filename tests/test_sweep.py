@@ -198,3 +198,11 @@ def test_slurm_launcher_without_submitit_is_one_message(toy, tmp_path, capsys, m
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: --launcher slurm needs the submitit package: pip install 'zoo[slurm]'")
     assert not (tmp_path / "runs").exists()
+
+
+def test_runs_logging_to_wandb_are_grouped_by_the_sweeps_name(toy, tmp_path):
+    sweep = zsweep.make_sweep(str(toy), {"seed": ["0", "1"]}, [f"run_dir={tmp_path}", "logger=[csv,wandb]"], 2,
+                              "grouped", False, "cmd")
+    assert sweep.wandb and all("logger=[csv,wandb]" in r.overrides for r in sweep.runs)
+    assert zsweep.run_env(sweep.runs[0], sweep.name)["WANDB_RUN_GROUP"] == "grouped"  # wandb.init's group
+    assert not zsweep.make_sweep(str(toy), {"seed": ["0", "1"]}, [f"run_dir={tmp_path}"], 1, None, False, "").wandb
