@@ -43,19 +43,21 @@ OUT = HERE / "results" / "estimator_matrix.json"
 # Steps are the optimizer steps of the whole run (SeqGAN: its adversarial iterations, the phase where
 # the estimator trains the generator; its MLE and discriminator phases are shortened alike for every row).
 MODELS = {
-    "dvae": {"recipe": "dvae_digits", "headline": "test/loss", "higher": False, "steps": 400,
+    "dvae": {"recipe": "dvae_digits", "headline": "test/loss", "higher": False, "steps": 300,
              "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1", "model.kl_warmup_steps=200",
                                  "model.iwae_samples=10", "model.plot_every_n_epochs=1000"],
              "probe_every": 50},
-    "sat_hard": {"recipe": "sat_shapes_hard", "headline": "test/bleu4", "higher": True, "steps": 300,
-                 "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1",
-                                     "model.expected_context_hold=100", "model.expected_context_anneal=100"],
+    "sat_hard": {"recipe": "sat_shapes_hard", "headline": "test/bleu4", "higher": True, "steps": 120,
+                 "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1", f"model.expected_context_hold="
+                                     f"{s // 3}", f"model.expected_context_anneal={s // 3}"],
                  "probe_every": 50},
-    "seqgan": {"recipe": "seqgan_oracle_small", "headline": "test/nll_oracle", "higher": False, "steps": 20,
-               "short": lambda s: ["model.mle_epochs=5", "model.d_pretrain_rounds=2", f"model.adv_iterations={s}",
-                                   "model.eval_samples=500", "model.test_samples=1000"],
-               "probe_every": 5},
-    "maml_rl": {"recipe": "maml_nav2d", "headline": "test/return_1", "higher": True, "steps": 100,
+    # SeqGAN's steps are its adversarial iterations (an epoch each: 10 D steps and a G step on 640 sequences),
+    # after 3 MLE epochs and one D pre-training epoch, the same for every row
+    "seqgan": {"recipe": "seqgan_oracle_small", "headline": "test/nll_oracle", "higher": False, "steps": 6,
+               "short": lambda s: ["data.num_train=640", "model.mle_epochs=3", "model.d_pretrain_rounds=1",
+                                   f"model.adv_iterations={s}", "model.eval_samples=500", "model.test_samples=1000"],
+               "probe_every": 50, "probe_steps": lambda s: 40 + 11 * s},
+    "maml_rl": {"recipe": "maml_nav2d", "headline": "test/return_1", "higher": True, "steps": 60,
                 "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1"],
                 "probe_every": 25},
     "ood_gan": {"recipe": "ood_digits_joint", "headline": "test/photos/msp/auroc", "higher": True, "steps": 300,
@@ -97,24 +99,26 @@ def node_of(recipe: str):
     return cls, node, options, options.get(node.option, getattr(cls.Config(), node.option))
 
 
-def rows_for(recipe: str) -> tuple[dict, dict]:
-    """({row: estimator spec} that fit the node, {row: why not} for those that do not). The model's own
-    spec is the row 'default' (merged with the registry's row of the same name and options)."""
+def rows_for(recipe: str) -> tuple[dict, dict, str | None]:
+    """({row: estimator spec} that fit the node, {row: why not} for those that do not, the registry row
+    the model's own spec equals, if one does). The model's own spec is the row 'default'."""
     from zoo.estimators.seam import _samples, default_requirements, mismatch, resolve
     from zoo.registry import ESTIMATORS
 
     cls, node, options, default = node_of(recipe)
     d_name, _, d_opts = resolve(default)
-    fits, why = {"default": default}, {}
+    fits, why, same = {"default": default}, {}, None
     for name in ESTIMATORS.list():
         _, est_cls, opts = resolve(name)
         reason = mismatch(default_requirements(est_cls), node, _samples(node, options, opts),
                           categories=node.categories(options), variables=node.variables(options))
         if reason:
             why[name] = reason
-        elif not (name == d_name and opts == d_opts):
+        elif name == d_name and opts == d_opts:
+            same = name
+        else:
             fits[name] = name
-    return fits, why
+    return fits, why, same
 
 
 def spec_text(spec) -> str:
@@ -148,11 +152,12 @@ def sweep_model(column: str, seeds: list[int], scale: float, runs: str, parallel
     from zoo.sweep import run_sweep
 
     m = MODELS[column]
-    fits, why = rows_for(m["recipe"])
-    if only:
-        fits = {k: v for k, v in fits.items() if k in only or k == "default"}
+    fits, why, same = rows_for(m["recipe"])
+    left_out = sorted(k for k in fits if only and k not in only and k != "default")
+    fits = {k: v for k, v in fits.items() if k not in left_out}
     steps = max(2, int(m["steps"] * scale))
-    probe = max(1, min(m["probe_every"], steps // 2))
+    total = m["probe_steps"](steps) if "probe_steps" in m else steps  # optimizer steps of the whole run
+    probe = max(1, min(m["probe_every"], total // 2))
     callbacks = (f"callbacks=[{{name: 'estimator_matrix:StepTimer'}}, "
                  f"{{name: grad_variance, every_n_steps: {probe}, repeats: {REPEATS}}}]")
     specs = {row: json.dumps(spec) if isinstance(spec, dict) else spec for row, spec in fits.items()}
@@ -187,6 +192,7 @@ def sweep_model(column: str, seeds: list[int], scale: float, runs: str, parallel
             cell["vs_default"] = paired([a for a, _ in pairs], [b for _, b in pairs])
     return {"recipe": m["recipe"], "headline": m["headline"], "higher_is_better": m["higher"],
             "settings": fixed, "steps": steps, "node": model_node, "cells": cells, "cannot_fit": why,
+            "same_as_default": same, "left_out": left_out,
             "sweep": summary["name"], "wall_s": round(time.time() - t0, 1)}
 
 
@@ -210,8 +216,9 @@ def fmt_cell(cell: dict) -> str:
 def table(record: dict) -> str:
     """Markdown: rows estimators, columns models."""
     cols = list(record["models"])
-    rows = ["default"] + sorted({r for c in cols for r in (*record["models"][c]["cells"],
-                                                             *record["models"][c]["cannot_fit"])} - {"default"})
+    named = {r for c in cols for r in (*record["models"][c]["cells"], *record["models"][c]["cannot_fit"],
+                                       *record["models"][c]["left_out"], record["models"][c]["same_as_default"])}
+    rows = ["default"] + sorted(named - {"default", None})
     better = {c: "higher" if record["models"][c]["higher_is_better"] else "lower" for c in cols}
     head = [f"{c}: {record['models'][c]['headline']} ({better[c]} is better)" for c in cols]
     lines = ["| estimator | " + " | ".join(head) + " |", "|---" * (len(cols) + 1) + "|"]
@@ -224,8 +231,10 @@ def table(record: dict) -> str:
                 cells.append((f"`{cell['spec']}`: " if row == "default" else "") + fmt_cell(cell))
             elif row in col["cannot_fit"]:
                 cells.append(f"cannot fit: {col['cannot_fit'][row]}")
+            elif row == col.get("same_as_default"):
+                cells.append("= the default")
             else:
-                cells.append("(the default)")
+                cells.append("fits; not run (--estimators)")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -255,8 +264,9 @@ def main() -> None:
     columns = args.models.split(",")
     if args.plan:
         for c in columns:
-            fits, why = rows_for(MODELS[c]["recipe"])
-            print(f"{c} ({MODELS[c]['recipe']}): " + ", ".join(f"{k}={spec_text(v)}" for k, v in fits.items()))
+            fits, why, same = rows_for(MODELS[c]["recipe"])
+            print(f"{c} ({MODELS[c]['recipe']}): " + ", ".join(f"{k}={spec_text(v)}" for k, v in fits.items())
+                  + (f" (the default is {same})" if same else ""))
             for k, v in why.items():
                 print(f"    {k}: cannot fit: {v}")
         return
