@@ -65,6 +65,15 @@ MODELS = {
                 "probe_every": 50},
 }
 REPEATS = 8  # gradient estimates a measurement
+NOTES = {  # what a reader of a column needs to know
+    "ood_gan": "the node z ~ N(0, I) has no parameters: every estimator draws the same z and G's weights get "
+               "their gradient by backpropagation through G(z), so the rows repeat each other to the last digit "
+               "(the step times differ only by the machine's load)",
+    "maml_rl": "MAML-RL has no estimator_loss, so the grad_variance callback measures nothing there",
+    "seqgan": "one estimator fits (the model draws its tokens itself, one sample a prefix, and D's score is not "
+              "differentiable); a step is one training batch of the adversarial epochs (D steps, and the G step "
+              "with its rollouts at the first batch)",
+}
 
 
 class StepTimer(L.Callback):
@@ -236,6 +245,7 @@ def table(record: dict) -> str:
             else:
                 cells.append("fits; not run (--estimators)")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    lines += ["", *(f"- {c}: {NOTES[c]}" for c in cols if c in NOTES)]
     return "\n".join(lines)
 
 
