@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from zoo.errors import UserError
-from zoo.sweep import Run, Sweep, execute, run_folder
+from zoo.sweep_runs import Run, Sweep, execute, finished, run_env, run_folder, train_command
 
 JOB_DEFAULTS = {"timeout_min": 60}  # submitit's own default; --slurm timeout_min=... or trainer.max_time sets it
 
@@ -56,8 +56,6 @@ def execute_quietly(job: RunJob) -> None:
     environment joins them into one DDP group), no result.json of its own."""
     import subprocess
 
-    from zoo.sweep import run_env, train_command
-
     cmd = train_command(job.recipe, job.run, Path(job.folder))
     subprocess.run(cmd, env=run_env(job.run, job.group, job.env), stdout=subprocess.DEVNULL)
     return None
@@ -80,7 +78,6 @@ def executor_for(submitit, sweep: Sweep, resources: dict, options: dict):
 def run_slurm(sweep: Sweep, options: dict, env: dict | None = None) -> None:
     """Submit every run not finished before (one array a resource set), then wait for them all."""
     submitit = require_submitit()
-    from zoo.sweep import finished
 
     todo = [r for r in sweep.runs if not finished(run_folder(sweep.folder, r), sweep.retry_failed)]
     skipped = len(sweep.runs) - len(todo)
