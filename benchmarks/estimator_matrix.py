@@ -69,7 +69,9 @@ NOTES = {  # what a reader of a column needs to know
     "ood_gan": "the node z ~ N(0, I) has no parameters: every estimator draws the same z and G's weights get "
                "their gradient by backpropagation through G(z), so the rows repeat each other to the last digit "
                "(the step times differ only by the machine's load)",
-    "maml_rl": "MAML-RL has no estimator_loss, so the grad_variance callback measures nothing there",
+    "maml_rl": "MAML-RL has no estimator_loss, so the grad_variance callback measures nothing there; the registry's "
+               "rloo repeats the default (reinforce with a leave-one-out baseline) to the last digit: the same "
+               "gradient (the step times differ by the machine's load)",
     "seqgan": "one estimator fits (the model draws its tokens itself, one sample a prefix, and D's score is not "
               "differentiable); a step is one training batch of the adversarial epochs (D steps, and the G step "
               "with its rollouts at the first batch)",
@@ -200,7 +202,8 @@ def sweep_model(column: str, seeds: list[int], scale: float, runs: str, parallel
                      if a is not None and b is not None]
             cell["vs_default"] = paired([a for a, _ in pairs], [b for _, b in pairs])
     return {"recipe": m["recipe"], "headline": m["headline"], "higher_is_better": m["higher"],
-            "settings": fixed, "steps": steps, "node": model_node, "cells": cells, "cannot_fit": why,
+            "settings": [f for f in fixed if not f.startswith("run_dir=")], "steps": steps, "node": model_node,
+            "cells": cells, "cannot_fit": why,
             "same_as_default": same, "left_out": left_out,
             "sweep": summary["name"], "wall_s": round(time.time() - t0, 1)}
 
