@@ -38,7 +38,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from zoo.bench.devices import accelerator, add_device_option, describe, resolve_device, synchronize  # noqa: E402
-from zoo.bench.spread import fmt, paired, spread  # noqa: E402
+from zoo.spread import fmt, paired, spread  # noqa: E402
 
 ESTIMATORS = {  # label -> estimator spec for model.estimator
     "gumbel_softmax": {"name": "gumbel_softmax", "tau": 1.0, "tau_min": 0.5, "anneal_rate": 1.0e-3},

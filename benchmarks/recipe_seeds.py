@@ -5,12 +5,15 @@
     python benchmarks/recipe_seeds.py --recipes vae_digits --write-cards   # + the spread onto its card
     python benchmarks/recipe_seeds.py --recipes vae_digits --cards-only    # recorded spread -> cards
 
-Every run is `python -m zoo.train recipe=R seed=S` in its own process with one torch thread (as
-the cards were trained), then `zoo.evaluate` of its `last.ckpt`: the same scoring as
-`python -m zoo.evaluate <card>`. `seed=` changes the initialisation and the sampling; data splits
-are the datamodule's `data.seed` and stay fixed. Writes every run (failures too: exit code and the
-end of stderr) and mean / sd / min / max of every test metric to
-benchmarks/results/seeds_<recipe>_<device>.json.
+A sweep over ``seed`` alone (``python -m zoo.sweep recipe=R seed=0,1,2 threads=1``, see docs/sweeps.md):
+every run is `python -m zoo.train recipe=R seed=S threads=1 test_after_fit=false` in its own process (one
+torch thread, as the cards were trained), then its last.ckpt is scored by `zoo.evaluate` here (one
+thread): the same scoring as `python -m zoo.evaluate <card>`, which seeds the test with the run's seed
+(a test straight after training goes on from training's random stream). `seed=` changes the
+initialisation and the sampling; data splits are the datamodule's `data.seed` and stay fixed. The
+sweep's folder is <--runs>/sweeps/<recipe>[_<tag>]: started again, it skips the seeds that ended
+(delete the folder for a fresh record). Writes every run (failures too: exit status and the last
+error line) and mean / sd / min / max of every test metric to benchmarks/results/seeds_<recipe>_<device>.json.
 
 `--write-cards` copies that spread onto every pretrained card trained from the recipe (field
 `recipe_seeds`), so a user reads what re-training gives next to the released numbers;
@@ -27,7 +30,7 @@ from pathlib import Path
 
 from zoo.bench.devices import add_device_option, resolve_device
 from zoo.bench.seeds import record_path, train_seeds, write_cards
-from zoo.bench.spread import fmt
+from zoo.spread import fmt
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from zoo.bench.devices import add_device_option, describe, processor, resolve_device
 from zoo.bench.seeds import run as run_one
-from zoo.bench.spread import spread
+from zoo.spread import spread
 
 LONG_HARD = ["trainer.max_epochs=12", "model.expected_context_hold=1200", "model.expected_context_anneal=600"]
 RLOO = ["model.score_cost=sum", "model.estimator={name: rloo, n: 4, entropy_weight: 0.002}"]

@@ -62,7 +62,7 @@ from zoo.bench.skipgram_measures import (
     synthetic_corpus,
     wiki_corpus,
 )
-from zoo.bench.spread import median_range
+from zoo.spread import median_range
 
 ROOT = Path(__file__).resolve().parent.parent
 HYPER = {"dim": 100, "window": 5, "negative": 5, "min_count": 5, "sample": 1e-3, "lr": 0.025, "min_lr": 1e-4}

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device
-from zoo.bench.spread import fmt, paired, spread
+from zoo.spread import fmt, paired, spread
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMON = ["recipe=skipgram_synthetic", "model.updates=minibatch", "model.dim=32", "trainer.max_epochs=3",

@@ -28,7 +28,7 @@ from skipgram_vs_gensim import HYPER, ROOT, loop_quality, run_zoo, similarity_fi
 
 from zoo.bench.devices import add_device_option, processor, resolve_device  # noqa: E402
 from zoo.bench.skipgram_measures import agreement_between_processes, objective_probe, wiki_corpus  # noqa: E402
-from zoo.bench.spread import median_range  # noqa: E402
+from zoo.spread import median_range  # noqa: E402
 
 
 def run_gensim_decay(corpus: Path, epochs: int, seed: int, decay: str) -> tuple[dict, torch.Tensor, list[str]]:

@@ -37,7 +37,7 @@ from zoo.bench.skipgram_measures import (
     similarity_files,
     wiki_corpus,
 )
-from zoo.bench.spread import median_range
+from zoo.spread import median_range
 
 
 def shuffled_copy(path: Path, seed: int) -> Path:

@@ -45,8 +45,8 @@ from zoo.bench.skipgram_measures import (  # noqa: E402
     objective_probe,
     wiki_corpus,
 )
-from zoo.bench.spread import median_range  # noqa: E402
 from zoo.models.skipgram import kernel  # noqa: E402
+from zoo.spread import median_range  # noqa: E402
 
 LOSS_PAIRS = kernel.LOSS_PAIRS
 _train_part = kernel._train_part  # a global of this module, so that numba compiles the call below

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device
-from zoo.bench.spread import fmt, paired, spread
+from zoo.spread import fmt, paired, spread
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD = r"""

@@ -3,7 +3,8 @@
 Top to bottom (a module imports its own layer or the ones below, never above; nothing goes round in
 a circle, within a layer either):
 
-    commands   zoo (the package: zoo.load), zoo.train, zoo.evaluate, zoo.predict, zoo.sweep,
+    commands   zoo (the package: zoo.load), zoo.train, zoo.evaluate, zoo.predict, zoo.sweep (and its
+               zoo.sweep_runs, zoo.sweep_slurm),
                zoo.pretrained.__main__, zoo.estimators.__main__, zoo.__main__, zoo.bench (the
                benchmarks' measures, which tests check too)
     models     zoo.models.<name>: one folder each, never importing another's; they use the layers
@@ -12,7 +13,7 @@ a circle, within a layer either):
     platform   zoo.cli, zoo.config, zoo.recipe_files, zoo.precheck, zoo.trainer_options, zoo.runs,
                zoo.tracking, zoo.hub, zoo.pretrained
     parts      zoo.core, zoo.estimators, zoo.callbacks (estimators know nothing of models or core)
-    ground     zoo.registry, zoo.options, zoo.errors, zoo.paths
+    ground     zoo.registry, zoo.options, zoo.errors, zoo.paths, zoo.spread (seed spreads)
 
 A function-level import is there only to keep a heavy package out of start-up: it imports one
 (torch, Lightning, matplotlib, ...) or a zoo module that does, and says so in a comment.
@@ -26,12 +27,13 @@ PACKAGE = ROOT / "zoo"
 
 LAYERS = {  # module prefix -> layer (higher imports lower); the longest matching prefix wins
     "zoo": 4, "zoo.__main__": 4, "zoo.train": 4, "zoo.evaluate": 4, "zoo.predict": 4, "zoo.sweep": 4,
-    "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4, "zoo.bench": 4,
+    "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4, "zoo.bench": 4, "zoo.sweep_runs": 4,
+    "zoo.sweep_slurm": 4,
     "zoo.models": 3,
     "zoo.cli": 2, "zoo.config": 2, "zoo.recipe_files": 2, "zoo.precheck": 2, "zoo.trainer_options": 2, "zoo.runs": 2,
     "zoo.tracking": 2, "zoo.hub": 2, "zoo.pretrained": 2,
     "zoo.core": 1, "zoo.estimators": 1, "zoo.callbacks": 1,
-    "zoo.registry": 0, "zoo.options": 0, "zoo.errors": 0, "zoo.paths": 0,
+    "zoo.registry": 0, "zoo.options": 0, "zoo.errors": 0, "zoo.paths": 0, "zoo.spread": 0,
 }
 FORBIDDEN = {  # within a layer: prefix -> prefixes it must not import
     "zoo.estimators": ("zoo.core", "zoo.callbacks", "zoo.models"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from zoo.bench.seeds import record_path
-from zoo.bench.spread import paired, spread
+from zoo.spread import paired, spread
 
 ROOT = Path(__file__).resolve().parents[2]
 RLOO = "model.estimator={name: rloo, n: 4, entropy_weight: 0.002}"

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from zoo.bench.spread import fmt, paired, spread
+from zoo.spread import fmt, paired, spread
 
 PAPER_RESULTS = {"random": 10.310, "mle": 9.038, "seqgan": 8.736}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from zoo.bench.spread import median_range
+from zoo.spread import median_range
 
 NORM_BANDS = [(0, 100), (100, 1000), (1000, 5000), (5000, 15000), (15000, 10**9)]  # frequency ranks
 

@@ -1,5 +1,6 @@
-"""Seed spreads for the benchmarks: every headline is a mean over seeds with its spread, and a
-comparison of two methods is a paired difference (same seeds) with its standard error."""
+"""Seed spreads: every headline is a mean over seeds with its spread, and a comparison of two
+settings is a paired difference (same seeds) with its standard error. Used by ``zoo.sweep`` and
+the benchmarks (``benchmarks/spread.py`` re-exports these)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def median_range(values: list[float]) -> dict:
 def paired(a: list[float], b: list[float]) -> dict:
     """a - b seed by seed: the differences, their mean and its standard error (sd / sqrt(n))."""
     diffs = [x - y for x, y in zip(a, b)]
-    out = {"diffs": diffs, "mean": statistics.fmean(diffs), "se": None}
+    out = {"diffs": diffs, "mean": statistics.fmean(diffs) if diffs else None, "se": None}
     if len(diffs) > 1:
         out["se"] = statistics.stdev(diffs) / math.sqrt(len(diffs))
     return out
