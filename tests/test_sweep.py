@@ -173,7 +173,6 @@ def test_resources_come_from_the_trainer_section():
 def test_slurm_launcher_through_submitits_local_executor(toy, tmp_path, monkeypatch):
     """The same code path as on a cluster (a job a run, waited for, then the summary), with submitit's
     local executor; the job requeues itself with the same call (which resumes from last.ckpt)."""
-    pytest.importorskip("submitit")
     env = {**subprocess_env(), "ZOO_SUBMITIT_CLUSTER": "local"}
     root = tmp_path / "runs"
     proc = subprocess.run([sys.executable, "-m", "zoo.sweep", f"recipe={toy}", f"run_dir={root}", "seed=3",
