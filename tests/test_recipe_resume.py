@@ -26,7 +26,8 @@ import pytest
 import torch
 from platform_testlib import train_in_child  # tests/platform, on sys.path via conftest
 
-from zoo.config import all_recipes, load_config
+from zoo.config import load_config
+from zoo.recipe_files import all_recipes
 from zoo.train import train
 
 try:

@@ -29,7 +29,7 @@ import os
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Optional
 
 from zoo.errors import UserError
 from zoo.paths import expand_path
@@ -164,6 +164,17 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key", pref
     for key, annotation in _bool_fields(schema).items():  # OmegaConf would read -1, 2, 'yes' or 'on' as true
         if key in options and not conforms(options[key], annotation):
             raise UserError(f"bad value for '{key}' in {where}: must be true or false, got {options[key]!r}")
+    hints, defaults = _type_hints(schema), {f.name: f.default for f in fields}
+    for key, value in options.items():
+        annotation, default = hints.get(key), defaults.get(key)
+        if value is None and annotation is not None and not conforms(None, annotation):  # key=null
+            shown = f", {key}={default}" if default is not dataclasses.MISSING else ""
+            raise UserError(f"'{prefix}{key}' in {where} cannot be unset (null): give a value, or leave it out for "
+                            f"its default{shown}")
+        if annotation in (int, Optional[int]) and isinstance(value, (bool, float)):  # 1.5, true: not a count
+            bounds = implicit_range(key)
+            what_int = f"an integer from 0 to {bounds['le']}" if bounds.get("seed") else "an integer"
+            raise UserError(f"'{prefix}{key}' in {where} must be {what_int}, got {value!r}")
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), options)
         plain = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)  # else '???' went on as a value

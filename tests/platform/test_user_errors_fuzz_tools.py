@@ -140,8 +140,8 @@ def test_skipgram_export_path_and_binary(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     cases = [([f"export={folder}"], f"export={folder} is a folder; give a file name"),  # IsADirectoryError
              ([f"export={tmp_path / 'file' / 'v.bin'}"], "is a file, not a folder"),
-             ([f"export={tmp_path / 'v.txt'}", "binary=maybe"], "binary must be true or false"),  # taken as true
-             (["w0", "binary=maybe"], "binary must be true or false")]
+             ([f"export={tmp_path / 'v.txt'}", "binary=maybe"], "'binary' in skipgram: must be true or false"),
+             (["w0", "binary=maybe"], "'binary' in skipgram: must be true or false")]
     for options, expected in cases:
         assert predict.main(["skipgram-synthetic", *options]) == 2
         err = capsys.readouterr()
