@@ -89,14 +89,16 @@ def test_ctrl_c_outside_training_is_one_line_and_leaves_no_run(command, tmp_path
     tests/platform/test_train_runs.py): was Python's KeyboardInterrupt traceback."""
     import importlib
 
-    import zoo.hub
+    import zoo.evaluate
+    import zoo.predict
     import zoo.train
 
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(zoo.train, "build", ctrl_c)  # zoo.train: building the data and the model
-    monkeypatch.setattr(zoo.hub, "load_any", ctrl_c)  # zoo.evaluate / zoo.predict: loading the model
+    monkeypatch.setattr(zoo.evaluate, "load_any", ctrl_c)  # zoo.evaluate / zoo.predict: loading the model
+    monkeypatch.setattr(zoo.predict, "load_any", ctrl_c)
     main = importlib.import_module(f"zoo.{command}").main
     args = {"train": ["recipe=vae_digits", f"run_dir={tmp_path}/runs"], "evaluate": ["vae-digits"],
             "predict": ["vae-digits", f"out={tmp_path}/samples.png"]}[command]
