@@ -1,5 +1,5 @@
 # Two commands do everything on a fresh machine (Python 3.11, pip):
-#   make demo   -> create .venv, install, train the default recipe (vae_digits, ~2 min on 2 CPU cores)
+#   make demo   -> create .venv, install, train the default recipe (vae_digits, a couple of minutes on 2 CPU cores)
 #   make test   -> create .venv if needed, install, run the test suite
 #   make test-gpu  -> every recipe on CUDA, fp32 and bf16-mixed (a machine with a GPU)
 #   make test-oldest -> the suite on the lowest versions pyproject.toml allows (its ">=" bounds), in .venv-oldest
@@ -23,8 +23,8 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/python -m zoo.train recipe=vae_digits
 
-# the suite on 2 worker processes (pytest-xdist): 5.8 min instead of 10.8 on the 2-core CI machine
-# (2026-11-27); a single test file or test runs as usual with `.venv/bin/python -m pytest PATH`
+# the suite on 2 worker processes (pytest-xdist), about half the time of one on the 2-core CI machine;
+# a single test file or test runs as usual with `.venv/bin/python -m pytest PATH`
 test: install
 	$(BIN)/python -m pytest -q -n 2
 
