@@ -9,9 +9,6 @@
 import os as _os
 import sys as _sys
 
-from zoo.hub import load as _load  # imported when used: `import zoo` stays light (zoo.hub reads files)
-from zoo.hub import pretrained_cards  # imported when used: `import zoo` stays light (zoo.hub reads files)
-
 __version__ = "0.1.0"
 
 # `python -m zoo.<command>` or a console script (zoo-train, zoo-evaluate, ...; pyproject.toml), before a
@@ -26,6 +23,8 @@ if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "
 
 def list_pretrained() -> dict[str, str]:
     """The released pretrained models: {name: one-line description}, e.g. {"vae-digits": "...", ...}."""
+    from zoo.hub import pretrained_cards  # imported when used: `import zoo` stays light (zoo.hub reads files)
+
     return {name: card.get("description", "") for name, card in pretrained_cards().items()}
 
 
@@ -33,5 +32,7 @@ def load(name_or_path: str, device: str | None = None):
     """A model ready for inference (eval mode, no gradients needed) from a pretrained name (``list_pretrained``)
     or the path of a ``.ckpt`` written by ``python -m zoo.train``; on ``device`` ("cuda", "cpu", ...; default:
     the CPU). Each model's inference methods are documented in docs/api.md (``sample``, ``caption``, ...)."""
+    from zoo.hub import load as _load  # imported when used: `import zoo` stays light (zoo.hub reads files)
+
     model = _load(name_or_path)
     return model if device is None else model.to(device)

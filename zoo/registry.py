@@ -24,7 +24,6 @@ import fnmatch
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points  # imported when used: importlib.metadata (~40 ms, plugins only)
 from typing import Any
 
 from zoo.errors import UserError
@@ -99,6 +98,8 @@ def unknown_entry(kind: str, name: str, names: list[str]) -> str:
 
 def _entry_points(group: str) -> Any:
     """The installed packages' entry points of ``group``."""
+    from importlib.metadata import entry_points  # imported when used: importlib.metadata (~40 ms, plugins only)
+
     return entry_points(group=group)
 
 

@@ -20,6 +20,8 @@ A function-level import is there only to keep a heavy package out of start-up: i
 """
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,3 +205,16 @@ def test_function_level_imports_keep_heavy_packages_out_of_start_up():
             elif not commented:
                 wrong.append(f"{where} (say why it is here)")
     assert wrong == [], f"{len(wrong)} function-level imports:\n" + "\n".join(wrong)
+
+
+def test_start_up_imports_nothing_heavy():
+    """What every command imports before its work: `import zoo` only the package (and zoo.paths under
+    `python -m`), and the recipe check (zoo.config, with the declarations) no heavy package at all."""
+    code = ("import sys, zoo; first = sorted(m for m in sys.modules if m.startswith('zoo'))\n"
+            "import zoo.train, zoo.config; zoo.config.MODELS.builtin_config('vae')\n"
+            "heavy = sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in HEAVY))\n"
+            "print(first, heavy)\n")
+    out = subprocess.run([sys.executable, "-c", f"HEAVY = {sorted(HEAVY)!r}\n" + code], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['zoo'] []", out.stdout
