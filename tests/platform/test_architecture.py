@@ -48,10 +48,6 @@ HEAVY = {"torch", "torchvision", "torchmetrics", "lightning", "matplotlib", "wan
 LIGHT_PACKAGE = "zoo/__init__.py"  # `import zoo` (every command's first import) imports nothing of the zoo's
 
 
-def is_heavy(name: str) -> bool:
-    return any(name == h or name.startswith(h + ".") for h in HEAVY)
-
-
 def modules() -> dict[str, Path]:
     found = {}
     for path in PACKAGE.rglob("*.py"):
@@ -170,38 +166,51 @@ def test_models_never_import_each_other():
     assert wrong == []
 
 
-def heavy_at_top(module: str, seen: set[str] | None = None) -> bool:
-    """Whether importing ``module`` imports a heavy package (its top-level imports, followed through the zoo)."""
+def heavy_of(name: str) -> str | None:
+    """The heavy package ``name`` is (or is inside of), else None."""
+    return next((h for h in HEAVY if name == h or name.startswith(h + ".")), None)
+
+
+def heavy_packages(module: str, seen: set[str] | None = None) -> set[str]:
+    """The heavy packages that importing ``module`` imports (its top-level imports, followed through the zoo)."""
     seen = set() if seen is None else seen
     if module in seen:
-        return False
+        return set()
     seen.add(module)
+    found = set()
     for _, names, inside in imports(module):
         if inside:
             continue
         for name in names:
-            if is_heavy(name):
-                return True
-            target = resolve(name) if name.split(".")[0] == "zoo" else None
-            if target and target != module and heavy_at_top(target, seen):
-                return True
+            found |= brought(name, module, seen)
     parent = module.rpartition(".")[0]  # importing a.b.c runs a/__init__ and a/b/__init__ first
-    return bool(parent) and parent in MODULES and heavy_at_top(parent, seen)
+    return found | (heavy_packages(parent, seen) if parent in MODULES else set())
+
+
+def brought(name: str, module: str, seen: set[str] | None = None) -> set[str]:
+    """The heavy packages an import of ``name`` from ``module`` brings in."""
+    if heavy_of(name):
+        return {heavy_of(name)}
+    target = resolve(name) if name.startswith("zoo.") else None
+    return heavy_packages(target, seen) if target and target != module else set()
 
 
 def test_function_level_imports_keep_heavy_packages_out_of_start_up():
+    """A function-level import is there only to bring a heavy package that its module does not already
+    import at its top (where it does, the import belongs at the top too), and says so in a comment."""
     wrong = []
     for m, path in MODULES.items():
         lines = path.read_text(encoding="utf-8").splitlines()
+        has = heavy_packages(m)
         for node, names, inside in imports(m):
             if not inside:
                 continue
-            heavy = any(is_heavy(n) or (n.startswith("zoo.") and heavy_at_top(resolve(n) or "zoo")) for n in names)
+            new = set().union(*(brought(n, m) for n in names)) - has
             text = lines[node.lineno - 1]
             commented = "#" in text or lines[node.lineno - 2].strip().startswith("#")
             where = f"{path.relative_to(ROOT)}:{node.lineno}: {text.strip()}"
-            if not heavy and str(path.relative_to(ROOT)) != LIGHT_PACKAGE:
-                wrong.append(f"{where} (not heavy: import it at the top)")
+            if not new and str(path.relative_to(ROOT)) != LIGHT_PACKAGE:
+                wrong.append(f"{where} (brings nothing heavy the module lacks: import it at the top)")
             elif not commented:
                 wrong.append(f"{where} (say why it is here)")
     assert wrong == [], f"{len(wrong)} function-level imports:\n" + "\n".join(wrong)

@@ -8,6 +8,8 @@ import platform
 import time
 from pathlib import Path
 
+import torch
+
 from zoo.bench.devices import accelerator, describe, processor
 from zoo.evaluate import evaluate
 from zoo.hub import PRETRAINED_DIR
@@ -20,8 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def scored(summary: dict, recipe: str) -> list[dict]:
     """The record's runs (recipe, seed, args, wall_s, rc, metrics, error), each succeeded run's last.ckpt
     scored by ``zoo.evaluate`` (one torch thread)."""
-    import torch  # imported when used: torch
-
     torch.set_num_threads(1)
     rows = []
     for r in summary["runs"]:

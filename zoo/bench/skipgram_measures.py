@@ -10,6 +10,12 @@ from pathlib import Path
 
 import torch
 
+from zoo.models.skipgram.evaluation import (
+    analogy_score,
+    read_analogies,
+    read_similarity,
+    similarity_score,
+)
 from zoo.spread import median_range
 
 NORM_BANDS = [(0, 100), (100, 1000), (1000, 5000), (5000, 15000), (15000, 10**9)]  # frequency ranks
@@ -71,14 +77,6 @@ def score(vectors: torch.Tensor, words: list[str], similarity: list[str], analog
     differently (the zoo by code point, gensim 4 by first appearance, the latest first), and in a repeated corpus, where
     every count is a multiple of the repeats, the 30,000th word falls inside a tie, so a cut there
     would give each tool other questions (10M words: 50.5 % vs 53.3 % skipped)."""
-    # imported when used: torch
-    from zoo.models.skipgram.evaluation import (
-        analogy_score,
-        read_analogies,
-        read_similarity,
-        similarity_score,
-    )
-
     index = {w: i for i, w in enumerate(words)}
     out = {}
     for path in similarity:

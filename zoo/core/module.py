@@ -44,6 +44,7 @@ import lightning as L
 import torch
 
 from zoo.errors import UserError
+from zoo.estimators.seam import build_for_node
 from zoo.options import validate
 from zoo.paths import make_folder
 
@@ -127,8 +128,6 @@ class ZooModule(L.LightningModule):
     def build_estimator(self) -> Any:
         """The estimator the config names (``model.estimator``) for the model's node, checked against the
         node and given the node's context size (see ``zoo.estimators.seam``)."""
-        from zoo.estimators.seam import build_for_node  # imported when used: torch
-
         spec = self.cfg.estimator
         if spec is None:  # checkpoints written before the option had a default
             spec = self.Config().estimator

@@ -27,7 +27,8 @@ from zoo.hub import load_any, mismatch_line
 from . import decode as D
 from .config import SATConfig
 from .nets import AttentionDecoder, build_encoder, doubly_stochastic
-from .predict import CaptionAPI
+from .plots import attention_figure, displayable
+from .predict import CaptionAPI, predict_cli
 from .vocab import Vocab, vocab_difference, vocab_fix
 
 
@@ -321,8 +322,6 @@ class ShowAttendTell(CaptionAPI, ZooModule):
 
     def save_attention_figure(self, name: str, images: Tensor, preds: list[str], weights: Tensor,
                               grid: tuple[int, int]) -> None:
-        from .plots import attention_figure, displayable  # imported when used: torch
-
         imgs = displayable(images, self.data_info.get("normalize", "unit"))
         self.save_figure(name, attention_figure(imgs, [p.split() for p in preds], weights, grid))
 
@@ -339,6 +338,4 @@ class ShowAttendTell(CaptionAPI, ZooModule):
         self._eval_epoch_end("test")
 
     def predict_cli(self, inputs: list[str], options: dict) -> None:
-        from .predict import predict_cli  # imported when used: torch
-
         predict_cli(self, inputs, options)

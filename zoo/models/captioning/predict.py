@@ -39,6 +39,7 @@ from zoo.paths import check_output_file, make_folder
 from . import decode as D
 from .config import MAX_BEAMS, MAX_LEN
 from .images import conversion_note, image_transform, load_image
+from .plots import attention_figure, displayable
 
 
 @dataclass
@@ -173,8 +174,6 @@ def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
         for path, cap in zip(inputs, captions):
             print(f"{path} (beam {opts['beam']}, in the overlay): {cap}")
     if opts["overlay"]:
-        from .plots import attention_figure, displayable  # imported when used: torch
-
         shown = displayable(images, model.data_info.get("normalize", "unit"))
         fig = attention_figure(shown, [c.split() for c in captions], res.attention.flatten(2),
                                tuple(res.attention.shape[2:]), titles=[Path(p).name for p in inputs])

@@ -16,12 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.core.memory import created_bytes
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.models.maml import meta
+from zoo.models.maml import meta, plots
 from zoo.models.maml.config import MAMLConfig
 from zoo.models.maml.nets import MLP, ConvNet
-from zoo.models.maml.predict import MAMLAPI
+from zoo.models.maml.predict import MAMLAPI, predict_cli
 
 
 def accuracy(logits: Tensor, y: Tensor) -> Tensor:
@@ -93,8 +94,6 @@ class MAML(MAMLAPI, ZooModule):
     def step_bytes(self, datamodule) -> tuple[int, str]:
         """Memory of one meta-training step: that of a meta-batch of 8 tasks (their data, the inner steps'
         graphs and adapted weights) x tasks / 8 (see ``zoo.core.memory.check_step_fits``)."""
-        from zoo.core.memory import created_bytes  # imported when used: torch
-
         tasks, probe = datamodule.cfg.meta_batch, 8
         small = datamodule.train_set.with_tasks(probe)
         per_task = created_bytes(lambda: self.meta_loss(small[0])) / probe
@@ -159,13 +158,9 @@ class MAML(MAMLAPI, ZooModule):
         self.plots(losses, metrics)
 
     def plots(self, losses: Tensor, metrics: Tensor | None) -> None:
-        from zoo.models.maml import plots  # imported when used: torch
-
         self.save_figure("steps_curve", plots.steps_curve(losses, metrics))
         if self.task == "regression":
             self.save_figure("adaptation", plots.sinusoid_adaptation(self))
 
     def predict_cli(self, inputs: list[str], options: dict) -> None:
-        from zoo.models.maml.predict import predict_cli  # imported when used: torch
-
         predict_cli(self, inputs, options)

@@ -25,9 +25,11 @@ import torch
 from torch import Tensor
 from torch.distributions import Independent, Normal
 
+from zoo.core.memory import created_bytes
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode, reward_to_go
+from zoo.models.maml import plots
 from zoo.models.maml.config import Nav2dMAMLConfig
 from zoo.models.maml.nav2d_env import GaussianPolicy, policy_out, rollout
 
@@ -109,8 +111,6 @@ class Nav2dMAML(ZooModule):
 
     def step_bytes(self, datamodule) -> tuple[int, str]:
         """Memory of one meta-training step: that of 8 tasks x tasks / 8 (``zoo.core.memory.check_step_fits``)."""
-        from zoo.core.memory import created_bytes  # imported when used: torch
-
         tasks, probe = datamodule.cfg.meta_batch, 8
         goals = datamodule.train_set.with_tasks(probe)[0]
         per_task = created_bytes(lambda: self.meta_loss(goals)) / probe
@@ -177,7 +177,6 @@ class Nav2dMAML(ZooModule):
             rand = self.returns_curve(goals, self.random_init_params())
             out.update({f"test/random_init_return_{j}": v for j, v in enumerate(rand.mean(0))})
             if batch_idx == 0:  # the first test batch: 4 goals' trajectories and the returns
-                from zoo.models.maml import plots  # imported when used: torch
 
                 k = self.cfg.eval_steps
                 steps = tuple(sorted({0, min(1, k), k}))  # before, after one step, after all

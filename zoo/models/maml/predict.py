@@ -26,7 +26,7 @@ from torch.func import functional_call
 
 from zoo.core.module import check_options
 from zoo.errors import UserError
-from zoo.models.maml import meta
+from zoo.models.maml import meta, plots
 from zoo.paths import check_output_file, make_folder
 
 
@@ -151,8 +151,6 @@ def parse_points(inputs: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def predict_cli(model, inputs: list[str], options: dict) -> None:
-    from zoo.models.maml import plots  # imported when used: torch
-
     if model.task != "regression":
         raise UserError("zoo.predict adapts regression MAML models (sinusoid); for classification use "
                         "python -m zoo.evaluate")

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.utilities import CombinedLoader
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
@@ -111,7 +112,6 @@ class OODDataModule(ZooDataModule):
         x_out = self.parts.get("train_ood")
         if x_out is None:
             return loader
-        from lightning.pytorch.utilities import CombinedLoader  # imported when used: lightning
 
         out_set = ImageTensorSet(x_out, torch.full((len(x_out),), -1, dtype=torch.long))
         out = shuffled_loader(out_set, c.batch_size, seed=c.seed + 1, num_workers=c.num_workers, drop_last=True)

@@ -32,7 +32,12 @@ import warnings
 
 import torch
 from torch import Tensor, nn
-from torchmetrics.functional.classification import binary_auroc, binary_average_precision, binary_roc
+from torchmetrics.functional.classification import (
+    binary_auroc,
+    binary_average_precision,
+    binary_roc,
+    multiclass_calibration_error,
+)
 
 DETECTORS = ("msp", "odin", "energy", "mahalanobis")
 
@@ -126,8 +131,6 @@ T_MIN, T_MAX = 0.05, 100.0  # the fitted temperature's range; with every predict
 
 def calibration(logits: Tensor, labels: Tensor, temperature: float = 1.0, n_bins: int = 15) -> dict[str, float]:
     """Accuracy, NLL and expected calibration error (15 equal-width bins, torchmetrics)."""
-    from torchmetrics.functional.classification import multiclass_calibration_error  # imported when used: torchmetrics
-
     probs = (logits / temperature).softmax(-1)
     K = logits.shape[-1]
     return {

@@ -26,6 +26,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
 from zoo.models.ood import detect, plots
+from zoo.models.ood.plots import upscale
 
 
 class OODEvaluation:
@@ -194,8 +195,6 @@ class OODEvaluation:
             points = (train.x, train.y) if train is not None else None
             self.save_figure("confidence_map", plots.confidence_map(self.classifier, points, fake, self.cfg.mode))
         elif fake is not None:
-            from zoo.models.ood.plots import upscale  # imported when used: torch
-
             self.save_image("generated", upscale(fake.cpu()), nrow=8, padding=1, pad_value=0.5)
         self.train(was_training)
 

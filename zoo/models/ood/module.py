@@ -32,7 +32,7 @@ from zoo.models.ood import evaluation as ev
 from zoo.models.ood.config import GAN_MODES, OODConfig
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
-from zoo.models.ood.predict import OODAPI
+from zoo.models.ood.predict import OODAPI, predict_cli
 
 
 def _optimizer(params, o: dict) -> torch.optim.Optimizer:
@@ -219,6 +219,4 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
         return list(self.generator.parameters())
 
     def predict_cli(self, inputs: list[str], options: dict) -> None:
-        from zoo.models.ood.predict import predict_cli  # imported when used: torch
-
         predict_cli(self, inputs, options)

@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -83,7 +84,6 @@ class OODAPI:
                            self.input_shape, self.device, self.dtype)
 
     def _pil_to_tensor(self, img: Any, name: str, resize: bool, convert: bool, invert: bool) -> Tensor:
-        import numpy as np  # imported when used: numpy
         from PIL import Image  # imported when used: PIL
 
         c, h, w = self.input_shape

@@ -23,7 +23,7 @@ from zoo.estimators import StochasticNode, StochasticSample
 from zoo.models.seqgan.config import SeqGANConfig
 from zoo.models.seqgan.evaluation import SeqGANEvaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
-from zoo.models.seqgan.predict import SeqGANAPI
+from zoo.models.seqgan.predict import SeqGANAPI, predict_cli
 from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
 from zoo.models.seqgan.schedule import Schedule
 
@@ -300,6 +300,4 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
         self._eval_cache = {self.g_version: saved[1]} if len(saved) > 1 else {}
 
     def predict_cli(self, inputs: list[str], options: dict) -> None:
-        from zoo.models.seqgan.predict import predict_cli  # imported when used: torch
-
         predict_cli(self, inputs, options)

@@ -9,13 +9,16 @@ from pathlib import Path
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
+from zoo.callbacks.safety import NonFiniteLossError
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.models.skipgram.config import OBJECTIVES, SkipGramConfig
 from zoo.models.skipgram.evaluation import MIN_PAIRS, analogy_score, similarity_score
 from zoo.models.skipgram.loop import train_chunk
 from zoo.models.skipgram.nets import SkipGram
-from zoo.models.skipgram.predict import SkipGramAPI
+from zoo.models.skipgram.plots import embedding_map
+from zoo.models.skipgram.predict import SkipGramAPI, predict_cli
+from zoo.models.skipgram.sampling import offsets
 
 
 class SkipGramModule(SkipGramAPI, ZooModule):
@@ -150,8 +153,6 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         if math.isfinite(stats["loss"]) and not torch.isfinite(self.net.centre.sum() + self.net.context.sum()):
             stats["loss"] = float("nan")
         if not math.isfinite(stats["loss"]):
-            from zoo.callbacks.safety import NonFiniteLossError  # imported when used: lightning
-
             raise NonFiniteLossError(self.global_step, self.current_epoch, stats["loss"])
         self.words_done += raw * world
         self.optimizers().step()  # no-op (see configure_optimizers); advances global_step
@@ -190,8 +191,6 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         ``centres`` windows of a chunk, differentiable wrt both tables: what
         ``GradientVarianceCallback`` needs to measure the variance of the NCE / negative-sampling
         gradient (zero for ``full_softmax``, which has no noise)."""
-        from zoo.models.skipgram.sampling import offsets  # imported when used: numpy
-
         tokens, sentence, reduced = batch["tokens"], batch["sentence"], batch["window"]
         window = int(self.data_info["window"])
         pos = torch.arange(min(centres, len(tokens)), device=tokens.device)
@@ -279,8 +278,6 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         self._plot()
 
     def _plot(self) -> None:
-        from zoo.models.skipgram.plots import embedding_map  # imported when used: torch
-
         if self._trainer is not None and not self.trainer.is_global_zero:
             return
         figure = embedding_map(self.vectors, self.words, self.data_info.get("word_groups"))
@@ -292,6 +289,4 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         return self.save_word2vec(path, Path(path).suffix == ".bin" if binary is None else binary)
 
     def predict_cli(self, inputs: list[str], options: dict) -> None:
-        from zoo.models.skipgram.predict import predict_cli  # imported when used: torch
-
         predict_cli(self, inputs, options)

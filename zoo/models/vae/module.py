@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch import Tensor, nn
 from torch.distributions import Distribution, Normal
 
@@ -31,7 +32,7 @@ from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.models.vae import plots
 from zoo.models.vae.nets import build_nets
-from zoo.models.vae.predict import VAEAPI
+from zoo.models.vae.predict import VAEAPI, predict_cli
 
 
 def image_size(data_info: dict | None) -> int | None:
@@ -62,8 +63,6 @@ class LatentVAE(VAEAPI, ZooModule):
 
     def before_fit(self) -> None:
         """A fresh run's note on a pairing the recipes never use (allowed: a Gaussian fit to 0/1 pixels)."""
-        from lightning.pytorch.utilities.rank_zero import rank_zero_only  # DDP's other ranks run this too
-
         if self.cfg.likelihood == "gaussian" and self.data_info.get("binarize") != "none" and rank_zero_only.rank == 0:
             print(f"note: model.likelihood=gaussian on binarised pixels (data.binarize="
                   f"{self.data_info.get('binarize')}): the Gaussian decoder is meant for grey values, "
@@ -244,6 +243,4 @@ class LatentVAE(VAEAPI, ZooModule):
 
     # ---- python -m zoo.predict --------------------------------------------------------------------
     def predict_cli(self, inputs: list[str], options: dict) -> None:
-        from zoo.models.vae.predict import predict_cli  # imported when used: torch
-
         predict_cli(self, inputs, options)
