@@ -12,8 +12,8 @@ import torch
 
 from zoo import evaluate, predict
 from zoo.config import SEED_MAX
-from zoo.core.module import check_options
 from zoo.errors import UserError
+from zoo.options import validate
 
 HUGE = "99999999999999999999999"  # ValueError: Overflow when unpacking long long (torch's manual_seed)
 
@@ -64,15 +64,15 @@ class SeedOptions:
     n: int = 1  # a count
 
 
-def test_check_options_seeds():
-    assert check_options({"seed": SEED_MAX, "init_seed": 7}, SeedOptions, "x")["seed"] == SEED_MAX
+def test_option_seeds():
+    assert validate(SeedOptions, {"seed": SEED_MAX, "init_seed": 7}, "x", what="option")["seed"] == SEED_MAX
     for key, value in [("seed", SEED_MAX + 1), ("init_seed", 2**70), ("init_seed", -1)]:
         with pytest.raises(UserError, match=f"'{key}' in x must be an integer from 0 to {SEED_MAX}"):
-            check_options({key: value}, SeedOptions, "x")
+            validate(SeedOptions, {key: value}, "x", what="option")
     for key, value in [("init_seed", True), ("init_seed", "3x")]:
         with pytest.raises(UserError, match=f"'{key}' in x"):
-            check_options({key: value}, SeedOptions, "x")
-    assert check_options({"n": 2**31 - 1}, SeedOptions, "x")["n"] == 2**31 - 1  # only seeds take the seed range
+            validate(SeedOptions, {key: value}, "x", what="option")
+    assert validate(SeedOptions, {"n": 2**31 - 1}, "x", what="option")["n"] == 2**31 - 1  # a count: no seed range
 
 
 @pytest.mark.parametrize("args, expected", [

@@ -45,7 +45,6 @@ import torch
 
 from zoo.errors import UserError
 from zoo.estimators.seam import build_for_node
-from zoo.options import validate
 from zoo.paths import make_folder
 
 
@@ -222,9 +221,3 @@ class ZooModule(L.LightningModule):
     # ---- command-line inference ------------------------------------------------------------
     def predict_cli(self, inputs: list[str], options: dict) -> None:
         raise UserError(f"model '{type(self).__name__}' has no `zoo.predict` behaviour")
-
-
-def check_options(options: dict, schema: type, what: str) -> dict:
-    """A command's ``key=value`` options (``zoo.predict``'s) against the dataclass ``schema``, by the rules of a
-    recipe's options (``zoo.options.validate``): unknown keys with the closest one, types, ranges, seeds."""
-    return validate(schema, options, what, what="option")

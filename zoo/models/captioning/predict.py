@@ -32,8 +32,8 @@ import torch
 from torch import Tensor
 
 from zoo.core.inputs import check_count, generator, image_batch
-from zoo.core.module import check_options
 from zoo.errors import UserError
+from zoo.options import validate
 from zoo.paths import check_output_file, make_folder
 
 from . import decode as D
@@ -140,7 +140,7 @@ class PredictOptions:
 
 
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
-    opts = check_options(options, PredictOptions, "the captioning model (sat)")
+    opts = validate(PredictOptions, options, "the captioning model (sat)", what="option")
     if not inputs:
         raise UserError("give image files to caption: python -m zoo.predict TARGET img1.png [img2.jpg ...]")
     for key in ("beam", "sbs", "max_len", "seed"):

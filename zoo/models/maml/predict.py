@@ -24,9 +24,9 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from zoo.core.module import check_options
 from zoo.errors import UserError
 from zoo.models.maml import meta, plots
+from zoo.options import validate
 from zoo.paths import check_output_file, make_folder
 
 
@@ -154,7 +154,7 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
     if model.task != "regression":
         raise UserError("zoo.predict adapts regression MAML models (sinusoid); for classification use "
                         "python -m zoo.evaluate")
-    opts = check_options(options, PredictOptions, "maml predict")
+    opts = validate(PredictOptions, options, "maml predict", what="option")
     steps, seed, shots = int(opts["steps"]), int(opts["seed"]), int(opts["shots"])
     if not 0 <= steps <= MAX_STEPS:
         raise UserError(f"steps={steps} must be from 0 to {MAX_STEPS} (gradient steps of fine-tuning; "

@@ -25,7 +25,6 @@ import torch
 from torch import Tensor
 
 from zoo.core.inputs import image_batch
-from zoo.core.module import check_options
 from zoo.errors import UserError
 from zoo.models.ood import detect as det
 from zoo.models.ood.data import as_float
@@ -170,7 +169,7 @@ class PredictOptions:
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     """Image files -> class, calibrated confidence and in/out verdict by max-softmax (``detect``). Options:
     resize (scale to the model's size), convert (grey / RGB), invert (white-on-black like digits)."""
-    o = check_options(options, PredictOptions, "ood predict")
+    o = validate(PredictOptions, options, "ood predict", what="option")
     if len(model.input_shape) != 3:
         raise UserError("zoo.predict for the OOD model reads image files; this model takes 2-D points")
     if not inputs:

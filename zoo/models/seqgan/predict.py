@@ -17,9 +17,9 @@ import torch
 from torch import Tensor
 
 from zoo.core.inputs import check_count, generator, resolve_seed
-from zoo.core.module import check_options
 from zoo.errors import UserError
 from zoo.estimators import stochastic_beam_search
+from zoo.options import validate
 
 # predict's sizes: n=10**8 samples and method=sbs k=10**8 beams never finished (the recipes evaluate on
 # 10,000 samples; a beam is a printed line)
@@ -112,7 +112,7 @@ class PredictOptions:
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     """Print generated sequences: ``n=10`` ancestral samples, or ``method=sbs k=5`` distinct ones by
     stochastic beam search (with their log-probabilities). ``seed=0``."""
-    opts = check_options(options, PredictOptions, "seqgan (zoo.predict)")
+    opts = validate(PredictOptions, options, "seqgan (zoo.predict)", what="option")
     if inputs:
         raise UserError(f"seqgan generates from nothing: drop the inputs {inputs} (options: n=, method=, k=, seed=)")
     if opts["method"] not in ("sample", "sbs"):

@@ -24,10 +24,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.core.inputs import check_count
-from zoo.core.module import check_options
 from zoo.errors import UserError
 from zoo.models.skipgram.evaluation import nearest
 from zoo.models.skipgram.export import save_word2vec
+from zoo.options import validate
 from zoo.paths import check_output_file
 
 
@@ -108,7 +108,7 @@ class PredictOptions:
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     """``python -m zoo.predict TARGET king queen [topn=10] [analogy=man,king,woman] [export=vectors.bin]``:
     nearest neighbours, a - b + c, or the vectors in word2vec format (binary: by default for .bin)."""
-    opts = check_options(options, PredictOptions, "skipgram")
+    opts = validate(PredictOptions, options, "skipgram", what="option")
     if not inputs and not opts["analogy"] and not opts["export"]:
         raise UserError("give words to look up, analogy=a,b,c (a : b = c : ?) or export=vectors.bin")
     parts = str(opts["analogy"]).split(",") if opts["analogy"] else []

@@ -19,9 +19,9 @@ import torch
 from torch import Tensor
 
 from zoo.core.inputs import check_count, check_seed, generator, image_batch
-from zoo.core.module import check_options
 from zoo.errors import UserError, no_access
 from zoo.models.vae import plots
+from zoo.options import validate
 from zoo.paths import check_output_file, make_folder, writable
 
 INVERT = ("auto", "true", "false")
@@ -115,7 +115,7 @@ def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     inputs/reconstructions to ``out`` when given."""
     from torchvision.utils import save_image  # imported when used: torchvision
 
-    o = check_options(options, PredictOptions, "VAE predict")
+    o = validate(PredictOptions, options, "VAE predict", what="option")
     n, seed, nrow = int(o["n"]), int(o["seed"]), int(o["nrow"])
     if n < 1 or nrow < 1:
         raise UserError(f"n={n} and nrow={nrow} must be >= 1 (images to draw, images per row)")
