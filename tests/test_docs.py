@@ -77,7 +77,7 @@ def run_blocks(page: Path, code_blocks: list[tuple[int, str]], tmp_path: Path) -
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
     return subprocess.run([sys.executable, "-c", runner], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=600)
 
 
 PAGES_WITH_PYTHON = [p for p in PAGES if python_blocks(p, api=False)]

@@ -216,7 +216,7 @@ def compare(straight: Path, resumed: Path, steps: Steps) -> None:
     assert want == got, {k: (want.get(k), got.get(k)) for k in set(want) | set(got) if want.get(k) != got.get(k)}
 
 
-def killed(argv: list[str], log: Path, timeout: float = 120.0) -> None:
+def killed(argv: list[str], log: Path, timeout: float = 600.0) -> None:
     """``train(argv)`` in another process, which KillAt ends with SIGKILL. A forkserver's child: the server, a
     fresh interpreter, imports torch and Lightning once for all cases (a new interpreter each would take seconds a
     case), and its children do not inherit this process's state (see ``train_in_child``)."""
@@ -297,7 +297,7 @@ def test_a_ddp_run_stopped_killed_and_resumed_ends_as_the_straight_one(tmp_path)
 
     def run(folder: Path, *extra: str, rc: int = 0) -> None:
         p = subprocess.run([sys.executable, "-m", "zoo.train", *opts, f"run_dir={folder}", *extra],
-                           env=subprocess_env(), capture_output=True, text=True, cwd=root, timeout=300)
+                           env=subprocess_env(), capture_output=True, text=True, cwd=root, timeout=600)
         assert p.returncode == rc, p.stderr[-3000:]
 
     run(tmp_path / "straight")

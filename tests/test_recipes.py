@@ -92,7 +92,7 @@ def test_recipe_runs_under_cpu_ddp(name, tmp_path: Path):
                            "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp",
                            "trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
                            "trainer.limit_test_batches=1", "trainer.enable_progress_bar=false"],
-                          env=env, capture_output=True, text=True, timeout=300, cwd=root)
+                          env=env, capture_output=True, text=True, timeout=600, cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("run folder:") == 1
     assert len(list((tmp_path / name).iterdir())) == 1

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_compare_cli_json_and_plot(tmp_path):
     png = tmp_path / "cmp.png"
     out = subprocess.run([sys.executable, "-m", "zoo.estimators", "compare", "--draws", "2000", "--seed", "1",
-                          "--json", "--out", str(png)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          "--json", "--out", str(png)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     g = result["gaussian"]

@@ -40,7 +40,7 @@ def test_joint_run_under_cpu_ddp_tests_like_one_process(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=ood_digits_joint", f"run_dir={tmp_path}",
                            "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp",
                            "trainer.max_epochs=1", *SHORT],
-                          env=subprocess_env(), capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          env=subprocess_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("run folder:") == 1
     (run_dir,) = (tmp_path / "ood_digits_joint").iterdir()
@@ -64,7 +64,7 @@ def test_two_cpu_processes_train_the_classifier_like_one_process(tmp_path):
     train([*common, f"run_dir={tmp_path}/one", "data.batch_size=64"])
     proc = subprocess.run([sys.executable, "-m", "zoo.train", *common, f"run_dir={tmp_path}/two",
                            "data.batch_size=32", "trainer.devices=2", "trainer.strategy=ddp"],
-                          env=subprocess_env(), capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          env=subprocess_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     a, b = (torch.load(next((tmp_path / d).glob("*/*/checkpoints/last.ckpt")), weights_only=True)["state_dict"]
             for d in ("one", "two"))

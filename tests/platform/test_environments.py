@@ -18,7 +18,7 @@ FAST = ["trainer.fast_dev_run=true"]
 def zoo(argv: list[str], cwd: Path, env: dict | None = None, **streams) -> subprocess.CompletedProcess:
     streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **streams}
     return subprocess.run([sys.executable, "-m", *argv], cwd=cwd, env={**subprocess_env(), **(env or {})},
-                          text=True, timeout=300, **streams)
+                          text=True, timeout=600, **streams)
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -74,7 +74,7 @@ def test_closed_streams_and_a_full_stdout(tmp_path):
     run stopped half-way. stdout on a full device: one line, exit status 2, not a traceback."""
     proc = subprocess.run(["sh", "-c", 'exec "$0" -m zoo.train recipe=vae_digits trainer.fast_dev_run=true '
                            '"run_dir=$1" <&- >&- 2>&-', sys.executable, str(tmp_path / "runs")],
-                          cwd=tmp_path, env=subprocess_env(), timeout=300)
+                          cwd=tmp_path, env=subprocess_env(), timeout=600)
     assert proc.returncode == 0
     assert (only_child(tmp_path / "runs" / "vae_digits") / "plots").is_dir()  # written at the end of the run
     with open("/dev/full", "w") as full:
@@ -92,14 +92,14 @@ def test_a_deleted_working_folder_and_python_OO(tmp_path):
     for command in ("zoo.evaluate vae-digits", "zoo.estimators list"):  # estimators' package loads torch
         gone.mkdir(exist_ok=True)
         proc = subprocess.run(["sh", "-c", f'cd "$1" && rmdir "$1" && exec "$0" -m {command}', sys.executable,
-                               str(gone)], env=env, capture_output=True, text=True, timeout=300)
+                               str(gone)], env=env, capture_output=True, text=True, timeout=600)
         assert "current folder no longer exists" in one_error_line(proc)
     program = ("import sys, zoo.evaluate, zoo.predict, zoo.estimators.__main__ as estimators\n"
                "codes = [zoo.evaluate.main(['--help']), zoo.predict.main(['--help'])]\n"
                "try:\n    estimators.main(['--help'])\nexcept SystemExit as done:\n    codes.append(done.code)\n"
                "sys.exit(0 if codes == [0, 0, 0] and zoo.evaluate.__doc__ is None else 1)\n")  # -OO drops asserts
     proc = subprocess.run([sys.executable, "-OO", "-c", program], cwd=tmp_path, env=subprocess_env(),
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -212,7 +212,7 @@ def test_wandb_and_matplotlib_without_a_writable_home(home, tmp_path):
     proc = subprocess.run(enforced([sys.executable, "-m", "zoo.train", "recipe=vae_digits", "trainer.max_steps=2",
                                     "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "logger=wandb",
                                     "trainer.enable_progress_bar=false", f"run_dir={work}/runs"]),
-                          cwd=work, env={**env, "WANDB_MODE": "offline"}, capture_output=True, text=True, timeout=300)
+                          cwd=work, env={**env, "WANDB_MODE": "offline"}, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert " INFO " not in proc.stderr and " ERROR " not in proc.stderr, proc.stderr[-3000:]
     assert "matplotlib" not in proc.stderr.lower(), proc.stderr[-3000:]

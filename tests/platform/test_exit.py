@@ -12,7 +12,7 @@ def run(code: str, tmp_path) -> subprocess.CompletedProcess:
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(code))
     return subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=subprocess_env(), capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=600)
 
 
 def test_exit_status_output_and_exit_handlers_are_kept(tmp_path):
@@ -76,7 +76,7 @@ def test_a_command_ends_through_leave(tmp_path):
     env["PYTHONPATH"] = f"{tmp_path}:{env['PYTHONPATH']}"
     env["MARK_DIR"] = str(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "zoo.train", "--list"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=600)
     assert proc.returncode == 0 and "vae_digits" in proc.stdout, proc.stderr
     assert (tmp_path / "atexit.txt").read_text() == "ran"
     assert (tmp_path / "os_exit.txt").read_text() == "0"
@@ -86,7 +86,7 @@ def test_a_profiler_around_the_command_still_gets_its_turn(tmp_path):
     """``python -m cProfile -o FILE -m zoo.train`` (docs/skipgram.md profiles this way): cProfile writes
     its file after the command returns, so the command exits as usual there."""
     proc = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(tmp_path / "train.prof"), "-m", "zoo.train",
-                           "--list"], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+                           "--list"], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "vae_digits" in proc.stdout, proc.stderr
     import pstats
 

@@ -109,7 +109,7 @@ def test_the_wheel_carries_recipes_and_commands(tmp_path):
     env = _away_from_the_checkout(site)
 
     def run(*args: str) -> str:
-        done = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout
 

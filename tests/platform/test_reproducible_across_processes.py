@@ -36,7 +36,7 @@ def run(tmp: Path, name: str, args: list[str], hash_seed: int, cwd: str) -> tupl
     run_dir = tmp / "runs" / name
     env = {**subprocess_env(), "PYTHONHASHSEED": str(hash_seed)}
     proc = subprocess.run([sys.executable, "-m", "zoo.train", *args, *COMMON, f"run_dir={run_dir}"],
-                          cwd=where, env=env, capture_output=True, text=True, timeout=300)
+                          cwd=where, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     (ckpt,) = run_dir.glob("*/*/checkpoints/last.ckpt")
     state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]

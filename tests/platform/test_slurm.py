@@ -43,7 +43,7 @@ def assert_same_weights(a: dict, b: dict) -> None:
 
 def run_job(toy_recipe: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "zoo.train", f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", *COMMON, *extra]
-    return subprocess.run(cmd, env=slurm_env(tmp_path), capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, env=slurm_env(tmp_path), capture_output=True, text=True, timeout=600)
 
 
 def test_sigusr1_requeue_saves_then_the_requeued_job_resumes(toy_recipe, tmp_path, monkeypatch):

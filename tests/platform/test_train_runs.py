@@ -66,37 +66,47 @@ def test_resume_last_continues_same_folder(toy_recipe, tmp_path):
     assert (again.run_dir / "logs" / "resume-1" / "metrics.csv").is_file()
 
 
-def _launch(recipe, run_dir, *extra):
-    cmd = [sys.executable, "-m", "zoo.train", f"recipe={recipe}", f"run_dir={run_dir}", *extra]
+HANG = 600  # seconds after which a run that should have ended is called hung: a guard, never a window to hit
+
+
+def _launch(recipe, run_dir, *extra, hold: str = ""):
+    """``python -m zoo.train`` in a subprocess; with ``hold`` (the toy's ``hold_at``), the run waits there for the
+    test's handshake in ``run_dir`` (see ``Toy.hold``): a signal sent then lands in that phase, however slowly
+    this process is scheduled."""
+    gate = [f"model.hold_at={hold}", f"model.hold_dir={run_dir}"] if hold else []
+    cmd = [sys.executable, "-m", "zoo.train", f"recipe={recipe}", f"run_dir={run_dir}", *gate, *extra]
     return subprocess.Popen(cmd, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _wait_for_epoch(run_root: Path, epoch: int, proc, timeout=120.0) -> Path:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        for ckpt in run_root.glob("*/*/checkpoints/last.ckpt"):
-            try:
-                if torch.load(ckpt, weights_only=True)["epoch"] >= epoch:
-                    return ckpt
-            except Exception:  # being replaced right now
-                pass
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.2)
-    raise AssertionError("no checkpoint appeared")
+def _wait_for_file(path: Path, proc) -> None:
+    """Until ``path`` exists; fails at once if the run ended first (its output in the message)."""
+    deadline = time.monotonic() + HANG
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"{path.name} never appeared: {proc.communicate()[0]}")
+        time.sleep(0.05)
+
+
+def _signal_and_release(proc, gate: Path, sig: int) -> None:
+    """The held run gets ``sig``; once the zoo's handler has taken it, the run goes on."""
+    proc.send_signal(sig)
+    _wait_for_file(gate / "signalled.0", proc)
+    (gate / "release").touch()
 
 
 def test_sigkill_then_resume_matches_uninterrupted_run(toy_recipe, tmp_path):
     """CPU, deterministic: a run killed with SIGKILL and resumed from last.ckpt ends with exactly
     the same weights as a run that was never interrupted (dropout makes this depend on RNG state)."""
-    common = ["trainer.max_epochs=6", "trainer.deterministic=true", "model.step_delay=0.03", "test_after_fit=false"]
-    train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/straight", *common[:2], "test_after_fit=false"])
-    proc = _launch(toy_recipe, tmp_path / "killed", *common)
-    _wait_for_epoch(tmp_path / "killed", 1, proc)
+    common = ["trainer.max_epochs=6", "trainer.deterministic=true", "test_after_fit=false"]
+    train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/straight", *common])
+    proc = _launch(toy_recipe, tmp_path / "killed", *common, hold="step:12")  # epoch 1's 5th step
+    _wait_for_file(tmp_path / "killed" / "held.0", proc)
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.wait(HANG)
     done = torch.load(next((tmp_path / "killed").glob("*/*/checkpoints/last.ckpt")), weights_only=True)
-    assert done["epoch"] < 5, "the run should have been killed before the end"
-    train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/killed", *common[:2], "test_after_fit=false", "ckpt_path=last"])
+    assert done["global_step"] == 8, "killed mid-epoch 1: epoch 0's checkpoint is the last"
+    train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/killed", *common, "ckpt_path=last"])
     a = state(next((tmp_path / "straight").glob("*/*/checkpoints/last.ckpt")))
     b = state(next((tmp_path / "killed").glob("*/*/checkpoints/last.ckpt")))
     for key in a:
@@ -105,30 +115,24 @@ def test_sigkill_then_resume_matches_uninterrupted_run(toy_recipe, tmp_path):
 
 def test_sigterm_saves_last_and_exits_cleanly(toy_recipe, tmp_path):
     # with trainer.min_epochs the stop waited for them, saving and printing at every step until then
-    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "trainer.min_epochs=45", "model.step_delay=0.03")
-    _wait_for_epoch(tmp_path, 0, proc)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "trainer.min_epochs=45", hold="step:12")
+    _wait_for_file(tmp_path / "held.0", proc)
+    _signal_and_release(proc, tmp_path, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=HANG)
     assert proc.returncode == 0, out
     assert out.count("SIGTERM received: saved") == 1 and "ckpt_path=last" in out, out
     ckpt = torch.load(next(tmp_path.glob("*/*/checkpoints/last.ckpt")), weights_only=True)
-    assert 0 < ckpt["global_step"] < 45 * 8  # stopped at the signal, not once min_epochs were done
+    assert ckpt["global_step"] == 13  # at the end of the step the signal came in, not once min_epochs were done
     assert not list(tmp_path.glob("*/*/checkpoints/.*tmp*")), "no temporary files left behind"
 
 
 def test_sigterm_during_validation_saves_when_it_ends_and_the_run_resumes(toy_recipe, tmp_path):
     """A signal that arrives during validation is acted on when the validation ends; it waited for
     the next training step (a long one could outlast SLURM's grace period before SIGKILL)."""
-    started = tmp_path / "validating"
-    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "model.val_delay=1.0", f"model.val_started={started}")
-    deadline = time.time() + 120
-    while not started.exists():
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            raise AssertionError(f"no validation began: {proc.stdout.read()}")
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", hold="validation")
+    _wait_for_file(tmp_path / "held.0", proc)
+    _signal_and_release(proc, tmp_path, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=HANG)
     assert proc.returncode == 0, out
     assert "SIGTERM received: saved" in out and "at step 8;" in out, out
     last = next(tmp_path.glob("*/*/checkpoints/last.ckpt"))
@@ -143,19 +147,20 @@ def test_sigterm_to_the_launching_process_stops_every_ddp_rank(toy_recipe, tmp_p
     """Under DDP a signal may reach one rank only (here the launching process, rank 0): the ranks
     agree on stopping every step, so all save together instead of rank 0 waiting alone in the
     checkpoint's barrier."""
-    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "model.step_delay=0.03", "trainer.devices=2",
-                   "trainer.strategy=ddp")
-    _wait_for_epoch(tmp_path, 0, proc)
-    proc.send_signal(signal.SIGTERM)
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "trainer.devices=2", "trainer.strategy=ddp",
+                   hold="step:6")  # both ranks wait there (4 steps an epoch: epoch 1's 3rd)
+    _wait_for_file(tmp_path / "held.0", proc)
+    _signal_and_release(proc, tmp_path, signal.SIGTERM)  # to rank 0 only
     try:
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=HANG)
     except subprocess.TimeoutExpired:
         proc.kill()
         raise AssertionError("the DDP run hung after SIGTERM") from None
     assert proc.returncode == 0, out
     assert "SIGTERM received: saved" in out
     ckpt = torch.load(next(tmp_path.glob("*/*/checkpoints/last.ckpt")), weights_only=True)
-    assert 0 < ckpt["global_step"] < 50 * 4
+    assert ckpt["global_step"] == 7  # both ranks stopped at the end of the step the signal came in
+    assert not (tmp_path / "signalled.1").exists(), "the signal reached rank 0 only"
 
 
 def test_nan_loss_stops_with_message_and_keeps_good_checkpoint(toy_recipe, tmp_path, capsys):
@@ -182,7 +187,7 @@ def test_ddp_two_cpu_processes_match_single_process(toy_recipe, tmp_path):
     train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/one", "data.batch_size=64", *common])
     proc = subprocess.run([sys.executable, "-m", "zoo.train", f"recipe={toy_recipe}", f"run_dir={tmp_path}/two",
                            "data.batch_size=32", "trainer.devices=2", "trainer.strategy=ddp", *common],
-                          env=subprocess_env(), capture_output=True, text=True, timeout=300)
+                          env=subprocess_env(), capture_output=True, text=True, timeout=HANG)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = list((tmp_path / "two" / "toy").iterdir())
     assert len(runs) == 1, "all ranks write one run folder"
@@ -209,25 +214,15 @@ def test_rng_state_round_trips_through_a_safe_load_and_ignores_foreign_cuda_stat
     assert torch.equal(torch.rand(5), expected)
 
 
-def _wait_for_file(path: Path, proc, timeout=120.0) -> None:
-    deadline = time.time() + timeout
-    while not path.exists():
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            raise AssertionError(f"{path.name} never appeared: {proc.stdout.read()}")
-        time.sleep(0.05)
-
-
 def test_sigint_mid_epoch_runs_no_extra_validation_and_the_resumed_run_keeps_one_best(toy_recipe, tmp_path):
     """Lightning validates once more when a run is told to stop: after last.ckpt was saved, so its
     metrics row and best checkpoint came from a state no resume knows of (a stale best-*.ckpt stayed
-    beside the resumed run's best, with save_top_k 1). Epochs of 32 steps, the signal 0.3 s into the
-    second; validations only at epochs' ends, before and after resuming."""
-    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=3", "data.n=1024", "model.step_delay=0.03")
-    _wait_for_epoch(tmp_path, 0, proc)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    beside the resumed run's best, with save_top_k 1). Epochs of 32 steps, the signal in the second's 9th
+    step; validations only at epochs' ends, before and after resuming."""
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=3", "data.n=1024", hold="step:40")
+    _wait_for_file(tmp_path / "held.0", proc)
+    _signal_and_release(proc, tmp_path, signal.SIGINT)
+    out, _ = proc.communicate(timeout=HANG)
     assert proc.returncode == 0 and "SIGINT received: saved" in out, out
     run = next(tmp_path.glob("*/*/checkpoints")).parent
     train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=3", "data.n=1024", "ckpt_path=last",
@@ -242,11 +237,10 @@ def test_sigint_mid_epoch_runs_no_extra_validation_and_the_resumed_run_keeps_one
 
 def test_ctrl_c_while_testing_after_fit_is_one_line_130_and_keeps_the_run(toy_recipe, tmp_path):
     """Lightning answered Ctrl-C in the test after fit with its own line and exit status 1."""
-    started = tmp_path / "testing"
-    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=1", "model.test_delay=2", f"model.test_started={started}")
-    _wait_for_file(started, proc)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=1", hold="test")
+    _wait_for_file(tmp_path / "held.0", proc)
+    proc.send_signal(signal.SIGINT)  # raises in the held test step: no release
+    out, _ = proc.communicate(timeout=HANG)
     last = next(tmp_path.glob("*/*/checkpoints/last.ckpt"))
     assert proc.returncode == 130, out
     assert f"interrupted (Ctrl-C): while testing; the trained run is kept in {last.parent.parent} (test it with " \
@@ -257,12 +251,13 @@ def test_ctrl_c_while_testing_after_fit_is_one_line_130_and_keeps_the_run(toy_re
 def test_second_ctrl_c_stops_training_at_once_with_130_naming_what_is_kept(toy_recipe, tmp_path):
     """The first SIGINT asks for a save at the step's end; a second in the same step stops at once
     (was Lightning's line and status 1)."""
-    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "data.n=64", "model.step_delay=2")
-    last = _wait_for_epoch(tmp_path, 0, proc)
-    proc.send_signal(signal.SIGINT)  # inside a 2 s step: the second comes long before the step ends
-    time.sleep(0.05)
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "data.n=64", hold="step:3")  # 2 steps an epoch
+    _wait_for_file(tmp_path / "held.0", proc)
+    last = next(tmp_path.glob("*/*/checkpoints/last.ckpt"))  # epoch 0's
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    _wait_for_file(tmp_path / "signalled.0", proc)  # taken: a second now is not merged with the first
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=HANG)
     assert proc.returncode == 130, out
     assert f"interrupted (Ctrl-C): {last} (step " in out and "is kept: resume with ckpt_path=last" in out, out
     assert "Detected KeyboardInterrupt" not in out and "Traceback" not in out, out
@@ -270,16 +265,13 @@ def test_second_ctrl_c_stops_training_at_once_with_130_naming_what_is_kept(toy_r
 
 def test_ctrl_c_twice_before_the_first_checkpoint_leaves_no_run_folder(toy_recipe, tmp_path):
     """A run stopped at once before anything was saved held only its config.yaml and logs."""
-    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=5", "model.step_delay=2")
-    deadline = time.time() + 120
-    while not list(tmp_path.glob("*/*/config.yaml")):
-        assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
-        time.sleep(0.05)
-    time.sleep(3)  # inside the first epoch's 2 s steps (16 s), before its checkpoint
+    proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=5", hold="step:3")  # before epoch 0's checkpoint
+    _wait_for_file(tmp_path / "held.0", proc)
+    assert list(tmp_path.glob("*/*/config.yaml")), "the run folder exists while it trains"
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.05)
+    _wait_for_file(tmp_path / "signalled.0", proc)
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=HANG)
     assert proc.returncode == 130 and "interrupted (Ctrl-C): no checkpoint was saved yet" in out, out
     assert not list(tmp_path.glob("*/*")), list(tmp_path.rglob("*"))
 
@@ -294,7 +286,7 @@ def test_runs_started_in_the_same_second_get_their_own_folders(toy_recipe, tmp_p
     assert first.name == "20261127-150357" and second.name == "20261127-150357-1"
     assert made == [first, first.parent, first.parent.parent]  # what a failed run removes again
     procs = [_launch(toy_recipe, tmp_path / "same", "trainer.max_epochs=1", f"seed={s}") for s in (1, 2)]
-    outs = [p.communicate(timeout=120)[0] for p in procs]
+    outs = [p.communicate(timeout=HANG)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     folders = sorted(tmp_path.glob("same/toy/*"))
     assert len(folders) == 2 and all((f / "checkpoints" / "last.ckpt").is_file() for f in folders), outs

@@ -146,6 +146,6 @@ def test_a_batch_larger_than_the_data_is_the_only_line_printed(tmp_path):
     from platform_testlib import subprocess_env
 
     proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=vae_digits", f"run_dir={tmp_path}/runs",
-                           "data.batch_size=5000"], capture_output=True, text=True, env=subprocess_env(), timeout=120)
+                           "data.batch_size=5000"], capture_output=True, text=True, env=subprocess_env(), timeout=600)
     assert_refused(proc.returncode, proc.stderr, "data.batch_size=5000 is larger than the 1257", tmp_path / "runs")
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and not proc.stdout.strip(), proc.stderr

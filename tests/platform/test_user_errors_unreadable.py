@@ -265,7 +265,7 @@ def test_every_reader_names_the_file_it_may_not_read(tmp_path, lock):
         lock(path, mode)
     code = f"import sys, test_user_errors_unreadable as t; t.report_readers({str(root)!r})"
     result = subprocess.run(enforced([sys.executable, "-c", code]), cwd=tmp_path, env=subprocess_env(),
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(report) == set(locked)

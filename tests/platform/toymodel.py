@@ -5,12 +5,14 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import lightning as L
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
+from zoo.callbacks.safety import SignalCheckpoint
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.core.module import ZooModule
 
@@ -54,12 +56,10 @@ class ToyConfig:
     lr: float = 0.05  # SGD learning rate
     dropout: float = 0.2  # consumes RNG during training
     explode_at: int = -1  # step at which the loss becomes NaN (tests the guard); -1 never
-    step_delay: float = 0.0  # seconds to sleep per step, so tests can kill a run mid-way
-    val_delay: float = 0.0  # seconds to sleep per validation step (not the sanity check), touching val_started first
-    val_started: str = ""  # file touched when a validation step begins, so tests can signal a run mid-validation
+    hold_at: str = ""  # where the run waits for its test: "step:N" (the training step at global step N), "validation"
+    # (the first one after the sanity check) or "test"; "" never. See hold() for the handshake.
+    hold_dir: str = ""  # the handshake's folder (a test's tmp_path)
     val_draws: bool = False  # validation draws from torch's RNG (as the OOD model's does), changing training's draws
-    test_delay: float = 0.0  # seconds to sleep per test step, touching test_started first
-    test_started: str = ""  # file touched when a test step begins, so tests can signal a run mid-test
 
 
 class Toy(ZooModule):
@@ -78,8 +78,8 @@ class Toy(ZooModule):
 
     def training_step(self, batch, batch_idx):
         loss = self.loss(batch)
-        if self.cfg.step_delay:
-            time.sleep(self.cfg.step_delay)
+        if self.cfg.hold_at == f"step:{self.global_step}":
+            self.hold()
         if self.global_step == self.cfg.explode_at:
             loss = loss * float("nan")
         self.log_train({"train/loss": loss})
@@ -90,10 +90,8 @@ class Toy(ZooModule):
         super().log(name, *args, **kwargs)
 
     def validation_step(self, batch, batch_idx):
-        if self.cfg.val_delay and not self.trainer.sanity_checking:
-            if self.cfg.val_started:
-                open(self.cfg.val_started, "a").close()
-            time.sleep(self.cfg.val_delay)
+        if self.cfg.hold_at == "validation" and not self.trainer.sanity_checking and batch_idx == 0:
+            self.hold()
         if self.cfg.val_draws:
             torch.rand(1)  # cpu: a draw from the global RNG, as a model's sampling in validation makes
         self.log("val/loss", self.loss(batch))
@@ -112,10 +110,24 @@ class Toy(ZooModule):
         self.save_image("weights_image", self.net[0].weight.detach().abs()[None, None].clamp(0, 1))
 
     def test_step(self, batch, batch_idx):
-        if self.cfg.test_started:
-            open(self.cfg.test_started, "a").close()
-        time.sleep(self.cfg.test_delay)
+        if self.cfg.hold_at == "test" and batch_idx == 0:
+            self.hold()
         self.log("test/loss", self.loss(batch))
+
+    def hold(self, limit: float = 600.0):
+        """Wait here until the test has acted, so that a signal lands in this phase however slowly the test
+        runs: touch ``held``, then wait for ``release``; ``signalled`` is touched once the zoo's handler has
+        taken a signal (the test's cue to release the run, or to send a second Ctrl-C). A signal that
+        raises (Ctrl-C outside training, a second Ctrl-C) ends the wait; ``limit`` only ends a forgotten one."""
+        gate = Path(self.cfg.hold_dir)
+        handler = next((c for c in self.trainer.callbacks if isinstance(c, SignalCheckpoint)), None)
+        (gate / f"held.{self.global_rank}").touch()
+        end = time.monotonic() + limit
+        while not (gate / "release").exists() and time.monotonic() < end:
+            signalled = gate / f"signalled.{self.global_rank}"
+            if handler is not None and handler.received is not None and not signalled.exists():
+                signalled.touch()
+            time.sleep(0.01)
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=self.cfg.lr)

@@ -21,7 +21,7 @@ SMALL = ["recipe=seqgan_oracle_small", "data.vocab_size=50", "data.num_val=32", 
 def run_two_processes(*overrides: str) -> subprocess.CompletedProcess:
     env = subprocess_env()  # extends PYTHONPATH, never replaces it
     proc = subprocess.run([sys.executable, "-m", "zoo.train", *SMALL, "trainer.devices=2", "trainer.strategy=ddp",
-                           *overrides], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+                           *overrides], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 

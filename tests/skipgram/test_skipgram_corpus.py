@@ -254,7 +254,7 @@ def test_gensim_shorthand_resolves_to_its_test_data(monkeypatch):
     assert path.name == "wordsim353.tsv" and path.exists()
     code = ("import sys\nfrom zoo.models.skipgram.corpus import resolve_files\nresolve_files('gensim:lee.cor')\n"
             "print('gensim imported:', 'gensim' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert "gensim imported: False" in out.stdout, out.stdout + out.stderr
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)
     with pytest.raises(UserError, match="needs gensim installed .*or give a path to the file instead"):

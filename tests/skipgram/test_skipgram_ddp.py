@@ -23,7 +23,7 @@ def test_two_processes_learn_like_one(tmp_path):
     env = subprocess_env()  # extends PYTHONPATH, never replaces it
     proc = subprocess.run([sys.executable, "-m", "zoo.train", *CORPUS, f"run_dir={tmp_path}/two",
                            "trainer.devices=2", "trainer.strategy=ddp"],
-                          env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = list((tmp_path / "two" / "skipgram_synthetic").iterdir())
     assert len(runs) == 1
