@@ -45,3 +45,24 @@ lint: install
 	$(BIN)/ruff check zoo tests benchmarks studies
 
 .PHONY: install demo test test-oldest test-gpu reproduce lint
+
+# the documentation site (mkdocs.yml) into build/site, strictly: a broken link, a missing page or an unreadable
+# docstring fails the build
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# the gallery (docs/gallery.md, docs/gallery/*.png): pictures from every released model's weights
+gallery: install
+	OMP_NUM_THREADS=1 $(BIN)/python docs/gallery.py
+
+# headless Chromium for tests/test_site.py: Debian's chromium and chromedriver (no browser download), installed
+# where apt-get is and we are root (CI); elsewhere the test says how to install them and skips
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	else echo "make browser: no chromium and no root apt-get here; tests/test_site.py will skip"; fi
+
+test: browser
+
+.PHONY: docs gallery browser

@@ -1,0 +1,96 @@
+"""mkdocs hooks (mkdocs.yml): the pages that live outside docs/ join the site, and every page's links follow.
+
+The repository is written to be read on a repository page: README.md links ``docs/vae.md``, docs/ pages link
+``../studies/....md``. The site is built from docs/, so these hooks
+
+- add README.md (as the home page), CHANGELOG.md, studies/*.md, benchmarks/README.md and data/README.md to the
+  site as generated pages, their text read from the repository (nothing is copied by hand);
+- rewrite each relative link of a page from the page's place in the repository to its place in the site;
+  a link to something that is no page or picture of the site (a folder, a script) becomes the link's text
+  followed by the repository path in code, since the site serves no repository files.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+
+from mkdocs.structure.files import File, Files, InclusionLevel
+
+# repository path -> the page's path in the site (docs/X stays X)
+OUTSIDE = {"README.md": "index.md", "CHANGELOG.md": "changelog.md", "benchmarks/README.md": "benchmarks/index.md",
+           "data/README.md": "data/index.md", "studies/README.md": "studies/index.md"}
+LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)|`[^`\n]*`")  # a link, or a code span (no links inside)
+FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def _root(config) -> Path:
+    return Path(config["config_file_path"]).resolve().parent
+
+
+def _outside_pages(root: Path) -> dict[str, str]:
+    """Repository path -> site path of every page that lives outside docs/."""
+    pages = dict(OUTSIDE)
+    for study in sorted((root / "studies").glob("*.md")):
+        pages.setdefault(f"studies/{study.name}", f"studies/{study.name}")
+    return {repo: site for repo, site in pages.items() if (root / repo).is_file()}
+
+
+def on_files(files: Files, config) -> Files:
+    root = _root(config)
+    in_nav = set(OUTSIDE.values())  # the studies themselves are reached from studies/index.md and the pages
+    for repo, site in _outside_pages(root).items():
+        inclusion = InclusionLevel.INCLUDED if site in in_nav else InclusionLevel.NOT_IN_NAV
+        files.append(File.generated(config, site, content=(root / repo).read_text(), inclusion=inclusion))
+    return files
+
+
+def _repo_path(site_path: str, root: Path) -> str:
+    """The repository path of a site page (inverse of the mapping above)."""
+    for repo, site in _outside_pages(root).items():
+        if site == site_path:
+            return repo
+    return f"docs/{site_path}"
+
+
+def _site_path(repo_path: str, root: Path) -> str | None:
+    """Where a repository file is in the site, or None when the site does not serve it."""
+    outside = _outside_pages(root)
+    if repo_path in outside:
+        return outside[repo_path]
+    if repo_path.startswith("docs/") and (root / repo_path).is_file():
+        return repo_path[len("docs/"):]
+    return None
+
+
+def _rewrite(line: str, page_repo: str, page_site: str, root: Path) -> str:
+    def one(m: re.Match) -> str:
+        bang, text, target = m.groups()
+        if target is None:  # a code span
+            return m.group(0)
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith(("#", "/")):
+            return m.group(0)
+        file, hash_, anchor = target.partition("#")
+        repo = posixpath.normpath(posixpath.join(posixpath.dirname(page_repo), file))
+        if not (root / repo).exists():
+            return m.group(0)  # a broken link stays as it is: mkdocs --strict reports it
+        site = _site_path(repo, root)
+        if site is None:
+            shown = repo + ("/" if file.endswith("/") else "")
+            return f"{text} (`{shown}`)" if shown not in text else text
+        return f"{bang}[{text}]({posixpath.relpath(site, posixpath.dirname(page_site) or '.')}{hash_}{anchor})"
+
+    return LINK.sub(one, line)
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    root = _root(config)
+    page_site = page.file.src_uri
+    page_repo = _repo_path(page_site, root)
+    out, inside = [], False
+    for line in markdown.split("\n"):
+        if FENCE.match(line):
+            inside = not inside
+        out.append(line if inside else _rewrite(line, page_repo, page_site, root))
+    return "\n".join(out)
