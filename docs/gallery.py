@@ -1,0 +1,344 @@
+"""The gallery (``make gallery``): pictures of every released model, made from its weights.
+
+    python docs/gallery.py                      # every released model (about 2 minutes on 2 CPU cores)
+    python docs/gallery.py --only maml-sinusoid # one model's section (the others keep their pictures)
+
+Each released model (``zoo.list_pretrained()``) is loaded with ``zoo.load`` and drawn with its own plot functions
+(zoo/models/<name>/plots.py); the pictures go to docs/gallery/ and the page docs/gallery.md shows each one beside
+the command that made it and the card of the weights (zoo/pretrained/<name>.json). The OOD model's 2-D toy has no
+released weights: its confidence map comes from a run of the toy's recipe that this script trains (seconds).
+Everything is seeded: a second run draws the same pictures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # python docs/gallery.py from a checkout: this checkout's zoo
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import zoo  # noqa: E402
+
+OUT = ROOT / "docs" / "gallery"  # the pictures
+PAGE = ROOT / "docs" / "gallery.md"  # the page
+DPI = 72  # small files: the pictures are committed
+SEED = 0
+
+
+@dataclass
+class Section:
+    """One released model's part of the page."""
+
+    name: str  # the released entry
+    parts: list[str] = field(default_factory=list)  # markdown blocks, in order
+
+
+def rendered(picture) -> Image.Image:
+    """A matplotlib figure, or an image tensor (N, C, H, W) in [0, 1] laid out in a grid of 8 a row."""
+    buffer = io.BytesIO()
+    if isinstance(picture, torch.Tensor):
+        from torchvision.utils import save_image  # imported when used: torchvision
+
+        save_image(picture.float().cpu(), buffer, format="png", nrow=8, padding=2, pad_value=0.6)
+    else:
+        picture.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+        plt.close(picture)
+    return Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
+
+
+def save(picture, stem: str, colours: int = 128) -> str:
+    """A picture (``rendered``; a list of them: side by side) -> docs/gallery/<stem>.png, quantised to ``colours``
+    colours (a few kB to tens of kB). Returns the page's link to it."""
+    parts = [rendered(p) for p in (picture if isinstance(picture, list) else [picture])]
+    image = Image.new("RGB", (sum(p.width for p in parts), max(p.height for p in parts)), "white")
+    for i, part in enumerate(parts):
+        image.paste(part, (sum(p.width for p in parts[:i]), 0))
+    image = image.quantize(colours, method=Image.Quantize.FASTOCTREE)  # octree keeps the hues (median cut did not)
+    OUT.mkdir(parents=True, exist_ok=True)
+    image.save(OUT / f"{stem}.png", optimize=True)
+    return f"gallery/{stem}.png"
+
+
+def test_data(data: dict):
+    """The datamodule of a card's (or a checkpoint's) data options, set up for its test split (as
+    ``zoo.evaluate`` builds it)."""
+    from zoo.options import validate
+    from zoo.registry import DATAMODULES
+
+    cfg = dict(data)
+    entry = DATAMODULES.entry(cfg.pop("name"))
+    dm = entry.obj(validate(entry.config, cfg, "data options") if entry.config else cfg)
+    dm.prepare_data()
+    dm.setup("test")
+    return dm
+
+
+def card_of(name: str) -> dict:
+    return json.loads((ROOT / "zoo" / "pretrained" / f"{name}.json").read_text())
+
+
+def card_block(card: dict) -> str:
+    """The card that made the weights: what, how it was trained, its test numbers."""
+    metrics = [(k, v) for k, v in card.get("metrics", {}).items() if k.count("/") == 1 and "_ci" not in k][:8]
+    rows = [("recipe", f"`{card['recipe']}`"),
+            ("trained by", f"`{card['command']}`"), ("evaluated by", f"`{card.get('evaluate', '')}`"),
+            ("test metrics", ", ".join(f"{k.removeprefix('test/')} {v:.4g}" for k, v in metrics)),
+            ("weights", f"`{card['weights']}` (sha256 `{card['sha256'][:12]}…`, {card['size_bytes'] / 1e3:.0f} kB, "
+                        f"created {card.get('created', '?')}); the card: "
+                        f"[zoo/pretrained/{card['name']}.json](../zoo/pretrained/{card['name']}.json)")]
+    return "| card | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+def command_block(*lines: str) -> str:
+    return "```bash\n" + "\n".join(lines) + "\n```"
+
+
+def picture(link: str, alt: str, caption: str) -> str:
+    return f"![{alt}]({link})\n\n*{caption}*"
+
+
+# ---- one function per kind of model: (name) -> Section ------------------------------------------------------
+
+
+def vae(name: str) -> Section:
+    from zoo.models.vae.plots import pairs, upscale
+
+    model = zoo.load(name)
+    samples = model.sample(32, seed=SEED)  # (32, 1, 8, 8) E[x|z], z ~ p(z)
+    batch = next(iter(test_data(card_of(name)["data"]).test_dataloader()))
+    x = (batch[0] if isinstance(batch, (list, tuple)) else batch)[:24]  # (24, 1, 8, 8) test digits
+    recon = model.reconstruct(x)
+    s = Section(name)
+    s.parts.append(command_block(f"python docs/gallery.py --only {name}",
+                                 f"python -m zoo.predict {name} n=32 seed={SEED} out=samples.png  # the samples alone"))
+    s.parts.append(picture(save(upscale(samples), f"{name}_samples"), f"{name} samples",
+                           f"`model.sample(32, seed={SEED})`: the decoder's means for 32 draws of the prior"))
+    s.parts.append(picture(save(upscale(pairs(x, recon)), f"{name}_reconstructions"), f"{name} reconstructions",
+                           "`model.reconstruct(x)`: rows of 8 test digits, each row followed by its reconstructions"))
+    return s
+
+
+def captioning(name: str) -> Section:
+    from zoo.models.captioning.plots import attention_figure, displayable
+    from zoo.models.captioning.shapes import generate_split
+
+    model = zoo.load(name)
+    scenes = [img.transpose(1, 2, 0) for img in generate_split(3, seed=5, split="test").images]  # (64, 64, 3) each
+    result = model.caption(scenes, beam=3, return_attention=True)  # .attention (N, T, 8, 8)
+    shown = displayable(model.preprocess(scenes), model.data_info.get("normalize", "unit"))
+    fig = attention_figure(shown, [c.split() for c in result.text], result.attention.flatten(2),
+                           tuple(result.attention.shape[2:]), max_words=12,
+                           titles=[f"test scene {i}" for i in range(len(scenes))])
+    kind = ("Hard attention (one location sampled per word in training; when decoding, the most likely one: "
+            "each panel lights one of the 8 x 8 cells)") if "hard" in name \
+        else "Soft attention (a weighted average over the 8 x 8 locations)"
+    s = Section(name)
+    s.parts.append(command_block(f"python docs/gallery.py --only {name}",
+                                 f"python -m zoo.predict {name} scene.png beam=3 overlay=attention.png   # your image"))
+    s.parts.append(picture(save(fig, f"{name}_attention"), f"{name} attention",
+                           f"{kind} over the time steps of the beam-3 caption of three test scenes "
+                           "(`model.caption(images, beam=3, return_attention=True)`): one panel per word, "
+                           "brighter where the model looked"))
+    s.parts.append("Captions: " + "; ".join(f"*{t}*" for t in result.text))
+    return s
+
+
+def seqgan(name: str) -> Section:
+    model = zoo.load(name)
+    oracle, T = model.oracle, model.seq_len
+    g = torch.Generator(device=oracle.head.weight.device).manual_seed(SEED)
+    n = 2000
+    from_oracle = oracle.sample(n, T, generator=g)  # (n, T) the data the generator learned from
+    from_g = model.generate(n, seed=SEED)  # (n, T)
+    with torch.no_grad():
+        nll = {who: -oracle.log_prob(seqs).sum(-1).cpu() / T for who, seqs in
+               (("oracle's own samples", from_oracle), ("SeqGAN's samples (G)", from_g))}  # (n,) nats per token
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for who, values in nll.items():
+        ax.hist(values.numpy(), bins=40, alpha=0.6, label=f"{who}: mean {values.mean():.2f}")
+    ax.set_xlabel("NLL under the oracle, nats per token (lower: more like the oracle's data)")
+    ax.set_ylabel(f"sequences (of {n})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    s = Section(name)
+    s.parts.append(command_block(f"python docs/gallery.py --only {name}",
+                                 f"python -m zoo.predict {name} n=5 seed={SEED}   # G's samples, as token ids"))
+    s.parts.append(picture(save(fig, f"{name}_nll"), f"{name} NLL histogram",
+                           f"{n} sequences from the oracle (the synthetic data's LSTM) and {n} from SeqGAN's generator "
+                           f"(`model.generate({n}, seed={SEED})`), each scored by the oracle: NLL-oracle, the paper's "
+                           "measure, per sequence"))
+    rows = ["| oracle's samples (token ids) | SeqGAN's samples (token ids) |", "|---|---|"]
+    for a, b in zip(from_oracle[:5].tolist(), from_g[:5].tolist()):
+        rows.append(f"| `{' '.join(map(str, a))}` | `{' '.join(map(str, b))}` |")
+    s.parts.append("\n".join(rows))
+    return s
+
+
+def skipgram(name: str) -> Section:
+    from zoo.models.skipgram.plots import embedding_map
+
+    model = zoo.load(name)
+    probes = ["g00a", "g01b", "g03c", "g07a", "fn00"]
+    table = ["| word | nearest neighbours (cosine) |", "|---|---|"]
+    for line in model.neighbour_table(probes, topn=6).split("\n"):
+        word, _, rest = line.partition(": ")
+        table.append(f"| `{word}` | {rest} |")
+    groups = model.data_info.get("word_groups")  # planted group of each word (-1: a function word)
+    fig = embedding_map(model.vectors, model.words, groups, n=200)
+    some = [i for i, g in enumerate(groups) if 0 <= g < 6]  # the content words of groups 0-5
+    fig_groups = embedding_map(model.vectors[some], [model.words[i] for i in some], [groups[i] for i in some],
+                               n=len(some))
+    s = Section(name)
+    s.parts.append(command_block(f"python docs/gallery.py --only {name}",
+                                 f"python -m zoo.predict {name} {' '.join(probes)} topn=6   # the table"))
+    s.parts.append("Neighbours (`model.neighbour_table(words, topn=6)`): content words are `gGGf` (group GG, form f); "
+                   "words of one planted group share contexts, so a good embedding puts them next to each other.\n\n"
+                   + "\n".join(table))
+    s.parts.append(picture(save(fig_groups, f"{name}_groups"), f"{name} planted groups",
+                           "the content words of six planted groups (`g00*` to `g05*`, four forms each), first two "
+                           "principal components of their vectors: each group is its own cluster"))
+    s.parts.append(picture(save(fig, f"{name}_pca"), f"{name} PCA",
+                           "all 180 words (`embedding_map`, as training draws it): over 40 groups the first two "
+                           "components split the words by their form (the last letter) and set the function words "
+                           "`fnNN` apart; colour = planted group"))
+    return s
+
+
+def ood_scores(model, dm) -> tuple[dict, dict]:
+    """Scores of the test digits and of each OOD test set, per detector (msp, odin, energy)."""
+    x_in = dm.parts["test"][0]
+    detectors = ("msp", "odin", "energy")
+    scores_in = {d: model.detector_score(x_in, d) for d in detectors}
+    scores_out = {name: {d: model.detector_score(x, d) for d in detectors} for name, x in dm.parts["test_ood"].items()}
+    return scores_in, scores_out
+
+
+def toy2d_map(mode: str) -> tuple[object, str]:
+    """The 2-D toy's confidence map from a run of its recipe (trained here: no released weights)."""
+    from zoo.hub import load_any
+    from zoo.models.ood.plots import confidence_map
+    from zoo.train import main as train
+
+    args = [f"model.mode={mode}", f"seed={SEED}", "trainer.enable_progress_bar=false", "test_after_fit=false",
+            "logger=[csv]"]
+    with tempfile.TemporaryDirectory() as tmp:
+        code = train(["recipe=ood_toy2d", *args, f"run_dir={tmp}"])
+        if code != 0:
+            raise SystemExit(f"training the toy (model.mode={mode}) failed with exit status {code}")
+        (ckpt,) = Path(tmp).glob("ood_toy2d/*/checkpoints/last.ckpt")
+        model, info = load_any(str(ckpt))
+    model.eval()
+    torch.manual_seed(SEED)
+    with torch.no_grad():
+        fake = model.generate(256) if mode != "ce" else None  # (256, 2) G's samples
+    points = test_data(info["data"]).parts["train"]  # the run's training points (x (N, 2), y (N,))
+    command = f"python -m zoo.train recipe=ood_toy2d {' '.join(args)}"
+    return confidence_map(model.classifier, points, fake, mode), command
+
+
+def ood(name: str) -> Section:
+    from zoo.models.ood.plots import roc_curves
+
+    model = zoo.load(name)
+    scores_in, scores_out = ood_scores(model, test_data(card_of(name)["data"]))
+    s = Section(name)
+    s.parts.append(command_block(f"python docs/gallery.py --only {name}",
+                                 f"python -m zoo.evaluate {name} plots_dir=plots   # the same curves, and the numbers"))
+    s.parts.append(picture(save(roc_curves(scores_in, scores_out), f"{name}_roc"), f"{name} ROC",
+                           "ROC curves on the digits' test split against each out-of-distribution test set, one curve "
+                           "per detector (`model.detector_score(x, detector)`); the dashed line is TPR 95 %"))
+    if name.endswith("joint"):
+        for mode in ("ce", "joint"):
+            fig, command = toy2d_map(mode)
+            s.parts.append(command_block(command))
+            s.parts.append(picture(save(fig, f"ood-toy2d-{mode}_confidence"), f"2-D toy, {mode}",
+                                   f"the same loss on the paper's 2-D toy (`model.mode={mode}`; trained by the "
+                                   "command above, seconds, no released weights): the classifier's max-softmax over "
+                                   "the plane, the two classes' points"
+                                   + (" and G's samples (crosses)" if mode != "ce" else "")))
+    return s
+
+
+def maml(name: str) -> Section:
+    from zoo.models.maml.plots import sinusoid_adaptation
+
+    model = zoo.load(name)
+    s = Section(name)
+    s.parts.append(command_block(f"python docs/gallery.py --only {name}",
+                                 *[f"python -m zoo.predict {name} seed={t} steps=10 out=task{t}.png"
+                                   for t in (0, 1, 2)]))
+    figures = [sinusoid_adaptation(model, seed=t, steps=(0, 1, 10)) for t in (0, 1, 2)]
+    s.parts.append(picture(save(figures, f"{name}_tasks"), f"{name} on three new tasks",
+                           "three new sines (seeds 0, 1, 2; `model.adapt(x, y, steps)` on their 10 points): the "
+                           "meta-learned start (pre-update) and the fits after 1 and 10 gradient steps"))
+    return s
+
+
+KINDS = {"vae": vae, "dvae": vae, "sat": captioning, "seqgan": seqgan, "skipgram": skipgram, "ood": ood,
+         "maml": maml}  # a card's "model" -> its section
+
+
+def section_text(s: Section) -> str:
+    return f"## `{s.name}`\n\n{zoo.list_pretrained()[s.name]}\n\n" + "\n\n".join(s.parts) \
+        + "\n\n" + card_block(card_of(s.name)) + "\n"
+
+
+HEADER = """# Gallery
+
+Every released model (`zoo.list_pretrained()`), loaded from its weights (`zoo.load(name)`) and drawn with its own
+plot functions. `make gallery` (or `python docs/gallery.py`) makes every picture on this page and the page itself
+(about 2 minutes on 2 CPU cores); each section shows the command that makes its pictures alone, the model's own
+command for the same thing where it has one, and the card of the weights. The code: `docs/gallery.py`.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", default=None, help="released models to redraw (default: all)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    order = list(KINDS)  # the README's order of the models
+    released = sorted(zoo.list_pretrained(), key=lambda n: (order.index(card_of(n)["model"]), n))
+    wanted = args.only or released
+    unknown = [n for n in wanted if n not in released]
+    if unknown:
+        print(f"not released: {unknown}; released: {released}", file=sys.stderr)
+        return 2
+    old = {}  # the sections of the models not redrawn, from the page as it is
+    if PAGE.exists():
+        for chunk in PAGE.read_text().split("\n## `")[1:]:
+            old[chunk.split("`", 1)[0]] = "## `" + chunk.rstrip("\n") + "\n"
+    sections = []
+    for name in released:
+        if name in wanted:
+            print(f"drawing {name}", flush=True)
+            sections.append(section_text(KINDS[card_of(name)["model"]](name)))
+        elif name in old:
+            sections.append(old[name])
+        else:
+            print(f"{name} is not on the page yet: python docs/gallery.py --only {name}", file=sys.stderr)
+    PAGE.write_text(HEADER + "\n" + "\n".join(sections))
+    linked = set(re.findall(r"\]\(gallery/([^)]+\.png)\)", PAGE.read_text()))
+    for stale in (p for p in OUT.glob("*.png") if p.name not in linked):  # pictures of an older page
+        stale.unlink()
+    print(f"wrote {PAGE.relative_to(ROOT)} and {len(list(OUT.glob('*.png')))} pictures in {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
