@@ -101,34 +101,68 @@ def pages(site: Path) -> list[str]:
     return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html") if "assets" not in p.parts)
 
 
-def test_every_page_opens_in_chromium_without_a_broken_picture_a_404_or_a_console_error(site, tmp_path):
+def system_chromium() -> tuple[str, str]:
     found = chromium()
     if found is None:
         pytest.skip("no chromium and chromedriver on this machine: `make browser` installs Debian's "
                     "(apt-get, as root; CI does), or `apt-get install chromium chromium-driver`")
+    return found
+
+
+def look_at(folder: Path, shots: Path) -> tuple[list[str], dict[str, int]]:
+    """Every page of ``folder`` served and opened in Chromium, a screenshot of each saved into ``shots``:
+    (the problems found, {page: pictures on it})."""
     problems, shown = [], {}
-    with Server(site) as server:
-        driver = browser_driver(*found)
+    with Server(folder) as server:
+        driver = browser_driver(*system_chromium())
         try:
-            for page in pages(site):
+            for page in pages(folder):
                 before = len(server.answers)
                 driver.get(f"{server.url}/{page}")  # returns once the page and its pictures loaded
                 broken = driver.execute_script(BROKEN_IMAGES)
                 shown[page] = driver.execute_script("return document.images.length;")
                 errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
                 failed = [f"{path} -> {code}" for path, code in server.answers[before:] if code >= 400]
-                driver.save_screenshot(str(tmp_path / (page.replace("/", "__").removesuffix(".html") + ".png")))
+                driver.save_screenshot(str(shots / (page.replace("/", "__").removesuffix(".html") + ".png")))
                 problems += [f"{page}: broken picture {src}" for src in broken]
                 problems += [f"{page}: console error {msg}" for msg in errors]
                 problems += [f"{page}: request {f}" for f in failed]
         finally:
             driver.quit()
+    return problems, shown
+
+
+def test_every_page_opens_in_chromium_without_a_broken_picture_a_404_or_a_console_error(site, tmp_path):
+    system_chromium()
+    problems, shown = look_at(site, tmp_path)
     assert not problems, "\n".join(problems)
     assert {"index.html", "gallery.html", "reference/models.html", "changelog.html"} <= set(shown)
     # the gallery shows its pictures (every one loaded: no broken picture above)
     in_gallery = len(re.findall(r"!\[[^\]]*\]\(gallery/[^)]+\.png\)", GALLERY.read_text()))
     assert shown["gallery.html"] >= in_gallery >= 10
     assert len(list(tmp_path.glob("*.png"))) == len(shown)
+
+
+def test_the_browser_check_finds_a_broken_picture_a_404_and_a_console_error(tmp_path):
+    """The check above on two hand-made pages: one sound, one with each fault."""
+    from PIL import Image
+
+    system_chromium()
+    site, shots = tmp_path / "site", tmp_path / "shots"
+    site.mkdir()
+    shots.mkdir()
+    Image.new("RGB", (4, 4), "red").save(site / "dot.png")
+    (site / "good.html").write_text('<html><body><img src="dot.png"></body></html>')
+    (site / "bad.html").write_text('<html><body><img src="missing.png">'
+                                   '<script>console.error("something broke")</script></body></html>')
+    problems, shown = look_at(site, shots)
+    assert shown == {"bad.html": 1, "good.html": 1}
+    assert not [p for p in problems if p.startswith("good.html")]
+    bad = "\n".join(problems)
+    assert "bad.html: broken picture missing.png" in bad
+    assert "bad.html: request /missing.png -> 404" in bad
+    assert "something broke" in bad
+    assert sorted(p.name for p in shots.iterdir()) == ["bad.png", "good.png"]
 
 
 def test_the_gallery_shows_every_released_model_from_its_weights():
