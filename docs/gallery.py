@@ -101,7 +101,7 @@ def card_block(card: dict) -> str:
             ("weights", f"`{card['weights']}` (sha256 `{card['sha256'][:12]}…`, {card['size_bytes'] / 1e3:.0f} kB, "
                         f"created {card.get('created', '?')}); the card: "
                         f"[zoo/pretrained/{card['name']}.json](../zoo/pretrained/{card['name']}.json)")]
-    return "| card | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+    return f"| the card of `{card['name']}` | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
 
 
 def command_block(*lines: str) -> str:
@@ -263,14 +263,15 @@ def ood(name: str) -> Section:
                            "ROC curves on the digits' test split against each out-of-distribution test set, one curve "
                            "per detector (`model.detector_score(x, detector)`); the dashed line is TPR 95 %"))
     if name.endswith("joint"):
-        for mode in ("ce", "joint"):
+        s.parts.append("**The paper's 2-D toy** has no released weights: the gallery trains its recipe (seconds) with "
+                       "the cross-entropy baseline and with the joint confidence loss, and draws the two maps.")
+        for mode, what in (("ce", "the cross-entropy baseline"), ("joint", "the joint confidence loss")):
             fig, command = toy2d_map(mode)
             s.parts.append(command_block(command))
             s.parts.append(picture(save(fig, f"ood-toy2d-{mode}_confidence"), f"2-D toy, {mode}",
-                                   f"the same loss on the paper's 2-D toy (`model.mode={mode}`; trained by the "
-                                   "command above, seconds, no released weights): the classifier's max-softmax over "
-                                   "the plane, the two classes' points"
-                                   + (" and G's samples (crosses)" if mode != "ce" else "")))
+                                   f"{what} on the 2-D toy (`model.mode={mode}`, the command above): the "
+                                   "classifier's max-softmax over the plane and the two classes' training points"
+                                   + (", with G's samples (crosses)" if mode != "ce" else "")))
     return s
 
 
