@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine (Python 3.11, pip):
 #   make demo   -> create .venv, install, train the default recipe (vae_digits, a couple of minutes on 2 CPU cores)
-#   make test   -> create .venv if needed, install, run the test suite
+#   make test   -> create .venv if needed, install, run the test suite (under 8 minutes on 2 cores)
+#   make test-slow -> the costly checks kept out of make test (CI runs both)
 #   make test-gpu  -> every recipe on CUDA, fp32 and bf16-mixed (a machine with a GPU)
 #   make test-oldest -> the suite on the lowest versions pyproject.toml allows (its ">=" bounds), in .venv-oldest
 #   make reproduce -> every pretrained card re-evaluated on its full test split against its numbers,
@@ -28,6 +29,10 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q -n 2
 
+# the costly checks kept out of `make test` (marked slow); CI runs `make test test-slow`
+test-slow: install
+	$(BIN)/python -m pytest -q -n 2 -m slow
+
 test-oldest:
 	$(PYTHON) -m venv .venv-oldest
 	.venv-oldest/bin/pip install -q --upgrade pip
@@ -39,12 +44,12 @@ test-gpu: install
 	$(BIN)/python -m pytest -q -m gpu
 
 reproduce: install
-	$(BIN)/python -m pytest -q -m slow tests/test_pretrained_cards.py tests/test_recipe_spread.py
+	$(BIN)/python -m pytest -q -m reproduce
 
 lint: install
 	$(BIN)/ruff check zoo tests benchmarks studies
 
-.PHONY: install demo test test-oldest test-gpu reproduce lint
+.PHONY: install demo test test-slow test-oldest test-gpu reproduce lint
 
 # the documentation site (mkdocs.yml) into build/site, strictly: a broken link, a missing page or an unreadable
 # docstring fails the build

@@ -5,7 +5,7 @@ hub's entries) is hash-checked, loaded and evaluated.
   hash too), the card's command runs anywhere (no machine-specific ``run_dir``), the card names
   the exported checkpoint, and one test batch (``trainer.limit_test_batches=1``) scores within
   25 % of every card metric it reports (a wrong or untrained model misses by far more);
-- ``slow`` (``make reproduce``): the full test split on the CPU, every metric equal to the card's
+- ``reproduce`` (``make reproduce``): the full test split on the CPU, every metric equal to the card's
   within 1e-3 absolute / 1e-4 relative (the metrics are seeded, so a faithful reproduction is
   exact up to float summation order; skipgram-synthetic's card says 0.9370 Spearman where its
   weights give 0.9378, already at the commit that added the card).
@@ -62,7 +62,7 @@ def test_card_loads_and_one_test_batch_scores_near_the_card(name):
     assert not far, f"one test batch of {name} is far from its card: {far}"
 
 
-@pytest.mark.slow
+@pytest.mark.reproduce
 @pytest.mark.parametrize("name", NAMES)
 def test_card_reproduces_on_the_full_test_split(name):
     card = CARDS[name]

@@ -2,7 +2,7 @@
 
 `benchmarks/recipe_seeds.py --write-cards` trains a card's recipe with several seeds (one torch
 thread, CPU) and writes mean / sd / min / max of every test metric onto the card as
-`recipe_seeds`. Here (slow: `make reproduce`) the card's own command is run again with the card's
+`recipe_seeds`. Here (`make reproduce`) the card's own command is run again with the card's
 seed on the CPU with one thread, scored like the card, and every recorded metric must lie inside
 [min, max] of the recorded runs widened by half a standard deviation (1e-6 when every seed gave
 the same number): the re-run repeats one of the recorded runs, so on the machine kind the card
@@ -36,7 +36,7 @@ def test_every_card_records_what_retraining_its_recipe_gives():
             assert s["n"] + s["failed"] == len(seeds["seeds"]) and (s["n"] < 2 or s["sd"] is not None)
 
 
-@pytest.mark.slow
+@pytest.mark.reproduce
 @pytest.mark.parametrize("name", WITH_SPREAD)
 def test_recipe_retrains_inside_its_recorded_spread(name, tmp_path):
     import torch

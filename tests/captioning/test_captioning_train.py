@@ -89,7 +89,7 @@ def test_predict_cli_prints_captions_samples_and_overlay(tmp_path, capsys):
         model.predict_cli([str(tmp_path / "nope.png")], {})
 
 
-@pytest.mark.slow
+@pytest.mark.reproduce
 def test_hard_recipe_learns_attention_that_localises_and_moves(tmp_path):
     """The full sat_shapes_hard recipe (seed 0, on sat-shapes-soft's frozen encoder; ~10 minutes on 2
     idle cores): pure hard attention (REINFORCE + EMA baseline + entropy) at the end, localising the

@@ -182,7 +182,7 @@ def test_step_cap_method_auto_is_newton_except_for_the_full_softmax(corpus):
     assert method(objective="full_softmax", step_cap_method="newton") == "newton"
 
 
-@pytest.mark.slow
+@pytest.mark.reproduce
 def test_full_softmax_minibatch_learns_the_planted_vocabulary_without_subsampling(tmp_path):
     """The softmax recipe with data.sample=0 on the minibatch path, 5 epochs (seed 0): with the
     default (line search) step cap Spearman 0.941; with the damped Newton step it fell to 0.597
