@@ -37,6 +37,9 @@ class ZooDataModule(L.LightningDataModule):
 
     def __init__(self, cfg: dict):
         super().__init__()
+        # Lightning's own prepare_data call on global rank 0 only: a dataset fetched once for all nodes (the
+        # zoo's build() calls it in every process too; a file lock in zoo/core/downloads.py makes those wait)
+        self.prepare_data_per_node = False
         if self.Config is None:  # was "'NoneType' object is not callable"
             raise UserError(f"{type(self).__name__} sets no Config: a ZooDataModule names the dataclass of its "
                             "options (Config = MyDataConfig; docs/adding_a_model.md)")
