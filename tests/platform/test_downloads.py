@@ -207,7 +207,6 @@ MNIST_ARGS = ["recipe=vae_mnist", "data.val_size=10", "data.batch_size=10", "dat
               "trainer.enable_progress_bar=false"]
 
 
-@pytest.mark.slow
 def test_vae_mnist_fetches_mnist_from_the_mirror_and_trains(server, monkeypatch, tmp_path, capsys):
     files = serve_mnist(server, monkeypatch, tmp_path)
     code, err = run_main([*MNIST_ARGS, f"data.root={tmp_path / 'data'}", f"run_dir={tmp_path}/runs"], capsys)
@@ -220,7 +219,10 @@ def test_vae_mnist_fetches_mnist_from_the_mirror_and_trains(server, monkeypatch,
 def test_vae_mnist_refuses_a_file_whose_checksum_differs_exit_status_2(server, monkeypatch, tmp_path, capsys):
     files = serve_mnist(server, monkeypatch, tmp_path, bad="t10k-images-idx3-ubyte.gz")
     code, err = run_main([*MNIST_ARGS, f"data.root={tmp_path / 'data'}", f"run_dir={tmp_path}/runs"], capsys)
-    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    said = err.strip().splitlines()
+    assert code == 2 and "Traceback" not in err and said[-1].startswith("error: "), err
+    fetched = [line.split(" (")[0] for line in said[:-1]]
+    assert fetched == [f"fetching {n}" for n in list(files)[:3]], said  # the bad one is the third
     assert "MNIST not found" in err and "t10k-images-idx3-ubyte.gz from " + server.url in err, err
     assert "does not match its published checksum" in err and "the file was removed" in err, err
     kept = sorted(p.name for p in (tmp_path / "data" / "mnist").iterdir() if not p.name.startswith("."))
@@ -271,3 +273,81 @@ def test_imagenet_weights_offline_say_where_to_put_them(monkeypatch, tmp_path):
     with pytest.raises(UserError, match=r"ImageNet weights for resnet\w* not found at .*Copy the file there .*"
                                         r"ZOO_OFFLINE=1: not fetched"):
         TorchvisionEncoder("resnet50")
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda root: ("ood_images", {"root": root, "dataset": "svhn"}),
+     "SVHN not found.* into {root}/svhn/: train_32x32.mat \\(182 MB, md5:e26dedcc434d2e4c54c9b2d4a06d8373\\) from "
+     "http://ufldl.stanford.edu/housenumbers/train_32x32.mat; test_32x32.mat"),
+    (lambda root: ("ood_images", {"root": root, "dataset": "cifar10"}),
+     "CIFAR-10 not found.* into {root}/: cifar-10-binary.tar.gz \\(162 MB, md5:c32a1d4ab5d03f1284b67883e8d87530\\)"),
+    (lambda root: ("ood_images", {"root": root, "dataset": "fashion_mnist"}),
+     "into {root}/fashion_mnist/: train-images-idx3-ubyte.gz .* from http://fashion-mnist"),
+    (lambda root: ("karpathy", {"root": root, "dataset": "coco"}),
+     "into {root}/: caption_datasets.zip \\(36 MB\\) from https://cs.stanford.edu/people/karpathy/deepimagesent/"),
+])
+def test_each_datamodule_names_its_files_and_folder_with_download_false(make, expected, tmp_path):
+    from zoo.registry import DATAMODULES
+
+    name, cfg = make(str(tmp_path))
+    dm = DATAMODULES.get(name)({**cfg, "download": False})
+    with pytest.raises(UserError, match=expected.format(root=tmp_path)):
+        dm.prepare_data()
+    assert not any(tmp_path.iterdir())  # nothing written, nothing fetched
+
+
+def test_coco_images_are_fetched_into_their_folder_once_the_splits_are_there(tmp_path):
+    from zoo.models.captioning.data import KarpathyData
+
+    (tmp_path / "caption_datasets.zip").write_bytes(b"")  # the split file is there: only the images are missing
+    dm = KarpathyData({"root": str(tmp_path), "dataset": "coco", "download": False})
+    with pytest.raises(UserError, match=rf"into {tmp_path}/coco/: train2014.zip \(13 GB, md5:0da8c0bd3d6becc4dcb3275"
+                                        r"7491aca88\) from http://images.cocodataset.org/zips/train2014.zip; "
+                                        r"val2014.zip \(6.2 GB"):
+        dm.prepare_data()
+
+
+def test_text8_is_fetched_from_the_mirror_and_unzipped_beside_the_missing_path(server, monkeypatch, tmp_path):
+    import io
+    import zipfile
+
+    from zoo.models.skipgram.data import TextCorpusData
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("text8", " anarchism originated as a term of abuse")
+    server.files["/mirror/text8.zip"] = buf.getvalue()
+    monkeypatch.setenv("ZOO_DATA_MIRROR", server.url + "/mirror")
+    dm = TextCorpusData({"root": str(tmp_path), "files": str(tmp_path / "data" / "text8")})
+    assert dm.corpus_files() == [tmp_path / "data" / "text8"]  # text8.zip publishes no checksum: none to check
+    assert (tmp_path / "data" / "text8").read_text() == " anarchism originated as a term of abuse"
+    assert server.log == [("/mirror/text8.zip", None)]
+
+
+def test_odin_folder_named_in_data_ood_is_fetched_as_its_archive_and_read(server, monkeypatch, tmp_path):
+    import io
+    import tarfile
+
+    from PIL import Image
+
+    from zoo.models.ood.data import OODImages
+
+    write_mnist(tmp_path / "mnist")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for i in range(4):
+            png = io.BytesIO()
+            Image.new("RGB", (36, 36), (60 * i, 0, 0)).save(png, format="PNG")
+            info = tarfile.TarInfo(f"LSUN_resize/{i}.png")
+            info.size = len(png.getvalue())
+            tar.addfile(info, io.BytesIO(png.getvalue()))
+    server.files["/pub/LSUN_resize.tar.gz"] = buf.getvalue()
+    publish(monkeypatch, "LSUN_resize", {"LSUN_resize.tar.gz": ([server.url + "/pub/LSUN_resize.tar.gz"],
+                                                                buf.getvalue())})
+    dm = OODImages({"root": str(tmp_path), "dataset": "mnist", "ood": ["folder:LSUN_resize"], "val_size": 10,
+                    "ood_val_size": 2})
+    dm.prepare_data()
+    assert (tmp_path / "LSUN_resize.tar.gz").read_bytes() == buf.getvalue()
+    assert server.log == [("/pub/LSUN_resize.tar.gz", None)]
+    assert dm.info()["ood_sets"] == ["LSUN_resize"]
+    assert len(dm.parts["val_ood"]["LSUN_resize"]) + len(dm.parts["test_ood"]["LSUN_resize"]) == 4

@@ -16,7 +16,9 @@ addresses and the folder to put it in); ``ZOO_OFFLINE=1`` refuses every address 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import sys
 import tarfile
 import zipfile
 from dataclasses import dataclass
@@ -173,12 +175,14 @@ def _fetch_one(data: Published, remote: Remote, folder: Path, lead: str) -> None
     import pooch  # imported when used: pooch (requests)
     import requests  # imported when used: requests
 
+    pooch.get_logger().setLevel("WARNING")  # its lines go to a handler bound at import; the zoo says its own
     tried = []
     for url in addresses(remote):
         if offline() and urlsplit(url).hostname not in LOCAL_HOSTS:
             tried.append(f"{url} (not tried: ZOO_OFFLINE=1)")
             continue
         part = folder / f"{remote.name}.part"
+        print(f"fetching {remote.name} ({remote.size}) from {url} into {folder}/", file=sys.stderr, flush=True)
         for _ in range(1 + RESUMES):
             before = part.stat().st_size if part.exists() else 0
             try:
@@ -187,9 +191,10 @@ def _fetch_one(data: Published, remote: Remote, folder: Path, lead: str) -> None
                 break
             except ValueError as err:  # pooch: the checksum differs (the file is removed)
                 part.unlink(missing_ok=True)
+                got = re.search(r"but got (\w+)", str(err))
                 raise UserError(f"{lead}{remote.name} from {url} does not match its published checksum "
-                                f"{remote.checksum} ({str(err).splitlines()[0]}); the file was removed. Fetch it "
-                                f"again, or from another address, into {folder}/") from None
+                                f"{remote.checksum} (it has {got.group(1) if got else str(err)[:100]}); the file was "
+                                f"removed. Fetch it again, or from another address, into {folder}/") from None
             except requests.RequestException as err:
                 now = part.stat().st_size if part.exists() else 0
                 if now > before:  # cut off after bringing new bytes: resume from there
