@@ -351,3 +351,23 @@ def test_odin_folder_named_in_data_ood_is_fetched_as_its_archive_and_read(server
     assert server.log == [("/pub/LSUN_resize.tar.gz", None)]
     assert dm.info()["ood_sets"] == ["LSUN_resize"]
     assert len(dm.parts["val_ood"]["LSUN_resize"]) + len(dm.parts["test_ood"]["LSUN_resize"]) == 4
+
+
+def test_imagenet_weights_are_fetched_into_torch_hubs_cache_checked_by_the_hash_in_their_name(server, tmp_path):
+    import io
+
+    import torch
+
+    from zoo.models.captioning.nets import fetch_weights
+
+    buf = io.BytesIO()
+    torch.save({"w": torch.arange(3.0)}, buf)
+    name = f"tiny-{hashlib.sha256(buf.getvalue()).hexdigest()[:8]}.pth"  # torchvision's names carry their hash
+    server.files[f"/weights/{name}"] = buf.getvalue()
+    server.files["/weights/tiny-00000000.pth"] = buf.getvalue()
+    fetch_weights("tiny", tmp_path / "hub" / "checkpoints" / name, f"{server.url}/weights/{name}")
+    assert torch.equal(torch.load(tmp_path / "hub" / "checkpoints" / name, weights_only=True)["w"], torch.arange(3.0))
+    with pytest.raises(UserError, match=r"ImageNet weights for tiny not found .* Fetching it failed: .*hash"):
+        fetch_weights("tiny", tmp_path / "hub" / "checkpoints" / "tiny-00000000.pth",
+                      f"{server.url}/weights/tiny-00000000.pth")
+    assert not (tmp_path / "hub" / "checkpoints" / "tiny-00000000.pth").exists()  # refused, not kept

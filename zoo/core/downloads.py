@@ -164,14 +164,16 @@ def fetch(name: str, folder: str | Path, download: bool = True, missing: UserErr
         with FileLock(str(folder / f".{name}.fetch.lock"), timeout=LOCK_WAIT):  # one process fetches, others wait
             for remote in todo:
                 if not _present(folder, remote):  # another process may have fetched it while this one waited
-                    _fetch_one(data, remote, folder, lead)
+                    _fetch_one(data, remote, folder, lead, todo)
     except Timeout:
         raise UserError(f"{lead}another process held {folder}/.{name}.fetch.lock for {LOCK_WAIT:.0f} s: if none "
                         "is fetching any more, remove the lock file") from None
     return folder
 
 
-def _fetch_one(data: Published, remote: Remote, folder: Path, lead: str) -> None:
+def _fetch_one(data: Published, remote: Remote, folder: Path, lead: str, todo: list[Remote]) -> None:
+    """``remote`` into ``folder``, from the first address that serves it; ``todo``: every file still missing,
+    named in the error when none does."""
     import pooch  # imported when used: pooch (requests)
     import requests  # imported when used: requests
 
@@ -199,7 +201,7 @@ def _fetch_one(data: Published, remote: Remote, folder: Path, lead: str) -> None
                 now = part.stat().st_size if part.exists() else 0
                 if now > before:  # cut off after bringing new bytes: resume from there
                     continue
-                tried.append(f"{url} ({type(err).__name__}: {_short(err)})")
+                tried.append(f"{url} ({type(err).__name__}: {_reason(err)})")
                 break
         else:
             tried.append(f"{url} (cut off {1 + RESUMES} times; run again to resume from {part})")
@@ -209,13 +211,22 @@ def _fetch_one(data: Published, remote: Remote, folder: Path, lead: str) -> None
             return
     note = f" {data.note}" if data.note else ""
     raise UserError(f"{lead}Could not fetch {remote.name}; tried: " + "; ".join(tried) +
-                    f".{note} On a machine with internet, fetch {_where(data, folder, [remote])}; "
+                    f".{note} On a machine with internet, fetch {_where(data, folder, todo)}; "
                     "or serve the files at a mirror (ZOO_DATA_MIRROR=URL looks for URL/<file name>)")
 
 
-def _short(err: Exception) -> str:
+REASONS = (("NameResolutionError", "host name not resolved: no network, or no DNS"),
+           ("timed out", f"no answer within {CONNECT_TIMEOUT:.0f} s"), ("Connection refused", "connection refused"),
+           ("Network is unreachable", "network unreachable"), ("IncompleteRead", "cut off"))
+
+
+def _reason(err: Exception) -> str:
+    """What went wrong, in a few words (requests' own text nests three exceptions deep)."""
+    response = getattr(err, "response", None)
+    if response is not None:
+        return f"HTTP {response.status_code} {response.reason or ''}".strip()
     text = " ".join(str(err).split())
-    return text if len(text) < 200 else text[:197] + "..."
+    return next((say for key, say in REASONS if key in text), text if len(text) < 200 else text[:197] + "...")
 
 
 def _unpack(remote: Remote, folder: Path) -> None:

@@ -18,11 +18,12 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import torch
 from torch import Tensor, nn
 
-from zoo.core.downloads import CONNECT_TIMEOUT, offline
+from zoo.core.downloads import CONNECT_TIMEOUT, LOCAL_HOSTS, offline
 from zoo.errors import UserError
 
 from .config import TORCHVISION
@@ -70,7 +71,7 @@ def fetch_weights(name: str, path: Path, url: str) -> None:
     name); with ZOO_OFFLINE=1, or when the download fails, a UserError saying where to put them."""
     missing = (f"ImageNet weights for {name} not found at {path}. Copy the file there (it is {url}), "
                f"or train the encoder from scratch with model.pretrained_encoder=false")
-    if offline():
+    if offline() and urlsplit(url).hostname not in LOCAL_HOSTS:
         raise UserError(f"{missing} (ZOO_OFFLINE=1: not fetched)")
     old = socket.getdefaulttimeout()
     socket.setdefaulttimeout(CONNECT_TIMEOUT * 6)  # torch hub's urllib has none: no network would hang
