@@ -8,7 +8,8 @@ Contract:
 - ``info() -> dict``: primitive facts the model needs to be built (image shape, vocabulary,
   ...). Called after ``prepare_data()`` and ``setup("fit")``; stored in checkpoints.
 - Missing or malformed data raises ``zoo.errors.UserError`` naming the path looked at and
-  how to provide the files.
+  how to provide the files; a published dataset may be fetched first in ``prepare_data``
+  (``zoo.core.downloads.fetch``: checksums, resume, a lock so that one process fetches).
 - Train from ``shuffled_loader`` (or a ``ResumableLoader`` over an ``EpochSampler``) so a resumed
   run sees the same batches as an uninterrupted one: the order depends only on (seed, epoch), never
   on global RNG state, and the place in the epoch is saved with the checkpoint.
