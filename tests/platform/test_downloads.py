@@ -140,6 +140,9 @@ def test_the_mirror_variable_is_tried_first_and_the_publisher_after_it(server, m
     D.fetch("m", tmp_path / "two")
     assert [p for p, _ in server.log[1:]] == ["/mirror/m.bin", "/pub/m.bin"]
     assert (tmp_path / "two" / "m.bin").read_bytes() == b"m" * 100
+    monkeypatch.setenv("ZOO_DATA_MIRROR", "no-scheme")  # a mistyped mirror is one failed address, not a checksum
+    D.fetch("m", tmp_path / "three")  # (the bad address itself: requests' MissingSchema, a ValueError)
+    assert server.log[-1] == ("/pub/m.bin", None) and (tmp_path / "three" / "m.bin").is_file()
 
 
 WAITER = """

@@ -180,7 +180,7 @@ def _fetch_one(data: Published, remote: Remote, folder: Path, lead: str, todo: l
     pooch.get_logger().setLevel("WARNING")  # its lines go to a handler bound at import; the zoo says its own
     tried = []
     for url in addresses(remote):
-        if offline() and urlsplit(url).hostname not in LOCAL_HOSTS:
+        if offline() and urlsplit(url).hostname not in (None, *LOCAL_HOSTS):  # None: no host, nothing to reach
             tried.append(f"{url} (not tried: ZOO_OFFLINE=1)")
             continue
         part = folder / f"{remote.name}.part"
@@ -191,18 +191,18 @@ def _fetch_one(data: Published, remote: Remote, folder: Path, lead: str, todo: l
                 pooch.retrieve(url, known_hash=remote.checksum, fname=remote.name, path=folder,
                                downloader=RangeDownloader(part), progressbar=False)
                 break
+            except requests.RequestException as err:  # first: a bad URL is also a ValueError
+                now = part.stat().st_size if part.exists() else 0
+                if now > before:  # cut off after bringing new bytes: resume from there
+                    continue
+                tried.append(f"{url} ({type(err).__name__}: {_reason(err)})")
+                break
             except ValueError as err:  # pooch: the checksum differs (the file is removed)
                 part.unlink(missing_ok=True)
                 got = re.search(r"but got (\w+)", str(err))
                 raise UserError(f"{lead}{remote.name} from {url} does not match its published checksum "
                                 f"{remote.checksum} (it has {got.group(1) if got else str(err)[:100]}); the file was "
                                 f"removed. Fetch it again, or from another address, into {folder}/") from None
-            except requests.RequestException as err:
-                now = part.stat().st_size if part.exists() else 0
-                if now > before:  # cut off after bringing new bytes: resume from there
-                    continue
-                tried.append(f"{url} ({type(err).__name__}: {_reason(err)})")
-                break
         else:
             tried.append(f"{url} (cut off {1 + RESUMES} times; run again to resume from {part})")
             continue
