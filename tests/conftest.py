@@ -10,6 +10,10 @@ PLATFORM = ROOT / "tests" / "platform"
 sys.path.insert(0, str(PLATFORM))  # the toy model used by the platform tests, by dotted path
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
+# No test reaches the network: a dataset fetch (zoo/core/downloads.py) or torchvision's weights refuse every
+# address outside 127.0.0.1, so a "missing data" test fails in an instant instead of downloading
+os.environ["ZOO_OFFLINE"] = "1"
+os.environ.pop("ZOO_DATA_MIRROR", None)
 # The tests train small models: one intra-op thread each is faster than two fighting over 2 cores
 # (the DDP test runs two processes), and results do not depend on the machine's core count.
 torch.set_num_threads(1)

@@ -42,7 +42,8 @@ FORBIDDEN = {  # within a layer: prefix -> prefixes it must not import
 }
 HEAVY = {"torch", "torchvision", "torchmetrics", "lightning", "matplotlib", "wandb", "tokenizers", "sklearn",
          "scipy", "PIL", "pytorch_ood", "safetensors", "numba", "triton", "gensim", "tensorboard", "submitit",
-         "numpy", "omegaconf", "yaml", "importlib.metadata"}  # each takes tens of milliseconds or more to import
+         "numpy", "omegaconf", "yaml", "importlib.metadata", "pooch", "requests",
+         "tqdm"}  # each takes tens of milliseconds or more to import
 
 
 LIGHT_PACKAGE = "zoo/__init__.py"  # `import zoo` (every command's first import) imports nothing of the zoo's

@@ -51,6 +51,32 @@ class ToyData(ZooDataModule):
 
 
 @dataclass
+class FetchedToyDataConfig(ToyDataConfig):
+    url: str = ""  # where toy.npy (n x (dim + 1): features, target) is served: the test's server
+    md5: str = ""  # its checksum, "md5:<hex>"
+
+
+class FetchedToyData(ToyData):
+    """ToyData whose examples arrive as a file fetched on first use into ``root`` (test_downloads.py)."""
+
+    Config = FetchedToyDataConfig
+
+    def prepare_data(self):
+        from zoo.core import downloads as D
+
+        D.DATASETS["toy"] = D.Published("toy", self.cfg.url, (D.Remote("toy.npy", (self.cfg.url,), self.cfg.md5,
+                                                                       "2 KB"),))
+        D.fetch("toy", Path(self.cfg.root))
+
+    def setup(self, stage=None):
+        import numpy as np
+
+        xy = torch.from_numpy(np.load(Path(self.cfg.root) / "toy.npy"))  # (n, dim + 1)
+        self.train_set = TensorDataset(xy[:, :-1], xy[:, -1])
+        self.val_set = TensorDataset(xy[:16, :-1], xy[:16, -1])
+
+
+@dataclass
 class ToyConfig:
     hidden: int = 16  # hidden units
     lr: float = 0.05  # SGD learning rate

@@ -8,7 +8,8 @@ Contract:
 - ``info() -> dict``: primitive facts the model needs to be built (image shape, vocabulary,
   ...). Called after ``prepare_data()`` and ``setup("fit")``; stored in checkpoints.
 - Missing or malformed data raises ``zoo.errors.UserError`` naming the path looked at and
-  how to provide the files.
+  how to provide the files; a published dataset may be fetched first in ``prepare_data``
+  (``zoo.core.downloads.fetch``: checksums, resume, a lock so that one process fetches).
 - Train from ``shuffled_loader`` (or a ``ResumableLoader`` over an ``EpochSampler``) so a resumed
   run sees the same batches as an uninterrupted one: the order depends only on (seed, epoch), never
   on global RNG state, and the place in the epoch is saved with the checkpoint.
@@ -37,6 +38,9 @@ class ZooDataModule(L.LightningDataModule):
 
     def __init__(self, cfg: dict):
         super().__init__()
+        # Lightning's own prepare_data call on global rank 0 only: a dataset fetched once for all nodes (the
+        # zoo's build() calls it in every process too; a file lock in zoo/core/downloads.py makes those wait)
+        self.prepare_data_per_node = False
         if self.Config is None:  # was "'NoneType' object is not callable"
             raise UserError(f"{type(self).__name__} sets no Config: a ZooDataModule names the dataclass of its "
                             "options (Config = MyDataConfig; docs/adding_a_model.md)")

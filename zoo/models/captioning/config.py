@@ -102,6 +102,8 @@ class KarpathyConfig:
     dataset: str = "flickr8k"  # flickr8k | flickr30k | coco: picks the default file names below
     json: str = ""  # Karpathy split file; default <root>/<dataset>/dataset_<dataset>.json
     image_dir: str = ""  # image folder; default <root>/<dataset>/images (COCO: holds train2014/, val2014/)
+    download: bool = True  # fetch caption_datasets.zip into <root> and the flickr8k / coco image zips into
+    # <root>/<dataset> when missing (false: never touch the network)
     image_size: int = positive(224)  # images are resized (shorter side) and centre-cropped to this
     min_freq: int = positive(5)  # words seen fewer times in training captions become <unk>
     max_len: int = positive(30)  # longest caption in words (longer ones are cut)

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
+from zoo.core.downloads import fetch
 from zoo.core.files import compression
 from zoo.errors import UserError, permission_denied
 from zoo.paths import readable
@@ -154,6 +155,18 @@ class KarpathyData(_CaptionData):
         if not c.json and not json_path.exists():
             json_path = next((z for z in (base / KARPATHY_ZIP, Path(c.root) / KARPATHY_ZIP) if z.is_file()), json_path)
         return json_path, Path(c.image_dir) if c.image_dir else base / "images"
+
+    def prepare_data(self) -> None:
+        """Fetch Karpathy's caption_datasets.zip into <root> and the image zips into <root>/<dataset>
+        (Flickr8k, COCO) where the defaults name nothing there (zoo/core/downloads.py)."""
+        c = self.cfg
+        json_path, image_dir = self.paths()
+        if not c.json and not json_path.exists():
+            fetch("karpathy", Path(c.root), c.download,
+                  UserError(f"Karpathy split file not found at {json_path} nor {KARPATHY_ZIP} in {c.root}"))
+        base = Path(c.root) / c.dataset
+        if not c.image_dir and not image_dir.exists() and c.dataset in ("flickr8k", "coco"):
+            fetch(c.dataset, base, c.download, UserError(f"image folder not found at {image_dir}"))
 
     def split_file_bytes(self, json_path: Path) -> bytes:
         """The split file's bytes; from a zip (caption_datasets.zip), its dataset_<dataset>.json member."""

@@ -15,12 +15,15 @@ Decoder, one step t (paper section 3.1.2; equation numbers of the paper):
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import torch
 from torch import Tensor, nn
 
+from zoo.core.downloads import CONNECT_TIMEOUT, LOCAL_HOSTS, offline
 from zoo.errors import UserError
 
 from .config import TORCHVISION
@@ -63,11 +66,29 @@ def imagenet_weights_path(name: str) -> tuple[Path, str]:
     return Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[-1], url
 
 
+def fetch_weights(name: str, path: Path, url: str) -> None:
+    """torchvision's ImageNet weights into torch hub's cache (checked against the hash in their file
+    name); with ZOO_OFFLINE=1, or when the download fails, a UserError saying where to put them."""
+    missing = (f"ImageNet weights for {name} not found at {path}. Copy the file there (it is {url}), "
+               f"or train the encoder from scratch with model.pretrained_encoder=false")
+    if offline() and urlsplit(url).hostname not in LOCAL_HOSTS:
+        raise UserError(f"{missing} (ZOO_OFFLINE=1: not fetched)")
+    old = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(CONNECT_TIMEOUT * 6)  # torch hub's urllib has none: no network would hang
+    try:
+        torch.hub.load_state_dict_from_url(url, model_dir=str(path.parent), map_location="cpu", check_hash=True,
+                                           weights_only=True)
+    except (OSError, RuntimeError, ValueError) as err:  # URLError is an OSError; a wrong hash a RuntimeError
+        raise UserError(f"{missing}. Fetching it failed: {' '.join(str(err).split())[:200]}") from None
+    finally:
+        socket.setdefaulttimeout(old)
+
+
 class TorchvisionEncoder(nn.Module):
     """VGG (conv5_4 / conv5_3 before the last max-pool: 14x14x512 for 224 px, as in the paper) or
     ResNet (layer4 with its stride replaced by dilation: 14x14x2048 for 224 px, same weights).
 
-    ImageNet weights come from the local torch hub cache only (never downloaded).
+    ImageNet weights come from the torch hub cache, fetched into it when missing (``fetch_weights``).
     """
 
     def __init__(self, name: str, pretrained: bool = True, grid: int = 14):
@@ -80,9 +101,7 @@ class TorchvisionEncoder(nn.Module):
         kw = {"replace_stride_with_dilation": [False, False, True]} if name.startswith("resnet") else {}
         path, url = imagenet_weights_path(name)
         if pretrained and not path.is_file():  # checked before building: VGG's init alone takes seconds
-            raise UserError(
-                f"ImageNet weights for {name} not found at {path}. Copy the file there (it is {url}), "
-                f"or train the encoder from scratch with model.pretrained_encoder=false")
+            fetch_weights(name, path, url)
         net = getattr(tvm, builder)(weights=None, **kw)
         if pretrained:
             net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))

@@ -91,6 +91,7 @@ class SinusoidConfig:
 @dataclass
 class OmniglotConfig:
     root: str = nonempty_path("data")  # looks in <root>/omniglot, <root>/omniglot-py, <root>
+    download: bool = True  # fetch the two zips into <root>/omniglot when missing (false: never touch the network)
     n_way: int = positive(5)  # N: classes per task
     shots: int = positive(1)  # K: support images per class
     query: int = positive(15)  # query images per class

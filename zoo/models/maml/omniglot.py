@@ -33,6 +33,7 @@ import torch
 from torch.utils.data import Dataset
 
 from zoo.core.data import load_cache, save_cache
+from zoo.core.downloads import fetch
 from zoo.errors import UserError, permission_denied
 from zoo.models.maml.config import OmniglotConfig
 from zoo.models.maml.data import EpisodeData
@@ -217,7 +218,13 @@ class OmniglotData(EpisodeData):
     Config = OmniglotConfig
 
     def prepare_data(self) -> None:
-        find_omniglot(self.cfg.root)  # fail early, naming the paths and the layout
+        try:
+            find_omniglot(self.cfg.root)  # fail early, naming the paths and the layout
+        except UserError as missing:  # the splits <root>/omniglot lacks, fetched as their zips (zoo/core/downloads.py)
+            folder = Path(self.cfg.root) / "omniglot"
+            lacking = [f"{s}.zip" for s in SPLITS if not _has_split(folder, s)]
+            fetch("omniglot", folder, self.cfg.download, missing, only=lacking)
+            find_omniglot(self.cfg.root)
 
     def setup(self, stage: str | None = None) -> None:
         if getattr(self, "train_set", None) is not None:

@@ -91,6 +91,7 @@ DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")  # ood_images' in-distr
 @dataclass
 class OODImagesConfig:
     root: str = nonempty_path("data")  # folder holding the datasets (layouts in zoo/models/ood/readers.py)
+    download: bool = True  # fetch a missing dataset / ODIN folder into root (false: never touch the network)
     dataset: str = field(default="svhn", metadata={"choices": list(DATASETS)})  # in-distribution
     # OOD sets: another dataset, folder:PATH, uniform, gaussian
     ood: list = field(default_factory=lambda: ["uniform", "gaussian"])

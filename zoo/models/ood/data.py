@@ -43,6 +43,7 @@ from lightning.pytorch.utilities import CombinedLoader
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
+from zoo.core.downloads import fetch
 from zoo.errors import UserError
 from zoo.models.ood.config import DATASETS, OODDigitsConfig, OODImagesConfig, Toy2DConfig
 from zoo.models.ood.readers import load_dataset, load_folder, ood_set_name, to_shape
@@ -225,18 +226,41 @@ def as_float_images(array: np.ndarray) -> torch.Tensor:
     return t.float() / 255.0
 
 
+FETCHED_INTO = {"mnist": "mnist", "fashion_mnist": "fashion_mnist", "cifar10": ".", "svhn": "svhn"}  # under root
+ODIN_SETS = ("LSUN_resize", "Imagenet_resize")  # OOD folders fetched as ODIN's archives when missing
+
+
 class OODImages(OODDataModule):
-    """MNIST / Fashion-MNIST / CIFAR-10 / SVHN (local files) vs other datasets, image folders, noise."""
+    """MNIST / Fashion-MNIST / CIFAR-10 / SVHN vs other datasets, image folders, noise; missing
+    datasets and ODIN's folders are fetched (zoo/core/downloads.py) unless data.download=false."""
 
     Config = OODImagesConfig
 
     def prepare_data(self) -> None:
-        self.setup()  # fail early, naming the paths looked at
+        self.setup()  # fetches what is missing, or fails early naming the paths looked at
+
+    def load_dataset(self, root: Path, name: str):
+        try:
+            return load_dataset(root, name)
+        except UserError as missing:
+            if name not in FETCHED_INTO:
+                raise
+            fetch(name, root / FETCHED_INTO[name], self.cfg.download, missing)
+            return load_dataset(root, name)
+
+    def load_folder(self, path: Path, shape: list[int]) -> torch.Tensor:
+        try:
+            return load_folder(path, shape)
+        except UserError as missing:
+            if path.name not in ODIN_SETS or path.exists():
+                raise
+            fetch(path.name, path.parent, self.cfg.download, missing)  # the archive beside it, read as it is
+            return load_folder(path, shape)
 
     def build(self) -> dict:
         c = self.cfg
         root = Path(c.root)
-        x, y, x_test, y_test = load_dataset(root, c.dataset)
+        x, y, x_test, y_test = self.load_dataset(root, c.dataset)
         if not 0 < c.val_size < len(x):
             raise UserError(f"data.val_size={c.val_size} must be between 1 and {len(x) - 1}")
         perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
@@ -261,12 +285,12 @@ class OODImages(OODDataModule):
                 if train_folder is not None and (root / folder).resolve() == train_folder:
                     raise UserError(f"data.ood_train_folder={c.ood_train_folder} is also the test set {spec} in "
                                     "data.ood: its images would be trained on, then tested; use another set for one")
-                images = load_folder(folder if folder.is_absolute() else root / folder, shape)
+                images = self.load_folder(folder if folder.is_absolute() else root / folder, shape)
             elif spec in DATASETS:
                 if spec == c.dataset:
                     raise UserError(f"data.ood lists the in-distribution dataset '{spec}' itself")
                 try:
-                    images, name = to_shape(load_dataset(root, spec)[2], shape), spec
+                    images, name = to_shape(self.load_dataset(root, spec)[2], shape), spec
                 except UserError as err:
                     rest = ",".join(str(s) for s in c.ood if str(s) != spec) or "uniform,gaussian"
                     raise UserError(f"{str(err).rstrip('.')}. {spec} serves only as an OOD test set here: to run "
@@ -285,7 +309,7 @@ class OODImages(OODDataModule):
                 raise UserError("data.ood_train=true needs data.ood_train_folder=PATH "
                                 "(a folder of OOD training images)")
             folder = Path(c.ood_train_folder)
-            train_ood = load_folder(folder if folder.is_absolute() else root / folder, shape)
+            train_ood = self.load_folder(folder if folder.is_absolute() else root / folder, shape)
         return {"train": (x[train], y[train]), "val": (x[val], y[val]), "test": (x_test, y_test),
                 "val_ood": val_ood, "test_ood": test_ood, "train_ood": train_ood,
                 "num_classes": int(max(int(y.max()), int(y_test.max())) + 1), "dataset": c.dataset}

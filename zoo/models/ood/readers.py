@@ -1,5 +1,5 @@
-"""The OOD model's real datasets as their files come (nothing is downloaded): readers for the
-``ood_images`` datamodule (data.py).
+"""The OOD model's real datasets as their files come: readers for the ``ood_images`` datamodule
+(data.py, which fetches missing files first: zoo/core/downloads.py).
 
 Layouts looked for under ``data.root``:
 

@@ -123,6 +123,8 @@ class CorpusOptions:
 class TextCorpusConfig(CorpusOptions):
     files: Any = "data/text8"  # a path, a folder (its files), a glob, a list of them, or gensim:NAME; plain
     # UTF-8 text, or gzip / bzip2 / xz / a zip of one text file (told by its first bytes, read as it streams)
+    download: bool = True  # a missing files path named text8 (or text8.zip): fetch text8.zip into its folder
+    # (false: never touch the network)
     val_similarity: list[str] = field(default_factory=lambda: ["gensim:wordsim353.tsv"])  # first = val/spearman
     test_similarity: list[str] = field(default_factory=lambda: ["gensim:wordsim353.tsv", "gensim:simlex999.txt"])
     test_analogies: list[str] = field(default_factory=lambda: ["gensim:questions-words.txt"])  # word2vec's file

@@ -15,6 +15,7 @@ from pathlib import Path
 from torch.utils.data import DataLoader
 
 from zoo.core.data import ResumableLoader, ZooDataModule
+from zoo.core.downloads import fetch
 from zoo.errors import UserError
 from zoo.models.skipgram import corpus as C
 from zoo.models.skipgram.config import PlantedCorpus, SyntheticCorpusConfig, TextCorpusConfig
@@ -46,7 +47,18 @@ class TextCorpusData(ZooDataModule):
 
     # the two things a subclass changes
     def corpus_files(self) -> list[Path]:
-        return C.resolve_files(self.cfg.files, "corpus")
+        """The corpus files; a missing path named text8 or text8.zip is fetched into its folder first (here,
+        not in prepare_data: testing a finished model needs no corpus)."""
+        try:
+            return C.resolve_files(self.cfg.files, "corpus")
+        except UserError as missing:
+            specs = [self.cfg.files] if isinstance(self.cfg.files, str) else list(self.cfg.files)
+            text8 = [Path(str(s)) for s in specs if Path(str(s)).name in ("text8", "text8.zip")
+                     and not Path(str(s)).exists()]
+            if not text8:
+                raise
+            fetch("text8", text8[0].parent, self.cfg.download, missing)
+            return C.resolve_files(self.cfg.files, "corpus")
 
     def eval_files(self) -> dict[str, tuple[list, list]]:
         """{stage: (similarity files, analogy files)}; the first val similarity file is the monitor."""

@@ -68,6 +68,7 @@ class DigitsConfig:
 @dataclass
 class MnistConfig:
     root: str = nonempty_path("data")  # looks in <root>/mnist, <root>/mnist/MNIST/raw, <root>/MNIST/raw
+    download: bool = True  # fetch the IDX files into <root>/mnist when missing (false: never touch the network)
     batch_size: int = positive(100)  # training images per batch
     eval_batch_size: int = positive(500)  # images per validation / test batch
     num_workers: int = 0  # DataLoader worker processes

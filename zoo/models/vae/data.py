@@ -21,6 +21,7 @@ import torch
 from torch.utils.data import Dataset
 
 from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule, check_full_batch, plain_loader
+from zoo.core.downloads import fetch
 from zoo.errors import UserError
 from zoo.models.vae.config import BINARIZE, DigitsConfig, MnistConfig
 
@@ -212,7 +213,11 @@ class MnistData(_BinaryImageData):
     name = "mnist"
 
     def prepare_data(self) -> None:
-        find_mnist(self.cfg.root)  # fail early, with the paths looked at
+        try:
+            find_mnist(self.cfg.root)  # fail early, with the paths looked at
+        except UserError as missing:  # fetched into <root>/mnist (zoo/core/downloads.py), or the error says how
+            fetch("mnist", Path(self.cfg.root) / "mnist", self.cfg.download, missing)
+            find_mnist(self.cfg.root)
 
     def _load(self):
         files = find_mnist(self.cfg.root)
