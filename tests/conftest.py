@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -17,6 +18,12 @@ os.environ.pop("ZOO_DATA_MIRROR", None)
 # The tests train small models: one intra-op thread each is faster than two fighting over 2 cores
 # (the DDP test runs two processes), and results do not depend on the machine's core count.
 torch.set_num_threads(1)
+# The tests that press Ctrl-C on a run they started expect the run to take it. A shell starts a background job
+# (`.ci/stress ... &`, `nohup`) with SIGINT ignored, and the runs would inherit that (an ignored signal stays
+# ignored across exec, and Python then installs no KeyboardInterrupt handler): a Ctrl-C while testing was lost
+# and the run held on. The default handler here is what every process these tests start inherits.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 TOY_RECIPE = """\
 description: toy regression for platform tests
