@@ -124,8 +124,10 @@ def test_inputs_as_files_pil_numpy_and_tensors(joint, tmp_path):
 
 @pytest.mark.parametrize("call, expected", [
     (lambda m: m.detect(torch.zeros(2, 3, 8, 8)), r"\(wrong channels\)"),
-    (lambda m: m.detect(np.zeros((16, 16), np.uint8)), "16x16 pixels; the model takes 8x8. Pass resize=true"),
-    (lambda m: m.detect(np.zeros((8, 8, 3), np.uint8)), r"3 channel\(s\) \(RGB\); the model takes 1"),
+    (lambda m: m.preprocess(np.zeros((16, 16), np.uint8), strict=True), "16x16 pixels; the model takes 8x8"),
+    (lambda m: m.preprocess(np.zeros((8, 8, 3), np.uint8), resize=False), r"3 channel\(s\) \(RGB\); the model takes 1"),
+    (lambda m: m.detect(np.full((8, 8), 300.0)), r"values in \[0, 1\] \(or be uint8 0..255\), got 300..300: divide"),
+    (lambda m: m.preprocess(np.zeros((8, 8)), invert="maybe"), "invert must be auto, true or false"),
     (lambda m: m.detect(torch.zeros(2, 1, 8, 8), detector="mahalanobis"), "detector must be one of msp, odin"),
     (lambda m: m.predict_proba(torch.zeros(1, 8, 8)), "add the batch dimension"),
 ])
