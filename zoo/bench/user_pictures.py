@@ -26,14 +26,18 @@ class Kind:
     resample: str  # PIL's filter upscaling it: nearest or bilinear
     invert: bool = False  # black ink on white paper (the data are light on dark)
     jpeg: int | None = None  # saved as a JPEG of this quality (None: PNG-exact pixels)
+    bitmap: bool = False  # a binary bitmap whose scale x scale blocks hold the pixel's ink (how the digits were made)
 
 
-KINDS = {  # digits (8x8): the pictures of the issue's probe; scenes (64x64) are scaled by 2 instead
+KINDS = {  # digits (8x8): the pictures of the issue's probe and more; scenes (64x64) are scaled by 2 instead
     "nearest x4": Kind(4, "nearest"),
+    "bilinear x4": Kind(4, "bilinear"),
     "bilinear x8": Kind(8, "bilinear"),
-    "inverted nearest x4": Kind(4, "nearest", invert=True),
+    "bitmap x4": Kind(4, "nearest", bitmap=True),
+    "jpeg nearest x4": Kind(4, "nearest", jpeg=75),
     "jpeg bilinear x4": Kind(4, "bilinear", jpeg=75),
-    "inverted jpeg bilinear x4": Kind(4, "bilinear", invert=True, jpeg=75),
+    "inverted nearest x4": Kind(4, "nearest", invert=True),
+    "inverted jpeg nearest x4": Kind(4, "nearest", invert=True, jpeg=75),
 }
 
 
@@ -44,10 +48,14 @@ def pictures(x: Tensor, kind: Kind, folder: Path | None = None) -> list[Any]:
 
     out = []
     arr = (x.clamp(0, 1) * 255).round().to(torch.uint8).permute(0, 2, 3, 1).cpu().numpy()  # (N, h, w, C)
+    rng = np.random.default_rng(0)  # where a bitmap's block puts its set pixels
     for i, a in enumerate(arr):
         img = Image.fromarray(a[..., 0] if a.shape[-1] == 1 else a)
-        img = img.resize((img.width * kind.scale, img.height * kind.scale),
-                         Image.Resampling.NEAREST if kind.resample == "nearest" else Image.Resampling.BILINEAR)
+        if kind.bitmap:
+            img = Image.fromarray(bitmap(a[..., 0], kind.scale, rng))
+        else:
+            img = img.resize((img.width * kind.scale, img.height * kind.scale),
+                             Image.Resampling.NEAREST if kind.resample == "nearest" else Image.Resampling.BILINEAR)
         if kind.invert:
             img = Image.fromarray(255 - np.asarray(img))
         if kind.jpeg is not None and folder is None:
@@ -59,6 +67,22 @@ def pictures(x: Tensor, kind: Kind, folder: Path | None = None) -> list[Any]:
             img.save(path, **({"quality": kind.jpeg} if kind.jpeg is not None else {}))
             img = str(path)
         out.append(img)
+    return out
+
+
+def bitmap(grey: Any, scale: int, rng: Any) -> Any:
+    """A binary (h * scale, w * scale) uint8 bitmap whose block (i, j) has round(grey[i, j] / 255 * scale^2)
+    pixels set, at random places: a box filter gives grey back (to 1 / scale^2), as the digits were made."""
+    import numpy as np  # imported when used: numpy
+
+    h, w = grey.shape
+    counts = np.rint(grey.astype(np.float64) / 255 * scale * scale).astype(int)
+    out = np.zeros((h * scale, w * scale), np.uint8)
+    for i in range(h):
+        for j in range(w):
+            block = np.zeros(scale * scale, np.uint8)
+            block[rng.permutation(scale * scale)[:counts[i, j]]] = 255
+            out[i * scale:(i + 1) * scale, j * scale:(j + 1) * scale] = block.reshape(scale, scale)
     return out
 
 

@@ -17,6 +17,7 @@ as the data were.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,14 +91,7 @@ class ImageTransforms:
     # ---- applying them ---------------------------------------------------------------------------
     def pipeline(self) -> Any:
         """The torchvision v2 steps from a PIL image to floats (before polarity, binarisation, normalisation)."""
-        from torchvision.transforms import v2 as T  # imported when used: torchvision
-
-        mode = T.InterpolationMode[self.resample.upper()]
-        h, w = self.size
-        resize = ([T.Resize(h, interpolation=mode, antialias=True), T.CenterCrop((h, w))]
-                  if self.resize == "shorter_side" else [T.Resize((h, w), interpolation=mode, antialias=True)])
-        grey = [T.Grayscale(1)] if self.channels == 1 else [T.RGB()]
-        return T.Compose([*grey, *resize, T.ToImage(), T.ToDtype(torch.float32, scale=True)])
+        return pipeline(tuple(self.size), self.channels, self.resample, self.resize)
 
     def __call__(self, image: Any, invert: Any = None, strict: bool = False, name: str | None = None) -> Tensor:
         """One picture (path, PIL image, numpy array, tensor (C, H, W) in [0, 1]) -> (C, H, W) float32 on the
@@ -110,7 +104,7 @@ class ImageTransforms:
         name = name or what
         if strict:
             self.check_strict(img, name)
-        x = self.pipeline()(img)  # (C, H, W) in [0, 1]
+        x = self.pipeline()(img).as_subclass(Tensor)  # (C, H, W) in [0, 1]; a plain tensor, not a tv_tensors.Image
         if self.polarity != "none" and (invert == "true" or (invert == "auto" and self.looks_inverted(x))):
             x = 1.0 - x
         if self.binarize is not None:
@@ -147,6 +141,19 @@ class ImageTransforms:
         if img.size != (w, h):
             raise UserError(f"{name} is {img.size[0]}x{img.size[1]} pixels; the model takes {w}x{h}. Drop "
                             f"strict=True to resize it as the model's card says ({self.resample} filter)")
+
+
+@functools.lru_cache(maxsize=32)
+def pipeline(size: tuple[int, int], channels: int, resample: str, resize: str) -> Any:
+    """``ImageTransforms.pipeline``, built once per setting."""
+    from torchvision.transforms import v2 as T  # imported when used: torchvision
+
+    mode = T.InterpolationMode[resample.upper()]
+    h, w = size
+    steps = ([T.Resize(h, interpolation=mode, antialias=True), T.CenterCrop((h, w))] if resize == "shorter_side"
+             else [T.Resize((h, w), interpolation=mode, antialias=True)])
+    grey = [T.Grayscale(1)] if channels == 1 else [T.RGB()]
+    return T.Compose([*grey, *steps, T.ToImage(), T.ToDtype(torch.float32, scale=True)])
 
 
 def tensor_to_numpy(x: Tensor) -> Any:
