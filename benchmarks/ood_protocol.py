@@ -31,6 +31,8 @@ from pathlib import Path
 
 import torch
 
+from zoo.bench.devices import add_device_option, describe, resolve_device
+
 ROOT = Path(__file__).resolve().parent.parent
 NEAR, FAR = ("rot90",), ("photos", "uniform", "gaussian")  # docs/ood.md, ### Data
 DEFAULT = "runs/bench_recipe_seeds/sweeps/ood_digits_joint/seed=*/ood_digits_joint/*/checkpoints/last.ckpt"
@@ -51,14 +53,14 @@ def scores(model, x: torch.Tensor, T: float | None, eps: float) -> torch.Tensor:
     return torch.cat(out)
 
 
-def score_model(target: str) -> dict:
+def score_model(target: str, device: torch.device) -> dict:
     """{split: {set: {setting: scores}}} for split val / test, set "in" or an OOD kind, setting msp or T_eps."""
     import zoo
     from zoo.models.ood.data import as_float
     from zoo.options import validate
     from zoo.registry import DATAMODULES
 
-    model = zoo.load(target)
+    model = zoo.load(target, device=str(device))
     data = dict(model.run_info["data"])
     entry = DATAMODULES.entry(data.pop("name"))
     dm = entry.obj(validate(entry.config, data, "data") if entry.config else data)
@@ -139,7 +141,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--models", nargs="*", default=None, help=f"checkpoints or pretrained names (default: {DEFAULT})")
     ap.add_argument("--out", default="benchmarks/results/ood_protocol.json")
+    add_device_option(ap)
     args = ap.parse_args()
+    device = resolve_device(args.device)
     torch.set_num_threads(1)
     models = args.models or sorted(glob.glob(str(ROOT / DEFAULT)))
     if not models:
@@ -147,12 +151,13 @@ def main() -> None:
                  "--seeds 0,1,2,3,4) or pass --models")
     start, per_model = time.time(), []
     for target in models:
-        per_model.append(evaluate(score_model(target)))
+        per_model.append(evaluate(score_model(target, device)))
         print(target, json.dumps({k: {d: round(v[d]["tnr95"], 3) for d in v} for k, v in per_model[-1].items()}))
     summary = summarise(per_model)
     shown = [str(Path(m).relative_to(ROOT)) if Path(m).is_absolute() else m for m in models]
     record = {"command": " ".join(["OMP_NUM_THREADS=1 python benchmarks/ood_protocol.py", *sys.argv[1:]]),
-              "models": shown, "near": list(NEAR), "far": list(FAR), "total_s": round(time.time() - start, 1),
+              "device": str(device), "device_name": describe(device), "models": shown, "near": list(NEAR),
+              "far": list(FAR), "total_s": round(time.time() - start, 1),
               "per_model": per_model, "summary": summary, "table": table(summary, len(models))}
     out = ROOT / args.out
     out.write_text(json.dumps(record, indent=1) + "\n")
