@@ -144,3 +144,17 @@ def test_inputs_of_every_kind_give_the_same_tensor(tmp_path):
 def test_a_picture_that_cannot_be_mapped_is_one_clear_error(call, expected):
     with pytest.raises(UserError, match=expected):
         call(zoo.transforms("ood-digits-joint"))
+
+
+@pytest.mark.parametrize("name, expected", [("vae-digits", "card"), ("sat-shapes-hard", "card"),
+                                            ("maml-sinusoid", None)])
+def test_export_writes_the_transforms_of_an_image_model(name, expected):
+    from safetensors.torch import load_file
+
+    from zoo.hub import PRETRAINED_DIR, pretrained_cards
+    from zoo.pretrained.__main__ import image_transforms
+
+    card = pretrained_cards()[name]
+    ckpt = {"hyper_parameters": card["hyper_parameters"], "state_dict": load_file(PRETRAINED_DIR / card["weights"])}
+    got = image_transforms(card["model"], ckpt)
+    assert got == (card["transforms"] if expected == "card" else None)
