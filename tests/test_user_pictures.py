@@ -119,6 +119,14 @@ def test_box_filter_gives_block_means_and_invert_auto_reads_the_border():
     assert torch.allclose(tf(paper, invert="false"), 1 - auto) and torch.allclose(tf(255 - paper), auto, atol=1 / 255)
 
 
+def test_a_list_of_tensor_images_of_another_size_is_transformed_and_a_tensor_batch_names_the_fix():
+    model = zoo.load("ood-digits-joint")
+    big = torch.rand(2, 1, 32, 32)
+    assert torch.equal(model.preprocess(list(big)), torch.stack([model.transforms()(i) for i in big]))
+    with pytest.raises(UserError, match=r"\(wrong size\)\. A tensor batch is the model's input.*as a list"):
+        model.preprocess(big)
+
+
 def test_inputs_of_every_kind_give_the_same_tensor(tmp_path):
     tf = zoo.transforms("ood-digits-joint")
     grey = (np.arange(32 * 32).reshape(32, 32) % 251).astype(np.uint8)

@@ -182,6 +182,18 @@ def transform_batch(tf: ImageTransforms, images: Any, shape: tuple[int, ...], de
     and moved, not converted (call ``tf`` on a tensor image of another size). One picture or a list of them
     (paths, PIL images, numpy arrays) goes through ``tf``."""
     invert = parse_invert(invert)
+    if isinstance(images, Tensor):
+        try:
+            return image_batch(images, None, shape, device, dtype)
+        except UserError as err:
+            if strict or images.dim() != len(shape) + 1 or not len(images):
+                raise
+            raise UserError(f"{err}. A tensor batch is the model's input, taken as it is: give pictures of another "
+                            "size as a list (tensor images (C, H, W) in [0, 1], numpy arrays, PIL images or files), "
+                            "which go through model.transforms()") from None
+    if isinstance(images, (list, tuple)) and images and all(isinstance(i, Tensor) for i in images) \
+            and any(tuple(i.shape) != shape for i in images):
+        return torch.stack([tf(i, invert, strict) for i in images]).to(device, dtype)  # tensor images (C, H, W)
     return image_batch(images, lambda img, name: tf(img, invert, strict, name), shape, device, dtype)
 
 
