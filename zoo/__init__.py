@@ -4,6 +4,7 @@
     zoo.list_pretrained()                   # {name: description} of the released models
     model = zoo.load("vae-digits")          # a pretrained entry, or a path to a .ckpt
     images = model.sample(16, seed=0)       # each model's inference methods: docs/api.md
+    zoo.transforms("ood-digits-joint")      # an image model's input transforms, as its card states them
 """
 
 import os as _os
@@ -36,3 +37,22 @@ def load(name_or_path: str, device: str | None = None):
 
     model = _load(name_or_path)
     return model if device is None else model.to(device)
+
+
+def transforms(name_or_path: str):
+    """The input transforms of an image model (like torchvision's ``weights.transforms()``): what a user's
+    picture goes through before the model sees it, as the card states it (size, channels, resampling, value
+    range, polarity, ...), read from the card without loading the weights; for a checkpoint or an older card,
+    derived from the model's config. Callable: ``zoo.transforms("vae-digits")("digit.png")`` -> (1, 8, 8)."""
+    from zoo.core.transforms import ImageTransforms  # imported when used: torch
+    from zoo.errors import UserError  # imported when used: `import zoo` imports nothing of the zoo's
+    from zoo.hub import pretrained_cards  # imported when used: `import zoo` stays light (zoo.hub reads files)
+
+    card = pretrained_cards().get(name_or_path) if isinstance(name_or_path, str) else None
+    if card and card.get("transforms"):
+        return ImageTransforms.from_dict(card["transforms"])
+    model = load(name_or_path)
+    if not hasattr(model, "transforms"):
+        raise UserError(f"{name_or_path} is a {type(model).__name__}, which takes no pictures: it has no image "
+                        "transforms (the image models: vae, ood, sat)")
+    return model.transforms()

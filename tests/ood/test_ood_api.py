@@ -62,15 +62,16 @@ def test_threshold_accepts_95_percent_of_the_validation_data(joint, parts, detec
 
 
 def test_thresholds_travel_in_the_state_dict_and_old_ones_load(joint):
-    fresh = zoo.load("ood-digits-joint")
-    assert torch.isnan(fresh.odin_threshold) and torch.isnan(fresh.energy_threshold)  # the release lacks them
-    state = joint.state_dict()
-    joint.threshold("energy")
-    fresh.load_state_dict(joint.state_dict())  # strict: the new buffers are in it
-    assert fresh.energy_threshold == joint.energy_threshold
+    older = zoo.load("ood-digits-ce")  # released before the buffers existed: fitted on first use
+    assert torch.isnan(older.odin_threshold) and torch.isnan(older.energy_threshold)
+    fresh = zoo.load("ood-digits-joint")  # re-released with them
+    assert torch.isfinite(fresh.odin_threshold) and torch.isfinite(fresh.energy_threshold)
+    state = {k: v.clone() for k, v in fresh.state_dict().items()}  # copies: loading fills the buffers in place
     old = {k: v for k, v in state.items() if k not in ("odin_threshold", "energy_threshold")}
     fresh.load_state_dict(old)  # strict, still: a checkpoint from before the buffers existed
     assert torch.isnan(fresh.energy_threshold)
+    fresh.load_state_dict(state)  # strict: the buffers are in it
+    assert fresh.energy_threshold == state["energy_threshold"]
 
 
 def test_training_stores_every_detectors_threshold(tmp_path, capsys):
@@ -124,8 +125,10 @@ def test_inputs_as_files_pil_numpy_and_tensors(joint, tmp_path):
 
 @pytest.mark.parametrize("call, expected", [
     (lambda m: m.detect(torch.zeros(2, 3, 8, 8)), r"\(wrong channels\)"),
-    (lambda m: m.detect(np.zeros((16, 16), np.uint8)), "16x16 pixels; the model takes 8x8. Pass resize=true"),
-    (lambda m: m.detect(np.zeros((8, 8, 3), np.uint8)), r"3 channel\(s\) \(RGB\); the model takes 1"),
+    (lambda m: m.preprocess(np.zeros((16, 16), np.uint8), strict=True), "16x16 pixels; the model takes 8x8"),
+    (lambda m: m.preprocess(np.zeros((8, 8, 3), np.uint8), resize=False), r"3 channel\(s\) \(RGB\); the model takes 1"),
+    (lambda m: m.detect(np.full((8, 8), 300.0)), r"values in \[0, 1\] \(or be uint8 0..255\), got 300..300: divide"),
+    (lambda m: m.preprocess(np.zeros((8, 8)), invert="maybe"), "invert must be auto, true or false"),
     (lambda m: m.detect(torch.zeros(2, 1, 8, 8), detector="mahalanobis"), "detector must be one of msp, odin"),
     (lambda m: m.predict_proba(torch.zeros(1, 8, 8)), "add the batch dimension"),
 ])

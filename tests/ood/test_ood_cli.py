@@ -31,13 +31,15 @@ def test_predict_prints_class_confidence_and_verdict(tmp_path, capsys):
     assert "-> OUT-OF-DISTRIBUTION" in out[1] and "no class" in out[1] and "calibrated" not in out[1]
 
 
-def test_predict_refuses_wrong_size_and_channels(checkpoint, tmp_path, capsys):
+def test_predict_converts_sizes_and_channels_unless_strict(checkpoint, tmp_path, capsys):
     Image.fromarray(np.zeros((28, 28), np.uint8)).save(tmp_path / "big.png")
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "rgb.png")
-    assert predict.main([str(checkpoint), str(tmp_path / "big.png")]) == 2
+    assert predict.main([str(checkpoint), str(tmp_path / "big.png"), "strict=true"]) == 2
     assert "28x28" in capsys.readouterr().err
-    assert predict.main([str(checkpoint), str(tmp_path / "rgb.png")]) == 2
+    assert predict.main([str(checkpoint), str(tmp_path / "rgb.png"), "convert=false"]) == 2
     assert "3 channel" in capsys.readouterr().err
+    assert predict.main([str(checkpoint), str(tmp_path / "big.png")]) == 0  # resized as the card says
+    capsys.readouterr()
     assert predict.main([str(checkpoint), str(tmp_path / "big.png"), "resize=true"]) == 0
     capsys.readouterr()
     assert predict.main([str(checkpoint), str(tmp_path / "big.png"), "resize=maybe"]) == 2

@@ -66,6 +66,11 @@ def to_pil(item: ImageLike) -> tuple[Any, str]:
         if item.ndim not in (2, 3) or (item.ndim == 3 and item.shape[-1] not in (1, 3, 4)):
             raise UserError(f"a numpy image must be (H, W) or (H, W, C) with C = 1, 3 or 4, got shape {item.shape}")
         arr = item[..., 0] if item.ndim == 3 and item.shape[-1] == 1 else item
+        in_unit = arr.size == 0 or (np.isfinite(arr).all() and -1e-6 <= arr.min() and arr.max() <= 1 + 1e-6)
+        if arr.dtype != np.uint8 and not in_unit:
+            raise UserError(f"a numpy image of {arr.dtype} must hold values in [0, 1] (or be uint8 0..255), got "
+                            f"{np.nanmin(arr):g}..{np.nanmax(arr):g}: divide it by its maximum (x / 255 for 0..255 "
+                            "values) or pass it as uint8")
         if arr.dtype != np.uint8:  # floats in [0, 1] (what ToTensor gives back), as 0..255
             arr = (np.clip(arr.astype(np.float64), 0.0, 1.0) * 255).round().astype(np.uint8)
         return Image.fromarray(arr), f"a numpy array of shape {item.shape}"

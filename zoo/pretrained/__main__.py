@@ -19,7 +19,7 @@ from zoo.cli import CommandLineParser, exit_status
 from zoo.core.files import atomic_path
 from zoo.errors import UserError
 from zoo.evaluate import evaluate
-from zoo.hub import PRETRAINED_DIR, pretrained_cards, read_checkpoint, sha256
+from zoo.hub import PRETRAINED_DIR, build_model, pretrained_cards, read_checkpoint, sha256
 from zoo.options import parse_kv
 from zoo.paths import make_folder
 
@@ -104,11 +104,26 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
             "weights": weights.name, "sha256": sha256(weights_tmp), "size_bytes": weights_tmp.stat().st_size,
             "created": time.strftime("%Y-%m-%d"), "zoo_version": zoo.__version__,
         }
+        transforms = image_transforms(info["model"], ckpt)
+        if transforms is not None:  # what a user's picture goes through: zoo.transforms(name), model.preprocess
+            card["transforms"] = transforms
         sources = card_sources(ckpt["hyper_parameters"].get("cfg", {}), name, pretrained_cards(out_dir))
         if sources:  # other cards this one was trained from: re-exporting them changes what its recipe gives
             card["sources"] = sources
         card_tmp.write_text(json.dumps(card, indent=1) + "\n")
     return weights
+
+
+def image_transforms(model_name: str, ckpt: dict) -> dict | None:
+    """The card's ``transforms`` of an image model (derived from its config by its ``transforms()``); None
+    for a model that takes no pictures."""
+    model = build_model(model_name, ckpt["hyper_parameters"], ckpt["state_dict"], model_name)
+    if not hasattr(model, "transforms"):
+        return None
+    try:
+        return model.transforms().to_dict()
+    except UserError:  # a model of points (the OOD toy)
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,8 @@ from zoo.errors import UserError, image_too_large, permission_denied
 from zoo.paths import check_input_file, readable
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+SHAPES_DATA = ("the shapes scenes: coloured shapes drawn on the 64x64 pixel grid with a little pixel noise; a "
+               "box filter makes a bigger picture of one into the pixel averages")
 
 
 def image_transform(size: int, normalize: str):

@@ -32,13 +32,14 @@ import torch
 from torch import Tensor
 
 from zoo.core.inputs import check_count, generator, image_batch
+from zoo.core.transforms import ImageTransforms, card_transforms, transform_batch
 from zoo.errors import UserError
 from zoo.options import validate
 from zoo.paths import check_output_file, make_folder
 
 from . import decode as D
 from .config import MAX_BEAMS, MAX_LEN
-from .images import conversion_note, image_transform, load_image
+from .images import IMAGENET_MEAN, IMAGENET_STD, SHAPES_DATA, conversion_note, load_image
 from .plots import attention_figure, displayable
 
 
@@ -56,24 +57,42 @@ class Captions:
 class CaptionAPI:
     """Needs ``encode``, ``decoder``, ``decode_mode``, ``vocab``, ``max_len`` and ``data_info`` (module.py)."""
 
-    def preprocess(self, images: Any, notes: bool = False) -> Tensor:
-        """Images as the encoder was trained on them: (B, 3, S, S) on the model's device. ``images``: a
-        tensor (B, 3, S, S) (checked, moved), or one or a list of file paths, PIL images or numpy arrays of
-        any size (shorter side resized to S, centre crop, the data's normalisation). ``notes``: say on
-        stderr when an image is enlarged or has no colour (the command line does)."""
+    def transforms(self) -> ImageTransforms:
+        """The input transforms of the card (``zoo.transforms(name)``), or derived from the model's data for a
+        checkpoint or an older card: RGB, shorter side resized to S, centre crop, the data's normalisation;
+        the shapes scenes (drawn on the pixel grid) with a box filter, photos bilinear."""
+        found = card_transforms(self)
+        if found is not None:
+            return found
         info = self.data_info
-        size = int(info.get("image_size", 224))
-        tf = image_transform(size, info.get("normalize", "imagenet"))
+        size, norm = int(info.get("image_size", 224)), info.get("normalize", "imagenet")
+        unit = norm != "imagenet"
+        return ImageTransforms(size=(size, size), channels=3, resample="box" if unit else "bilinear",
+                               resize="shorter_side", polarity="none", invert="false",
+                               mean=None if unit else IMAGENET_MEAN, std=None if unit else IMAGENET_STD,
+                               data=SHAPES_DATA if info.get("dataset") == "shapes" else "")
+
+    def preprocess(self, images: Any, notes: bool = False, strict: bool = False) -> Tensor:
+        """Images as the encoder was trained on them: (B, 3, S, S) on the model's device. ``images``: a
+        tensor batch (B, 3, S, S) (checked, moved), or one or a list of file paths, PIL images, numpy arrays
+        or tensor images of any size through ``transforms()`` (shorter side resized to S with the card's
+        filter, centre crop, the data's normalisation). ``notes``: say on stderr when an image is enlarged
+        or has no colour (the command line does). ``strict``: refuse pictures of another size instead."""
+        tf = self.transforms()
+        size = tf.size[0]
         if isinstance(images, (str, Path)) or (isinstance(images, (list, tuple)) and images
                                                and all(isinstance(i, (str, Path)) for i in images)):
             paths = [images] if isinstance(images, (str, Path)) else list(images)  # its messages for files
-            return torch.stack([load_image(p, tf, size if notes else None) for p in paths]).to(self.device, self.dtype)
+            return torch.stack([load_image(p, lambda img, p=p: tf(img, strict=strict, name=str(p)),
+                                           size if notes else None) for p in paths]).to(self.device, self.dtype)
+        if not notes:
+            return transform_batch(tf, images, (3, size, size), self.device, self.dtype, None, strict)
 
         def convert(img: Any, name: str) -> Tensor:
-            note = conversion_note(img, size) if notes else None
+            note = conversion_note(img, size)
             if note:
                 print(f"note: {name} {note}", file=sys.stderr)
-            return tf(img.convert("RGB"))
+            return tf(img, strict=strict, name=name)
 
         return image_batch(images, convert, (3, size, size), self.device, self.dtype)
 

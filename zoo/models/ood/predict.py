@@ -1,7 +1,7 @@
 """The OOD classifier's inference API (a mixin of ``OODClassifier``) and ``python -m zoo.predict`` for it.
 
     model = zoo.load("ood-digits-joint")
-    x = model.preprocess(["a.png"], resize=True, convert=True)   # files / PIL / numpy -> (1, 1, 8, 8)
+    x = model.preprocess(["a.png"])   # files / PIL / numpy of any size -> (1, 1, 8, 8), as model.transforms() says
     model.predict_proba(x)                  # (1, 10) softmax(logits / T), T the fitted temperature
     d = model.detect(x, detector="msp")     # d.labels, d.confidence, d.score, d.is_in (1,) each
 
@@ -20,11 +20,11 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from zoo.core.inputs import image_batch
+from zoo.core.transforms import DIGITS_DATA, ImageTransforms, card_transforms, transform_batch
 from zoo.errors import UserError
 from zoo.models.ood import detect as det
 from zoo.models.ood.data import as_float
@@ -67,38 +67,39 @@ class OODAPI:
         self.register_load_state_dict_pre_hook(fill_missing)
 
     # ---- inputs -----------------------------------------------------------------------------------
-    def preprocess(self, images: Any, resize: bool = False, convert: bool = False, invert: bool = False) -> Tensor:
+    def transforms(self) -> ImageTransforms:
+        """The input transforms of the card (``zoo.transforms(name)``), or derived from the model's data for a
+        checkpoint or an older card: digits grey, box filter, light ink on dark (invert auto); colour
+        datasets RGB, bilinear, never inverted."""
+        found = card_transforms(self)
+        if found is not None:
+            return found
+        if len(self.input_shape) != 3:
+            raise UserError(f"this model takes points (B, {self.input_shape[0]}), not pictures: it has no image "
+                            "transforms")
+        c, h, w = self.input_shape
+        digits = self.data_info.get("dataset") == "digits"
+        return ImageTransforms(size=(h, w), channels=c, resample="box" if digits else "bilinear",
+                               polarity="light_on_dark" if digits else "none", invert="auto" if digits else "false",
+                               data=DIGITS_DATA if digits else "")
+
+    def preprocess(self, images: Any, invert: Any = None, strict: bool = False, resize: bool | None = None,
+                   convert: bool | None = None) -> Tensor:
         """Inputs as the model takes them: (B, *input_shape) on the model's device.
 
-        ``images``: a tensor (B, C, H, W) in [0, 1] (checked, moved), or one or a list of file paths, PIL
-        images or numpy arrays. An image of another size or channel count is refused unless ``resize`` /
-        ``convert`` (to grey or RGB) are set; ``invert`` turns dark-on-light into the digits' light-on-dark.
-        A model of 2-D points takes a tensor (B, 2) only."""
+        ``images``: a tensor batch (B, C, H, W) in [0, 1] of the model's shape (checked, moved), or one or a
+        list of file paths, PIL images, numpy arrays or tensor images of any size, through ``transforms()``
+        (grey or RGB, resized with the card's filter, the data's polarity: ``invert`` auto / true / false,
+        None: the card's default). ``strict`` (or the older ``resize=False`` / ``convert=False``): refuse a
+        picture of another size or channel count instead. A model of 2-D points takes a tensor (B, 2) only."""
         if len(self.input_shape) != 3:
             if not isinstance(images, Tensor):
                 raise UserError(f"this model takes points: give a tensor of shape (B, {self.input_shape[0]}), "
                                 f"got {type(images).__name__}")
             return image_batch(images, None, self.input_shape, self.device, self.dtype)
-        return image_batch(images, lambda img, name: self._pil_to_tensor(img, name, resize, convert, invert),
-                           self.input_shape, self.device, self.dtype)
-
-    def _pil_to_tensor(self, img: Any, name: str, resize: bool, convert: bool, invert: bool) -> Tensor:
-        from PIL import Image  # imported when used: PIL
-
-        c, h, w = self.input_shape
-        channels = {"L": 1, "1": 1, "I": 1, "F": 1, "LA": 2, "RGB": 3, "RGBA": 4}.get(img.mode, 3)
-        if channels != c and not (channels in (2, 4) and channels - 1 == c) and not convert:
-            raise UserError(f"{name} has {channels} channel(s) ({img.mode}); the model takes {c}. "
-                            f"Pass convert=true to convert it to {'grey' if c == 1 else 'RGB'}")
-        img = img.convert("L" if c == 1 else "RGB")
-        if img.size != (w, h):
-            if not resize:
-                raise UserError(f"{name} is {img.size[0]}x{img.size[1]} pixels; the model takes {w}x{h}. "
-                                "Pass resize=true to resize it")
-            img = img.resize((w, h), Image.BILINEAR)
-        x = torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0)  # cpu: the batch is moved
-        x = x[None] if c == 1 else x.permute(2, 0, 1)
-        return 1 - x if invert else x
+        strict = strict or resize is False or convert is False
+        return transform_batch(self.transforms(), images, tuple(self.input_shape), self.device, self.dtype,
+                               invert, strict)
 
     # ---- predictions ------------------------------------------------------------------------------
     @torch.no_grad()
@@ -161,20 +162,21 @@ class OODAPI:
 class PredictOptions:
     """``python -m zoo.predict ood-digits-joint IMAGE ... key=value``."""
 
-    resize: bool = False  # resize images of another size to the model's
-    convert: bool = False  # convert images of other channels (grey <-> RGB)
-    invert: bool = False  # invert the pixels (dark ink on light paper)
+    strict: bool = False  # refuse images of another size or channel count (default: converted as the card says)
+    resize: bool = True  # false: refuse images of another size (as strict)
+    convert: bool = True  # false: refuse images of another channel count (as strict)
+    invert: str = "auto"  # dark ink on light paper: auto (from the border pixels), true, false
 
 
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     """Image files -> class, calibrated confidence and in/out verdict by max-softmax (``detect``). Options:
-    resize (scale to the model's size), convert (grey / RGB), invert (white-on-black like digits)."""
+    strict (refuse other sizes / channels), invert (auto, true, false: dark ink on light paper)."""
     o = validate(PredictOptions, options, "ood predict", what="option")
     if len(model.input_shape) != 3:
         raise UserError("zoo.predict for the OOD model reads image files; this model takes 2-D points")
     if not inputs:
         raise UserError("give one or more image files: python -m zoo.predict MODEL a.png b.png")
-    x = model.preprocess(inputs, o["resize"], o["convert"], o["invert"])
+    x = model.preprocess(inputs, invert=str(o["invert"]), strict=o["strict"], resize=o["resize"], convert=o["convert"])
     d = model.detect(x, "msp")
     for path, label, conf, m, inside in zip(inputs, d.labels.tolist(), d.confidence.tolist(), d.score.tolist(),
                                             d.is_in.tolist()):

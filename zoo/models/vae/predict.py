@@ -18,7 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from zoo.core.inputs import check_count, check_seed, generator, image_batch
+from zoo.core.inputs import check_count, check_seed, generator
+from zoo.core.transforms import DIGITS_DATA, MNIST_DATA, ImageTransforms, card_transforms, transform_batch
 from zoo.errors import UserError, no_access
 from zoo.models.vae import plots
 from zoo.options import validate
@@ -31,32 +32,28 @@ class VAEAPI:
     """Needs the ``LatentVAE`` pieces: ``image_shape``, ``data_info``, ``posterior``, ``decode``, ``code``,
     ``prior_draw``, ``mean_image``, ``iwae_nll``."""
 
-    def preprocess(self, images: Any, invert: str = "auto") -> Tensor:
+    def transforms(self) -> ImageTransforms:
+        """The input transforms of the card (``zoo.transforms(name)``), or derived from the model's data for a
+        checkpoint or an older card: grey, resized with a box filter, light ink on dark, binarised as the data."""
+        found = card_transforms(self)
+        if found is not None:
+            return found
+        info = self.data_info
+        c, h, w = (int(s) for s in info["image_shape"])
+        binarize = None if info.get("binarize", "static") == "none" else float(info.get("threshold", 0.5))
+        made = {"digits": DIGITS_DATA, "mnist": MNIST_DATA}.get(info.get("dataset", ""), "")
+        return ImageTransforms(size=(h, w), channels=c, resample="box", polarity="light_on_dark", invert="auto",
+                               binarize=binarize, data=made)
+
+    def preprocess(self, images: Any, invert: Any = None, strict: bool = False) -> Tensor:
         """Images as the model was trained on them: (B, C, H, W) on the model's device.
 
-        ``images``: a tensor (B, C, H, W) (checked, moved), or one or a list of file paths, PIL images or
-        numpy arrays of any size: made greyscale, resized to (H, W), ink bright on dark (``invert``: auto =
-        invert when the border is light, "true", "false"), then binarised at the datamodule's threshold
-        (grey values are kept when the data were not binarised)."""
-        invert = str(invert).lower()
-        if invert not in INVERT:
-            raise UserError(f"invert must be auto, true or false, got {invert!r}")
-        return image_batch(images, lambda img, name: self._pil_to_tensor(img, invert), self.image_shape,
-                           self.device, self.dtype)
-
-    def _pil_to_tensor(self, img: Any, invert: str) -> Tensor:
-        from PIL import Image  # imported when used: PIL
-
-        c, h, w = self.image_shape
-        img = img.convert("L")
-        img = img.resize((w, h), Image.Resampling.BOX if img.width >= w else Image.Resampling.BILINEAR)
-        x = torch.tensor(list(img.getdata()), dtype=torch.float32).view(1, h, w) / 255.0  # cpu: then the batch moves
-        border = torch.cat([x[0, 0], x[0, -1], x[0, :, 0], x[0, :, -1]]).mean()
-        if invert == "true" or (invert == "auto" and border > 0.5):
-            x = 1.0 - x
-        if self.data_info.get("binarize", "static") != "none":
-            x = (x > float(self.data_info.get("threshold", 0.5))).float()
-        return x.expand(c, h, w).clone()
+        ``images``: a tensor batch (B, C, H, W) (checked, moved), or one or a list of file paths, PIL images,
+        numpy arrays or tensor images of any size, through ``transforms()``: greyscale, resized to (H, W) with
+        a box filter, ink bright on dark (``invert``: auto = invert when the border is light, true, false;
+        None: the card's default, auto), then binarised at the data's threshold (grey values are kept when
+        the data were not binarised). ``strict``: refuse pictures of another size instead."""
+        return transform_batch(self.transforms(), images, self.image_shape, self.device, self.dtype, invert, strict)
 
     def _images(self, x: Any) -> Tensor:
         return self.preprocess(x)  # a tensor is only checked and moved
