@@ -13,11 +13,12 @@ torch.manual_seed(0); its standard error is their standard deviation / sqrt(K).
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
 import torch.nn.functional as F
-from seqgan_testlib import tiny_data, tiny_model
+from seqgan_testlib import fit, tiny_data, tiny_model
 from torch.distributions import Categorical
 
 from zoo.estimators import StochasticSample
@@ -161,3 +162,15 @@ def test_d_reads_one_hot_rows_as_it_reads_tokens():
     assert torch.allclose(logits, model.dis(seqs), atol=1e-5)
     logits.sum().backward()
     assert rows.grad.abs().sum() > 0  # a relaxed row's gradient reaches G
+
+
+def test_a_relaxed_estimator_trains_in_the_loop_and_steps_its_temperature_schedule():
+    """Two adversarial iterations of two G steps each under Lightning: the schedule stands at step 4,
+    tau = max(tau_min, tau exp(-rate 4)), and G moved."""
+    dm = tiny_data()
+    model = tiny_model(dm, estimator={"name": "gumbel_softmax", "anneal_rate": 0.2, "tau_min": 0.1},
+                       adv_iterations=2, adv_g_steps=2, eval_samples=64, test_samples=64)
+    before = [p.detach().clone() for p in model.gen.parameters()]
+    fit(model, dm)
+    assert model.estimator.temperature == pytest.approx(math.exp(-0.2 * 4))
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.gen.parameters()))

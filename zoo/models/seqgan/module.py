@@ -247,7 +247,8 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
         world, rank = self.world()
         loss, q = self.g_loss(self._seed(1, iteration, k, *([rank] if world > 1 else [])))
         self._g_update(self.optimizers()[1], loss)
-        self.estimator.set_step(self.g_version)  # temperature schedules (relaxed estimators) run on G steps
+        # temperature schedules (relaxed estimators) count adversarial G steps
+        self.estimator.set_step(iteration * self.cfg.adv_g_steps + k + 1)
         self.log_train({"train/g_pg_loss": loss, "train/reward": q.mean(), "train/d_on_samples": q[:, -1].mean()})
 
     def estimator_loss(self, batch: Any) -> torch.Tensor:
