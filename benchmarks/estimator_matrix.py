@@ -60,7 +60,9 @@ MODELS = {
                # rows that need model options of their own (a sweep each): a group of 4 sequences per start for
                # rloo's leave-one-out baseline, with the final D score as every token's reward (no rollouts)
                "variants": {"rloo_group4_norollouts": {"spec": "rloo",
-                                                       "settings": ["model.group_size=4", "model.rollouts=0"]}}},
+                                                       "settings": ["model.group_size=4", "model.rollouts=0"]},
+                            # relax draws the tokens (its own sample()), rewards from the paper's 16 rollouts
+                            "relax_rollouts16": {"spec": "relax", "settings": []}}},
     "maml_rl": {"recipe": "maml_nav2d", "headline": "test/return_1", "higher": True, "steps": 60,
                 "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1"],
                 "probe_every": 25},
@@ -78,7 +80,9 @@ NOTES = {  # what a reader of a column needs to know
                "gradient (the step times differ by the machine's load)",
     "seqgan": "score-function rows draw with G's sampler and reward each token with the paper's 16 rollouts; "
               "rloo_group4_norollouts draws 4 sequences per start (model.group_size=4) and rewards every token with "
-              "the sequence's final D score (model.rollouts=0); gumbel_softmax and straight_through draw the tokens "
+              "the sequence's final D score (model.rollouts=0); relax_rollouts16 is relax (the registry's row) "
+              "drawing the tokens with its own sample() and scoring them with the 16 rollouts; gumbel_softmax and "
+              "straight_through draw the tokens "
               "themselves and backpropagate through D's score of the (relaxed) sequence (D reads one-hot rows "
               "through its embedding); every row's gradient estimates grad E[-D(Y)] / T, so the variances share "
               "one scale; a step is one training batch of the adversarial epochs (D steps, and the G step at the "
