@@ -56,7 +56,13 @@ MODELS = {
     "seqgan": {"recipe": "seqgan_oracle_small", "headline": "test/nll_oracle", "higher": False, "steps": 6,
                "short": lambda s: ["data.num_train=640", "model.mle_epochs=3", "model.d_pretrain_rounds=1",
                                    f"model.adv_iterations={s}", "model.eval_samples=500", "model.test_samples=1000"],
-               "probe_every": 50, "probe_steps": lambda s: 40 + 11 * s},
+               "probe_every": 50, "probe_steps": lambda s: 40 + 11 * s,
+               # rows that need model options of their own (a sweep each): a group of 4 sequences per start for
+               # rloo's leave-one-out baseline, with the final D score as every token's reward (no rollouts)
+               "variants": {"rloo_group4_norollouts": {"spec": "rloo",
+                                                       "settings": ["model.group_size=4", "model.rollouts=0"]},
+                            # relax draws the tokens (its own sample()), rewards from the paper's 16 rollouts
+                            "relax_rollouts16": {"spec": "relax", "settings": []}}},
     "maml_rl": {"recipe": "maml_nav2d", "headline": "test/return_1", "higher": True, "steps": 60,
                 "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1"],
                 "probe_every": 25},
@@ -72,9 +78,15 @@ NOTES = {  # what a reader of a column needs to know
     "maml_rl": "MAML-RL has no estimator_loss, so the grad_variance callback measures nothing there; the registry's "
                "rloo repeats the default (reinforce with a leave-one-out baseline) to the last digit: the same "
                "gradient (the step times differ by the machine's load)",
-    "seqgan": "one estimator fits (the model draws its tokens itself, one sample a prefix, and D's score is not "
-              "differentiable); a step is one training batch of the adversarial epochs (D steps, and the G step "
-              "with its rollouts at the first batch)",
+    "seqgan": "score-function rows draw with G's sampler and reward each token with the paper's 16 rollouts; "
+              "rloo_group4_norollouts draws 4 sequences per start (model.group_size=4) and rewards every token with "
+              "the sequence's final D score (model.rollouts=0); relax_rollouts16 is relax (the registry's row) "
+              "drawing the tokens with its own sample() and scoring them with the 16 rollouts; gumbel_softmax and "
+              "straight_through draw the tokens "
+              "themselves and backpropagate through D's score of the (relaxed) sequence (D reads one-hot rows "
+              "through its embedding); every row's gradient estimates grad E[-D(Y)] / T, so the variances share "
+              "one scale; a step is one training batch of the adversarial epochs (D steps, and the G step at the "
+              "first batch)",
 }
 
 
@@ -174,15 +186,26 @@ def sweep_model(column: str, seeds: list[int], scale: float, runs: str, parallel
     fixed = [f"run_dir={runs}", "threads=1", *device_args, *m["short"](steps), callbacks,
              "trainer.enable_progress_bar=false", "logger=[csv]"]
     env = {"PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    model_node = f"model.{node_of(m['recipe'])[1].option}"
+    model_node = f"model.{getattr(node_of(m['recipe'])[1], 'option', 'estimator')}"  # the option naming the estimator
     t0 = time.time()
     summary = run_sweep(m["recipe"], {model_node: list(specs.values()), "seed": [str(s) for s in seeds]}, fixed,
                         parallel, name=f"matrix_{column}", yes=True, env=env)
     by_spec = {v: k for k, v in specs.items()}
+    runs_of = [(by_spec[r["values"][model_node]], spec_text(fits[by_spec[r["values"][model_node]]]), r)
+               for r in summary["runs"]]
+    for row, variant in m.get("variants", {}).items():  # rows with model options of their own
+        if only and row not in only:
+            left_out.append(row)
+            continue
+        spec = variant["spec"]
+        text = spec_text(spec) + " with " + " ".join(variant["settings"])
+        vs = run_sweep(m["recipe"], {model_node: [json.dumps(spec) if isinstance(spec, dict) else spec],
+                                     "seed": [str(s) for s in seeds]}, fixed + variant["settings"], parallel,
+                       name=f"matrix_{column}_{row}", yes=True, env=env)
+        runs_of += [(row, text, r) for r in vs["runs"]]
     cells: dict[str, dict] = {}
-    for r in summary["runs"]:
-        row = by_spec[r["values"][model_node]]
-        cell = cells.setdefault(row, {"spec": spec_text(fits[row]), "seeds": [], "headline": [], "grad_var": [],
+    for row, text, r in runs_of:
+        cell = cells.setdefault(row, {"spec": text, "seeds": [], "headline": [], "grad_var": [],
                                       "step_s": [], "failures": []})
         ok = r["rc"] == 0 and "run_dir" in r
         run_dir = Path(r["run_dir"]) if ok else None
@@ -254,7 +277,7 @@ def table(record: dict) -> str:
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(HERE))
-    from devices import accelerator, add_device_option, describe, processor, resolve_device
+    from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device
 
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     add_device_option(ap)

@@ -155,11 +155,12 @@ def test_the_control_variate_is_saved_and_loaded(relax):
     assert torch.equal(fresh.control(z, 2, None), relax.control(z, 2, None))
 
 
-@pytest.mark.parametrize("recipe", ["sat_shapes_hard", "seqgan_oracle_small"])
-def test_models_that_assemble_their_samples_refuse_it_when_the_recipe_loads(recipe):
+def test_models_that_assemble_their_samples_refuse_it_when_the_recipe_loads():
     with pytest.raises(UserError, match="draws or assembles its samples itself"):
-        load_config(recipe, ["model.estimator=relax"])
+        load_config("sat_shapes_hard", ["model.estimator=relax"])
     assert load_config("dvae_digits", ["model.estimator=relax"])["model"]["estimator"] == "relax"
+    # SeqGAN draws its tokens with relax's own sample(), one token at a time (tests/seqgan/test_seqgan_estimators.py)
+    assert load_config("seqgan_oracle_small", ["model.estimator=relax"])["model"]["estimator"] == "relax"
 
 
 def test_a_given_input_dim_builds_the_control_variate_at_once_and_a_wrong_one_is_named():
@@ -368,7 +369,7 @@ def test_it_is_refused_without_a_cost_function():
     with torch.no_grad():  # a loss value under no_grad (its estimate is still a gradient inside)
         value = est.loss(s, torch.ones(1, 4), cost_fn=lambda v: v.sum((-2, -1)))
     assert value.item() == 1.0
-    with pytest.raises(UserError, match="cost is not differentiable"):
+    with pytest.raises(UserError, match="gives no cost function"):
         load_config("seqgan_oracle_small", ["model.estimator={name: relax, rebar: true}"])
     assert load_config("dvae_digits", ["model.estimator={name: relax, rebar: true}"])["model"]["estimator"] == \
         {"name": "relax", "rebar": True}

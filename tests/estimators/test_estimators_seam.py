@@ -19,7 +19,7 @@ EXPECTED_FITS = {
     "vae": ["reinforce", "reparam", "rloo"],
     "dvae": ["gumbel_softmax", "reinforce", "relax", "rloo", "straight_through"],
     "sat": ["gumbel_softmax", "reinforce", "rloo", "straight_through"],
-    "seqgan": ["reinforce"],
+    "seqgan": ["gumbel_softmax", "reinforce", "relax", "straight_through"],
     "ood": ["reinforce", "reparam"],
     "maml_rl": ["reinforce", "rloo"],
 }
@@ -78,7 +78,7 @@ def test_a_node_is_stated_only_where_the_options_sample():
     ("dvae_digits", "model.estimator=expectation", "one cost per categorical variable"),
     ("dvae_digits", "model.estimator=reparam", "continuous distribution with rsample"),
     ("vae_digits", "model.estimator=gumbel_softmax", "handles categorical distributions"),
-    ("seqgan_oracle_small", "model.estimator=straight_through", "cost is not differentiable"),
+    ("seqgan_oracle_small", "model.estimator=reparam", "continuous distribution with rsample"),
     ("seqgan_oracle_small", "model.estimator=rloo", "this model draws one"),
     ("sat_shapes_hard", "model.estimator={name: reinforce, baseline: learned}", "features this model does not"),
     ("dvae_digits", "model.estimator={name: reinforce, baseline: rloo}", "n >= 2 samples per input, got n=1"),

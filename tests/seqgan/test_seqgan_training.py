@@ -103,11 +103,19 @@ def test_estimator_loss_for_the_variance_probe():
     assert int(model.rollout_ready) == 0
 
 
-def test_non_score_function_estimator_is_refused():
-    with pytest.raises(UserError, match="cost is not differentiable. Estimators that fit: reinforce$"):
-        tiny_model(tiny_data(), estimator={"name": "gumbel_softmax"})
-    with pytest.raises(UserError, match="n >= 2 samples per input, and this model draws one"):
-        tiny_model(tiny_data(), estimator="rloo")
+def test_the_refusals_that_remain_name_their_reason():
+    """rloo needs a group (an option away); the others are the math of the node: categorical tokens of V = 30
+    categories whose one cost (D's score) couples the whole sequence."""
+    dm = tiny_data()
+    with pytest.raises(UserError, match="n >= 2 samples per input, and this model draws one.*model.group_size=4"):
+        tiny_model(dm, estimator="rloo")
+    with pytest.raises(UserError, match="at most 2 categories, and this node's have 30"):
+        tiny_model(dm, estimator="disarm", group_size=2)
+    with pytest.raises(UserError, match="couples its variables"):
+        tiny_model(dm, estimator="expectation")
+    with pytest.raises(UserError, match="continuous distribution with rsample"):
+        tiny_model(dm, estimator="reparam")
+    assert tiny_model(dm, estimator="rloo", group_size=2).estimator.name == "rloo"
 
 
 def test_resume_continues_in_the_right_phase(tmp_path):

@@ -46,8 +46,14 @@ class SeqGANConfig:
     # Monte Carlo rollouts N per prefix (the paper: 16). At most 1000: a G step generates and scores
     # (seq_len - 1) x N x adv_batch_size sequences, and 10**8 ran out of memory only at the first
     # adversarial step, after MLE and D pre-training
-    rollouts: int = between(16, 1, MAX_ROLLOUTS, why="over 60x the paper's 16; each G step generates "
+    # 0: no rollouts, the sequence's final D score is every token's reward. Score-function estimators only:
+    # estimators that backpropagate through D (gumbel_softmax, straight_through) score the whole relaxed sequence
+    rollouts: int = between(16, 0, MAX_ROLLOUTS, why="over 60x the paper's 16; each G step generates "
                             "(seq_len - 1) x rollouts x adv_batch_size sequences")
+    # sequences G draws per start (n; the paper: 1). n >= 2 gives estimators that need a group of samples per
+    # input (rloo, reinforce with baseline rloo) their leave-one-out baseline; a G step then draws
+    # group_size x adv_batch_size sequences
+    group_size: int = between(1, 1, 1024, why="each G step draws group_size x adv_batch_size sequences")
     rollout_keep: float = between(0.8, 0, 1)  # rollout net update: beta <- keep * beta + (1 - keep) * theta
     batched_rollouts: bool = True  # all prefixes x rollouts in one generation (False: per-step loop)
     d_chunk: int = positive(4096)  # sequences per D call when scoring rollouts (bounds memory)
@@ -70,8 +76,8 @@ class SeqGANConfig:
     def __post_init__(self):
         if not 0.0 <= self.rollout_keep <= 1.0:
             raise ValueError(f"rollout_keep must be in [0, 1], got {self.rollout_keep}")
-        if self.rollouts < 1 or self.adv_batch_size < 1 or self.adv_g_steps < 0:
-            raise ValueError("rollouts and adv_batch_size must be >= 1, adv_g_steps >= 0")
+        if self.rollouts < 0 or self.adv_batch_size < 1 or self.adv_g_steps < 0 or self.group_size < 1:
+            raise ValueError("rollouts must be >= 0, adv_batch_size and group_size >= 1, adv_g_steps >= 0")
 
 
 @dataclass

@@ -6,6 +6,14 @@ rollout estimate Q(Y_{1:t-1}, y_t) (``rollout.py``), D trains on fresh negatives
 every Lightning epoch comes from ``schedule.py``. G's gradient goes through the estimator
 registry: ``est.loss(sample, cost)`` with cost = -Q of shape (1, B, T), one cost per sampled token
 (Q is already the return from t on, so no reward-to-go sum is needed).
+
+Beyond the paper (``draws.py``): ``group_size`` n >= 2 draws n sequences per start, laid out (n, B, T)
+for estimators that need a group (the leave-one-out baseline of rloo); ``rollouts=0`` rewards every
+token with the sequence's final D score; and estimators that draw the samples themselves
+(gumbel_softmax and straight_through, which backpropagate through D's score, and relax, which keeps the
+Gumbel noise of its draws) draw G's tokens one by one, G and D reading them as one-hot rows through
+their embeddings (``onehot @ E``), so a relaxed token reaches D differentiably (Kusner &
+Hernandez-Lobato 2016, "GANs for sequences of discrete elements with the Gumbel-softmax distribution").
 """
 
 from __future__ import annotations
@@ -21,10 +29,11 @@ from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode, StochasticSample
 from zoo.models.seqgan.config import SeqGANConfig
+from zoo.models.seqgan.draws import draw_with_estimator, estimator_draws, group_layout, sequence_rewards
 from zoo.models.seqgan.evaluation import SeqGANEvaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
 from zoo.models.seqgan.predict import SeqGANAPI, predict_cli
-from zoo.models.seqgan.rollout import rollout_rewards, update_rollout_net
+from zoo.models.seqgan.rollout import update_rollout_net
 from zoo.models.seqgan.schedule import Schedule
 
 
@@ -39,13 +48,20 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
     monitor, monitor_mode = "val/nll_oracle", "min"
     text_monitor = ("val/bleu3", "max")  # with text data (no oracle): BLEU-3 against held-out sentences
     ddp_find_unused_parameters = True  # G steps leave D without gradients and D steps leave G
-    # sampled tokens, scored by D (no gradient through them), one sequence per input; a learned
-    # baseline reads G's hidden state h_t: b(Y_{1:t-1}); G's own sampler draws the tokens (own_samples=False)
+    # G's tokens, sampled one by one: by G's own sampler for score-function estimators, by est.sample for
+    # estimators that draw (own_samples: relax keeps their noise; differentiable_cost: D reads the one-hot or
+    # relaxed rows through its embedding); group_size sequences per start; a learned baseline reads G's
+    # hidden state h_t: b(Y_{1:t-1}); a control variate reads one token's V values (sample_size)
     @classmethod
     def stochastic_node(cls, cfg: SeqGANConfig, data_info: dict | None = None) -> StochasticNode:
         """G's tokens, sampled one by one; a learned baseline reads G's hidden state."""
-        return StochasticNode(kind="categorical", differentiable_cost=False, multi_sample=False,
-                              own_samples=False, context=True, context_dim=cfg.gen_hidden_dim)
+        n = cfg.group_size
+        vocab = (data_info or {}).get("vocab_size")
+        return StochasticNode(kind="categorical", differentiable_cost=True, multi_sample=n >= 2,
+                              samples=n if n >= 2 else None, own_samples=True, context=True,
+                              context_dim=cfg.gen_hidden_dim, sample_size=int(vocab) if vocab else None,
+                              categories=int(vocab) if vocab else None,
+                              hint="" if n >= 2 else "model.group_size=4 draws 4 sequences per start (rloo fits)")
 
     @classmethod
     def run_monitor(cls, cfg: dict) -> tuple[str, str] | None:
@@ -89,6 +105,7 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
             V, self.seq_len, c.dis_emb_dim, tuple(c.dis_filter_sizes), tuple(c.dis_num_filters), c.dis_dropout
         )
         self.estimator = self.build_estimator()
+        self.est_draws = estimator_draws(self.estimator)  # the estimator draws G's tokens (draws.py)
         self.oracle = None
         if d.get("oracle"):
             o = d["oracle"]
@@ -186,13 +203,18 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
         self.log_train({"train/g_mle_nll": loss}, prog_bar=("train/g_mle_nll",))
 
     def pg_loss(self, seqs: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        """Estimator surrogate for the sampled sequences (B, T) and their rewards Q (B, T)."""
-        h, _ = self.gen.lstm(self.gen.embed(self.gen.inputs(seqs)))  # (B, T, H)
-        dist = Categorical(logits=self.gen.head(h).unsqueeze(0))  # batch shape (1, B, T)
-        index = seqs.unsqueeze(0)  # (1, B, T)
-        value = F.one_hot(index, self.gen.vocab_size).to(dist.logits.dtype)  # (1, B, T, V)
+        """Estimator surrogate for the sampled sequences (R, T) and their rewards Q (R, T), R = n x B
+        group-major: (n, B, T) for an estimator that needs a group per start, else (1, R, T)."""
+        h, _ = self.gen.lstm(self.gen.embed(self.gen.inputs(seqs)))  # (R, T, H)
+        n = group_layout(self.estimator, self.cfg.group_size)
+        shape = (n, seqs.shape[0] // n, seqs.shape[1])
+        dist = Categorical(logits=self.gen.head(h).view(*shape, -1))  # batch shape (n, B, T)
+        index = seqs.view(shape)  # (n, B, T)
+        value = F.one_hot(index, self.gen.vocab_size).to(dist.logits.dtype)  # (n, B, T, V)
         s = StochasticSample(value=value, log_prob=dist.log_prob(index), dist=dist, index=index)
-        return self.estimator.loss(s, -q.unsqueeze(0), context=h.detach())  # cost = -Q per token
+        # a learned baseline's features: h_t per (B, T), which only one sample per start has
+        context = h.detach().view(*shape, -1)[0] if n == 1 else None
+        return self.estimator.loss(s, -q.view(shape), context=context)  # cost = -Q per token
 
     def start_adversarial(self) -> None:
         """At the first G step: beta <- theta, and keep G's pre-trained weights for the test report."""
@@ -201,34 +223,38 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
             self.gen_mle.load_state_dict(self.gen.state_dict())
             self.rollout_ready.fill_(1)
 
+    def rewards(self, seqs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """Q (R, T) of sequences (R, T): rollouts of the delayed copy beta (of G itself while adversarial
+        training has not started), or with ``rollouts=0`` the final D score for every token."""
+        rollout = self.rollout if int(self.rollout_ready) else self.gen
+        c = self.cfg
+        return sequence_rewards(rollout, self.dis, seqs, c.rollouts, c.batched_rollouts, generator, c.d_chunk)
+
     def sample_and_reward(self, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """Y ~ G (adv_batch_size, T) and Q (same shape) from rollouts of the delayed copy beta
-        (of G itself while adversarial training has not started)."""
-        seqs = self.gen.sample(self.cfg.adv_batch_size, self.seq_len, generator=generator)
-        q = rollout_rewards(
-            self.rollout if int(self.rollout_ready) else self.gen,
-            self.dis,
-            seqs,
-            self.cfg.rollouts,
-            batched=self.cfg.batched_rollouts,
-            generator=generator,
-            chunk=self.cfg.d_chunk,
-        )
-        return seqs, q
+        """Y ~ G (group_size x adv_batch_size, T), group-major, and Q (same shape)."""
+        seqs = self.gen.sample(self.cfg.group_size * self.cfg.adv_batch_size, self.seq_len, generator=generator)
+        return seqs, self.rewards(seqs, generator)
+
+    def g_loss(self, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """G's surrogate loss and the rewards Q (R, T) of its sequences (for logging)."""
+        if self.est_draws:
+            return draw_with_estimator(self, generator)
+        seqs, q = self.sample_and_reward(generator)
+        return self.pg_loss(seqs, q), q
 
     def _adversarial_step(self, iteration: int, k: int) -> None:
         self.start_adversarial()
         world, rank = self.world()
-        seqs, q = self.sample_and_reward(self._seed(1, iteration, k, *([rank] if world > 1 else [])))
-        loss = self.pg_loss(seqs, q)
+        loss, q = self.g_loss(self._seed(1, iteration, k, *([rank] if world > 1 else [])))
         self._g_update(self.optimizers()[1], loss)
+        # temperature schedules (relaxed estimators) count adversarial G steps
+        self.estimator.set_step(iteration * self.cfg.adv_g_steps + k + 1)
         self.log_train({"train/g_pg_loss": loss, "train/reward": q.mean(), "train/d_on_samples": q[:, -1].mean()})
 
     def estimator_loss(self, batch: Any) -> torch.Tensor:
         """A fresh stochastic estimate of G's adversarial loss (for GradientVarianceCallback)."""
         seed = int(torch.randint(0, 2**31 - 1, ()))  # cpu: a seed drawn from the global generator
-        seqs, q = self.sample_and_reward(torch.Generator(device=self.device).manual_seed(seed))
-        return self.pg_loss(seqs, q)
+        return self.g_loss(torch.Generator(device=self.device).manual_seed(seed))[0]
 
     def estimator_parameters(self) -> list:
         return list(self.gen.parameters())

@@ -194,7 +194,15 @@ class Discriminator(nn.Module):
 
     def forward(self, seqs: Tensor) -> Tensor:
         """(B, T) tokens -> (B,) logits of P(real)."""
-        x = self.embed(seqs).transpose(1, 2)  # (B, E, T)
+        return self._from_embedded(self.embed(seqs))
+
+    def forward_onehot(self, rows: Tensor) -> Tensor:
+        """(B, T, V) one-hot or relaxed rows -> (B,) logits, the rows read through the embedding (rows @ E,
+        E[y] for a one-hot): differentiable in the rows, so a relaxed sample's gradient reaches G."""
+        return self._from_embedded(rows.to(self.embed.weight.dtype) @ self.embed.weight)  # (B, T, E) inside
+
+    def _from_embedded(self, emb: Tensor) -> Tensor:
+        x = emb.transpose(1, 2)  # (B, E, T)
         pooled = [F.relu(conv(x)).amax(dim=-1) for conv in self.convs]  # each (B, n_k)
         return self.head(pooled)
 
