@@ -174,7 +174,7 @@ def sweep_model(column: str, seeds: list[int], scale: float, runs: str, parallel
     fixed = [f"run_dir={runs}", "threads=1", *device_args, *m["short"](steps), callbacks,
              "trainer.enable_progress_bar=false", "logger=[csv]"]
     env = {"PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    model_node = f"model.{node_of(m['recipe'])[1].option}"
+    model_node = "model.estimator"  # every model names its estimator so (zoo.options.estimator_option)
     t0 = time.time()
     summary = run_sweep(m["recipe"], {model_node: list(specs.values()), "seed": [str(s) for s in seeds]}, fixed,
                         parallel, name=f"matrix_{column}", yes=True, env=env)
@@ -254,7 +254,7 @@ def table(record: dict) -> str:
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(HERE))
-    from devices import accelerator, add_device_option, describe, processor, resolve_device
+    from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device
 
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     add_device_option(ap)
