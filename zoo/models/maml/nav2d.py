@@ -33,7 +33,6 @@ from zoo.models.maml import plots
 from zoo.models.maml.config import Nav2dMAMLConfig
 from zoo.models.maml.nav2d_env import GaussianPolicy, policy_out, rollout
 
-
 BASELINE_FEATURES = 3  # a learned baseline's input per task and time step: goal (x, y), (t + 1) / horizon
 
 
