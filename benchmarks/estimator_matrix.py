@@ -58,7 +58,7 @@ MODELS = {
                                    f"model.adv_iterations={s}", "model.eval_samples=500", "model.test_samples=1000"],
                "probe_every": 50, "probe_steps": lambda s: 40 + 11 * s},
     "maml_rl": {"recipe": "maml_nav2d", "headline": "test/return_1", "higher": True, "steps": 60,
-                "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1"],
+                "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1", "data.meta_batch=10"],
                 "probe_every": 25, "rows": "baselines"},
     "vae": {"recipe": "vae_digits", "headline": "test/loss", "higher": False, "steps": 300,
             "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1", "model.iwae_samples=10",
