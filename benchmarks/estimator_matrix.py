@@ -33,8 +33,6 @@ import sys
 import time
 from pathlib import Path
 
-import lightning as L
-
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "estimator_matrix.json"
@@ -88,24 +86,34 @@ NOTES = {  # what a reader of a column needs to know
 }
 
 
-class StepTimer(L.Callback):
-    """Wall time of the training steps (batch start -> batch end, before the gradient-variance probe,
-    which comes after it in the callbacks), written to <run folder>/step_time.json at the end."""
+def __getattr__(name: str):
+    """``StepTimer`` (the runs' callback, ``estimator_matrix:StepTimer``), made when first asked for: Lightning is
+    imported by the runs, not by --merge, --plan or --table."""
+    if name != "StepTimer":
+        raise AttributeError(name)
+    import lightning as L
 
-    def __init__(self):
-        self.total, self.steps, self._t0 = 0.0, 0, 0.0
+    class StepTimer(L.Callback):
+        """Wall time of the training steps (batch start -> batch end, before the gradient-variance probe,
+        which comes after it in the callbacks), written to <run folder>/step_time.json at the end."""
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self._t0 = time.perf_counter()
+        def __init__(self):
+            self.total, self.steps, self._t0 = 0.0, 0, 0.0
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.total += time.perf_counter() - self._t0
-        self.steps += 1
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            self._t0 = time.perf_counter()
 
-    def on_train_end(self, trainer, pl_module):
-        if trainer.is_global_zero:
-            out = Path(trainer.default_root_dir) / "step_time.json"
-            out.write_text(json.dumps({"steps": self.steps, "seconds": self.total}) + "\n")
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            self.total += time.perf_counter() - self._t0
+            self.steps += 1
+
+        def on_train_end(self, trainer, pl_module):
+            if trainer.is_global_zero:
+                out = Path(trainer.default_root_dir) / "step_time.json"
+                out.write_text(json.dumps({"steps": self.steps, "seconds": self.total}) + "\n")
+
+    globals()["StepTimer"] = StepTimer
+    return StepTimer
 
 
 def node_of(recipe: str):
@@ -304,10 +312,8 @@ def merge(paths: list[str]) -> dict:
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(HERE))
-    from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device
-
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    add_device_option(ap)
+    ap.add_argument("--device", default="cpu", help="where the runs train: cpu (default), cuda, cuda:1, ... (recorded)")
     ap.add_argument("--models", default=",".join(c for c in MODELS if c not in DROPPED),
                     help=f"comma-separated, of {', '.join(MODELS)}")
     ap.add_argument("--seeds", default="0,1,2")
@@ -341,6 +347,8 @@ def main() -> None:
             for k, v in why.items():
                 print(f"    {k}: cannot fit: {v}")
         return
+    from zoo.bench.devices import accelerator, describe, processor, resolve_device  # torch: for the runs only
+
     device = resolve_device(args.device)
     acc, devices = accelerator(device)
     seeds = [int(s) for s in args.seeds.split(",")]
