@@ -33,8 +33,6 @@ import sys
 import time
 from pathlib import Path
 
-import lightning as L
-
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "estimator_matrix.json"
@@ -64,20 +62,30 @@ MODELS = {
                             # relax draws the tokens (its own sample()), rewards from the paper's 16 rollouts
                             "relax_rollouts16": {"spec": "relax", "settings": []}}},
     "maml_rl": {"recipe": "maml_nav2d", "headline": "test/return_1", "higher": True, "steps": 60,
-                "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1"],
-                "probe_every": 25},
-    "ood_gan": {"recipe": "ood_digits_joint", "headline": "test/photos/msp/auroc", "higher": True, "steps": 300,
-                "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1"],
-                "probe_every": 50},
+                "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1", "data.meta_batch=10"],
+                "probe_every": 25, "rows": "baselines"},
+    "vae": {"recipe": "vae_digits", "headline": "test/loss", "higher": False, "steps": 300,
+            "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1", "model.iwae_samples=10",
+                                "model.plot_every_n_epochs=1000"],
+            "probe_every": 50, "rows": "baselines"},
 }
+# columns left out, and why (the sentence the table prints under it)
+DROPPED = {
+    "ood_gan": "the OOD GAN's node z ~ N(0, I) has no parameters: G's weights get their gradient by "
+               "backpropagation through G(z) whatever the estimator, so every row repeated one gradient to the "
+               "last digit (2026-11-28's matrix); it has no column",
+}
+# extra rows for the columns marked "rows": "baselines": REINFORCE with each of its baselines (the registry's
+# own rows take its default options, baseline none)
+BASELINE_ROWS = {f"reinforce[{b}]": {"name": "reinforce", "baseline": b} for b in ("ema", "batch_mean", "learned")}
 REPEATS = 8  # gradient estimates a measurement
 NOTES = {  # what a reader of a column needs to know
-    "ood_gan": "the node z ~ N(0, I) has no parameters: every estimator draws the same z and G's weights get "
-               "their gradient by backpropagation through G(z), so the rows repeat each other to the last digit "
-               "(the step times differ only by the machine's load)",
-    "maml_rl": "MAML-RL has no estimator_loss, so the grad_variance callback measures nothing there; the registry's "
-               "rloo repeats the default (reinforce with a leave-one-out baseline) to the last digit: the same "
-               "gradient (the step times differ by the machine's load)",
+    "maml_rl": "the variance is that of the meta-gradient to the policy (estimator_loss: a fresh meta-loss); the "
+               "registry's rloo is the default's gradient (reinforce with a leave-one-out baseline over the "
+               "trajectories); reinforce[learned] reads (goal, time)",
+    "vae": "one Gaussian node z ~ N(mu(x), sigma(x)); reinforce[learned] reads the image",
+    "sat_hard": "relax's control variate is per word (control: auto = per_variable on this sequential node); "
+                "expectation and unordered_set need a location's own cost, which here is the rest of the caption",
     "seqgan": "score-function rows draw with G's sampler and reward each token with the paper's 16 rollouts; "
               "rloo_group4_norollouts draws 4 sequences per start (model.group_size=4) and rewards every token with "
               "the sequence's final D score (model.rollouts=0); relax_rollouts16 is relax (the registry's row) "
@@ -90,24 +98,34 @@ NOTES = {  # what a reader of a column needs to know
 }
 
 
-class StepTimer(L.Callback):
-    """Wall time of the training steps (batch start -> batch end, before the gradient-variance probe,
-    which comes after it in the callbacks), written to <run folder>/step_time.json at the end."""
+def __getattr__(name: str):
+    """``StepTimer`` (the runs' callback, ``estimator_matrix:StepTimer``), made when first asked for: Lightning is
+    imported by the runs, not by --merge, --plan or --table."""
+    if name != "StepTimer":
+        raise AttributeError(name)
+    import lightning as L
 
-    def __init__(self):
-        self.total, self.steps, self._t0 = 0.0, 0, 0.0
+    class StepTimer(L.Callback):
+        """Wall time of the training steps (batch start -> batch end, before the gradient-variance probe,
+        which comes after it in the callbacks), written to <run folder>/step_time.json at the end."""
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self._t0 = time.perf_counter()
+        def __init__(self):
+            self.total, self.steps, self._t0 = 0.0, 0, 0.0
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.total += time.perf_counter() - self._t0
-        self.steps += 1
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            self._t0 = time.perf_counter()
 
-    def on_train_end(self, trainer, pl_module):
-        if trainer.is_global_zero:
-            out = Path(trainer.default_root_dir) / "step_time.json"
-            out.write_text(json.dumps({"steps": self.steps, "seconds": self.total}) + "\n")
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            self.total += time.perf_counter() - self._t0
+            self.steps += 1
+
+        def on_train_end(self, trainer, pl_module):
+            if trainer.is_global_zero:
+                out = Path(trainer.default_root_dir) / "step_time.json"
+                out.write_text(json.dumps({"steps": self.steps, "seconds": self.total}) + "\n")
+
+    globals()["StepTimer"] = StepTimer
+    return StepTimer
 
 
 def node_of(recipe: str):
@@ -129,18 +147,36 @@ def rows_for(recipe: str) -> tuple[dict, dict, str | None]:
     from zoo.registry import ESTIMATORS
 
     cls, node, options, default = node_of(recipe)
-    d_name, _, d_opts = resolve(default)
+    d_name, d_cls, d_opts = resolve(default)
     fits, why, same = {"default": default}, {}, None
-    for name in ESTIMATORS.list():
-        _, est_cls, opts = resolve(name)
-        reason = mismatch(default_requirements(est_cls), node, node.samples or getattr(opts, "n", None))
+    column = next((c for c, m in MODELS.items() if m["recipe"] == recipe), None)
+    extra = BASELINE_ROWS if column and MODELS[column].get("rows") == "baselines" else {}
+    for name, spec in [*((n, n) for n in ESTIMATORS.list()), *extra.items()]:
+        _, est_cls, opts = resolve(spec)
+        reason = mismatch(est_cls.requirements(opts) if hasattr(est_cls, "requirements") else
+                          default_requirements(est_cls), node, node.samples or getattr(opts, "n", None))
         if reason:
             why[name] = reason
-        elif name == d_name and opts == d_opts:
+        elif same is None and same_gradient(d_cls, d_opts, est_cls, opts, node):
             same = name
         else:
-            fits[name] = name
+            fits[name] = spec
     return fits, why, same
+
+
+def same_gradient(a_cls, a_opts, b_cls, b_opts, node) -> bool:
+    """Whether two estimator specs give one gradient on ``node``: one class a subclass of the other (rloo is
+    reinforce with the leave-one-out baseline) and the same options, n aside where the node states its samples."""
+    import dataclasses
+
+    if not (issubclass(a_cls, b_cls) or issubclass(b_cls, a_cls)):
+        return False
+    if not (dataclasses.is_dataclass(a_opts) and dataclasses.is_dataclass(b_opts)):
+        return a_opts == b_opts
+    a, b = dataclasses.asdict(a_opts), dataclasses.asdict(b_opts)
+    if node.samples:
+        a.pop("n", None), b.pop("n", None)
+    return a == b
 
 
 def spec_text(spec) -> str:
@@ -186,7 +222,7 @@ def sweep_model(column: str, seeds: list[int], scale: float, runs: str, parallel
     fixed = [f"run_dir={runs}", "threads=1", *device_args, *m["short"](steps), callbacks,
              "trainer.enable_progress_bar=false", "logger=[csv]"]
     env = {"PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    model_node = f"model.{getattr(node_of(m['recipe'])[1], 'option', 'estimator')}"  # the option naming the estimator
+    model_node = "model.estimator"  # every model names its estimator so (zoo.options.estimator_option)
     t0 = time.time()
     summary = run_sweep(m["recipe"], {model_node: list(specs.values()), "seed": [str(s) for s in seeds]}, fixed,
                         parallel, name=f"matrix_{column}", yes=True, env=env)
@@ -267,21 +303,44 @@ def table(record: dict) -> str:
                 cells.append(f"cannot fit: {col['cannot_fit'][row]}")
             elif row == col.get("same_as_default"):
                 cells.append("= the default")
-            else:
+            elif row in col.get("left_out", {}) or row in MODELS.get(c, {}).get("variants", {}):
                 cells.append("fits; not run (--estimators)")
+            else:  # another column's own row (a variant with model options of that model)
+                cells.append("—")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     lines += ["", *(f"- {c}: {NOTES[c]}" for c in cols if c in NOTES)]
+    lines += [f"- {c} (no column): {why}" for c, why in record.get("dropped", {}).items()]
+    lines += ["", f"{count_cells(record)} non-default cells measured (rows x columns with numbers, the default "
+                  "and '= the default' aside)"]
     return "\n".join(lines)
+
+
+def count_cells(record: dict) -> int:
+    return sum(1 for col in record["models"].values() for row in col["cells"] if row != "default")
+
+
+def merge(paths: list[str]) -> dict:
+    """One record from part files (this script's --out, or another's in its format: SeqGAN's column): their
+    columns side by side, each part's command and machine kept with its columns."""
+    record: dict = {"parts": [], "models": {}, "dropped": dict(DROPPED)}
+    for path in paths:
+        part = json.loads(Path(path).read_text())
+        record["parts"].append({k: v for k, v in part.items() if k not in ("models", "dropped")} | {"file": path})
+        for column, data in part["models"].items():
+            if column in record["models"]:
+                raise SystemExit(f"column {column} is in two parts ({path} and an earlier one)")
+            record["models"][column] = data
+    record["command"] = "python benchmarks/estimator_matrix.py --merge " + " ".join(paths)
+    return record
 
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(HERE))
-    from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device
-
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    add_device_option(ap)
-    ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    ap.add_argument("--device", default="cpu", help="where the runs train: cpu (default), cuda, cuda:1, ... (recorded)")
+    ap.add_argument("--models", default=",".join(c for c in MODELS if c not in DROPPED),
+                    help=f"comma-separated, of {', '.join(MODELS)}")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--estimators", default="", help="only these rows (and the default), comma-separated")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every model's training steps")
@@ -291,8 +350,16 @@ def main() -> None:
                     help="print the cells (and why a misfit does not fit); train nothing")
     ap.add_argument("--table", action="store_true", help="print the table of the recorded JSON; train nothing")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--merge", nargs="+", metavar="PART",
+                    help="merge these part files (columns) into --out (JSON and .md); train nothing")
     args = ap.parse_args()
     out = Path(args.out)
+    if args.merge:
+        record = merge(args.merge)
+        out.write_text(json.dumps(record, indent=1) + "\n")
+        out.with_suffix(".md").write_text(table(record) + "\n")
+        print(table(record))
+        return
     if args.table:
         print(table(json.loads(out.read_text())))
         return
@@ -305,6 +372,8 @@ def main() -> None:
             for k, v in why.items():
                 print(f"    {k}: cannot fit: {v}")
         return
+    from zoo.bench.devices import accelerator, describe, processor, resolve_device  # torch: for the runs only
+
     device = resolve_device(args.device)
     acc, devices = accelerator(device)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -313,7 +382,8 @@ def main() -> None:
     record = {"command": " ".join(["python", "benchmarks/estimator_matrix.py", *sys.argv[1:]]),
               "device": str(device), "device_name": describe(device), "processor": processor(),
               "machine": f"{platform.machine()}, {platform.python_version()}", "threads": 1,
-              "parallel": args.parallel, "seeds": seeds, "scale": args.scale, "models": {}}
+              "parallel": args.parallel, "seeds": seeds, "scale": args.scale, "models": {},
+              "dropped": {c: DROPPED[c] for c in DROPPED if c not in columns}}
     for c in columns:
         record["models"][c] = sweep_model(c, seeds, args.scale, args.runs, args.parallel, only,
                                           [f"trainer.accelerator={acc}", f"trainer.devices={devices}"])

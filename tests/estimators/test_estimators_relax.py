@@ -155,12 +155,31 @@ def test_the_control_variate_is_saved_and_loaded(relax):
     assert torch.equal(fresh.control(z, 2, None), relax.control(z, 2, None))
 
 
-def test_models_that_assemble_their_samples_refuse_it_when_the_recipe_loads():
-    with pytest.raises(UserError, match="draws or assembles its samples itself"):
-        load_config("sat_shapes_hard", ["model.estimator=relax"])
-    assert load_config("dvae_digits", ["model.estimator=relax"])["model"]["estimator"] == "relax"
-    # SeqGAN draws its tokens with relax's own sample(), one token at a time (tests/seqgan/test_seqgan_estimators.py)
-    assert load_config("seqgan_oracle_small", ["model.estimator=relax"])["model"]["estimator"] == "relax"
+def test_every_categorical_node_takes_it_and_a_continuous_one_refuses_it_with_the_reason():
+    """The discrete VAE's latents, hard attention's locations (stacked with their noise, one word at a time)
+    and SeqGAN's tokens (drawn with relax's own sample()) take relax; a continuous node names the math."""
+    for recipe in ("dvae_digits", "sat_shapes_hard", "seqgan_oracle_small"):
+        assert load_config(recipe, ["model.estimator=relax"])["model"]["estimator"] == "relax", recipe
+    with pytest.raises(UserError, match="handles categorical distributions, and this node is continuous"):
+        load_config("vae_digits", ["model.estimator=relax"])
+
+
+def test_a_joint_control_variate_is_refused_on_sequential_draws_and_auto_picks_per_variable():
+    """Hard attention stacks its words' samples with their noise (relax fits), but draws each location given
+    the earlier words': a control variate of all of them at once would be biased there, so control: joint is
+    refused with that reason; auto (the default) is per_variable there and joint on the discrete VAE."""
+    from zoo.estimators.seam import build_for_node
+    from zoo.registry import MODELS
+
+    with pytest.raises(UserError, match="biased when each is drawn given the earlier draws.*control: per_variable"):
+        load_config("sat_shapes_hard", ["model.estimator={name: relax, control: joint}"])
+    assert load_config("sat_shapes_hard", ["model.estimator=relax"])["model"]["estimator"] == "relax"
+    for model, options, per_variable in (("sat", {"attention": "hard"}, True), ("dvae", {}, False)):
+        cls = MODELS.get(model)
+        node = cls.stochastic_node(cls.Config(**options), {"image_shape": [1, 8, 8]})
+        assert build_for_node("relax", node).per_variable is per_variable
+    with pytest.raises(UserError, match="rebar: true .* needs control: joint"):
+        get_estimator({"name": "relax", "rebar": True, "control": "per_variable"})
 
 
 def test_a_given_input_dim_builds_the_control_variate_at_once_and_a_wrong_one_is_named():

@@ -18,7 +18,7 @@ from zoo.registry import MODELS
 EXPECTED_FITS = {
     "vae": ["reinforce", "reparam", "rloo"],
     "dvae": ["gumbel_softmax", "reinforce", "relax", "rloo", "straight_through"],
-    "sat": ["gumbel_softmax", "reinforce", "rloo", "straight_through"],
+    "sat": ["gumbel_softmax", "reinforce", "relax", "rloo", "straight_through"],
     "seqgan": ["gumbel_softmax", "reinforce", "relax", "straight_through"],
     "ood": ["reinforce", "reparam"],
     "maml_rl": ["reinforce", "rloo"],

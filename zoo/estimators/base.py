@@ -69,6 +69,8 @@ class Capabilities:
     context: bool = False  # reads per-position features from the model (a learned baseline)
     own_samples: bool = False  # True: scores only samples from its own sample(), whose noise it keeps
     cost_function: bool = False  # True: needs the cost at any (relaxed) value: the model passes cost_fn= to loss()
+    sequential: bool = True  # False: unbiased only when the variables one cost scores are drawn independently given
+    # the input (a control variate that reads them all at once: relax's joint one)
 
     def __post_init__(self):
         if self.distributions not in DISTRIBUTIONS:
@@ -84,6 +86,7 @@ class Capabilities:
         parts += ["may read model features"] if self.context else []  # an option, not a need
         parts += ["its own samples only"] if self.own_samples else []
         parts += ["the model's cost function"] if self.cost_function else []
+        parts += ["independent draws only"] if not self.sequential else []
         return ", ".join(parts)
 
 

@@ -29,6 +29,16 @@ learned. Its gradient to the logits runs through the cost, so that estimate is t
 (``torch.autograd.grad`` on a copy of the logits) and handed to the logits alone: the model's own
 parameters inside f get only the pathwise gradient of the cost at the hard sample, as without it.
 
+Sequential draws (``control: per_variable``): where each variable is drawn given the earlier draws
+(b_t ~ p(b_t | b_<t), e.g. an attention location per word), z_t depends on b_<t through a step
+function, so E[grad c(z)] = grad E[c(z)] fails for a c of all the variables at once. Conditioned on
+b_<t the identity holds for one variable, so the control variate is a sum of per-variable ones,
+sum_t c(z_t), each scored against its own variable's log-prob:
+
+    g = f(b) grad log p(b) + sum_t [- c(z~_t) grad log p(b_t | b_<t) + grad c(z_t) - grad c(z~_t)]
+
+with every per-step term zero in expectation given b_<t (the tower rule), so the estimate stays unbiased.
+
 z~ given b (the paper's appendix): z~_b ~ Gumbel(0) (the maximum of Gumbels with locations
 logits, which sum to 1 in probability), and for i != b a Gumbel with location logits_i truncated
 below z~_b (``gumbel.truncated_gumbel``'s formula, with its exponential noise kept so that z~ can
@@ -60,6 +70,20 @@ from zoo.estimators.base import (
 )
 from zoo.estimators.gumbel import sample_exponential, sample_gumbel, truncated_gumbel
 from zoo.estimators.options import RelaxOptions
+
+
+def per_sample(logits: Tensor, index: Tensor) -> Tensor:
+    """The logits (n, *B, K) of each of the n samples ``index`` (n, *B): logits (*B, K) shared by the samples
+    are expanded; logits that are already per sample (a sequence's, which depend on its earlier draws) are
+    returned as they are."""
+    if logits.dim() == index.dim() + 1:
+        return logits
+    return logits.expand(len(index), *logits.shape)
+
+
+def per_variable_cost(cost: Tensor, index: Tensor) -> Tensor:
+    """cost (n, *C) broadcast to the variables it scores (n, *B) (C a prefix of B)."""
+    return cost.reshape(*cost.shape, *([1] * (index.dim() - cost.dim()))).expand_as(index)
 
 
 def conditional_gumbel(phi: Tensor, index: Tensor, top: Tensor, exponential: Tensor) -> Tensor:
@@ -140,14 +164,19 @@ class Relax(Estimator):
 
     @classmethod
     def requirements(cls, options: RelaxOptions) -> Capabilities:
-        # rebar: the cost at relaxed samples, differentiated through them
+        # rebar: the cost at relaxed samples, differentiated through them; a joint control variate: independent draws
         return dataclasses.replace(cls.capabilities, context=False, cost_function=options.rebar,
-                                   differentiable_cost=options.rebar)
+                                   differentiable_cost=options.rebar, sequential=options.control != "joint")
 
     def __init__(self, options=None, **kwargs):
         super().__init__(options, **kwargs)
         o = self.options
+        if o.rebar and o.control == "per_variable":
+            raise UserError("estimator 'relax': rebar: true evaluates the cost at a relaxed sample of every variable "
+                            "at once, so it needs control: joint (or auto on a node whose draws are independent)")
         self.control = ControlVariate(o.tau, o.hidden, o.input_dim, o.decay, o.eta if o.rebar else None)
+        # per_variable: one control variate per categorical variable, read from its own relaxed sample
+        self.per_variable = o.control == "per_variable"
         self.stats: dict[str, Tensor] = {}  # last call's diagnostics
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
@@ -167,7 +196,7 @@ class Relax(Estimator):
 
     def _relaxed_pair(self, logits: Tensor, index: Tensor, noise: tuple) -> tuple[Tensor, Tensor]:
         gumbel, top, exponential = noise
-        phi = logits.expand(len(index), *logits.shape)  # (n, *B, K)
+        phi = per_sample(logits, index)  # (n, *B, K)
         return phi + gumbel, conditional_gumbel(phi, index, top, exponential)  # z, z~
 
     def loss(self, s: StochasticSample, cost: Tensor, context: Tensor | None = None, cost_fn=None) -> Tensor:
@@ -177,10 +206,12 @@ class Relax(Estimator):
         if noise is None or s.index is None:
             raise UserError("estimator 'relax' scores only samples from its own sample(): it needs the Gumbel "
                             "noise behind each one (a model that assembles its samples itself cannot use it)")
-        logits, c_dims = categorical_logits(s.dist), cost.dim()  # (*B, K), normalised: what sample() drew from
+        # (*B, K) or, a sequence's, (n, *B, K); normalised: what sample() drew from
+        logits, c_dims = categorical_logits(s.dist), cost.dim()
+        v_dims = s.index.dim() if self.per_variable else c_dims  # the control variate's outputs: (n, *B) or (n, *C)
         if is_lazy(self.control.net[0].weight):  # build the first layer before a parameter-free call
             with torch.no_grad():
-                self.control(self._relaxed_pair(logits.detach(), s.index, noise)[0], c_dims, context)
+                self.control(self._relaxed_pair(logits.detach(), s.index, noise)[0], v_dims, context)
         if self.options.rebar:
             if cost_fn is None:
                 raise UserError("estimator 'relax' with rebar: true needs the model's cost at relaxed samples: "
@@ -190,12 +221,15 @@ class Relax(Estimator):
         # the estimate, for the model: the control variate's parameters held fixed
         frozen = {k: v.detach() for k, v in self.control.named_parameters()}
         z, z_tilde = self._relaxed_pair(logits, s.index, noise)
-        c_z = functional_call(self.control, frozen, (z, c_dims, context))  # (n, *C)
-        c_tilde = functional_call(self.control, frozen, (z_tilde, c_dims, context))
-        log_prob = sum_trailing(s.log_prob, c_dims)  # (n, *C)
-        adv = cost.detach() - c_tilde.detach()
-        correction = c_z - c_tilde  # zero in expectation; its gradient cancels the control variate's bias
-        surrogate = cost + adv * (log_prob - log_prob.detach()) + correction - correction.detach()
+        c_z = functional_call(self.control, frozen, (z, v_dims, context))  # (n, *C), per variable (n, *B)
+        c_tilde = functional_call(self.control, frozen, (z_tilde, v_dims, context))
+        log_prob = s.log_prob if self.per_variable else sum_trailing(s.log_prob, c_dims)  # as c_z
+        f = per_variable_cost(cost.detach(), s.index) if self.per_variable else cost.detach()
+        adv = f - c_tilde.detach()  # each variable's score against its own control variate
+        # zero in expectation (per variable: given the earlier draws); its gradient cancels the control's bias
+        correction = sum_trailing(c_z - c_tilde, c_dims)  # (n, *C)
+        score = sum_trailing(adv * (log_prob - log_prob.detach()), c_dims)
+        surrogate = cost + score + correction - correction.detach()
         loss = surrogate.mean(0).mean()  # value: the mean cost
         self.stats = {"control_variate": c_tilde.detach().float().mean(),
                       "advantage_std": adv.float().std(unbiased=False),
@@ -212,7 +246,8 @@ class Relax(Estimator):
                   noise: tuple) -> Tensor:
         """Mean over inputs of |g|^2, g the estimate's gradient to the logits (``_logit_estimate``),
         differentiable in phi (and only in phi: the logits are a detached copy)."""
-        g, _, _ = self._logit_estimate(s, logits, f, noise, lambda z: self.control(z, f.dim(), context), True)
+        v_dims = s.index.dim() if self.per_variable else f.dim()
+        g, _, _ = self._logit_estimate(s, logits, f, noise, lambda z: self.control(z, v_dims, context), True)
         return g.pow(2).sum() / max(f[0].numel(), 1)
 
     def _logit_estimate(self, s: StochasticSample, logits: Tensor, f: Tensor, noise: tuple, c,
@@ -221,14 +256,20 @@ class Relax(Estimator):
         with control variate c (z (n, *B, K) -> (n, *C)), taken on a detached copy of the logits (with
         ``create_graph``: differentiable in c's parameters). It is taken through the normalisation, as the
         model's own logits get it: to the normalised ones, d log p(b) would be onehot(b), not onehot(b) - p."""
+        cost_dims = f.dim()
         raw = logits.detach().requires_grad_()  # (*B, K): stands for the node's logits
         normalised = raw.log_softmax(-1)  # the same values, with the normalisation's gradient
         z, z_tilde = self._relaxed_pair(normalised, s.index, noise)
-        phi = normalised.expand(len(s.index), *normalised.shape)
-        log_prob = sum_trailing(torch.gather(phi, -1, s.index.unsqueeze(-1)).squeeze(-1), f.dim())  # (n, *C)
+        phi = per_sample(normalised, s.index)  # (n, *B, K)
+        log_prob = torch.gather(phi, -1, s.index.unsqueeze(-1)).squeeze(-1)  # (n, *B)
+        if self.per_variable:
+            f = per_variable_cost(f, s.index)  # (n, *B): each variable's score against its own c
+        else:
+            log_prob = sum_trailing(log_prob, f.dim())  # (n, *C)
         c_z, c_tilde = c(z), c(z_tilde)
         coefficient = f - c(z_tilde.detach())  # phi's path only: not differentiated to the logits
-        per_input = (coefficient * log_prob + c_z - c_tilde).mean(0)  # (*C): mean over the n samples
+        terms = sum_trailing(coefficient * log_prob + c_z - c_tilde, cost_dims)  # (n, *C)
+        per_input = terms.mean(0)  # (*C): mean over the n samples
         (g,) = torch.autograd.grad(per_input.sum(), raw, create_graph=create_graph)
         return g, c_tilde, coefficient
 

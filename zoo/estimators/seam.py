@@ -40,8 +40,14 @@ class StochasticNode:
     differentiable_cost: bool  # the cost is a differentiable function of the sample's value
     per_variable_cost: bool = False  # each categorical variable has its own cost (exact enumeration works)
     multi_sample: bool = True  # the model can draw n >= 2 samples per input (leave-one-out baselines)
-    own_samples: bool = True  # the model hands est.sample's StochasticSample to est.loss as it is (False: it
-    # draws or assembles its samples itself, e.g. token by token)
+    own_samples: bool = True  # what est.loss scores carries what est.sample drew, its extras (the noise) included:
+    # the model hands the sample on as it is, or stacks the per-step samples' extras (False: it draws or assembles
+    # its samples itself, e.g. token by token, and keeps only values and log-probs)
+    sequential: bool = False  # the variables one cost scores are drawn one after another, each distribution
+    # depending on the earlier draws (a caption's attention locations): a control variate that reads them all at
+    # once (relax's joint one) is biased there
+    coupling: str = ""  # why the cost couples the variables, when it does (the reason a per-variable estimator
+    # cannot fit, said in its refusal)
     cost_function: bool = False  # the model passes cost_fn(value) -> (n, *C), its cost at any (relaxed) value,
     # to est.loss when the estimator asks (est.wants_cost_fn): REBAR's term
     context: bool = False  # the model passes features as est.loss(..., context=) (a learned baseline reads them)
@@ -83,7 +89,8 @@ def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = Non
         if node.variables is not None:
             return (f"it needs one cost per categorical variable, and this node's cost couples its {node.variables} "
                     "variables (1 would fit)")
-        return "it needs one cost per categorical variable, and this node's cost couples its variables"
+        why = f" ({node.coupling})" if node.coupling else ""
+        return f"it needs one cost per categorical variable, and this node's cost couples its variables{why}"
     if req.min_samples > 1 and not node.multi_sample:
         return f"it needs n >= {req.min_samples} samples per input, and this model draws one"
     if req.min_samples > 1 and n is not None and n < req.min_samples:
@@ -101,6 +108,9 @@ def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = Non
     if req.own_samples and not node.own_samples:
         return ("it scores only samples from its own sample() (it keeps their Gumbel noise), and this model "
                 "draws or assembles its samples itself")
+    if not req.sequential and node.sequential:
+        return ("its control variate reads all the variables of a cost at once, which is biased when each is drawn "
+                "given the earlier draws, as this node's are (relax: control: per_variable fits)")
     if req.context and not node.context:
         return "its learned baseline reads features this model does not give (set context_dim: 0 for a constant)"
     return None
@@ -138,9 +148,13 @@ def build_for_node(spec: Any, node: StochasticNode, where: str = "the model", mo
     dim = node.context_dim if node.context else None
     if dataclasses.is_dataclass(opts) and getattr(opts, "context_dim", 0) is None and dim is not None:
         opts = dataclasses.replace(opts, context_dim=dim)
-    if dataclasses.is_dataclass(opts) and getattr(opts, "input_dim", 0) is None and node.sample_size is not None:
-        # a control variate's input: the sample's values + the context's
-        opts = dataclasses.replace(opts, input_dim=node.sample_size + (dim or 0))
+    if dataclasses.is_dataclass(opts) and getattr(opts, "control", "") == "auto":
+        # relax's control variate: one per variable where the draws are sequential, else one per cost
+        opts = dataclasses.replace(opts, control="per_variable" if node.sequential else "joint")
+    # a control variate's input: the values it reads (one variable's categories, or the whole sample's) + the context's
+    size = node.categories if getattr(opts, "control", "") == "per_variable" else node.sample_size
+    if dataclasses.is_dataclass(opts) and getattr(opts, "input_dim", 0) is None and size is not None:
+        opts = dataclasses.replace(opts, input_dim=size + (dim or 0))
     est = cls(opts) if dataclasses.is_dataclass(opts) else cls(**opts)
     if isinstance(est, Estimator):
         est.name = name

@@ -32,6 +32,21 @@ from .predict import CaptionAPI, predict_cli
 from .vocab import Vocab, vocab_difference, vocab_fix
 
 
+def stack_extras(steps: list[dict], n: int, B: int) -> dict:
+    """The per-word samples' extras (each a tensor or tuple of tensors (1, N, ...), N = n * B) stacked along the
+    words: (n, B, T, ...); an estimator that keeps the noise behind its samples (relax) finds it per word."""
+    def stack(parts: list[Tensor]) -> Tensor:
+        return torch.stack([p[0] for p in parts], 1).unflatten(0, (n, B))  # (N, T, ...) -> (n, B, T, ...)
+
+    out = {}
+    for key, first in (steps[0] if steps else {}).items():
+        if isinstance(first, Tensor):
+            out[key] = stack([x[key] for x in steps])
+        elif isinstance(first, tuple):
+            out[key] = tuple(stack([x[key][i] for x in steps]) for i in range(len(first)))
+    return out
+
+
 def token_nll(logits: Tensor, target: Tensor, valid: Tensor) -> Tensor:
     """-log p(y_t) per token (N, T), zero at padding."""
     return F.cross_entropy(logits.transpose(1, 2), target, reduction="none") * valid
@@ -42,15 +57,19 @@ class ShowAttendTell(CaptionAPI, ZooModule):
 
     Config = SATConfig
     monitor, monitor_mode = "val/bleu4", "max"
-    # hard attention: a categorical location per word; the caption's NLL is differentiable in the
-    # (relaxed) attention weights, but couples the words (no enumeration) and gives no baseline features;
-    # the words' draws are assembled into one sample (own_samples=False)
+    # hard attention: a categorical location per word, drawn given the earlier words' (sequential); the
+    # caption's NLL is differentiable in the (relaxed) attention weights, but couples the words (no
+    # enumeration) and gives no baseline features; the words' samples are stacked into one, their
+    # estimator's extras (relax's Gumbel noise) included
     @classmethod
     def stochastic_node(cls, cfg: SATConfig, data_info: dict | None = None) -> StochasticNode | None:
         """Hard attention's location s_t ~ Multinoulli(alpha_t), drawn word by word; soft attention samples nothing."""
         if cfg.attention != "hard":
             return None
-        return StochasticNode(kind="categorical", differentiable_cost=True, own_samples=False,
+        return StochasticNode(kind="categorical", differentiable_cost=True, sequential=True,
+                              coupling="a word's location feeds the LSTM state of every later word, so one "
+                                       "location's own cost is the rest of the caption's NLL: a decoder rollout "
+                                       "for each of the L locations at every word",
                               hint="or model.attention=soft for the exact expected context")
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
@@ -183,11 +202,15 @@ class ShowAttendTell(CaptionAPI, ZooModule):
         lengths = valid.sum(-1).float()  # (N,)
         scored = valid if use_mean is None else valid & ~use_mean  # words whose sample was used
         log_prob = torch.stack([s.log_prob[0] for s in samples], 1) * scored  # (N, T)
-        dist_logits = torch.where(valid.unsqueeze(-1), e, e.detach())  # entropy bonus on real words only
+        extras = stack_extras([s.extras for s in samples], n, B)  # relax: each word's Gumbel noise (n, B, T, ...)
+        # the logits with a gradient: real words (the entropy bonus); with the estimator's noise (relax), only the
+        # words whose sample was used, as the score term (its control variate's correction has a gradient there)
+        live = scored if extras else valid
+        dist_logits = torch.where(live.unsqueeze(-1), e, e.detach())
         joint = StochasticSample(value=torch.stack([s.value[0] for s in samples], 1).view(n, B, T, L),
                                  log_prob=log_prob.view(n, B, T),
                                  dist=Categorical(logits=dist_logits.view(n, B, T, L)),
-                                 index=torch.stack([s.index[0] for s in samples], 1).view(n, B, T))
+                                 index=torch.stack([s.index[0] for s in samples], 1).view(n, B, T), extras=extras)
         sc = self.cfg.score_cost
         if sc in ("sum", "mean"):  # one cost per caption: C = (B,), the T word log-probs are summed
             cost = nll.sum(-1) / (lengths if sc == "mean" else 1.0)

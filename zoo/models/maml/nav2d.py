@@ -33,6 +33,15 @@ from zoo.models.maml import plots
 from zoo.models.maml.config import Nav2dMAMLConfig
 from zoo.models.maml.nav2d_env import GaussianPolicy, policy_out, rollout
 
+BASELINE_FEATURES = 3  # a learned baseline's input per task and time step: goal (x, y), (t + 1) / horizon
+
+
+def baseline_features(goals: Tensor, horizon: int) -> Tensor:
+    """goals (T, 2) -> (T, H, 3): what a learned baseline b(goal, t) reads; the same for every trajectory of a
+    task, so the baseline does not depend on the actions it scores (unbiased)."""
+    t = torch.arange(1, horizon + 1, device=goals.device, dtype=goals.dtype) / horizon  # (H,)
+    return torch.cat([goals[:, None, :].expand(-1, horizon, -1), t[None, :, None].expand(len(goals), -1, 1)], -1)
+
 
 class Nav2dMAML(ZooModule):
     """MAML with policy gradients (reinforce + baseline from the estimator registry) on 2-D navigation."""
@@ -41,12 +50,12 @@ class Nav2dMAML(ZooModule):
     monitor, monitor_mode = "val/return", "max"
     # Gaussian actions; the cost (minus the reward-to-go) comes from the environment, no gradient
     # through it; n = the trajectories per task (>= 2, so leave-one-out baselines work); the rollouts draw
-    # the actions (own_samples=False)
+    # the actions (own_samples=False); a learned baseline reads (goal, time), which no action changes
     @classmethod
     def stochastic_node(cls, cfg: Nav2dMAMLConfig, data_info: dict | None = None) -> StochasticNode:
         """The Gaussian policy's actions along sampled trajectories (the return is not differentiable)."""
         return StochasticNode(kind="continuous", differentiable_cost=False, samples=cfg.trajectories or None,
-                              own_samples=False)
+                              own_samples=False, context=True, context_dim=BASELINE_FEATURES)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
@@ -63,9 +72,11 @@ class Nav2dMAML(ZooModule):
                             "data.name=nav2d (few-shot regression and classification are model maml's)")
 
     # ---- the one place the estimator is used ----------------------------------------------------
-    def policy_loss(self, params: dict[str, Tensor], states: Tensor, actions: Tensor, rewards: Tensor) -> Tensor:
+    def policy_loss(self, params: dict[str, Tensor], states: Tensor, actions: Tensor, rewards: Tensor,
+                    goals: Tensor | None = None) -> Tensor:
         """Surrogate whose gradient is the policy gradient, mean over tasks, trajectories and steps.
-        params (T, *shape); states, actions (T, n, H, 2); rewards (T, n, H)."""
+        params (T, *shape); states, actions (T, n, H, 2); rewards (T, n, H); goals (T, 2): a learned
+        baseline's features (the estimator reads them only when it has one)."""
         mean, std = policy_out(self.policy, params, states)  # (T, n, H, 2), (T, 2)
         dist = Independent(Normal(mean.movedim(1, 0), std[:, None]), 1)  # batch (n, T, H), event (2,)
         sample = self.estimator.observe(dist, actions.movedim(1, 0))  # log-probs (n, T, H)
@@ -73,7 +84,8 @@ class Nav2dMAML(ZooModule):
         # per-task scale to unit spread, as rllab's VPG normalises advantages (the paper's inner step
         # alpha = 0.1 assumes it): a positive constant per task, so each task's gradient keeps its direction
         cost = cost / (cost.flatten(1).std(1)[:, None, None] + 1e-8)
-        return self.estimator.loss(sample, cost.movedim(1, 0))
+        context = None if goals is None else baseline_features(goals.to(cost.dtype), cost.shape[-1])  # (T, H, 3)
+        return self.estimator.loss(sample, cost.movedim(1, 0), context=context)
 
     # ---- adaptation -------------------------------------------------------------------------------
     def expanded(self, T: int) -> dict[str, Tensor]:
@@ -88,7 +100,7 @@ class Nav2dMAML(ZooModule):
             states, actions, rewards = rollout(self.policy, params, goals, c.trajectories, c.horizon,
                                                generator=generator)
             returns.append(rewards.sum(-1).mean(1))
-            loss = self.policy_loss(params, states, actions, rewards) * T  # task i's loss / T -> its own
+            loss = self.policy_loss(params, states, actions, rewards, goals) * T  # task i's loss / T -> its own
             grads = torch.autograd.grad(loss, list(params.values()), create_graph=create_graph)
             # without create_graph the grads carry no graph: theta' = theta - alpha sg(g) (first order)
             params = {k: v - c.inner_lr * g for (k, v), g in zip(params.items(), grads)}
@@ -102,7 +114,7 @@ class Nav2dMAML(ZooModule):
         c = self.cfg
         params, before = self.adapt(self.expanded(len(goals)), goals, c.inner_steps, not c.first_order)
         states, actions, rewards = rollout(self.policy, params, goals, c.trajectories, c.horizon)
-        return self.policy_loss(params, states, actions, rewards), rewards, before
+        return self.policy_loss(params, states, actions, rewards, goals), rewards, before
 
     # the 8-task probe's count over the real peak per task (``zoo.core.memory``): 10.6 MiB a task counted,
     # 6.8-6.9 MiB a task at the peak (ru_maxrss, forward and backward, 200 and 800 tasks); with the default
@@ -116,6 +128,14 @@ class Nav2dMAML(ZooModule):
         per_task = created_bytes(lambda: self.meta_loss(goals)) / probe
         return int(per_task * tasks), (f"data.meta_batch={tasks} (about {per_task / 1024:.0f} kB a task) or "
                                        f"model.trajectories={self.cfg.trajectories}")
+
+    def estimator_loss(self, goals: Tensor) -> Tensor:
+        """A fresh stochastic estimate of the meta-loss (for the gradient-variance probe): new rollouts."""
+        return self.meta_loss(goals)[0]
+
+    def estimator_parameters(self):
+        """The policy's parameters: their meta-gradient is the estimator's policy gradient."""
+        return self.policy.parameters()
 
     def training_step(self, goals: Tensor, batch_idx: int) -> Tensor:
         loss, rewards, before = self.meta_loss(goals)

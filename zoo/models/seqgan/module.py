@@ -57,7 +57,7 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
         """G's tokens, sampled one by one; a learned baseline reads G's hidden state."""
         n = cfg.group_size
         vocab = (data_info or {}).get("vocab_size")
-        return StochasticNode(kind="categorical", differentiable_cost=True, multi_sample=n >= 2,
+        return StochasticNode(kind="categorical", differentiable_cost=True, multi_sample=n >= 2, sequential=True,
                               samples=n if n >= 2 else None, own_samples=True, context=True,
                               context_dim=cfg.gen_hidden_dim, sample_size=int(vocab) if vocab else None,
                               categories=int(vocab) if vocab else None,
