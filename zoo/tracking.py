@@ -169,17 +169,20 @@ RUN_ID_ALPHABET = string.ascii_lowercase + string.digits  # W&B's own ids: 8 of 
 def wandb_run_id(run_dir: Path) -> str:
     """The W&B run id of the run folder: the one kept in ``<run_dir>/wandb/run-id``, or a new one written
     there. Created exclusively, so the ranks of a DDP run (each makes its loggers) agree on one id. Made
-    here rather than by wandb (whose ``util.generate_id`` newer releases removed)."""
+    here rather than by wandb (whose ``util.generate_id`` newer releases removed). ``WANDB_RUN_ID`` wins
+    where it is set: a W&B sweep agent hands each run its id there (kept in the file too if it has none)."""
     path = run_dir / RUN_ID_FILE
-    if not path.is_file():
+    given = os.environ.get("WANDB_RUN_ID", "").strip()
+    if not path.is_file() or given:
         path.parent.mkdir(parents=True, exist_ok=True)
-        new = "".join(secrets.choice(RUN_ID_ALPHABET) for _ in range(8))
+        new = given or "".join(secrets.choice(RUN_ID_ALPHABET) for _ in range(8))
         try:
             with open(path, "x") as f:
                 f.write(new + "\n")
             return new
-        except FileExistsError:  # another rank wrote it first
-            pass
+        except FileExistsError:  # another rank wrote it first, or it was there and WANDB_RUN_ID is set
+            if given:
+                return given
     found = path.read_text().strip()
     if not found or len(found) > 64 or any(c not in RUN_ID_ALPHABET + "-_" for c in found):
         raise UserError(f"{path} does not hold a W&B run id (got {found[:40]!r}): it names the W&B run this run "

@@ -85,3 +85,11 @@ def test_a_damaged_run_id_file_is_one_user_error(tmp_path):
     (tmp_path / RUN_ID_FILE).unlink()
     made = wandb_run_id(tmp_path)
     assert len(made) == 8 and wandb_run_id(tmp_path) == made  # written once, then read back
+
+
+def test_wandb_run_id_from_a_sweep_agent_wins(tmp_path, monkeypatch):
+    """`wandb agent` hands each run its id in WANDB_RUN_ID: the run must take it to join the sweep."""
+    monkeypatch.setenv("WANDB_RUN_ID", "agent123")
+    assert wandb_run_id(tmp_path) == "agent123" == (tmp_path / RUN_ID_FILE).read_text().strip()
+    monkeypatch.delenv("WANDB_RUN_ID")
+    assert wandb_run_id(tmp_path) == "agent123"  # a resume without the agent continues it
