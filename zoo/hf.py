@@ -93,9 +93,10 @@ def _not_json(value: Any) -> Any:
                     "a zoo model's options and data info are plain values (zoo.core.module)")
 
 
-def save_pretrained(model: Any, folder: str | Path, name: str | None = None) -> Path:
+def save_pretrained(model: Any, folder: str | Path, name: str | None = None, repo: str | None = None) -> Path:
     """Write ``model.safetensors``, ``config.json`` and ``README.md`` into ``folder`` (made if missing);
-    ``name``: the model's name on its card (default: the released entry's, else the model's)."""
+    ``name``: the model's name on its card (default: the released entry's, else the model's); ``repo``: the
+    Hub repository the model card's example loads from."""
     from safetensors.torch import save_file  # imported when used: safetensors
 
     folder = Path(folder)
@@ -110,11 +111,11 @@ def save_pretrained(model: Any, folder: str | Path, name: str | None = None) -> 
     card.update(zoo_format=FORMAT, weights=WEIGHTS, sha256=_sha256(folder / WEIGHTS),
                 size_bytes=(folder / WEIGHTS).stat().st_size)
     (folder / CONFIG).write_text(json.dumps(card, indent=1) + "\n")
-    write_model_card(card, folder / CARD)
+    write_model_card(card, folder / CARD, repo)
     return folder
 
 
-def write_model_card(card: dict, path: Path) -> None:
+def write_model_card(card: dict, path: Path, repo: str | None = None) -> None:
     """README.md: YAML metadata (library, tags, dataset, metrics as model-index evaluation results) and a
     page saying what the model is and how to load it."""
     hub = _hub()
@@ -130,7 +131,7 @@ def write_model_card(card: dict, path: Path) -> None:
     body = (f"# {card['name']}\n\n{card.get('description') or ''}\n\n"
             f"A model of [the zoo]({'https://pypi.org/project/' + LIBRARY}): `{card['model']}`"
             f"{', recipe `' + card['recipe'] + '`' if card.get('recipe') else ''}.\n\n"
-            "```python\nimport zoo\n\nmodel = zoo.load(\"hf://OWNER/REPO\")  # this repository\n```\n\n"
+            f"```python\nimport zoo\n\nmodel = zoo.load(\"hf://{repo or 'OWNER/REPO'}\")  # this repository\n```\n\n"
             + (f"Trained with `{card['command']}`.\n\n" if card.get("command") else "")
             + (f"## Metrics ({split} split)\n\n| metric | value |\n|---|---|\n{metrics}" if metrics else ""))
     hub.ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}").save(path)
@@ -251,7 +252,7 @@ def push_to_hub(model: Any, repo: str, private: bool | None = None, token: str |
         raise UserError(f"push_to_hub({repo!r}): a Hub repository is named owner/name")
     api = hub.HfApi(token=token)
     with tempfile.TemporaryDirectory() as tmp:
-        save_pretrained(model, tmp, name or repo.split("/")[1])
+        save_pretrained(model, tmp, name or repo.split("/")[1], repo)
         api.create_repo(repo, private=private, exist_ok=True)
         return str(api.upload_folder(repo_id=repo, folder_path=tmp, commit_message=commit_message))
 

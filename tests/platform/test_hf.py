@@ -145,3 +145,4 @@ def test_push_to_hub_uploads_the_saved_folder(monkeypatch):
     assert url.endswith("me/maml/commit/1") and uploaded["repo"] == "me/maml" and uploaded["exist_ok"]
     assert sorted(uploaded["files"]) == ["README.md", "config.json", "model.safetensors"]
     assert json.loads(uploaded["files"]["config.json"])["name"] == "maml"
+    assert b"zoo.load(\"hf://me/maml\")" in uploaded["files"]["README.md"]
