@@ -99,6 +99,7 @@ def save_pretrained(model: Any, folder: str | Path, name: str | None = None, rep
     Hub repository the model card's example loads from."""
     from safetensors.torch import save_file  # imported when used: safetensors
 
+    _hub()  # the model card needs it: refused before anything is written
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ config, nothing cached) as one UserError each."""
 
 import json
 import shutil
+import sys
 
 import pytest
 import torch
@@ -15,7 +16,19 @@ from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.hub import pretrained_cards
 
-huggingface_hub = pytest.importorskip("huggingface_hub")  # the hub extra; in dev, so CI has it
+
+@pytest.fixture
+def huggingface_hub():
+    """The hub extra (in dev, so CI has it); where it is missing, test_without_huggingface_hub_... checks the
+    message instead."""
+    return pytest.importorskip("huggingface_hub")
+
+
+def test_without_huggingface_hub_saving_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # `import huggingface_hub` raises ImportError
+    with pytest.raises(UserError, match=r"pip install 'stochastic-zoo\[hub\]'"):
+        zoo.load("maml-sinusoid").save_pretrained(tmp_path / "m")
+    assert not (tmp_path / "m").exists()  # refused before anything was written
 
 
 def scene():
@@ -47,7 +60,7 @@ def same(a, b) -> bool:
 
 
 @pytest.mark.parametrize("name", sorted(pretrained_cards()))
-def test_a_save_load_round_trip_keeps_weights_and_predictions(name, tmp_path):
+def test_a_save_load_round_trip_keeps_weights_and_predictions(name, tmp_path, huggingface_hub):
     model = zoo.load(name)
     folder = model.save_pretrained(tmp_path / name)
     assert sorted(p.name for p in folder.iterdir()) == ["README.md", "config.json", "model.safetensors"]
@@ -60,7 +73,7 @@ def test_a_save_load_round_trip_keeps_weights_and_predictions(name, tmp_path):
         assert same(predict(model), predict(loaded)), name
 
 
-def test_the_model_card_carries_the_metrics_as_evaluation_results(tmp_path):
+def test_the_model_card_carries_the_metrics_as_evaluation_results(tmp_path, huggingface_hub):
     model = zoo.load("vae-digits")
     folder = model.save_pretrained(tmp_path / "m")
     text = (folder / "README.md").read_text()
@@ -75,7 +88,7 @@ def test_the_model_card_carries_the_metrics_as_evaluation_results(tmp_path):
     assert config["zoo_format"] == 1 and config["command"] == card["command"]
 
 
-def test_a_folder_with_a_wrong_hash_or_a_foreign_config_is_one_user_error(tmp_path):
+def test_a_folder_with_a_wrong_hash_or_a_foreign_config_is_one_user_error(tmp_path, huggingface_hub):
     folder = zoo.load("maml-sinusoid").save_pretrained(tmp_path / "m")
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "sha256": "0" * 64}))
@@ -102,7 +115,7 @@ def fill_cache(cache, repo: str, folder) -> None:
 
 
 @pytest.fixture
-def offline_hub(tmp_path, monkeypatch):
+def offline_hub(tmp_path, monkeypatch, huggingface_hub):
     """HF_HUB_OFFLINE=1 with an empty cache in tmp_path (huggingface_hub reads both when imported)."""
     cache = tmp_path / "hf-cache"
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -126,7 +139,7 @@ def test_hf_offline_with_nothing_cached_is_one_error_naming_the_repo(offline_hub
         zoo.load("hf://just-a-name")
 
 
-def test_push_to_hub_uploads_the_saved_folder(monkeypatch):
+def test_push_to_hub_uploads_the_saved_folder(monkeypatch, huggingface_hub):
     uploaded = {}
 
     class FakeApi:  # the HfApi calls push_to_hub makes, recorded instead of sent
