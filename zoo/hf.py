@@ -185,7 +185,7 @@ def download(repo: str, revision: str | None = None) -> Path:
     """The local folder of the Hub repository ``repo`` (``owner/name``): downloaded into huggingface_hub's cache,
     or taken from it when offline (``HF_HUB_OFFLINE=1``) or when the Hub cannot be reached."""
     hub = _hub()
-    from huggingface_hub import errors  # imported when used: huggingface_hub
+    from huggingface_hub import constants, errors  # imported when used: huggingface_hub
 
     if repo.count("/") != 1 or not all(repo.split("/")):
         raise UserError(f"hf://{repo}: a Hub repository is named owner/name, e.g. hf://my-user/vae-digits")
@@ -193,9 +193,9 @@ def download(repo: str, revision: str | None = None) -> Path:
         return Path(hub.snapshot_download(repo, revision=revision, allow_patterns=[WEIGHTS, CONFIG, CARD],
                                           library_name=LIBRARY))
     except errors.LocalEntryNotFoundError:
-        offline = hub.constants.HF_HUB_OFFLINE
+        offline = constants.HF_HUB_OFFLINE
         why = ("HF_HUB_OFFLINE=1 is set" if offline else "the Hub cannot be reached") + " and it is not in the cache"
-        raise UserError(f"cannot load hf://{repo}: {why} ({hub.constants.HF_HUB_CACHE}); download it once online "
+        raise UserError(f"cannot load hf://{repo}: {why} ({constants.HF_HUB_CACHE}); download it once online "
                         f"(zoo.load(\"hf://{repo}\") or `hf download {repo}`)"
                         + (", or unset HF_HUB_OFFLINE" if offline else "")) from None
     except (errors.RepositoryNotFoundError, errors.GatedRepoError, errors.RevisionNotFoundError) as err:

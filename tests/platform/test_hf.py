@@ -117,10 +117,12 @@ def fill_cache(cache, repo: str, folder) -> None:
 @pytest.fixture
 def offline_hub(tmp_path, monkeypatch, huggingface_hub):
     """HF_HUB_OFFLINE=1 with an empty cache in tmp_path (huggingface_hub reads both when imported)."""
+    from huggingface_hub import constants
+
     cache = tmp_path / "hf-cache"
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     return cache
 
 
@@ -132,9 +134,14 @@ def test_hf_repo_loads_from_the_cache_offline(tmp_path, offline_hub):
     assert ZooModule.from_pretrained("someone/vae-digits").run_info["card"]["name"] == "vae-digits"
 
 
-def test_hf_offline_with_nothing_cached_is_one_error_naming_the_repo(offline_hub):
+def test_hf_offline_with_nothing_cached_is_one_error_naming_the_repo(offline_hub, capsys):
     with pytest.raises(UserError, match=r"hf://nobody/nothing: HF_HUB_OFFLINE=1 is set .* not in the cache"):
         zoo.load("hf://nobody/nothing")
+    from zoo.evaluate import main
+
+    assert main(["hf://nobody/nothing"]) == 2  # the commands take hf:// too: one line, exit status 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "hf://nobody/nothing" in err[0] and "Traceback" not in err[0]
     with pytest.raises(UserError, match="owner/name"):
         zoo.load("hf://just-a-name")
 
