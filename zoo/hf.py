@@ -122,19 +122,22 @@ def write_model_card(card: dict, path: Path, repo: str | None = None) -> None:
     hub = _hub()
     dataset = str((card.get("data") or {}).get("name") or "unknown")
     split = card.get("metrics_split") or "test"
+    metrics = {k: float(v) for k, v in sorted((card.get("metrics") or {}).items()) if isinstance(v, (int, float))}
     results = [hub.EvalResult(task_type=TASKS.get(card["model"], "other"), dataset_type=dataset,
                               dataset_name=dataset, dataset_split=split, metric_type=key.split("/")[-1],
-                              metric_name=key, metric_value=float(value))
-               for key, value in sorted((card.get("metrics") or {}).items())]
-    data = hub.ModelCardData(library_name=LIBRARY, tags=["zoo", card["model"], *([card["recipe"]] * bool(card.get(
-        "recipe")))], model_name=card["name"], eval_results=results or None)
-    metrics = "".join(f"| `{k}` | {v:.6g} |\n" for k, v in sorted((card.get("metrics") or {}).items()))
-    body = (f"# {card['name']}\n\n{card.get('description') or ''}\n\n"
-            f"A model of [the zoo]({'https://pypi.org/project/' + LIBRARY}): `{card['model']}`"
-            f"{', recipe `' + card['recipe'] + '`' if card.get('recipe') else ''}.\n\n"
-            f"```python\nimport zoo\n\nmodel = zoo.load(\"hf://{repo or 'OWNER/REPO'}\")  # this repository\n```\n\n"
-            + (f"Trained with `{card['command']}`.\n\n" if card.get("command") else "")
-            + (f"## Metrics ({split} split)\n\n| metric | value |\n|---|---|\n{metrics}" if metrics else ""))
+                              metric_name=key, metric_value=value) for key, value in metrics.items()]
+    tags = ["zoo", card["model"]] + ([card["recipe"]] if card.get("recipe") else [])
+    data = hub.ModelCardData(library_name=LIBRARY, tags=tags, model_name=card["name"], eval_results=results or None)
+    recipe = f", recipe `{card['recipe']}`" if card.get("recipe") else ""
+    lines = [f"# {card['name']}", card.get("description") or "",
+             f"A model of [the zoo](https://pypi.org/project/{LIBRARY}/): `{card['model']}`{recipe}.",
+             f"```python\nimport zoo\n\nmodel = zoo.load(\"hf://{repo or 'OWNER/REPO'}\")  # this repository\n```"]
+    if card.get("command"):
+        lines.append(f"Trained with `{card['command']}`.")
+    if metrics:
+        rows = "".join(f"| `{k}` | {v:.6g} |\n" for k, v in metrics.items())
+        lines.append(f"## Metrics ({split} split)\n\n| metric | value |\n|---|---|\n{rows}")
+    body = "\n\n".join(line for line in lines if line)
     hub.ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}").save(path)
 
 
