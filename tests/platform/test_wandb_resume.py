@@ -3,6 +3,7 @@
 under the first start's id, from the step they resume at. Offline here (WANDB_MODE=offline): each start
 writes ``wandb/offline-run-<time>-<id>``, which ``wandb sync`` uploads as one run."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,10 @@ from zoo.train import train
 
 
 def offline_ids(run_dir: Path) -> list[str]:
-    """The W&B run id of each offline start in the run folder (``offline-run-<time>-<id>``), oldest first."""
-    return [folder.name.rsplit("-", 1)[1] for folder in sorted((run_dir / "wandb").glob("offline-run-*"))]
+    """The W&B run id of each offline start in the run folder, oldest first: ``offline-run-<time>-<id>``, and
+    ``...-<id>-1`` for a second start of the same id in the same second."""
+    names = sorted(folder.name for folder in (run_dir / "wandb").glob("offline-run-*"))
+    return [re.fullmatch(r"offline-run-\d{8}_\d{6}-([a-z0-9]+)(?:-\d+)?", name)[1] for name in names]
 
 
 @pytest.fixture
