@@ -4,6 +4,7 @@
 #   make test-slow -> the costly checks kept out of make test (CI runs both)
 #   make test-gpu  -> every recipe on CUDA, fp32 and bf16-mixed (a machine with a GPU)
 #   make test-oldest -> the suite on the lowest versions pyproject.toml allows (its ">=" bounds), in .venv-oldest
+#   make test-newest -> the suite on the newest release of every dependency, in a fresh .venv-newest
 #   make reproduce -> every pretrained card re-evaluated on its full test split against its numbers,
 #                     and its recipe re-trained and checked against the seed spread on the card
 PYTHON ?= python3
@@ -40,6 +41,17 @@ test-oldest:
 	.venv-oldest/bin/pip install -q -c .venv-oldest/constraints.txt -e ".[dev]"
 	.venv-oldest/bin/python -m pytest -q -n 2
 
+# the newest release of every dependency (pip install -U), whatever a machine-wide pip config caps: the venv's
+# own pip.conf (which outranks /etc/xdg/pip) reads an empty constraints file; a big download (torch: ~3 GB)
+test-newest:
+	rm -rf .venv-newest
+	$(PYTHON) -m venv .venv-newest
+	printf '[global]\nconstraint = /dev/null\n' > .venv-newest/pip.conf
+	.venv-newest/bin/pip install -q -U pip
+	.venv-newest/bin/pip install -q -U -e ".[dev,hub]"
+	.venv-newest/bin/pip list --format=freeze > .venv-newest/versions.txt
+	.venv-newest/bin/python -m pytest -q -n 2
+
 test-gpu: install
 	$(BIN)/python -m pytest -q -m gpu
 
@@ -49,7 +61,7 @@ reproduce: install
 lint: install
 	$(BIN)/ruff check zoo tests benchmarks studies
 
-.PHONY: install demo test test-slow test-oldest test-gpu reproduce lint
+.PHONY: install demo test test-slow test-oldest test-newest test-gpu reproduce lint
 
 # the documentation site (mkdocs.yml) into build/site, strictly: a broken link, a missing page or an unreadable
 # docstring fails the build

@@ -31,7 +31,8 @@ def list_pretrained() -> dict[str, str]:
 
 def load(name_or_path: str, device: str | None = None):
     """A model ready for inference (eval mode, no gradients needed) from a pretrained name (``list_pretrained``)
-    or the path of a ``.ckpt`` written by ``python -m zoo.train``; on ``device`` ("cuda", "cpu", ...; default:
+    or the path of a ``.ckpt`` written by ``python -m zoo.train``, a folder written by ``model.save_pretrained``
+    or a Hugging Face Hub repository ``"hf://owner/repo"`` (docs/api.md); on ``device`` ("cuda", "cpu", ...; default:
     the CPU). Each model's inference methods are documented in docs/api.md (``sample``, ``caption``, ...)."""
     from zoo.hub import load as _load  # imported when used: `import zoo` stays light (zoo.hub reads files)
 

@@ -1,6 +1,8 @@
 """Load finished models: ``zoo.load(name_or_path)``.
 
 - a ``.ckpt`` written by ``python -m zoo.train`` (read with ``torch.load(weights_only=True)``);
+- a model folder written by ``model.save_pretrained(folder)``, or a Hugging Face Hub repository
+  ``hf://owner/repo`` (``zoo.hf``; from the local cache when offline);
 - a pretrained entry shipped in ``zoo/pretrained/``: ``<name>.safetensors`` (the weights) next to
   ``<name>.json`` (the card: model, hyperparameters, data, recipe, exact command, metrics with
   their split, sha256, size). The file's sha256 is checked before loading.
@@ -18,6 +20,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from zoo import hf
 from zoo.errors import UserError
 from zoo.registry import MODELS, closest
 
@@ -153,8 +156,19 @@ def load_pretrained(name: str) -> tuple[Any, dict]:
     except Exception as err:
         raise UserError(f"cannot read {weights}: {err}") from None
     model = build_model(card["model"], card["hyper_parameters"], state, str(weights))
-    return with_info(model, {"model": card["model"], "data": card["data"], "recipe": card["recipe"],
-                             "command": card["command"], "card": card})
+    return with_info(model, card_info(card))
+
+
+def card_info(card: dict) -> dict:
+    """The run info of a model loaded from a card (a released entry's, or a Hub folder's config.json)."""
+    return {"model": card["model"], "data": card.get("data"), "recipe": card.get("recipe"),
+            "command": card.get("command"), "card": card}
+
+
+def load_hf(target: str) -> tuple[Any, dict]:
+    """A model folder written by ``save_pretrained``, or the Hub repository ``hf://owner/repo`` (zoo.hf)."""
+    card, state, source = hf.fetch(target)
+    return with_info(build_model(card["model"], card["hyper_parameters"], state, source), card_info(card))
 
 
 def with_info(model: Any, info: dict) -> tuple[Any, dict]:
@@ -172,6 +186,8 @@ def load_any(target: str) -> tuple[Any, dict]:
         raise UserError(f"nothing to load ({got}): give a pretrained name ({', '.join(pretrained_cards()) or 'none'}) "
                         "or the path of a .ckpt written by `python -m zoo.train`")
     path = Path(target)
+    if target.startswith(hf.PREFIX) or hf.is_model_folder(path):
+        return load_hf(target)
     if path.suffix in (".json", ".safetensors") and path.is_file():  # was "no such file" for a card's path
         raise entry_file(path)
     if target.endswith(".ckpt") or path.is_file():
@@ -201,5 +217,6 @@ def entry_file(path: Path) -> UserError:
 
 
 def load(target: str) -> Any:
-    """A ready-to-use model (eval mode, CPU) from a pretrained name or a checkpoint path."""
+    """A ready-to-use model (eval mode, CPU) from a pretrained name, a checkpoint path, a model folder or
+    ``hf://owner/repo``."""
     return load_any(target)[0]

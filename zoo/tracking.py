@@ -2,7 +2,8 @@
 
 W&B never crashes or hangs a run: without credentials it runs offline (sync later with
 `wandb sync <run_dir>/wandb/offline-run-*`); if an online start fails it falls back to offline
-with a warning."""
+with a warning. A run folder keeps its W&B run id in ``<run_dir>/wandb/run-id``: a resumed run
+(``ckpt_path=last``, a SLURM requeue) continues the same W&B run, online and offline."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import contextlib
 import logging
 import netrc
 import os
+import secrets
+import string
 import sys
 import warnings
 from collections.abc import Iterator
@@ -159,6 +162,33 @@ def _lightning_handlers() -> list[logging.Handler]:
 
 
 
+RUN_ID_FILE = Path("wandb") / "run-id"  # in the run folder: the W&B run id its resumes continue
+RUN_ID_ALPHABET = string.ascii_lowercase + string.digits  # W&B's own ids: 8 of these
+
+
+def wandb_run_id(run_dir: Path) -> str:
+    """The W&B run id of the run folder: the one kept in ``<run_dir>/wandb/run-id``, or a new one written
+    there. Created exclusively, so the ranks of a DDP run (each makes its loggers) agree on one id. Made
+    here rather than by wandb (whose ``util.generate_id`` newer releases removed). ``WANDB_RUN_ID`` wins
+    where it is set: a W&B sweep agent hands each run its id there (kept in the file too if it has none)."""
+    path = run_dir / RUN_ID_FILE
+    given = os.environ.get("WANDB_RUN_ID", "").strip()
+    if not path.is_file() or given:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = given or "".join(secrets.choice(RUN_ID_ALPHABET) for _ in range(8))
+        try:
+            with open(path, "x") as f:
+                f.write(new + "\n")
+            return new
+        except FileExistsError:  # another rank wrote it first, or it was there and WANDB_RUN_ID is set
+            if given:
+                return given
+    found = path.read_text().strip()
+    if not found or len(found) > 64 or any(c not in RUN_ID_ALPHABET + "-_" for c in found):
+        raise UserError(f"{path} does not hold a W&B run id (got {found[:40]!r}): it names the W&B run this run "
+                        "folder continues; write the run's id (the end of its URL) there, or remove the file to "
+                        "start a new W&B run")
+    return found
 
 
 def wandb_logged_in() -> bool:
@@ -179,6 +209,19 @@ def wandb_mode(requested: str | None) -> str:
     return mode
 
 
+_STARTED: list = []  # the WandbLoggers made in this process, whose runs the next one finishes
+
+
+def finish_earlier_wandb_runs() -> None:
+    """wandb.finish the W&B runs of the loggers made before in this process: a W&B run still going when
+    wandb.init is called again is handed back by it, so a second run in one process (a test, a notebook)
+    logged into the first one's run and id. A process's last run is finished by wandb when it exits."""
+    while _STARTED:
+        experiment = getattr(_STARTED.pop(), "_experiment", None)  # None: never started (no step logged)
+        if experiment is not None and hasattr(experiment, "finish"):  # a DummyExperiment on other ranks has none
+            experiment.finish()
+
+
 def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
     from lightning.pytorch.loggers import WandbLogger  # imported when used: lightning
 
@@ -187,6 +230,7 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
         import wandb  # noqa: F401
     except ImportError:
         raise UserError("logger 'wandb' needs the wandb package: pip install wandb") from None
+    finish_earlier_wandb_runs()
     opts = cfg["wandb"]
     mode = wandb_mode(opts["mode"])
     cache = home_folder("XDG_CACHE_HOME", ".cache")
@@ -194,8 +238,10 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
         # wandb's core keeps its logs and cache there: without HOME (a container, a cron job) or with a
         # read-only one it printed ~20 log lines on every run and left .wandb_cache in the working folder
         os.environ["XDG_CACHE_HOME"] = str(run_dir / "wandb" / "cache")
+    # the same id on every start of this run folder: Lightning hands wandb.init resume="allow", so a resume
+    # continues the run (online: its steps and history; offline: `wandb sync` joins the folders into one run)
     common = dict(project=opts["project"], entity=opts["entity"], save_dir=str(run_dir), tags=opts["tags"],
-                  name=f"{cfg['recipe']}/{run_dir.name}", config=cfg)
+                  name=f"{cfg['recipe']}/{run_dir.name}", config=cfg, id=wandb_run_id(run_dir))
     # Lightning refuses log_model with offline mode; artifacts only make sense online.
     logger = WandbLogger(mode=mode, log_model="all" if (mode == "online" and opts["log_model"]) else False,
                          settings=_settings(), **common)
@@ -207,6 +253,7 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
             print(f"warning: W&B online start failed ({type(err).__name__}: {err}); logging offline",
                   file=sys.stderr)
             logger = _drop_anonymous(WandbLogger(mode="offline", log_model=False, settings=_settings(), **common))
+    _STARTED.append(logger)
     return logger
 
 

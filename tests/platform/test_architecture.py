@@ -12,7 +12,8 @@ a circle, within a layer either):
                imports the declarations in their torch-free config.py by name (``zoo.models:declare_all``)
     platform   zoo.cli, zoo.config, zoo.recipe_files, zoo.precheck, zoo.trainer_options, zoo.runs,
                zoo.tracking, zoo.hub, zoo.pretrained
-    parts      zoo.core, zoo.estimators, zoo.callbacks (estimators know nothing of models or core)
+    parts      zoo.core, zoo.estimators, zoo.callbacks (estimators know nothing of models or core), zoo.hf (a
+               model as a Hugging Face Hub folder: ZooModule's save_pretrained / from_pretrained / push_to_hub)
     ground     zoo.registry, zoo.options, zoo.errors, zoo.paths, zoo.spread (seed spreads)
 
 A function-level import is there only to keep a heavy package out of start-up: it imports one
@@ -34,7 +35,7 @@ LAYERS = {  # module prefix -> layer (higher imports lower); the longest matchin
     "zoo.models": 3,
     "zoo.cli": 2, "zoo.config": 2, "zoo.recipe_files": 2, "zoo.precheck": 2, "zoo.trainer_options": 2, "zoo.runs": 2,
     "zoo.tracking": 2, "zoo.hub": 2, "zoo.pretrained": 2,
-    "zoo.core": 1, "zoo.estimators": 1, "zoo.callbacks": 1,
+    "zoo.core": 1, "zoo.estimators": 1, "zoo.callbacks": 1, "zoo.hf": 1,
     "zoo.registry": 0, "zoo.options": 0, "zoo.errors": 0, "zoo.paths": 0, "zoo.spread": 0,
 }
 FORBIDDEN = {  # within a layer: prefix -> prefixes it must not import
@@ -42,8 +43,8 @@ FORBIDDEN = {  # within a layer: prefix -> prefixes it must not import
 }
 HEAVY = {"torch", "torchvision", "torchmetrics", "lightning", "matplotlib", "wandb", "tokenizers", "sklearn",
          "scipy", "PIL", "pytorch_ood", "safetensors", "numba", "triton", "gensim", "tensorboard", "submitit",
-         "numpy", "omegaconf", "yaml", "importlib.metadata", "pooch", "requests",
-         "tqdm"}  # each takes tens of milliseconds or more to import
+         "numpy", "omegaconf", "yaml", "importlib.metadata", "pooch", "requests", "tqdm",
+         "huggingface_hub"}  # each takes tens of milliseconds or more to import
 
 
 LIGHT_PACKAGE = "zoo/__init__.py"  # `import zoo` (every command's first import) imports nothing of the zoo's

@@ -43,6 +43,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from zoo import hf
 from zoo.errors import UserError
 from zoo.estimators.seam import build_for_node
 from zoo.paths import make_folder
@@ -221,3 +222,23 @@ class ZooModule(L.LightningModule):
     # ---- command-line inference ------------------------------------------------------------
     def predict_cli(self, inputs: list[str], options: dict) -> None:
         raise UserError(f"model '{type(self).__name__}' has no `zoo.predict` behaviour")
+
+    # ---- the Hugging Face Hub (zoo.hf) --------------------------------------------------------
+    def save_pretrained(self, folder: str | Path, name: str | None = None) -> Path:
+        """Write the model into ``folder``: ``model.safetensors`` (weights), ``config.json`` (the zoo's card,
+        with the weights' sha256) and ``README.md`` (the Hub's model card, metrics as evaluation results).
+        ``name``: the name on the card (default: the released entry's, else the model's)."""
+        return hf.save_pretrained(self, folder, name)
+
+    def push_to_hub(self, repo_id: str, private: bool | None = None, token: str | None = None,
+                    commit_message: str = "Upload a zoo model") -> str:
+        """Upload the model to the Hub repository ``repo_id`` (``owner/name``, made if missing; ``hf auth
+        login`` or ``token``); ``zoo.load("hf://owner/name")`` loads it back. The URL of the commit."""
+        return hf.push_to_hub(self, repo_id, private=private, token=token, commit_message=commit_message)
+
+    @classmethod
+    def from_pretrained(cls, folder_or_repo: str | Path, revision: str | None = None) -> ZooModule:
+        """The model saved in a folder by ``save_pretrained``, or in a Hub repository ``owner/name`` (downloaded
+        into huggingface_hub's cache; from the cache when offline), in eval mode on the CPU. On a model class
+        (``LatentVAE.from_pretrained``) a folder of another model is refused."""
+        return hf.from_pretrained(folder_or_repo, revision, expected=None if cls is ZooModule else cls)
