@@ -86,7 +86,8 @@ class ImageTransforms:
         if self.polarity != "none":
             steps.append(f"{self.polarity.replace('_', ' ')} (invert={self.invert}: auto inverts a light border)")
         if self.unenlarge and self.channels == 1:
-            steps.insert(1, f"un-enlarged if k times {h}x{w} and a nearest or bilinear enlargement explains it, else")
+            steps.insert(1, f"un-enlarged when k times {h}x{w} and a nearest or bilinear enlargement explains it "
+                            "(unenlarge=True); otherwise")
         if self.binarize is not None:
             steps.append(f"binarised at {self.binarize:g}")
         if self.mean is not None:
