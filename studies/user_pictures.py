@@ -6,8 +6,9 @@ transforms (studies/2026-11-29-user-pictures.md).
 "Before" is the conversion each model's ``preprocess`` did until the transforms: the OOD models resized
 bilinearly (PIL, ``resize=True``) and inverted only when told (``invert=True``); the captioner resized the
 shorter side bilinearly. The VAEs already used a box filter and ``invert=auto``, so their before is their
-after. "After" is ``model.preprocess`` with the card's transforms (box filter, ``invert=auto``). ``filters``:
-the joint detector with each resampling filter in place of the card's.
+after. "After" is ``model.preprocess`` with the card's transforms (un-enlarging, else the box filter;
+``invert=auto``). ``filters``: the joint detector with each resampling filter in place of the card's, un-enlarging
+off ("box" is the card before un-enlarging), and the card ("box + unenlarge").
 Digits: the first 200 of each model's test split; scenes: 20 test scenes (seed 5), greedy captions.
 """
 
@@ -42,7 +43,7 @@ def ood(name: str) -> dict:
     x, y = model_datamodule(model).parts["test"][:2]
     x, y = as_float(x[:N_DIGITS]), y[:N_DIGITS]
     rows = {"originals": {"before": ood_acceptance(model, x, y), "after": ood_acceptance(model, x, y)}}
-    old = dataclasses.replace(model.transforms(), resample="bilinear", invert="false")
+    old = dataclasses.replace(model.transforms(), resample="bilinear", invert="false", unenlarge=False)
     for kind_name, kind in KINDS.items():
         pics = pictures(x, kind)
         before = transform_batch(old, pics, (1, 8, 8), model.device, model.dtype, invert=kind.invert)
@@ -52,15 +53,15 @@ def ood(name: str) -> dict:
 
 def filters(name: str) -> dict:
     """The OOD model's acceptance on each kind of picture with each resampling filter in the transforms
-    (invert=auto): which filter suits which picture."""
+    (invert=auto) and un-enlarging off: which filter suits which picture; "box + unenlarge" is the card."""
     from zoo.models.ood.data import as_float
 
     model = zoo.load(name, device=DEVICE[0])
     x, y = model_datamodule(model).parts["test"][:2]
     x, y = as_float(x[:N_DIGITS]), y[:N_DIGITS]
     out = {}
-    for resample in ("box", "nearest", "bilinear", "hamming"):
-        tf = dataclasses.replace(model.transforms(), resample=resample)
+    for resample in ("box + unenlarge", "box", "nearest", "bilinear", "hamming"):
+        tf = dataclasses.replace(model.transforms(), resample=resample.split()[0], unenlarge="+" in resample)
         out[resample] = {kind_name: ood_acceptance(model, transform_batch(tf, pictures(x, kind), (1, 8, 8),
                                                                          model.device, model.dtype), y)
                          for kind_name, kind in KINDS.items()}
@@ -84,7 +85,7 @@ def sat(name: str) -> dict:
     model = zoo.load(name, device=DEVICE[0])
     x = torch.from_numpy(generate_split(N_SCENES, seed=5, split="test").images).float() / 255
     reference = model.caption(x)
-    old = dataclasses.replace(model.transforms(), resample="bilinear")
+    old = dataclasses.replace(model.transforms(), resample="bilinear", unenlarge=False)
     rows = {"originals": {"before": 1.0, "after": 1.0}}
     for kind_name, kind in KINDS.items():
         if kind.invert or kind.bitmap:  # colour scenes: no polarity; not drawn as bitmaps

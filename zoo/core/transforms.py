@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from zoo.core.inputs import image_batch, to_pil
+from zoo.core.unenlarge import factor, unenlarge
 from zoo.errors import UserError
 
 RESAMPLING = ("box", "bilinear", "bicubic", "nearest", "lanczos", "hamming")  # PIL's filters (torchvision's names)
@@ -49,6 +50,9 @@ class ImageTransforms:
     mean: tuple[float, ...] | None = None  # per-channel normalisation (x - mean) / std after all else (None: none)
     std: tuple[float, ...] | None = None  # see mean
     data: str = ""  # how the training pictures were made: the reason for ``resample``
+    # a grey picture k >= 2 times the size on both sides that a nearest or bilinear enlargement explains is
+    # un-enlarged (least squares, zoo.core.unenlarge) instead of resampled; else the ``resample`` filter
+    unenlarge: bool = True
 
     def __post_init__(self) -> None:
         checks = [(self.resample, RESAMPLING, "resample"), (self.resize, RESIZE, "resize"),
@@ -81,6 +85,9 @@ class ImageTransforms:
                  f"floats in [{self.value_range[0]:g}, {self.value_range[1]:g}]"]
         if self.polarity != "none":
             steps.append(f"{self.polarity.replace('_', ' ')} (invert={self.invert}: auto inverts a light border)")
+        if self.unenlarge and self.channels == 1:
+            steps.insert(1, f"un-enlarged when k times {h}x{w} and a nearest or bilinear enlargement explains it "
+                            "(unenlarge=True); otherwise")
         if self.binarize is not None:
             steps.append(f"binarised at {self.binarize:g}")
         if self.mean is not None:
@@ -104,7 +111,7 @@ class ImageTransforms:
         name = name or what
         if strict:
             self.check_strict(img, name)
-        x = self.pipeline()(img).as_subclass(Tensor)  # (C, H, W) in [0, 1]; a plain tensor, not a tv_tensors.Image
+        x = self.small_picture(img)  # (C, H, W) in [0, 1]
         if self.polarity != "none" and (invert == "true" or (invert == "auto" and self.looks_inverted(x))):
             x = 1.0 - x
         if self.binarize is not None:
@@ -116,6 +123,16 @@ class ImageTransforms:
             mean = torch.tensor(self.mean).view(-1, 1, 1)  # cpu: like x
             x = (x - mean) / torch.tensor(self.std or [1.0] * len(self.mean)).view(-1, 1, 1)
         return x
+
+    def small_picture(self, img: Any) -> Tensor:
+        """A PIL image -> (C, H, W) floats in [0, 1]: un-enlarged (``unenlarge``; grey pictures of an integer
+        factor k >= 2) or resized by the card's filter."""
+        if self.unenlarge and self.channels == 1 and factor((img.height, img.width), tuple(self.size)):
+            y = pipeline(None, 1, self.resample, self.resize)(img).as_subclass(Tensor)  # (1, kH, kW) in [0, 1]
+            found = unenlarge(y, tuple(self.size))
+            if found is not None:
+                return found[0].float()
+        return self.pipeline()(img).as_subclass(Tensor)  # a plain tensor, not a tv_tensors.Image
 
     def check_invert(self, invert: Any) -> str:
         invert = self.invert if invert is None else str(invert).lower()
@@ -144,14 +161,14 @@ class ImageTransforms:
 
 
 @functools.lru_cache(maxsize=32)
-def pipeline(size: tuple[int, int], channels: int, resample: str, resize: str) -> Any:
-    """``ImageTransforms.pipeline``, built once per setting."""
+def pipeline(size: tuple[int, int] | None, channels: int, resample: str, resize: str) -> Any:
+    """``ImageTransforms.pipeline``, built once per setting (size None: no resizing)."""
     from torchvision.transforms import v2 as T  # imported when used: torchvision
 
     mode = T.InterpolationMode[resample.upper()]
-    h, w = size
-    steps = ([T.Resize(h, interpolation=mode, antialias=True), T.CenterCrop((h, w))] if resize == "shorter_side"
-             else [T.Resize((h, w), interpolation=mode, antialias=True)])
+    steps = [] if size is None else (
+        [T.Resize(size[0], interpolation=mode, antialias=True), T.CenterCrop(size)] if resize == "shorter_side"
+        else [T.Resize(size, interpolation=mode, antialias=True)])
     grey = [T.Grayscale(1)] if channels == 1 else [T.RGB()]
     return T.Compose([*grey, *steps, T.ToImage(), T.ToDtype(torch.float32, scale=True)])
 
