@@ -51,16 +51,16 @@ def test_measuring_a_step_leaves_torchs_rng_as_it_was(tmp_path):
 
 
 def test_a_models_own_probe_calibration_decides_the_refusal():
-    """MAML-RL's 8-task probe counts 1.55x its real peak per task (the default assumes 1.3): a step the
-    default would refuse at 1.1x the machine, divided by 1.55 (0.92x), fits."""
-    from zoo.core.memory import check_step_fits
+    """A model whose probe counts more over its real peak than the default assumes (MAML-RL: 3.2) says so:
+    a step the default would refuse at 1.1x the machine fits once divided by the model's own factor."""
+    from zoo.core.memory import CREATED_OVER_PEAK, check_step_fits
     from zoo.errors import UserError
 
     class Probe:
         def step_bytes(self, datamodule):
-            return int(1.1 * 1.3 * machine_bytes()), "data.meta_batch=..."
+            return int(1.1 * CREATED_OVER_PEAK * machine_bytes()), "data.meta_batch=..."
 
     with pytest.raises(UserError, match="out of memory"):
         check_step_fits(Probe(), None, "cpu")
-    Probe.created_over_peak = 1.55
+    Probe.created_over_peak = 1.2 * CREATED_OVER_PEAK
     check_step_fits(Probe(), None, "cpu")

@@ -116,10 +116,10 @@ class Nav2dMAML(ZooModule):
         states, actions, rewards = rollout(self.policy, params, goals, c.trajectories, c.horizon)
         return self.policy_loss(params, states, actions, rewards, goals), rewards, before
 
-    # the 8-task probe's count over the real peak per task (``zoo.core.memory``): 10.6 MiB a task counted,
-    # 6.8-6.9 MiB a task at the peak (ru_maxrss, forward and backward, 200 and 800 tasks); with the default
-    # 1.3 a step whose peak was 76-100 % of the machine's memory was refused
-    created_over_peak = 1.55
+    # the 8-task probe's count over the real peak per task (``zoo.core.memory``): 24.0 MB a task counted,
+    # 7.3 MB a task at the peak (benchmarks/maml_step_memory.py maml_nav2d 100); with the default a step whose
+    # peak was well inside the machine's memory would be refused
+    created_over_peak = 3.2
 
     def step_bytes(self, datamodule) -> tuple[int, str]:
         """Memory of one meta-training step: that of 8 tasks x tasks / 8 (``zoo.core.memory.check_step_fits``)."""
