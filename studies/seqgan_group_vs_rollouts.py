@@ -61,7 +61,7 @@ def run_arm(seed: int, overrides: list[str], state: dict, seconds: float, every:
     while spent < seconds:
         t0 = time.perf_counter()
         model.dis.eval()
-        loss, _ = model.g_loss(torch.Generator().manual_seed(seed * 100_000 + step))
+        loss, _ = model.g_loss(torch.Generator(device=model.device).manual_seed(seed * 100_000 + step))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.gen.parameters(), model.cfg.grad_clip)
@@ -89,6 +89,7 @@ def pretrain(seed: int) -> dict:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
+    from zoo.bench.devices import add_device_option, describe, resolve_device
     from zoo.spread import paired, spread
 
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
@@ -96,11 +97,16 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0, help="G-step time per arm and seed")
     ap.add_argument("--every", type=int, default=5, help="measure after every this many G steps")
     ap.add_argument("--out", default=str(OUT))
+    add_device_option(ap)
     args = ap.parse_args()
+    device = resolve_device(args.device)
+    if device.type != "cpu":  # the arms' wall-clock budgets were set for the CPU's step times
+        raise SystemExit("seqgan_group_vs_rollouts.py times G steps on the CPU: --device cpu")
     torch.set_num_threads(1)
     seeds = [int(s) for s in args.seeds.split(",")]
     record = {"command": " ".join(["python", "studies/seqgan_group_vs_rollouts.py", *sys.argv[1:]]),
               "machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}", "threads": 1,
+              "device": str(device), "device_name": describe(device),
               "pretrain": PRETRAIN, "arms": {a: {"overrides": o, "runs": {}} for a, o in ARMS.items()}}
     for seed in seeds:
         state = pretrain(seed)

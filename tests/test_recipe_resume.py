@@ -279,6 +279,7 @@ def test_hogwild_skipgram_resumes_at_the_same_step_data_position_and_learning_ra
     assert lr == {k: v for k, v in metric_rows(resumed).items() if k[2] == "train/lr"}
 
 
+@pytest.mark.slow  # costly: `make test-slow` (CI runs it)
 def test_a_ddp_run_stopped_killed_and_resumed_ends_as_the_straight_one(tmp_path):
     """The same under two CPU processes (gloo), on a model with a stochastic node: the discrete VAE trained with
     REINFORCE and a learned baseline. Each rank draws its own latents and reads its shard of every batch; both

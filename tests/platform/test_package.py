@@ -89,6 +89,7 @@ def _away_from_the_checkout(site: Path) -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *keep]), "OMP_NUM_THREADS": "1"}
 
 
+@pytest.mark.slow  # costly: `make test-slow` (CI runs it)
 def test_the_wheel_carries_recipes_and_commands(tmp_path):
     """Built from a copy of the sources (the build writes build/ and *.egg-info next to them), installed with
     pip --target, and run from a folder outside the checkout."""

@@ -56,12 +56,14 @@ def assert_same(first: tuple[dict, dict], second: tuple[dict, dict]) -> None:
     assert json.dumps(metrics_a, sort_keys=True) == json.dumps(metrics_b, sort_keys=True)
 
 
+@pytest.mark.slow  # costly: `make test-slow` (CI runs it)
 def test_vae_digits_same_across_hash_seed_cwd_and_workers(tmp_path):
     first = run(tmp_path, "a", VAE, hash_seed=1, cwd="cwd_a")
     second = run(tmp_path, "b", [*VAE, "data.num_workers=2"], hash_seed=2, cwd="cwd_b")
     assert_same(first, second)
 
 
+@pytest.mark.slow  # costly: `make test-slow` (CI runs it)
 def test_seqgan_text_vocabulary_and_weights_same_across_hash_seed_and_cwd(tmp_path):
     first = run(tmp_path, "a", SEQGAN_TEXT, hash_seed=1, cwd="cwd_a")
     second = run(tmp_path, "b", SEQGAN_TEXT, hash_seed=2, cwd="cwd_b")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from platform_testlib import subprocess_env  # tests/platform, on sys.path via conftest
 
 from zoo.train import train
@@ -18,6 +19,7 @@ CORPUS = ["recipe=skipgram_synthetic", "data.planted.groups=330", "data.planted.
           "trainer.enable_progress_bar=false", "trainer.accelerator=cpu"]  # CPU DDP, also where a GPU is
 
 
+@pytest.mark.slow  # costly: `make test-slow` (CI runs it)
 def test_two_processes_learn_like_one(tmp_path):
     one = train([*CORPUS, f"run_dir={tmp_path}/one"]).test_metrics["test/spearman"]
     env = subprocess_env()  # extends PYTHONPATH, never replaces it

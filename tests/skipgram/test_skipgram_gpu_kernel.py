@@ -86,6 +86,7 @@ print(json.dumps(out))
 
 
 @needs_triton
+@pytest.mark.slow  # costly: `make test-slow` (CI runs it)
 def test_interpreted_kernel_gives_the_cpu_kernels_tables_job_by_job():
     """Run in order, the jobs leave the tables the CPU kernel leaves over the same 4 jobs (same seeds,
     noise words and sigmoid table), with negative sampling and word2vec.c's clipped steps, and with NCE,

@@ -120,8 +120,9 @@ class ImageTransforms:
         if (lo, hi) != (0.0, 1.0):
             x = lo + (hi - lo) * x
         if self.mean is not None:
-            mean = torch.tensor(self.mean).view(-1, 1, 1)  # cpu: like x
-            x = (x - mean) / torch.tensor(self.std or [1.0] * len(self.mean)).view(-1, 1, 1)
+            mean = torch.tensor(self.mean, device=x.device, dtype=x.dtype).view(-1, 1, 1)
+            std = torch.tensor(self.std or [1.0] * len(self.mean), device=x.device, dtype=x.dtype).view(-1, 1, 1)
+            x = (x - mean) / std
         return x
 
     def small_picture(self, img: Any) -> Tensor:
