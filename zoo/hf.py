@@ -19,13 +19,13 @@ local cache when offline (``HF_HUB_OFFLINE=1``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from zoo.errors import UserError
+from zoo.paths import sha256
 from zoo.registry import MODELS
 
 WEIGHTS = "model.safetensors"
@@ -65,14 +65,6 @@ def model_name(model: Any) -> str:
     return dotted
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def model_card(model: Any, name: str | None = None) -> dict:
     """The zoo card of ``model`` for its config.json: the released card it was loaded with (its metrics kept),
     else what its checkpoint's run info says (model, data, recipe, command), else its hyper-parameters alone."""
@@ -109,7 +101,7 @@ def save_pretrained(model: Any, folder: str | Path, name: str | None = None, rep
     # plain contiguous copies: safetensors refuses tensors sharing memory and views
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(folder / WEIGHTS), metadata={"zoo_model": card["model"], "name": card["name"]})
-    card.update(zoo_format=FORMAT, weights=WEIGHTS, sha256=_sha256(folder / WEIGHTS),
+    card.update(zoo_format=FORMAT, weights=WEIGHTS, sha256=sha256(folder / WEIGHTS),
                 size_bytes=(folder / WEIGHTS).stat().st_size)
     (folder / CONFIG).write_text(json.dumps(card, indent=1) + "\n")
     write_model_card(card, folder / CARD, repo)
@@ -167,7 +159,7 @@ def read_folder(folder: str | Path, source: str | None = None) -> tuple[dict, di
     weights = folder / WEIGHTS
     if not weights.is_file():
         raise UserError(f"{source} has no {WEIGHTS} beside its {CONFIG}: an incomplete copy or upload?")
-    actual = _sha256(weights)
+    actual = sha256(weights)
     if actual != card.get("sha256"):
         raise UserError(f"refusing {source}: the sha256 of its {WEIGHTS} ({actual}) does not match its {CONFIG}'s "
                         f"({card.get('sha256')}), so the file was changed or damaged after it was saved; save or "

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import pickle
 import re
@@ -22,17 +21,10 @@ from typing import Any
 
 from zoo import hf
 from zoo.errors import UserError
+from zoo.paths import sha256
 from zoo.registry import MODELS, closest
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def first_line(err: Exception) -> str:

@@ -10,6 +10,7 @@ later (the message itself: ``zoo.errors.no_access``); ``home_folder``: the XDG f
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import re
 import shutil
@@ -160,3 +161,11 @@ def working_folder_gone() -> bool:
         return True
     return False
 
+
+def sha256(path: Path) -> str:
+    """The file's sha256 (hex), read in 1 MiB blocks: released weights and Hub folders are checked by it."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
