@@ -119,7 +119,8 @@ def categorical_draws(spec: Any, draws: int, warmup: int = WARMUP,
     the number of cost evaluations per estimate (n, K for expectation); raises UserError if the
     estimator does not handle the problem's distribution."""
     est = get_estimator(spec)
-    if est.capabilities is not None and est.capabilities.distributions == "continuous":  # a plugin's sample() may not refuse a categorical itself
+    # a plugin's sample() may not refuse a categorical itself: its declared capabilities do
+    if est.capabilities is not None and est.capabilities.distributions == "continuous":
         raise UserError(f"{spec} handles continuous distributions, and the {problem} problem's are discrete")
     leaves, dist, cost = PROBLEMS[problem]
     train_parameters(est, problem)
