@@ -1,7 +1,7 @@
 """Show, Attend and Tell (Xu et al. 2015) as a LightningModule: soft and hard (sampled) attention.
 
 Where things are:
-- the soft loss and the **hard-attention loss** (seed 000's lower bound L_s and its Monte Carlo
+- the soft loss and the **hard-attention loss** (the "Hard Attention" notes' lower bound L_s and its Monte Carlo
   gradient, through the estimator registry): `soft_loss`, `hard_attention_loss` below;
 - the networks: `nets.py`; decoding and the localisation metric: `decode.py`; figures: `plots.py`;
   the command-line behaviour (`python -m zoo.predict`): `predict.py`.
@@ -170,12 +170,12 @@ class ShowAttendTell(CaptionAPI, ZooModule):
         return (nll.sum() + self.cfg.alpha_c * reg.sum()) / valid.sum()
 
     def hard_attention_loss(self, feats: Tensor, caption: Tensor) -> Tensor:
-        """Hard attention, trained on the lower bound L_s = sum_s p(s|a) log p(y|s,a) (seed 000).
+        """Hard attention, trained on the lower bound L_s = sum_s p(s|a) log p(y|s,a) (the "Hard Attention" notes).
 
         s_t ~ Multinoulli(alpha_t) at every word, context = a_{s_t}. With cost f(s) = -log p(y|s,a)
         (per caption, summed over words) the estimator's surrogate has gradient
             d f/dW + (f - b) d log p(s|a)/dW  (- entropy bonus),   log p(s|a) = sum_t log alpha_{t,s_t},
-        i.e. minus seed 000's Monte Carlo gradient with a baseline b (reinforce: EMA b <- 0.9 b + 0.1 f;
+        i.e. minus the notes' Monte Carlo gradient with a baseline b (reinforce: EMA b <- 0.9 b + 0.1 f;
         rloo: the other samples' mean). gumbel_softmax / straight_through instead feed relaxed
         weights (context = w @ a) and backpropagate through them (biased). With
         `expected_context_prob` p, a word uses the expected context with probability p (the

@@ -1,4 +1,5 @@
-"""MAML's inner loop and meta-gradient (Finn et al. 2017, Algorithm 1; seed 003 section 2.3).
+"""MAML's inner loop and meta-gradient (Finn et al. 2017, Algorithm 1; the CS 182/282A notes,
+"Model-Agnostic Meta-Learning (MAML)").
 
     theta_0 = theta,   theta_{j+1} = theta_j - alpha (.) grad_theta L(theta_j; D_tr)      (inner, k steps)
     meta-loss = 1/T sum_i L(theta_k^(i); D_ts^(i)),   theta <- Adam(grad_theta meta-loss)  (outer)

@@ -1,9 +1,9 @@
 """Skip-gram with NCE / negative sampling / full softmax: two embedding tables and their
 hand-written sparse SGD updates (plain torch, no Lightning).
 
-Notation (seed 001): a pair is (c, w): c the conditioning word, w the predicted word, score
-s(w, c) = u_w . v_c with v = ``centre`` (the exported word vectors, word2vec's syn0) and
-u = ``context`` (output vectors, syn1neg). Objectives for one pair and k noise words w'~q:
+Notation (Xu's softmax lecture notes, "Noise Contrastive Estimation"): a pair is (c, w): c the conditioning
+word, w the predicted word, score s(w, c) = u_w . v_c with v = ``centre`` (the exported word vectors, word2vec's
+syn0) and u = ``context`` (output vectors, syn1neg). Objectives for one pair and k noise words w'~q:
 - ``nce``:               -log sig(s(w,c) - log k q(w)) - sum_w' log(1 - sig(s(w',c) - log k q(w')))
 - ``negative_sampling``: the same without the log k q terms (word2vec);
 - ``full_softmax``:      -log softmax_w(s(., c)), exact and O(V) per pair.

@@ -1,7 +1,7 @@
 """What the Gaussian and the discrete VAE share: decoder likelihoods, the ELBO and its
 importance-weighted tightening, logging and pictures; the inference API and `zoo.predict` are predict.py's.
 
-For one image x the loss is the negative ELBO (seed 001, "Auto-Encoder (VAE)"):
+For one image x the loss is the negative ELBO (Xu's softmax lecture notes, "Auto-Encoder (VAE)"):
 
     L(x) = -E_{z ~ q(z|x)}[log p(x|z)] + KL(q(z|x) || p(z))   >=   -log p(x)
            `------ reconstruction -----'   `-- closed form --'
