@@ -216,7 +216,7 @@ def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None)
     changed = changed_options(saved, cfg)
     from lightning.pytorch.utilities.rank_zero import rank_zero_only  # (loaded by then) DDP's ranks run this too
 
-    if changed and rank_zero_only.rank == 0:  # was silent
+    if changed and rank_zero_only.rank == 0:
 
         print(f"note: resuming {ckpt}, whose run had other options{changed.replace('; this command differs in', ':')}. "
               "The new values are used where the model reads them; the optimizer's state (its learning rate "

@@ -41,7 +41,7 @@ class ZooDataModule(L.LightningDataModule):
         # Lightning's own prepare_data call on global rank 0 only: a dataset fetched once for all nodes (the
         # zoo's build() calls it in every process too; a file lock in zoo/core/downloads.py makes those wait)
         self.prepare_data_per_node = False
-        if self.Config is None:  # was "'NoneType' object is not callable"
+        if self.Config is None:
             raise UserError(f"{type(self).__name__} sets no Config: a ZooDataModule names the dataclass of its "
                             "options (Config = MyDataConfig; docs/adding_a_model.md)")
         self.cfg = self.Config(**cfg)  # checked when the recipe loads (zoo.config) or zoo.evaluate's data options
@@ -54,7 +54,7 @@ class ZooDataModule(L.LightningDataModule):
         return {}
 
     def split(self, name: str) -> Dataset:
-        """``self.<name>`` as ``setup`` left it; a subclass that fills none gets told (an AttributeError was)."""
+        """``self.<name>`` as ``setup`` left it; a subclass that fills none is told what setup() must fill."""
         if getattr(self, name, None) is None:
             self.setup("fit")
         data = getattr(self, name, None)
@@ -94,8 +94,8 @@ class EpochSampler(Sampler):
     def __iter__(self) -> Iterator:
         # A generator: the order is read at the first item, not when the iterator is made. Lightning makes the
         # first epoch's DataLoader iterator before its set_epoch, and a DataLoader without a batch sampler
-        # (batch_size=None: MAML's meta-batches) calls this at once: a run resumed from an epoch-end checkpoint
-        # then trained its first epoch on epoch 0's items (a BatchSampler's __iter__ was lazy already)
+        # (batch_size=None: MAML's meta-batches) calls this at once: an order read then is epoch 0's, and a run
+        # resumed from an epoch-end checkpoint would train its first epoch on it (a BatchSampler's __iter__ is lazy)
         if self.shuffle:
             g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
             order = torch.randperm(self.n, generator=g).tolist()

@@ -101,8 +101,8 @@ def character_drawings(folder: Path, stack: contextlib.ExitStack) -> tuple[list[
                 continue  # (a zip made again from the folder may put one more folder above split/)
             found.setdefault("/".join(parts[-4:-1]), []).append(
                 Drawing("/".join(parts[-4:]), f"{info.file_size}\0{info.CRC}", lambda a=archive, i=info: a.open(i)))
-        if not any(name.startswith(f"{split}/") for name in found):  # was skipped silently: a later
-            members = [i.filename for i in archive.infolist() if not i.is_dir()]  # message blamed data.query
+        if not any(name.startswith(f"{split}/") for name in found):  # else skipped: a later
+            members = [i.filename for i in archive.infolist() if not i.is_dir()]  # message would blame data.query
             raise UserError(f"{path} holds no drawings laid out as {split}/<alphabet>/<character>/*.png "
                             f"(it holds {len(members)} files{', e.g. ' + members[0] if members else ''}): download "
                             "it again from https://github.com/brendenlake/omniglot (python/ folder), or unzip it "

@@ -39,7 +39,7 @@ class PredictOptions:
     out: str = "maml_adaptation.png"  # the adaptation figure
     shots: int = 0  # points of the random task (0: the model's K)
 MAX_STEPS = 10_000  # gradient steps of fine-tuning: seconds at most (the paper shows 1 and 10)
-MAX_SHOTS = 10_000  # points of the random task (0: the model's K); 10**8 was killed for memory
+MAX_SHOTS = 10_000  # points of the random task (0: the model's K); 10**8 runs out of memory
 
 
 @dataclass
@@ -163,7 +163,7 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
         raise UserError(f"shots={shots} must be from 0 to {MAX_SHOTS} (points of the random task; "
                         f"0 = the model's K, {model.data_info.get('shots', 10)})")
     given = [k for k in ("shots", "seed") if k in options]
-    if inputs and given:  # ignored without a word before
+    if inputs and given:  # else ignored without a word
         named, several = " and ".join(f"{k}=" for k in given), len(given) > 1
         raise UserError(f"{named} {'choose' if several else 'chooses'} the random task; with points given, the "
                         f"points are the task: leave {'them' if several else 'it'} out, or give no points")

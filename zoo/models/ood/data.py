@@ -280,7 +280,7 @@ class OODImages(OODDataModule):
             if spec.startswith("folder:"):
                 folder = Path(spec[len("folder:"):])
                 name = ood_set_name(folder)
-                if name in test_ood:  # folder:a/LSUN and folder:b/LSUN: the second replaced the first, silently
+                if name in test_ood:  # folder:a/LSUN and folder:b/LSUN: the second would replace the first
                     raise UserError(f"data.ood names two sets called '{name}': give each folder its own name")
                 if train_folder is not None and (root / folder).resolve() == train_folder:
                     raise UserError(f"data.ood_train_folder={c.ood_train_folder} is also the test set {spec} in "

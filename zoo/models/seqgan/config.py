@@ -60,12 +60,12 @@ class SeqGANConfig:
     estimator: EstimatorSpec = estimator_option({"name": "reinforce", "baseline": "none"})  # G's gradient
     # generator samples for val/nll_oracle (the paper: 10,000) and test/nll_oracle. At most 10**6: 10,000 take
     # about 20 s on a CPU core at the paper's sizes, so 10**6 is half an hour per evaluation (val: every epoch);
-    # 2**31 - 1 sampled for days, or ran out of memory, only after the first epoch had trained
+    # 2**31 - 1 would sample for days, or run out of memory, only after the first epoch has trained
     eval_samples: int = between(10000, 1, MAX_EVAL_SAMPLES, why=EVAL_SAMPLES_WHY)
     test_samples: int = between(10000, 1, MAX_EVAL_SAMPLES, why=EVAL_SAMPLES_WHY)
     # samples for val BLEU and for test BLEU and self-BLEU (text data). BLEU runs in Python: 200 samples against
     # 300 references take about 10 s on a CPU core, and self-BLEU grows with the samples' square (200: 7 s, 2,000:
-    # about 12 minutes); 10**8 val samples were still being generated 10 minutes after the first epoch (5 GB)
+    # about 12 minutes); 10**8 val samples are still being generated 10 minutes after the first epoch (5 GB)
     bleu_samples: int = between(100, 1, 10_000, why="100x the recipe's 100; BLEU of 200 samples against 300 "
                                 "references takes about 10 s on a CPU core, at every validation")
     test_bleu_samples: int = between(200, 1, 2_000, why="10x the recipe's 200; self-BLEU grows with the square of "

@@ -104,8 +104,8 @@ class SkipGramConfig:
 class CorpusOptions:
     root: str = nonempty_path("data")  # data folder; the encoded-corpus cache goes to <root>/skipgram_cache
     min_count: int = 5  # words seen fewer times are dropped (word2vec's min_count)
-    max_vocab: Optional[int] = at_least(None, 2)  # keep at most this many most frequent words (None: all; 0 also
-    # meant all, 1 failed after the corpus was encoded)
+    max_vocab: Optional[int] = at_least(None, 2)  # keep at most this many most frequent words (None: all; 0 would
+    # mean all too, and 1 fails only after the corpus is encoded)
     sample: float = between(1e-3, 0, 1, high_open=True)  # subsampling threshold t of frequent words (0: off)
     window: int = positive(5)  # maximum half-width; each centre draws b ~ U{1..window}
     chunk_tokens: int = positive(1_000_000)  # words per training step (a chunk; ends at a sentence end)

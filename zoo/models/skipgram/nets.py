@@ -248,9 +248,9 @@ class SkipGram(nn.Module):
           sequential SGD gives itself.
         - ``line``: the step along grad only, min(lr, t*) grad with t* = |grad|^2 / grad^T c H grad,
           the minimum of the model along it (one Hessian-vector product instead of two).
-        Until 2026-11-25 the cap was lr / max(1, lr sum h |x|^2), as if all of a row's terms pulled
-        one way: a frequent row whose terms pull apart (its noise words) was cut far below its
-        useful step, and 65,536-window steps left vectors half gensim's length (docs/skipgram.md)."""
+        Not lr / max(1, lr sum h |x|^2), as if all of a row's terms pulled one way: that cap cuts a
+        frequent row whose terms pull apart (its noise words) far below its useful step, and
+        65,536-window steps leave vectors half gensim's length (docs/skipgram.md)."""
         c = self.replicas * (self.hogwild_threads if self.cap_method == "line" else 1)
         if self.cap_method == "line":
             t = grad.square().sum(1).div_((grad * hvp(grad)).sum(1).mul_(c))  # (R,) t*; 0/0 (no terms) is nan

@@ -116,7 +116,7 @@ def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
         raise UserError(f"analogy=a,b,c takes three words (a : b = c : ?), got '{opts['analogy']}'")
     if int(opts["topn"]) < 1:
         raise UserError(f"topn must be >= 1, got {opts['topn']}")
-    if opts["binary"] is not None and not isinstance(opts["binary"], bool):  # 'maybe' was taken as true
+    if opts["binary"] is not None and not isinstance(opts["binary"], bool):  # else 'maybe' counts as true
         raise UserError(f"binary must be true or false (left out: binary when export= ends in .bin), "
                         f"got {opts['binary']!r}")
     if opts["export"]:  # checked before anything is printed; its folder is created when written
