@@ -193,7 +193,7 @@ def test_mapping_override_with_a_name_replaces_instead_of_merging():
     # sections given a single value (a TypeError from dict()), a seed numpy cannot take
     (["recipe=vae_digits", "checkpoint=5"], "'checkpoint' in recipe"),
     (["recipe=vae_digits", "wandb=[1]"], "'wandb' in recipe"),
-    (["recipe=vae_digits", "seed=4294967296"], "an integer from 0 to 4294967295"),  # else a ValueError in seed_everything
+    (["recipe=vae_digits", "seed=4294967296"], "an integer from 0 to 4294967295"),  # not seed_everything's ValueError
     (["recipe=vae_digits", "trainer.precision=16-true"], "not supported by VAE"),  # NaN losses in float16
     (["recipe=skipgram_synthetic", "trainer.precision=bf16-true"], "not supported by SkipGramModule"),
     (["recipe=skipgram_synthetic", "trainer.precision=16"], "precision=16 is not supported"),  # GradScaler
