@@ -91,11 +91,3 @@ def gumbel_with_maximum(
     """
     g = phi + sample_gumbel(phi, generator)
     return shift_gumbel_maximum(g, T, dim), g.argmax(dim)
-
-
-def gumbel_softmax_sample(
-    logits: Tensor, tau: float, n: int | None = None, generator: torch.Generator | None = None
-) -> Tensor:
-    """Concrete / Gumbel-softmax relaxed one-hot softmax((logits + G) / tau): (*B, K) or (n, *B, K)."""
-    phi = logits if n is None else logits.expand(n, *logits.shape)
-    return torch.softmax((phi + sample_gumbel(phi, generator)) / tau, dim=-1)

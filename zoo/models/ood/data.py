@@ -36,7 +36,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities import CombinedLoader
@@ -216,14 +215,6 @@ class OODToy2D(OODDataModule):
                  "test_ood": {"box": box(1000, 21), "ring": ring(1000, 5.0, 0.3, 22)},
                  "train_ood": box(c.n_train, 31) if c.ood_train else None, "num_classes": 2, "dataset": "toy2d"}
         return parts
-
-
-def as_float_images(array: np.ndarray) -> torch.Tensor:
-    """uint8 (N, H, W) or (N, C, H, W) -> float (N, C, H, W) in [0, 1]."""
-    t = torch.from_numpy(np.ascontiguousarray(array))
-    if t.dim() == 3:
-        t = t[:, None]
-    return t.float() / 255.0
 
 
 FETCHED_INTO = {"mnist": "mnist", "fashion_mnist": "fashion_mnist", "cifar10": ".", "svhn": "svhn"}  # under root

@@ -39,8 +39,6 @@ from torchmetrics.functional.classification import (
     multiclass_calibration_error,
 )
 
-DETECTORS = ("msp", "odin", "energy", "mahalanobis")
-
 
 def msp_score(logits: Tensor) -> Tensor:
     from pytorch_ood.detector import MaxSoftmax  # imported when used: pytorch_ood
