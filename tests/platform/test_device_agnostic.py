@@ -1,5 +1,5 @@
-"""Every tensor the zoo makes follows the device of its inputs or module (issue 13: skip-gram built
-its window offsets on the CPU and crashed next to CUDA tokens).
+"""Every tensor the zoo makes follows the device of its inputs or module (a window offset built
+on the CPU fails next to CUDA tokens).
 
 A CPU machine cannot run CUDA, so three checks stand in for it:
 - a source scan: every ``torch.arange/zeros/ones/empty/full/rand*/tensor/eye/linspace`` call and

@@ -136,7 +136,7 @@ def test_metric_tables_keep_their_columns_and_number_order():
 
 
 def test_a_checkpoint_with_an_option_the_model_no_longer_has_is_one_message(toy_recipe, tmp_path):
-    """A checkpoint of another zoo version (an option renamed since) was a TypeError traceback in
+    """A checkpoint of another zoo version (an option renamed since) is one message, not a TypeError traceback, in
     zoo.evaluate and zoo.load."""
     import torch
 

@@ -161,7 +161,7 @@ def test_oracle_model_predict_prints_token_ids(capsys):
 
 def test_compressed_text_file_reads_as_its_text(tmp_path):
     """data.path=corpus.txt.gz (or .bz2 / .xz / a zip of one file) gives the plain file's lines; a gzip
-    file was refused as binary before."""
+    file is not refused as binary."""
     plain = write_corpus(tmp_path)
     packed = tmp_path / "corpus.txt.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
