@@ -28,7 +28,7 @@ def test_predict_adapts_to_given_points_and_to_a_random_task(tmp_path, capsys):
 
 
 def test_predict_on_points_follows_a_float64_model(tmp_path, capsys):
-    """The user's points and the printed grid follow the model's dtype (a float64 model met float32 points)."""
+    """The user's points and the printed grid follow the model's dtype (a float64 model meets float32 points)."""
     import zoo
 
     model = zoo.load("maml-sinusoid").double()

@@ -54,7 +54,7 @@ def test_home_and_variables_in_paths_from_another_folder_with_warnings_as_errors
 
 def test_frozen_encoder_runs_under_warnings_as_errors(tmp_path):
     """sat_shapes_hard keeps its frozen encoder in eval mode by design: Lightning's warning about it
-    ended the run under PYTHONWARNINGS=error."""
+    would end the run under PYTHONWARNINGS=error."""
     proc = zoo(["zoo.train", "recipe=sat_shapes_hard", *FAST, f"run_dir={tmp_path}/runs"], tmp_path,
                {"PYTHONWARNINGS": "error"})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -154,7 +154,7 @@ def test_text_files_with_a_byte_order_mark_or_not_in_utf8(tmp_path, capsys):
 
 def test_a_figure_with_words_the_font_lacks_is_saved_under_warnings_as_errors(tmp_path):
     """matplotlib warns about every glyph its font lacks (a CJK word in a skip-gram plot): under
-    PYTHONWARNINGS=error that ended the run after training."""
+    PYTHONWARNINGS=error that would end the run after training."""
     import warnings
 
     import matplotlib

@@ -117,7 +117,7 @@ def check_step_fits(model, datamodule, accelerator: str) -> None:
     """A model whose training step grows with an unbounded option (MAML's tasks per meta-batch) says
     how much memory one step needs (``step_bytes(datamodule) -> (bytes, what to lower)``); past the
     machine's memory that is a UserError before the run starts. On the CPU only: there the kernel
-    killed the process minutes into its first step (no message, a half-made run folder); a GPU's
+    kills the process minutes into its first step (no message, a half-made run folder); a GPU's
     allocator refuses at once, which ``zoo.errors.out_of_memory`` words."""
     estimate = getattr(model, "step_bytes", None)
     if estimate is None or not (accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())):

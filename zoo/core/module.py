@@ -79,7 +79,7 @@ class ZooModule(L.LightningModule):
         # 7k words); zoo.train logs the recipe's config to every logger instead (train.make_trainer)
         self.save_hyperparameters({"cfg": dict(cfg), "data_info": dict(data_info or {})}, logger=False)
         for what, value in (("data_info", data_info or {}), ("the model's options", cfg)):
-            bad = not_primitive(value)  # a numpy scalar trained, then zoo.evaluate refused the checkpoint
+            bad = not_primitive(value)  # else a numpy scalar trains, then zoo.evaluate refuses the checkpoint
             if bad is not None:
                 raise UserError(f"{type(self).__name__}: {what}{bad[0]} is a {bad[1]}; checkpoints hold str, int, "
                                 "float, bool, None, lists, dicts and tensors only (they load with weights_only=True): "

@@ -115,7 +115,7 @@ class Nav2dConfig:
     meta_batch: int = positive(20)  # T: tasks per meta-iteration (the paper: 20)
     steps_per_epoch: int = positive(50)  # meta-iterations per Lightning epoch
     goal_range: float = between(0.5, 0, 1000, low_open=True, why="a point moves at most 0.1 a step, for at most "
-                                "10000 steps")  # goals ~ U[-range, range]^2; 1e30 overflowed the rewards
+                                "10000 steps")  # goals ~ U[-range, range]^2; 1e30 overflows the rewards
     val_tasks: int = positive(20)  # fixed validation goals
     test_tasks: int = positive(40)  # fixed test goals
     seed: int = 0  # training-goal seed

@@ -27,7 +27,7 @@ class OODConfig:
     mode: str = field(default="ce", metadata={"choices": list(MODES)})  # ce | confidence | joint | boundary_gan
     # weight of the KL(U || p) term (the paper: 1 for SVHN, 0.1 for CIFAR-10). At most 1000: there the KL term
     # outweighs the cross-entropy a thousandfold (the 2-D toy's accuracy already falls from 0.99 to 0.88), and
-    # 1e38 trained to chance or overflowed the float32 loss into the "diverged" message
+    # 1e38 trains to chance or overflows the float32 loss into the "diverged" message
     beta: float = between(1.0, 0, MAX_BETA, why="the KL term would outweigh the cross-entropy more than "
                           "a thousandfold; the paper uses 0.1 and 1")
     classifier: str = field(default="cnn", metadata={"choices": ["mlp", "cnn", "vgg13"]})  # classifier net

@@ -44,7 +44,7 @@ class SeqGANConfig:
     d_fresh_reals: bool = False
     adv_batch_size: int = positive(64)  # sequences sampled per G step
     # Monte Carlo rollouts N per prefix (the paper: 16). At most 1000: a G step generates and scores
-    # (seq_len - 1) x N x adv_batch_size sequences, and 10**8 ran out of memory only at the first
+    # (seq_len - 1) x N x adv_batch_size sequences, and 10**8 runs out of memory only at the first
     # adversarial step, after MLE and D pre-training
     # 0: no rollouts, the sequence's final D score is every token's reward. Score-function estimators only:
     # estimators that backpropagate through D (gumbel_softmax, straight_through) score the whole relaxed sequence

@@ -72,7 +72,7 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
     @staticmethod
     def check_run(cfg: dict) -> None:
         """A training run's schedule must have an epoch (the unit tests build models with none): with every
-        phase 0 the run saved an untrained G and exited 0."""
+        phase 0 the run would save an untrained G and exit 0."""
         m = cfg["model"]
         if not (m["mle_epochs"] or m["d_pretrain_rounds"] * m["d_pretrain_epochs"] or m["adv_iterations"]):
             raise UserError("the seqgan schedule trains nothing (model.mle_epochs, model.d_pretrain_rounds x "
