@@ -40,7 +40,6 @@ SUITES = {  # suite -> mode -> recipe
     "cifar10": {"ce": "ood_cifar10_ce", "joint": "ood_cifar10_joint"},
 }
 DETECTION = ("tnr95", "auroc", "aupr_in", "aupr_out", "det_acc")
-CLASSIFICATION = ("acc", "ece", "ece_ts", "nll", "nll_ts", "temperature")
 
 
 def run_one(recipe: str, seed: int, args) -> dict:
