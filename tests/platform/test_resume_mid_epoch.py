@@ -22,8 +22,8 @@ def assert_same(a: dict, b: dict) -> None:
 
 
 def test_sigterm_mid_epoch_then_resume_matches_uninterrupted_run(toy_recipe, tmp_path):
-    """The signal's save is the last word: before, Lightning closed the epoch and the final save
-    overwrote last.ckpt with "epoch 1 done", so the resumed run skipped batches 4-7 of epoch 1."""
+    """The signal's save is the last word: else Lightning closes the epoch and the final save
+    overwrites last.ckpt with "epoch 1 done", so the resumed run skips batches 4-7 of epoch 1."""
     straight = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/straight", "trainer.max_epochs=3", *COMMON])
     cut = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/cut", "trainer.max_epochs=3", *COMMON,
                  f"callbacks=[{SIGNAL_AT_11}]"])

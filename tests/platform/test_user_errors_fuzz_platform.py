@@ -138,8 +138,8 @@ def test_a_mistyped_monitor_is_named_with_what_the_model_logs(tmp_path, capsys):
 
 
 def test_a_batch_larger_than_the_data_is_the_only_line_printed(tmp_path):
-    """Found when the training loader is made: before, Lightning's device lines, model summary and
-    sanity-check bar came first. A subprocess: Lightning's log handler writes to the real stderr."""
+    """Found when the training loader is made, before Lightning's device lines, model summary and
+    sanity-check bar. A subprocess: Lightning's log handler writes to the real stderr."""
     import subprocess
     import sys
 
