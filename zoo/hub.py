@@ -180,7 +180,7 @@ def load_any(target: str) -> tuple[Any, dict]:
     path = Path(target)
     if target.startswith(hf.PREFIX) or hf.is_model_folder(path):
         return load_hf(target)
-    if path.suffix in (".json", ".safetensors") and path.is_file():  # a card's file: load it by its name
+    if path.suffix in (".json", ".safetensors") and path.is_file():  # a card's own file: named as its entry
         raise entry_file(path)
     if target.endswith(".ckpt") or path.is_file():
         return load_checkpoint(path)

@@ -88,7 +88,7 @@ class ShapesConfig:
     n_val: int = positive(300)  # validation scenes
     n_test: int = positive(500)  # test scenes
     image_size: int = positive(64)  # canvas side in pixels
-    # 1..max_objects shapes per scene; at most 3, the most a caption names (and the scene sampler places)
+    # 1..max_objects shapes per scene; at most 3: a caption names at most 3 objects
     max_objects: int = between(3, 1, 3, why="a caption names at most 3 objects")
     seed: int = 0  # generator seed (scenes, splits) and shuffling seed
     batch_size: int = positive(64)  # examples per batch

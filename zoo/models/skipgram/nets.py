@@ -248,7 +248,7 @@ class SkipGram(nn.Module):
           sequential SGD gives itself.
         - ``line``: the step along grad only, min(lr, t*) grad with t* = |grad|^2 / grad^T c H grad,
           the minimum of the model along it (one Hessian-vector product instead of two).
-        Not lr / max(1, lr sum h |x|^2), as if all of a row's terms pulled one way: that cap cuts a
+        The cap is not lr / max(1, lr sum h |x|^2), as if all of a row's terms pulled one way: that cuts a
         frequent row whose terms pull apart (its noise words) far below its useful step, and
         65,536-window steps leave vectors half gensim's length (docs/skipgram.md)."""
         c = self.replicas * (self.hogwild_threads if self.cap_method == "line" else 1)
