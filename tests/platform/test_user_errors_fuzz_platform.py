@@ -20,10 +20,10 @@ def assert_refused(code: int, err: str, expected: str, runs: Path) -> None:
 
 
 @pytest.mark.parametrize("override, expected", [
-    ("model.lr=1e300", "'lr' in recipe"),  # overflowed float32 inside Adam, after the run folder
-    ("data.seed=99999999999999999999", "'seed' in recipe"),  # overflowed numpy's seed in the datamodule
-    ("threads=99999999999", "CPU cores here"),  # overflowed torch.set_num_threads
-    ("data.num_workers=99999999999", "CPU cores here"),  # forked workers until killed
+    ("model.lr=1e300", "'lr' in recipe"),  # else float32 overflows inside Adam, after the run folder
+    ("data.seed=99999999999999999999", "'seed' in recipe"),  # else numpy's seed overflows in the datamodule
+    ("threads=99999999999", "CPU cores here"),  # else torch.set_num_threads overflows
+    ("data.num_workers=99999999999", "CPU cores here"),  # else workers fork until killed
     ("trainer.max_steps=3 trainer.val_check_interval=1000", "trainer.val_check_interval"),  # Lightning, in fit
 ])
 def test_out_of_range_numbers_are_refused_before_the_run(override, expected, tmp_path, capsys):
