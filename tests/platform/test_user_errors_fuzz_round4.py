@@ -11,7 +11,7 @@ import pytest
 from platform_testlib import assert_refused, run_main
 
 
-# ---- leftovers of round 3 -----------------------------------------------------------------------------
+# ---- weights, spreads and counts without an upper bound -----------------------------------------------
 @pytest.mark.parametrize("recipe, override, expected", [
     # else trained to chance, or the float32 loss overflows into the generic "diverged" message
     ("ood_toy2d", "model.beta=1e38", r"'beta' in recipe .* must be <= 1000.0 \(the KL term would outweigh"),

@@ -177,7 +177,7 @@ def test_zoo_evaluate_notes_an_override_given_twice(capsys):
     assert len(err) == 1 and err[0].startswith("error: 'batch_size'"), err
 
 
-# ---- after the review of round 5 ---------------------------------------------------------------------------------
+# ---- callback syntax, a run shorter than its validation, thread counts, an override twice ------------------------
 def test_a_callback_mapping_without_spaces_gets_the_yaml_hint(tmp_path, capsys):
     # not "needs a 'name'" alone: YAML reads {name:early_stopping} as one key with no value
     code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs",
