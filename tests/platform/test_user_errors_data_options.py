@@ -1,4 +1,4 @@
-"""User mistakes with data files and data options found by a fuzz audit: a malformed Karpathy split
+"""User mistakes with data files and data options: a malformed Karpathy split
 file, a captioning vocabulary changed by a data option, an empty skip-gram corpus, SeqGAN filters
 wider than the sequences, an oracle .npz with NaN / inf, a skip-gram corpus that is binary or a
 damaged archive. One message naming the file or key and the fix, exit status 2, no traceback, and

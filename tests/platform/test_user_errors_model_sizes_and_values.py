@@ -1,4 +1,4 @@
-"""User mistakes a third fuzz audit found: values OmegaConf accepts but the model cannot use. Sizes that
+"""User mistakes in sizes and values: values OmegaConf accepts but the model cannot use. Sizes that
 hung or were killed for memory (a caption beam of 100000, 10**8 decoding or adaptation steps, a
 rollout horizon of 10**8, more shapes than a scene's captions name), a goal range that overflowed
 the rewards. Each is one message, exit status 2, no traceback, and no run folder left behind."""

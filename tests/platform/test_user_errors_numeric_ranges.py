@@ -1,4 +1,4 @@
-"""Mistakes a fuzz audit found getting past the platform's checks (session 17): out-of-range numbers
+"""Numbers out of range and the mistakes that surface late in a run: out-of-range numbers
 that overflowed inside torch or the OS, a run that diverged into a traceback, a resume with another
 estimator, Lightning's refusals of trainer settings once training or testing ran, options of nested
 sections, callback options torch refuses, a mistyped monitored metric. Each is one message, no
