@@ -167,6 +167,17 @@ def test_the_package_never_imports_bench():
     assert wrong == []
 
 
+MODEL_FILES = ("__init__.py", "config.py", "data.py", "nets.py", "module.py", "evaluation.py", "predict.py", "plots.py")
+
+
+def test_every_model_folder_has_the_shape_zoo_models_states():
+    """zoo/models/__init__.py: every model folder holds these files (a further one only for a second idea)."""
+    folders = sorted(p for p in (PACKAGE / "models").iterdir() if (p / "__init__.py").is_file())
+    assert len(folders) >= 6
+    missing = {p.name: [f for f in MODEL_FILES if not (p / f).is_file()] for p in folders}
+    assert missing == {p.name: [] for p in folders}
+
+
 def test_models_never_import_each_other():
     wrong = [f"{m} imports {t}" for m in MODULES for t in zoo_edges(m)
              if model_of(m) and model_of(t) and model_of(m) != model_of(t)]
