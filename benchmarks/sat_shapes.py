@@ -24,6 +24,7 @@ import shlex
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
 from bench.devices import add_device_option, processor, resolve_device
 from bench.sat_table import VARIANTS, summarise, table
 from bench.seeds import record_path, train_seeds
