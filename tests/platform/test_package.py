@@ -117,8 +117,9 @@ def test_the_wheel_carries_recipes_and_commands(tmp_path):
 
     listed = run(sys.executable, "-m", "zoo.train", "--list")
     assert "vae_digits " in listed and "sat_shapes_soft " in listed
-    for script in ("zoo-train", "zoo-evaluate", "zoo-predict", "zoo-pretrained", "zoo-estimators"):
+    for script in ("zoo-train", "zoo-evaluate", "zoo-predict", "zoo-pretrained", "zoo-estimators", "zoo-sweep"):
         assert (site / "bin" / script).is_file(), script
+    assert "--launcher" in run(sys.executable, "-m", "zoo.sweep", "--help")  # the zoo.sweep package is in the wheel
     trained = run(sys.executable, str(site / "bin" / "zoo-train"), "recipe=vae_digits", "trainer.max_epochs=1",
                   "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false",
                   f"run_dir={work / 'runs'}")
