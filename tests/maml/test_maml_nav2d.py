@@ -2,8 +2,9 @@
 
 import torch
 
+from zoo.models.maml.data import Nav2dData
 from zoo.models.maml.nav2d import Nav2dMAML
-from zoo.models.maml.nav2d_env import GaussianPolicy, Nav2dData, rollout
+from zoo.models.maml.nav2d_env import GaussianPolicy, rollout
 
 SMALL = {"hidden": 32, "trajectories": 8, "horizon": 20, "eval_steps": 1, "lr": 1e-2}
 

@@ -5,7 +5,7 @@ import torch
 from tiny_omniglot import omniglot_overrides, write_tiny_omniglot
 
 from zoo.errors import UserError
-from zoo.models.maml.omniglot import OmniglotData
+from zoo.models.maml.data import OmniglotData
 from zoo.train import main
 
 

@@ -3,10 +3,9 @@
 Top to bottom (a module imports its own layer or the ones below, never above; nothing goes round in
 a circle, within a layer either):
 
-    commands   zoo (the package: zoo.load), zoo.train, zoo.evaluate, zoo.predict, zoo.sweep (and its
-               zoo.sweep_runs, zoo.sweep_slurm),
-               zoo.pretrained.__main__, zoo.estimators.__main__, zoo.__main__, zoo.bench (the
-               benchmarks' measures, which tests check too)
+    commands   zoo (the package: zoo.load), zoo.train, zoo.evaluate, zoo.predict, zoo.sweep (a package:
+               its command, runs and slurm launcher),
+               zoo.pretrained.__main__, zoo.estimators.__main__, zoo.__main__
     models     zoo.models.<name>: one folder each, never importing another's; they use the layers
                below. The platform finds them as it finds a user's plugin: through the registry, which
                imports the declarations in their torch-free config.py by name (``zoo.models:declare_all``)
@@ -30,8 +29,7 @@ PACKAGE = ROOT / "zoo"
 
 LAYERS = {  # module prefix -> layer (higher imports lower); the longest matching prefix wins
     "zoo": 4, "zoo.__main__": 4, "zoo.train": 4, "zoo.evaluate": 4, "zoo.predict": 4, "zoo.sweep": 4,
-    "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4, "zoo.bench": 4, "zoo.sweep_runs": 4,
-    "zoo.sweep_slurm": 4,
+    "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4,
     "zoo.models": 3,
     "zoo.cli": 2, "zoo.config": 2, "zoo.recipe_files": 2, "zoo.precheck": 2, "zoo.trainer_options": 2, "zoo.runs": 2,
     "zoo.tracking": 2, "zoo.hub": 2, "zoo.pretrained": 2,
@@ -160,6 +158,24 @@ def test_imports_go_down_the_layers():
                 if (m == prefix or m.startswith(prefix + ".")) and m != f"{prefix}.__main__":
                     wrong += [f"{m} imports {target}" for b in banned if target == b or target.startswith(b + ".")]
     assert wrong == []
+
+
+def test_the_package_never_imports_bench():
+    """bench/ (the benchmarks' helpers) is in the checkout, not in the wheel: an installed zoo cannot import it."""
+    wrong = [f"{m} imports {n}" for m in MODULES for _, names, _ in imports(m) for n in names
+             if n.split(".")[0] == "bench"]
+    assert wrong == []
+
+
+MODEL_FILES = ("__init__.py", "config.py", "data.py", "nets.py", "module.py", "evaluation.py", "predict.py", "plots.py")
+
+
+def test_every_model_folder_has_the_shape_zoo_models_states():
+    """zoo/models/__init__.py: every model folder holds these files (a further one only for a second idea)."""
+    folders = sorted(p for p in (PACKAGE / "models").iterdir() if (p / "__init__.py").is_file())
+    assert len(folders) >= 6
+    missing = {p.name: [f for f in MODEL_FILES if not (p / f).is_file()] for p in folders}
+    assert missing == {p.name: [] for p in folders}
 
 
 def test_models_never_import_each_other():

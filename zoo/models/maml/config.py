@@ -126,6 +126,6 @@ class Nav2dConfig:
 # the folder's entries, declared once: name, class (imported when first used), options
 MODELS.declare("maml", "zoo.models.maml.module:MAML", config=MAMLConfig)
 MODELS.declare("maml_rl", "zoo.models.maml.nav2d:Nav2dMAML", config=Nav2dMAMLConfig)
-DATAMODULES.declare("nav2d", "zoo.models.maml.nav2d_env:Nav2dData", config=Nav2dConfig)
-DATAMODULES.declare("omniglot", "zoo.models.maml.omniglot:OmniglotData", config=OmniglotConfig)
+DATAMODULES.declare("nav2d", "zoo.models.maml.data:Nav2dData", config=Nav2dConfig)
+DATAMODULES.declare("omniglot", "zoo.models.maml.data:OmniglotData", config=OmniglotConfig)
 DATAMODULES.declare("sinusoid", "zoo.models.maml.data:SinusoidData", config=SinusoidConfig)

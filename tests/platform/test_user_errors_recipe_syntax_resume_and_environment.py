@@ -1,7 +1,7 @@
-"""Weights and spreads no study would choose (OOD's beta 1e38, a toy
-class spread of 1e30), SeqGAN counts without an upper bound, images the captioner would change silently, and
-the surfaces other tests touch least (recipe files, OmegaConf interpolations, override syntax,
-trainer devices and strategies, resuming, checkpoint paths, environment variables). Each mistake is one
+"""User mistakes in recipes, overrides, resuming and the environment: weights and spreads no study would
+choose (OOD's beta 1e38, a toy class spread of 1e30), SeqGAN counts without an upper bound, images the
+captioner would change silently, and recipe files, OmegaConf interpolations, override syntax,
+trainer devices and strategies, resuming, checkpoint paths, environment variables. Each mistake is one
 message, exit status 2, no traceback, and no run folder left behind."""
 
 import re
@@ -11,7 +11,7 @@ import pytest
 from platform_testlib import assert_refused, run_main
 
 
-# ---- weights, spreads and counts without an upper bound -----------------------------------------------
+# ---- values no study would choose ---------------------------------------------------------------------
 @pytest.mark.parametrize("recipe, override, expected", [
     # else trained to chance, or the float32 loss overflows into the generic "diverged" message
     ("ood_toy2d", "model.beta=1e38", r"'beta' in recipe .* must be <= 1000.0 \(the KL term would outweigh"),

@@ -1,4 +1,4 @@
-"""User mistakes in the tools: ``zoo.predict`` options (seeds, sizes, beams,
+"""User mistakes in the tools' options: ``zoo.predict`` options (seeds, sizes, beams,
 export paths), ``zoo.estimators compare``, ``zoo.pretrained export --name``, a card's path given for
 a model, and skip-gram's end-of-training plot. One message, exit status 2, no traceback, nothing
 written (more cases: test_user_errors_tools.py)."""

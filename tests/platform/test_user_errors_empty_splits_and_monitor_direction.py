@@ -1,4 +1,4 @@
-"""User mistakes of what a run relies on: a test or a validation left
+"""User mistakes around the splits and the monitored metric: a test or a validation left
 empty where the run relies on it, a best checkpoint or early stopping judged in the wrong direction (a
 loss maximised), early stopping on a run shorter than an epoch, and an override given twice. A mistake is
 one message, exit status 2, no traceback and no run folder; a legitimate wish runs and says what it did."""
@@ -177,7 +177,7 @@ def test_zoo_evaluate_notes_an_override_given_twice(capsys):
     assert len(err) == 1 and err[0].startswith("error: 'batch_size'"), err
 
 
-# ---- callback syntax, a run shorter than its validation, thread counts, an override twice ------------------------
+# ---- overrides given twice, callback mappings, thread counts ----------------------------------------------------
 def test_a_callback_mapping_without_spaces_gets_the_yaml_hint(tmp_path, capsys):
     # not "needs a 'name'" alone: YAML reads {name:early_stopping} as one key with no value
     code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs",

@@ -1,4 +1,4 @@
-"""Mistakes that lighter checks let through: out-of-range numbers
+"""Numbers out of range and the mistakes that surface late in a run: out-of-range numbers
 that overflow inside torch or the OS, a run that diverges into a traceback, a resume with another
 estimator, Lightning's refusals of trainer settings once training or testing runs, options of nested
 sections, callback options torch refuses, a mistyped monitored metric. Each is one message, no

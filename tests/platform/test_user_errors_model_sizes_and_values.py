@@ -1,4 +1,4 @@
-"""Values OmegaConf accepts but the model cannot use: sizes that
+"""User mistakes in sizes and values: values OmegaConf accepts but the model cannot use. Sizes that
 would hang or run out of memory (a caption beam of 100000, 10**8 decoding or adaptation steps, a
 rollout horizon of 10**8, more shapes than a scene's captions name), a goal range that would overflow
 the rewards. Each is one message, exit status 2, no traceback, and no run folder left behind."""
