@@ -13,7 +13,7 @@ a circle, within a layer either):
                zoo.tracking, zoo.hub, zoo.pretrained
     parts      zoo.core, zoo.estimators, zoo.callbacks (estimators know nothing of models or core), zoo.hf (a
                model as a Hugging Face Hub folder: ZooModule's save_pretrained / from_pretrained / push_to_hub)
-    ground     zoo.registry, zoo.options, zoo.errors, zoo.paths, zoo.spread (seed spreads)
+    ground     zoo.registry, zoo.options, zoo.errors, zoo.paths, zoo.spread (seed spreads), zoo.data_options
 
 A function-level import is there only to keep a heavy package out of start-up: it imports one
 (torch, Lightning, matplotlib, ...) or a zoo module that does, and says so in a comment.
@@ -35,6 +35,7 @@ LAYERS = {  # module prefix -> layer (higher imports lower); the longest matchin
     "zoo.tracking": 2, "zoo.hub": 2, "zoo.pretrained": 2,
     "zoo.core": 1, "zoo.estimators": 1, "zoo.callbacks": 1, "zoo.hf": 1,
     "zoo.registry": 0, "zoo.options": 0, "zoo.errors": 0, "zoo.paths": 0, "zoo.spread": 0,
+    "zoo.data_options": 0,
 }
 FORBIDDEN = {  # within a layer: prefix -> prefixes it must not import
     "zoo.estimators": ("zoo.core", "zoo.callbacks", "zoo.models"),

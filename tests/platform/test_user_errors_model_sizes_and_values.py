@@ -109,8 +109,10 @@ def test_min_epochs_may_stay_below_an_unbounded_max():
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["n=100000000"], "n must be an integer from 1 to 100000, got 100000000"),  # samples past a minute
-    (["method=sbs", "k=100000000"], "k must be an integer from 1 to 100, got 100000000"),  # the beam search too
+    (["n=100000000"], "'n' in seqgan (zoo.predict) must be <= 100000 (the recipes evaluate on 10,000), "
+     "got 100000000"),  # else samples past a minute
+    (["method=sbs", "k=100000000"], "'k' in seqgan (zoo.predict) must be <= 100 (a printed line each), "
+     "got 100000000"),  # the beam search too
 ])
 def test_seqgan_predict_sizes_are_bounded(argv, expected, capsys):
     from zoo import predict

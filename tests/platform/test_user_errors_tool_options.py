@@ -116,15 +116,16 @@ def test_estimators_compare_help_names_the_bounds(capsys):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["maml-sinusoid", "shots=100000000", "out=OUT/m.png"], "shots=100000000 must be from 0 to 10000"),  # else OOM
-    (["maml-sinusoid", "steps=1000000000", "out=OUT/m.png"], "steps=1000000000 must be from 0 to 10000"),
+    (["maml-sinusoid", "shots=100000000", "out=OUT/m.png"],  # else out of memory
+     "'shots' in maml predict must be <= 10000 (points of the random task; 0 = the model's K), got 100000000"),
+    (["maml-sinusoid", "steps=1000000000", "out=OUT/m.png"], "'steps' in maml predict must be <= 10000"),
     # with points given, shots= and seed= would be ignored without a word
     (["maml-sinusoid", "1,2", "shots=3", "out=OUT/m.png"],
      "shots= chooses the random task; with points given, the points are the task: leave it out"),
     (["maml-sinusoid", "1,2", "shots=3", "seed=1", "out=OUT/m.png"], "shots= and seed= choose the random task"),
     (["sat-shapes-soft", "IMAGE", "beam=100000"], "option beam must be at most 25"),  # else decodes for minutes
     (["sat-shapes-soft", "IMAGE", "sbs=100000"], "option sbs must be at most 25"),
-    (["sat-shapes-soft", "IMAGE", "max_len=10000000"], "option max_len must be at most 1000"),
+    (["sat-shapes-soft", "IMAGE", "max_len=10000000"], "'max_len' in the captioning model (sat) must be <= 1000"),
 ])
 def test_predict_sizes_are_bounded(argv, expected, image, tmp_path, capsys):
     argv = [a.replace("OUT", str(tmp_path)).replace("IMAGE", str(image)) for a in argv]

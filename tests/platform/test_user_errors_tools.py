@@ -174,7 +174,7 @@ def test_predict_inputs_may_look_like_flags(capsys):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["vae-digits", "n=-1", "out=OUT/x.png"], "'n' in VAE predict must be >= 0"),  # else a RuntimeError
+    (["vae-digits", "n=-1", "out=OUT/x.png"], "'n' in VAE predict must be >= 1, got -1"),  # else a RuntimeError
     (["vae-digits", "n=0", "out=OUT/x.png"], "must be >= 1"),
     (["vae-digits", "n=4", "out=OUT"], "is a folder"),  # else tracebacks from save_image
     (["maml-sinusoid", "out=OUT"], "is a folder"),  # else found by savefig after the fine-tuning

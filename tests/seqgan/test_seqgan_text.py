@@ -144,7 +144,7 @@ def test_text_training_and_predict(tmp_path, capsys):
     logps = [float(line.split()[0]) for line in lines]
     assert all(lp <= 0 for lp in logps) and logps == sorted(logps, reverse=True)  # most probable first
     assert predict_main([str(ckpt), "method=beam"]) == 2  # a user error, not a traceback
-    assert "method must be" in capsys.readouterr().err
+    assert "'method' in seqgan (zoo.predict) must be one of ['sample', 'sbs'], got 'beam'" in capsys.readouterr().err
 
 
 def test_oracle_model_predict_prints_token_ids(capsys):

@@ -2,8 +2,9 @@
 resumes in the middle of an epoch.
 
 Contract:
-- ``Config``: dataclass of the data options (the recipe's ``data:`` section minus ``name``);
-  by convention it has ``root`` (default "data"), ``batch_size`` and ``num_workers``.
+- ``Config``: dataclass of the data options (the recipe's ``data:`` section minus ``name``); it
+  extends ``zoo.data_options.DataOptions`` (``root``, ``seed``, ``num_workers``) or ``BatchedDataOptions``
+  (and ``batch_size``).
 - ``__init__(self, cfg: dict)``; read options from ``self.cfg``.
 - ``info() -> dict``: primitive facts the model needs to be built (image shape, vocabulary,
   ...). Called after ``prepare_data()`` and ``setup("fit")``; stored in checkpoints.

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from zoo.options import EstimatorSpec, at_least, between, estimator_option, nonempty_path, positive
+from zoo.data_options import BatchedDataOptions
+from zoo.options import EstimatorSpec, at_least, between, estimator_option, positive
 from zoo.registry import DATAMODULES, MODELS
 
 PAPER_FILTERS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]  # the discriminator's widths (the paper)
@@ -81,11 +82,10 @@ class SeqGANConfig:
 
 
 @dataclass
-class OracleDataConfig:
-    root: str = nonempty_path("data")  # where the sampled sequences are cached (root/seqgan_oracle/)
-    batch_size: int = positive(64)  # sequences per batch (the paper: 64)
-    num_workers: int = 0  # DataLoader workers
-    seed: int = 0  # seeds the oracle (when not loaded), the samples and the shuffling
+class OracleDataConfig(BatchedDataOptions):
+    """Sequences sampled from a random LSTM oracle (``batch_size``: the paper's 64). ``seed``: the oracle (when
+    not loaded), the samples and the shuffling; ``root``: where the samples are cached (<root>/seqgan_oracle/)."""
+
     oracle_params: Optional[str] = None  # .npz with the oracle's parameters (keys: see oracle.py)
     vocab_size: int = at_least(5000, 2)  # oracle vocabulary (ignored when oracle_params is given); 1 word: one
     # sequence only, nothing to learn
@@ -114,11 +114,10 @@ class OracleDataConfig:
 
 
 @dataclass
-class TextDataConfig:
-    root: str = nonempty_path("data")  # where relative `path`s are looked up
-    batch_size: int = positive(64)  # sequences per batch
-    num_workers: int = 0  # DataLoader workers
-    seed: int = 0  # split, shuffling and embedded-corpus seed
+class TextDataConfig(BatchedDataOptions):
+    """Sentences of a text file, or of the embedded grammar corpus. ``seed``: the split, the shuffling and the
+    embedded corpus; ``root``: where a relative ``path`` is looked up."""
+
     path: Optional[str] = None  # text file, one sequence per line; None: the embedded grammar corpus
     max_len: int = positive(20)  # tokens per sequence (words + [EOS] + padding)
     min_frequency: int = 1  # vocabulary: words seen fewer times become [UNK]

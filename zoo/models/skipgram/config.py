@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from zoo.options import at_least, between, choice, nonempty_path, positive, validate
+from zoo.data_options import DataOptions
+from zoo.options import at_least, between, choice, positive, validate
 from zoo.registry import DATAMODULES, MODELS
 
 OBJECTIVES = ("nce", "negative_sampling", "full_softmax")
@@ -101,8 +102,10 @@ class SkipGramConfig:
 
 
 @dataclass
-class CorpusOptions:
-    root: str = nonempty_path("data")  # data folder; the encoded-corpus cache goes to <root>/skipgram_cache
+class CorpusOptions(DataOptions):
+    """What both corpora take. ``seed``: subsampling and windows (with the epoch and chunk number); ``root``:
+    the data folder, where the encoded-corpus cache goes (<root>/skipgram_cache)."""
+
     min_count: int = 5  # words seen fewer times are dropped (word2vec's min_count)
     max_vocab: Optional[int] = at_least(None, 2)  # keep at most this many most frequent words (None: all; 0 would
     # mean all too, and 1 fails only after the corpus is encoded)
@@ -115,8 +118,6 @@ class CorpusOptions:
     strip_punctuation: bool = False  # replace punctuation by spaces ("fire," -> "fire")
     eval_lowercase: bool = True  # lower-case evaluation words (questions-words.txt is capitalised)
     val_analogies: list[str] = field(default_factory=list)  # analogy files evaluated every epoch (slow)
-    num_workers: int = 0  # DataLoader workers for the chunk reader
-    seed: int = 0  # subsampling / window seed (with the epoch and chunk number)
 
 
 @dataclass
