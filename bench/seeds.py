@@ -16,7 +16,7 @@ from zoo.hub import PRETRAINED_DIR
 from zoo.spread import spread
 from zoo.sweep import run_sweep
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]  # the checkout (bench/ is at its top)
 
 
 def scored(summary: dict, recipe: str) -> list[dict]:

@@ -168,7 +168,7 @@ EOF
     ;;
   seeds)
     env_there
-    # six runs at once (one CPU thread each, one GPU); sat_seeds.py rewrites its JSON as each run ends,
+    # six runs at once (one CPU thread each, one GPU); sat_seeds.py rewrites its JSON as each variant ends,
     # so a sweep cut by the time limit keeps what finished (VARIANTS=hard for half the runs)
     timeout 580 "$PY" benchmarks/sat_seeds.py --device "$DEVICE" --variants "${VARIANTS:-hard,soft}" --seeds 0,1,2 \
       --runs /tmp/zoo_sat_seeds --out "$OUT/sat_seeds_$DEVICE.json" 2>&1 | tee "$OUT/seeds.log"

@@ -3,12 +3,15 @@
     python benchmarks/sat_seeds.py --device cuda --variants soft,hard,hard_long --seeds 0,1,2
     python benchmarks/sat_seeds.py --device cpu --variants hard --seeds 0      # the card's run
 
-Every run is `zoo.train` + `zoo.evaluate` of its last checkpoint in its own process with one torch
-thread; all runs go at once (meant for a machine with many cores, and a GPU for --device cuda).
+Each variant is a seed sweep through `bench.seeds.train_seeds` (`zoo.sweep`: every run its own process
+with one torch thread, its last.ckpt scored by `zoo.evaluate`), and every variant's seeds go at once, all
+variants at the same time (meant for a machine with many cores, and a GPU for --device cuda). Each variant
+also leaves its record, benchmarks/results/seeds_<recipe>_<variant>_<device>.json.
 `seed=` changes the model's initialisation and sampling; the scenes and the data order are the
-data seed's and stay fixed. Writes every run, failures included (rc, stderr tail), and a summary
-(mean, sd per variant) to --out. The recorded sweep (benchmarks/results/sat_seeds_h100.json) ran the
-variants on the H100 machine in two batches of parallel runs; its rows carry each run's arguments.
+data seed's and stay fixed. Writes every run, failures included (rc, the error), and a summary
+(mean, sd per variant) to --out, again as each variant ends. The recorded sweep
+(benchmarks/results/sat_seeds_h100.json) ran the variants on the H100 machine in two batches of
+parallel runs; its rows carry each run's arguments.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
 from bench.devices import add_device_option, describe, processor, resolve_device
-from bench.seeds import run as run_one
+from bench.seeds import train_seeds
 from zoo.spread import spread
 
 LONG_HARD = ["trainer.max_epochs=12", "model.expected_context_hold=1200", "model.expected_context_anneal=600"]
@@ -47,12 +50,17 @@ VARIANTS = {  # name -> (recipe, overrides)
 SHOWN = ("variant", "seed", "rc", "wall_s", "test/bleu4", "test/att_localisation")
 
 
-def run(variant: str, seed: int, device, run_root: str) -> dict:
+def run(variant: str, seeds: list[int], device, run_root: str, command: str) -> list[dict]:
+    """A variant's seeds through ``train_seeds`` -> one row per run, its test metrics at the top level."""
     recipe, extra = VARIANTS[variant]
-    row = {"variant": variant, "device": str(device), **run_one(recipe, seed, device, run_root, extra, variant)}
-    row.update(row.pop("metrics", {}))  # test/* at the top level, as the recorded sweep has them
-    print(json.dumps({k: row.get(k) for k in SHOWN}), flush=True)
-    return row
+    record, _ = train_seeds(recipe, seeds, device, len(seeds), extra, variant, run_root, command)
+    rows = []
+    for r in record["runs"]:
+        row = {"variant": variant, "device": str(device), **r}
+        row.update(row.pop("metrics", {}))  # test/* at the top level, as the recorded sweeps have them
+        print(json.dumps({k: row.get(k) for k in SHOWN}), flush=True)
+        rows.append(row)
+    return rows
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -82,15 +90,17 @@ def main() -> None:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise SystemExit(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
-    jobs = [(v, int(s)) for v in variants for s in args.seeds.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    command = " ".join(["python", "benchmarks/sat_seeds.py", *sys.argv[1:]])
     rows: list[dict] = []
-    with ThreadPoolExecutor(len(jobs)) as ex:  # the file is rewritten as each run ends: a sweep cut
-        # short by a time limit (a lent GPU's 10-minute commands) keeps the runs that finished
-        for done in as_completed([ex.submit(run, *job, device, args.runs) for job in jobs]):
-            rows.append(done.result())
-            result = {"command": " ".join(["python", "benchmarks/sat_seeds.py", *sys.argv[1:]]),
-                      "device": str(device), "device_name": describe(device), "processor": processor(),
-                      "finished": f"{len(rows)} of {len(jobs)} runs", "rows": rows, "summary": summarise(rows)}
+    result = {}
+    with ThreadPoolExecutor(len(variants)) as ex:  # the file is rewritten as each variant ends: a sweep cut
+        # short by a time limit (a lent GPU's 10-minute commands) keeps the variants that finished
+        for done in as_completed([ex.submit(run, v, seeds, device, args.runs, command) for v in variants]):
+            rows.extend(done.result())
+            result = {"command": command, "device": str(device), "device_name": describe(device),
+                      "processor": processor(), "finished": f"{len(rows)} of {len(variants) * len(seeds)} runs",
+                      "rows": rows, "summary": summarise(rows)}
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps(result, indent=1))
     for variant, s in result["summary"].items():

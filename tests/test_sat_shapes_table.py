@@ -30,3 +30,13 @@ def test_variants_are_paired_with_the_recipe_by_seed_and_failures_stay_in_the_ta
     text = sat_shapes.table(list(rows.values()))
     assert "failed" in text and "+3.5 ± 2.5" in text and "(3 at once)" in text
     assert rows["rloo4_sum"]["record"] == "benchmarks/results/seeds_sat_shapes_hard_rloo4_sum_cpu.json"
+
+
+def test_seed_records_are_written_into_this_checkouts_benchmarks_results():
+    from pathlib import Path
+
+    from bench.seeds import record_path
+
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    assert results.is_dir()
+    assert record_path("sat_shapes_hard", "rloo4_sum", "cpu") == results / "seeds_sat_shapes_hard_rloo4_sum_cpu.json"
