@@ -18,7 +18,7 @@ from typing import Any
 from zoo import cli
 from zoo.callbacks.named import build_callbacks
 from zoo.cli import build_trainer, ctrl_c_in_lightning, exit_status, in_order, user_error_in_fit
-from zoo.config import load_config, repeated_overrides, to_yaml, validation_off
+from zoo.config import load_config, repeated_overrides, run_monitor, to_yaml, validation_off
 from zoo.errors import UserError
 from zoo.recipe_files import all_recipes, recipe_description
 from zoo.registry import DATAMODULES, MODELS
@@ -31,7 +31,6 @@ from zoo.runs import (
     resolve_run_dir,
 )
 from zoo.tracking import HeldMessages, console_callbacks, make_loggers, quiet_lightning, set_float32_precision
-from zoo.trainer_options import check_trainer_settings
 
 USAGE = """\
 usage: python -m zoo.train recipe=NAME [key=value ...]
@@ -99,8 +98,10 @@ def build(cfg: dict) -> tuple[Any, Any]:
 
 def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False,
                  notes: list[str] | None = None) -> Any:
-    """The lightning.Trainer of a run; a setting Lightning refuses is a UserError. ``notes``: lines about
-    the run's settings, printed (``note: ...``) once training starts."""
+    """The lightning.Trainer of a run, built once, before any data: a setting Lightning refuses is a UserError
+    before a corpus is generated or a file downloaded. ``model``: the model's class (its monitor is the one
+    ``zoo.config.run_monitor`` states from the recipe, else the class's). ``notes``: lines about the run's
+    settings, printed (``note: ...``) once training starts."""
     return build_trainer(lambda: _make_trainer(cfg, run_dir, model, extra_callbacks, resumed, list(notes or [])),
                          f"trainer settings {cfg['trainer']}")
 
@@ -126,9 +127,10 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
     ckpt_dir = run_dir / "checkpoints"
     # "best" by the model's metric, and "last" = the latest state (a separate callback: with a
     # monitor, Lightning 2.6 refreshes save_last only when a new best is saved).
-    monitor = ck["monitor"] or model.monitor
+    own = run_monitor(cfg["model"]["name"], cfg)  # None: not stated before the model is built; the class's then
+    monitor = ck["monitor"] or (own[0] if own else model.monitor)
     best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=monitor,
-                           mode=ck["mode"] or model.monitor_mode, save_top_k=ck["save_top_k"],
+                           mode=ck["mode"] or (own[1] if own else model.monitor_mode), save_top_k=ck["save_top_k"],
                            every_n_epochs=ck["every_n_epochs"], auto_insert_metric_name=False)
     # validation turned off (trainer.limit_val_batches=0): no best by a val/ metric (Lightning warned that it
     # "could not find the monitored key" at each epoch end), said once; a val/ checkpoint.monitor is refused
@@ -225,26 +227,29 @@ def train(argv: list[str]) -> RunResult | None:
             set_float32_precision(cfg["matmul_precision"])
         L.seed_everything(cfg["seed"], workers=True, verbose=False)
         saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
-        check_trainer_settings(cfg)
         quiet_lightning()  # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
-        datamodule, model = build(cfg)
-        # the training loader's own checks (a batch larger than the data) before Lightning prints its device
-        # lines and model summary: a mistake found there is then the only line on the screen
-        datamodule.train_dataloader()
-        check_step_fits(model, datamodule, str(cfg["trainer"].get("accelerator", "auto")))  # MAML's meta-batch
-        if ckpt is not None:
-            check_resumable(ckpt, saved, model, cfg)
-        elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
-            model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
-        model.plots_dir = run_dir / "plots"
         command = "python -m zoo.train " + shlex.join(argv)
         info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],
                 "command": command, "config": cfg}
         # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
-        # it finds inside fit before then (a validation interval longer than the epoch) is the only line
+        # it finds before then (in the data, or inside fit: a validation interval longer than the epoch) is the
+        # only line
         with HeldMessages() as held:
-            trainer = make_trainer(cfg, run_dir, model, [RunInfo(info), ReleaseHeldMessages(held)],
-                                   resumed=ckpt is not None, notes=repeated_overrides(given))
+            # the run's one Trainer, before any data is built or cached: Lightning's own checks of the trainer:
+            # section (an accelerator this machine lacks, a strategy name that does not exist) come first
+            trainer = make_trainer(cfg, run_dir, MODELS.get(cfg["model"]["name"]),
+                                   [RunInfo(info), ReleaseHeldMessages(held)], resumed=ckpt is not None,
+                                   notes=repeated_overrides(given))
+            datamodule, model = build(cfg)
+            # the training loader's own checks (a batch larger than the data) before Lightning prints its device
+            # lines and model summary: a mistake found there is then the only line on the screen
+            datamodule.train_dataloader()
+            check_step_fits(model, datamodule, str(cfg["trainer"].get("accelerator", "auto")))  # MAML's meta-batch
+            if ckpt is not None:
+                check_resumable(ckpt, saved, model, cfg)
+            elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
+                model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
+            model.plots_dir = run_dir / "plots"
             fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
     signal_cb = signal_callback(trainer)
     result = RunResult(run_dir, model, interrupted=signal_cb.received is not None, rank_zero=trainer.is_global_zero)

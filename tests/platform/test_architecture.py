@@ -10,11 +10,11 @@ a circle, within a layer either):
     models     zoo.models.<name>: one folder each, never importing another's; they use the layers
                below. The platform finds them as it finds a user's plugin: through the registry, which
                imports the declarations in their torch-free config.py by name (``zoo.models:declare_all``)
-    platform   zoo.cli, zoo.config, zoo.recipe_files, zoo.precheck, zoo.trainer_options, zoo.runs,
+    platform   zoo.cli, zoo.config, zoo.recipe_files, zoo.trainer_options, zoo.runs,
                zoo.tracking, zoo.hub, zoo.pretrained
     parts      zoo.core, zoo.estimators, zoo.callbacks (estimators know nothing of models or core), zoo.hf (a
                model as a Hugging Face Hub folder: ZooModule's save_pretrained / from_pretrained / push_to_hub)
-    ground     zoo.registry, zoo.options, zoo.errors, zoo.paths, zoo.spread (seed spreads)
+    ground     zoo.registry, zoo.options, zoo.source_signature, zoo.errors, zoo.paths, zoo.spread (seed spreads)
 
 A function-level import is there only to keep a heavy package out of start-up: it imports one
 (torch, Lightning, matplotlib, ...) or a zoo module that does, and says so in a comment.
@@ -33,10 +33,10 @@ LAYERS = {  # module prefix -> layer (higher imports lower); the longest matchin
     "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4, "zoo.bench": 4, "zoo.sweep_runs": 4,
     "zoo.sweep_slurm": 4,
     "zoo.models": 3,
-    "zoo.cli": 2, "zoo.config": 2, "zoo.recipe_files": 2, "zoo.precheck": 2, "zoo.trainer_options": 2, "zoo.runs": 2,
+    "zoo.cli": 2, "zoo.config": 2, "zoo.recipe_files": 2, "zoo.trainer_options": 2, "zoo.runs": 2,
     "zoo.tracking": 2, "zoo.hub": 2, "zoo.pretrained": 2,
     "zoo.core": 1, "zoo.estimators": 1, "zoo.callbacks": 1, "zoo.hf": 1,
-    "zoo.registry": 0, "zoo.options": 0, "zoo.errors": 0, "zoo.paths": 0, "zoo.spread": 0,
+    "zoo.registry": 0, "zoo.options": 0, "zoo.source_signature": 0, "zoo.errors": 0, "zoo.paths": 0, "zoo.spread": 0,
 }
 FORBIDDEN = {  # within a layer: prefix -> prefixes it must not import
     "zoo.estimators": ("zoo.core", "zoo.callbacks", "zoo.models"),

@@ -12,7 +12,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from zoo.callbacks.safety import NonFiniteLossError
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.models.skipgram.config import OBJECTIVES, SkipGramConfig
+from zoo.models.skipgram.config import OBJECTIVES, PRECISIONS, SkipGramConfig
 from zoo.models.skipgram.evaluation import MIN_PAIRS, analogy_score, similarity_score
 from zoo.models.skipgram.loop import train_chunk
 from zoo.models.skipgram.nets import SkipGram
@@ -28,7 +28,7 @@ class SkipGramModule(SkipGramAPI, ZooModule):
     monitor, monitor_mode = "val/spearman", "max"
     # no 16-mixed: the updates are hand-written in float32, and float16 AMP's GradScaler asserts on
     # an optimizer that has no gradients to unscale
-    precisions = ("32-true", "64-true", "bf16-mixed")
+    precisions = PRECISIONS
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

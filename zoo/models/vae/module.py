@@ -35,12 +35,6 @@ from zoo.models.vae.nets import build_nets
 from zoo.models.vae.predict import VAEAPI, predict_cli
 
 
-def image_size(data_info: dict | None) -> int | None:
-    """Pixels of one image (C * H * W), the features a learned baseline reads; None before the data are read."""
-    shape = (data_info or {}).get("image_shape")
-    return int(math.prod(shape)) if shape else None
-
-
 class LatentVAE(VAEAPI, ZooModule):
     """Base class; subclasses define the latent space (posterior, prior, KL, sampling)."""
 
