@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from omegaconf import OmegaConf
+
 from zoo.callbacks.named import check_callbacks, is_early_stopping, resolve
 from zoo.errors import UserError
 from zoo.estimators.seam import check_spec
@@ -97,10 +99,11 @@ def repeated_overrides(overrides: list[str]) -> list[str]:
             "(the last)" for key, values in given.items() if len(set(values)) > 1]
 
 
-def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
+def _section(raw: dict, key: str, registry: Any, where: str) -> tuple[dict, Any]:
     """The ``model:`` or ``data:`` section, validated once against its options dataclass (the zoo's own: from
     its declaration, no torch; a plugin's or a dotted path's: its class, imported now), and a model's
-    estimator against the stochastic node its options give."""
+    estimator against the stochastic node its options give: (the section as a plain dict, the options
+    object; None for a class without an options dataclass)."""
     section = raw.get(key)
     if isinstance(section, str) and section:  # model=vae on the command line: a section given a name alone
         raise UserError(f"'{key}: {section}' in {where}: {key} is a section of options; its name is given as "
@@ -111,10 +114,11 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
     options = {k: v for k, v in section.items() if k != "name"}
     at = f"{where} [{key}: {section['name']}]"
     entry = registry.entry(section["name"])
+    validated = None
     if entry.config is not None:
         options, validated = validate_options(entry.config, options, at, instance=True)
         check_stochastic_node(registry, section["name"], validated, at)
-    return {"name": section["name"], **options}
+    return {"name": section["name"], **options}, validated
 
 
 def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str) -> None:
@@ -160,11 +164,11 @@ def check_precision(name: str, precision: Any, where: str) -> None:
                         f"{', '.join(allowed)} (the *-mixed ones keep float32 weights)")
 
 
-def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
-    """Recipe name/path + overrides -> a validated plain dict (see `RunConfig`)."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
-
+def load_config(recipe: str, overrides: list[str] | None = None, made: dict | None = None) -> dict:
+    """Recipe name/path + overrides -> a validated plain dict (see `RunConfig`): each section validated once,
+    against the declarations (no torch imported; a plugin's or a dotted path's class is imported). ``made``:
+    a dict that receives the options objects the ``model:`` and ``data:`` sections were validated into, which
+    the run's constructors take as given (``zoo.runner.build``), so a section's checks run once."""
     path = find_recipe(recipe)
     where = f"recipe {path}"
     raw = load_recipe(path)
@@ -190,8 +194,8 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
             hint = f" (did you mean {sections[0]}.{key}?)" if sections else closest(key, list(top_schema))
             raise UserError(f"unknown key '{key}' in {where}{hint}. Valid top-level keys: {', '.join(top_schema)}")
     trainer = check_trainer_options(raw.get("trainer") or {}, where)  # read from Lightning's source: no torch
-    model = _section(raw, "model", MODELS, where)
-    data = _section(raw, "data", DATAMODULES, where)
+    model, model_made = _section(raw, "model", MODELS, where)
+    data, data_made = _section(raw, "data", DATAMODULES, where)
     check_callbacks(raw.get("callbacks", []), where)
     cfg = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
     cfg = validate_options(RunConfig, cfg, where)
@@ -217,6 +221,8 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
         check_wandb_environment()
     cfg["logger"] = loggers
     cfg["recipe"] = cfg["recipe"] or path.stem
+    if made is not None:
+        made.update(model=model_made, data=data_made)
     return cfg
 
 
@@ -278,8 +284,6 @@ def _mapping(raw: dict, key: str, where: str) -> dict:
 
 
 def to_yaml(cfg: dict) -> str:
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
     return OmegaConf.to_yaml(OmegaConf.create(cfg))
 
 

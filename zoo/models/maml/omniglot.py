@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 import torch
+from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
 
 from zoo.core.data import load_cache, save_cache
@@ -137,7 +138,6 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
         saved = load_cache(cache) or {}  # absent, unreadable or cut short: decoded again
         if saved.get("names") == names and saved.get("stamp") == stamp and "images" in saved:
             return saved["images"], names
-        from PIL import Image, UnidentifiedImageError  # imported when used: PIL
 
         per_char = []
         for name, files in zip(names, drawings):
