@@ -167,6 +167,7 @@ def test_what_a_declaration_states_is_what_its_class_does():
     from zoo.config import load_config, run_monitor
     from zoo.core.module import ZooModule
     from zoo.estimators import ESTIMATORS
+    from zoo.recipe_files import all_recipes
 
     for name in MODELS.declared():
         entry, cls = MODELS.entry(name), MODELS.get(name)
@@ -175,7 +176,7 @@ def test_what_a_declaration_states_is_what_its_class_does():
         assert (node(cfg) if node else None) == cls.stochastic_node(cfg), name
         assert tuple(entry.facts.get("precisions", ZooModule.precisions)) == tuple(cls.precisions), name
         assert entry.facts.get("check_run", ZooModule.check_run).__doc__ is not None, name
-    for recipe in ("vae_digits", "seqgan_oracle_small", "seqgan_text", "skipgram_synthetic", "ood_toy2d"):
+    for recipe in all_recipes():  # every model, with each of its datamodules
         cfg = load_config(recipe)
         assert run_monitor(cfg["model"]["name"], cfg) == MODELS.get(cfg["model"]["name"]).run_monitor(cfg), recipe
     for name in ESTIMATORS.declared():
