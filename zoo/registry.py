@@ -162,6 +162,7 @@ class Registry:
                 self._entries[ep.name] = Entry(ep.name, obj, getattr(obj, "Config", None), desc)
 
     def entry(self, name: str) -> Entry:
+        self._load_builtins()  # the zoo's own declarations first: their lookup reads no installed package's metadata
         if name in self._entries:
             return self._entries[name]
         if ":" in name:  # a user's own class by dotted path; its schema is its `Config` attribute
