@@ -24,17 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-import lightning as L
-
 from zoo import cli
-from zoo.callbacks.safety import ReleaseHeldMessages
 from zoo.cli import CommandLineParser, build_trainer, ctrl_c_in_lightning, exit_status, format_table, user_error_in_fit
 from zoo.config import MATMUL_PRECISIONS, repeated_overrides
 from zoo.errors import UserError
 from zoo.hub import load_any
+from zoo.messages import HeldMessages
 from zoo.options import SEED_MAX, between, choice, parse_kv, validate
 from zoo.registry import DATAMODULES
-from zoo.tracking import HeldMessages, set_float32_precision
 from zoo.trainer_options import check_trainer_options
 
 
@@ -66,6 +63,11 @@ def split_options(options: dict[str, Any], target: str) -> tuple[dict, dict, Eva
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
+    import lightning as L  # the front (options, --help) stays light: torch and Lightning from here on
+
+    from zoo.callbacks.safety import ReleaseHeldMessages
+    from zoo.tracking import set_float32_precision
+
     data_opts, trainer_opts, own = split_options(options or {}, target)
     model, info = load_any(target)
     data_cfg = {**info["data"], **data_opts}

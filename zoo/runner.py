@@ -6,10 +6,13 @@ nothing), the datamodule and the model, fit, test and metrics.json. ``zoo.train`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
+import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from zoo.callbacks.named import build_callbacks
 from zoo.callbacks.safety import (
@@ -34,17 +38,11 @@ from zoo.callbacks.safety import (
 )
 from zoo.cli import build_trainer, ctrl_c_in_lightning, user_error_in_fit
 from zoo.config import repeated_overrides, run_monitor, to_yaml, validation_off
+from zoo.core.files import remove_empty
 from zoo.core.memory import AllocationGuard, check_step_fits
 from zoo.errors import UserError
 from zoo.registry import DATAMODULES, MODELS
-from zoo.runs import (
-    check_resumable,
-    check_writable,
-    claim_run_dir,
-    read_resume_checkpoint,
-    removed_if_unsaved,
-    resolve_run_dir,
-)
+from zoo.runs import changed_options, check_writable, claim_run_dir, read_resume_checkpoint, resolve_run_dir
 from zoo.tracking import HeldMessages, console_callbacks, make_loggers, quiet_lightning, set_float32_precision
 
 
@@ -56,6 +54,44 @@ class RunResult:
     interrupted: bool = False  # stopped by SIGTERM/SIGINT (last.ckpt saved)
     rank_zero: bool = True  # False in the other processes of a multi-process run (they print nothing)
     untested: str | None = None  # why the run was not tested (test_after_fit=false, ...), else None
+
+
+@contextlib.contextmanager
+def removed_if_unsaved(run_dir: Path, made: list[Path]) -> Iterator[None]:
+    """The folders ``claim_run_dir`` made, removed again when what runs inside fails (a user's mistake,
+    Ctrl-C, a divergence) before any checkpoint was written: a refused run leaves nothing behind."""
+    try:
+        yield
+    except BaseException:
+        if made and rank_zero_only.rank == 0 and not any(run_dir.rglob("*.ckpt")):
+            shutil.rmtree(run_dir, ignore_errors=True)
+            remove_empty(made[1:])  # runs/<recipe>/ (and runs/) when this run made them
+        raise
+
+
+def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None) -> None:
+    """A checkpoint to resume must fit the model the recipe builds: a size option changed since
+    (model.latent_dim=3 on a run trained with 8) fails inside fit otherwise, after the run folder is
+    written. The message names the options that differ from the checkpoint's run (``cfg``: this one's)."""
+    own = model.state_dict()
+    fix = f"Resume with the model options the run was trained with (its config.yaml){changed_options(saved, cfg)}"
+    for key, value in saved["state_dict"].items():
+        if key in own and tuple(value.shape) != tuple(own[key].shape):
+            raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "
+                            f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. {fix}")
+    missing = sorted(set(own) - set(saved["state_dict"]))  # e.g. another estimator: its baseline's state
+    unexpected = sorted(set(saved["state_dict"]) - set(own))
+    if missing or unexpected:
+        parts = [f"{name} {', '.join(repr(k) for k in keys[:3])}{' ...' if len(keys) > 3 else ''}"
+                 for name, keys in (("it lacks", missing), ("it has no place here for", unexpected)) if keys]
+        raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: {'; '.join(parts)}. {fix} "
+                        "(an estimator or a model part changed since)")
+    changed = changed_options(saved, cfg)
+    if changed and rank_zero_only.rank == 0:  # was silent
+
+        print(f"note: resuming {ckpt}, whose run had other options{changed.replace('; this command differs in', ':')}. "
+              "The new values are used where the model reads them; the optimizer's state (its learning rate "
+              "included) and the place in the epoch come from the checkpoint", file=sys.stderr)
 
 
 def build(cfg: dict, validated: dict | None = None) -> tuple[Any, Any]:
