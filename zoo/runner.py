@@ -146,10 +146,18 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
     callbacks += console_callbacks(trainer_opts, callbacks)
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
-    return L.Trainer(default_root_dir=str(run_dir), logger=make_loggers(cfg, run_dir, resumed), callbacks=callbacks,
+    # its loggers come once the data and the model are built (attach_loggers): a W&B run starts online only
+    # for a run whose data and model were accepted
+    return L.Trainer(default_root_dir=str(run_dir), logger=False, callbacks=callbacks,
                      plugins=[AtomicCheckpointIO()], **trainer_opts)
 
 
+
+
+def attach_loggers(trainer: Any, cfg: dict, run_dir: Path, resumed: bool) -> None:
+    """The run's loggers (``zoo.tracking.make_loggers``), given to its Trainer once the data and the model are
+    built, just before fit."""
+    trainer.loggers = make_loggers(cfg, run_dir, resumed)
 
 
 def signal_callback(trainer: Any) -> Any:
@@ -232,6 +240,7 @@ def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict |
             elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
                 model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
             model.plots_dir = run_dir / "plots"
+            attach_loggers(trainer, cfg, run_dir, resumed=ckpt is not None)
             fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
     signal_cb = signal_callback(trainer)
     result = RunResult(run_dir, model, interrupted=signal_cb.received is not None, rank_zero=trainer.is_global_zero)
