@@ -18,6 +18,11 @@ import sys
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from zoo.bench.devices import add_device_option, processor, resolve_device  # noqa: E402
+
 COMMANDS = {  # name -> arguments of `python -m zoo.train`, and the exit status it must give
     "help": (["--help"], 0),
     "mistyped recipe": (["recipe=vae_digitz"], 2),
@@ -40,9 +45,11 @@ def measure(args: list[str], status: int) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    add_device_option(ap)  # recorded only: these commands stop before any tensor exists
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
+    device = resolve_device(a.device)
     rows = {}
     for name, (args, status) in COMMANDS.items():
         runs = [measure(args, status) for _ in range(a.repeats)]
@@ -52,8 +59,9 @@ def main() -> None:
                       "wall_s": [round(w, 3) for w, _ in runs], "cpu_s": [round(c, 3) for _, c in runs]}
         print(f"{name:22s} wall {rows[name]['median_wall_s']:.3f} s  cpu {rows[name]['median_cpu_s']:.3f} s")
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"checkout": os.getcwd(), "repeats": a.repeats, "load": os.getloadavg(),
-                                       "rows": rows}, indent=1) + "\n")
+    Path(a.out).write_text(json.dumps({"command": "python " + " ".join(sys.argv), "checkout": os.getcwd(),
+                                       "device": str(device), "machine": processor(), "repeats": a.repeats,
+                                       "load": os.getloadavg(), "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
