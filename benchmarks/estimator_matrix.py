@@ -372,7 +372,7 @@ def main() -> None:
             for k, v in why.items():
                 print(f"    {k}: cannot fit: {v}")
         return
-    from zoo.bench.devices import accelerator, describe, processor, resolve_device  # torch: for the runs only
+    from bench.devices import accelerator, describe, processor, resolve_device  # torch: for the runs only
 
     device = resolve_device(args.device)
     acc, devices = accelerator(device)

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from zoo.bench.devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
+from bench.devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
 
 SUITES = {  # suite -> mode -> recipe
     "digits": {"ce": "ood_digits_ce", "confidence": "ood_digits_confidence", "joint": "ood_digits_joint"},
@@ -40,7 +40,6 @@ SUITES = {  # suite -> mode -> recipe
     "cifar10": {"ce": "ood_cifar10_ce", "joint": "ood_cifar10_joint"},
 }
 DETECTION = ("tnr95", "auroc", "aupr_in", "aupr_out", "det_acc")
-CLASSIFICATION = ("acc", "ece", "ece_ts", "nll", "nll_ts", "temperature")
 
 
 def run_one(recipe: str, seed: int, args) -> dict:

@@ -20,7 +20,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from zoo.bench.devices import accelerator, add_device_option, describe, processor, resolve_device  # noqa: E402
+from bench.devices import accelerator, add_device_option, describe, processor, resolve_device  # noqa: E402
 from zoo.evaluate import evaluate  # noqa: E402
 from zoo.hub import load_any  # noqa: E402
 from zoo.models.ood.data import Toy2DConfig, toy_points  # noqa: E402

@@ -19,8 +19,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from zoo.bench.devices import add_device_option, describe, processor, resolve_device
-from zoo.bench.seeds import run as run_one
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
+from bench.devices import add_device_option, describe, processor, resolve_device
+from bench.seeds import run as run_one
 from zoo.spread import spread
 
 LONG_HARD = ["trainer.max_epochs=12", "model.expected_context_hold=1200", "model.expected_context_anneal=600"]

@@ -17,11 +17,14 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import sys
+from pathlib import Path
 
 import lightning as L
 import torch
 
-from zoo.bench.devices import accelerator, add_device_option, processor, resolve_device
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
+from bench.devices import accelerator, add_device_option, processor, resolve_device
 from zoo.hub import load_any
 from zoo.models.captioning.data import ShapesData
 

@@ -20,8 +20,8 @@ os.environ.pop("ZOO_DATA_MIRROR", None)
 torch.set_num_threads(1)
 # The tests that press Ctrl-C on a run they started expect the run to take it. A shell starts a background job
 # (`.ci/stress ... &`, `nohup`) with SIGINT ignored, and the runs would inherit that (an ignored signal stays
-# ignored across exec, and Python then installs no KeyboardInterrupt handler): a Ctrl-C while testing was lost
-# and the run held on. The default handler here is what every process these tests start inherits.
+# ignored across exec, and Python then installs no KeyboardInterrupt handler): a Ctrl-C while testing would be lost
+# and the run would hold on. The default handler here is what every process these tests start inherits.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 

@@ -10,8 +10,8 @@ recipe folder: a new recipe is covered here or excluded by name with a reason
 (``test_every_recipe_is_covered_or_excluded``). Hogwild skip-gram, which no run repeats to the bit, and a
 2-process DDP run have their own tests below. About 110 s of CPU in all (2026-11-28, 2-core machine).
 
-The MAML cases failed before the fix of ``EpochSampler`` (its order read when Lightning makes the iterator,
-before ``set_epoch``): a run resumed from an epoch-end checkpoint trained its first epoch on epoch 0's tasks."""
+The MAML cases check ``EpochSampler`` (were its order read when Lightning makes the iterator,
+before ``set_epoch``, a run resumed from an epoch-end checkpoint would train its first epoch on epoch 0's tasks)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import shlex
 
 import pytest
 
-from zoo.bench.devices import processor  # the name recipe_seeds.py records with the spread
+from bench.devices import processor  # the name recipe_seeds.py records with the spread
 from zoo.hub import pretrained_cards
 
 CARDS = pretrained_cards()

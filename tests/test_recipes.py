@@ -58,9 +58,9 @@ PAIR_RECIPES = _one_recipe_per_model_and_data()  # loads every recipe once, at c
 @pytest.mark.parametrize("name", PAIR_RECIPES)
 def test_recipe_in_other_precisions_on_the_cpu(name, precision, tmp_path: Path):
     """Other dtypes on a machine without a GPU: autocast on the CPU takes the code paths of
-    bf16-mixed on a GPU (dtype mixing, vmap under autocast: MAML's conv net failed in vmap's batch
+    bf16-mixed on a GPU (dtype mixing, vmap under autocast: MAML's conv net meets vmap's batch
     norm), and float64 weights find every tensor made in float32 next to them (VAE and OOD sample
-    pictures, MAML's plots did). One training batch, validation, test and the pictures."""
+    pictures, MAML's plots). One training batch, validation, test and the pictures."""
     import torch
 
     overrides = REAL_DATA[name](tmp_path) if name in REAL_DATA else []
@@ -101,7 +101,7 @@ def test_recipe_runs_under_cpu_ddp(name, tmp_path: Path):
 @pytest.mark.parametrize("name", PAIR_RECIPES)
 def test_every_option_refuses_a_value_of_the_wrong_type(name):
     """A word where a number is expected, 2 where true/false is, an empty data folder: one
-    UserError each, never a traceback and never silently read (OmegaConf reads 2 as true); found
+    UserError each, never a traceback and never silently read (OmegaConf reads 2 as true); checked
     by fuzzing every key."""
     from zoo.errors import UserError
     from zoo.options import flatten
@@ -133,8 +133,7 @@ BAD_VALUES = {bool: ["maybe", "2", "-1"], int: ["0", "-1", "abc", "2.5"], float:
 def test_every_option_of_every_recipe_takes_a_bad_value_without_a_traceback(name):
     """The whole fuzz (slow: ~1.5 min): every model./data. key of every recipe with the values of
     ``BAD_VALUES`` for its type; the config either takes the value or refuses it with a UserError,
-    never another exception. (When this was written, each value it took was also run for one
-    step: the crashes found there are fixed and tested next to their code.)"""
+    never another exception."""
     from zoo.errors import UserError
     from zoo.options import flatten
 

@@ -1,8 +1,8 @@
-"""benchmarks/sat_shapes.py's comparison (zoo.bench.sat_table): variants paired with the recipe by seed."""
+"""benchmarks/sat_shapes.py's comparison (bench.sat_table): variants paired with the recipe by seed."""
 
 from __future__ import annotations
 
-from zoo.bench import sat_table as sat_shapes
+from bench import sat_table as sat_shapes
 
 
 def record(recipe: str, bleu: dict[int, float | None], tag: str = "") -> dict:

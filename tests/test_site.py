@@ -152,8 +152,10 @@ def test_the_browser_check_finds_a_broken_picture_a_404_and_a_console_error(tmp_
     site.mkdir()
     shots.mkdir()
     Image.new("RGB", (4, 4), "red").save(site / "dot.png")
-    (site / "good.html").write_text('<html><body><img src="dot.png"></body></html>')
-    (site / "bad.html").write_text('<html><body><img src="missing.png">'
+    # an icon of their own: without one, Chromium may or may not ask for /favicon.ico (a 404) before the check ends
+    head = '<head><link rel="icon" href="data:,"></head>'
+    (site / "good.html").write_text(f'<html>{head}<body><img src="dot.png"></body></html>')
+    (site / "bad.html").write_text(f'<html>{head}<body><img src="missing.png">'
                                    '<script>console.error("something broke")</script></body></html>')
     problems, shown = look_at(site, shots)
     assert shown == {"bad.html": 1, "good.html": 1}

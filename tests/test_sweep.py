@@ -16,6 +16,7 @@ import pytest
 from platform_testlib import subprocess_env
 
 from zoo import sweep as zsweep
+from zoo.sweep.command import machine_cores, resources, split_values
 
 TOY = """\
 description: toy regression for the sweep tests
@@ -89,7 +90,7 @@ def test_sweep_table_paired_differences_and_failures(swept):
     assert "FAILED model.lr=1e6__seed=0: exit status 1" in proc.stdout
     # each run its own process with cores / parallel threads
     plan = json.loads((folder / "sweep.json").read_text())
-    threads = max(1, zsweep.machine_cores() // 2)
+    threads = max(1, machine_cores() // 2)
     assert all(f"threads={threads}" in r["overrides"] for r in plan["runs"])
 
 
@@ -158,16 +159,16 @@ def test_bad_input_is_refused_before_any_run(toy, tmp_path, capsys, args, expect
 
 
 def test_split_values_keeps_commas_inside_brackets_and_quotes():
-    assert zsweep.split_values("{name: rloo, n: 4},reinforce") == ["{name: rloo, n: 4}", "reinforce"]
-    assert zsweep.split_values("[csv,wandb],[csv]") == ["[csv,wandb]", "[csv]"]
-    assert zsweep.split_values("'a,b',c") == ["'a,b'", "c"]
+    assert split_values("{name: rloo, n: 4},reinforce") == ["{name: rloo, n: 4}", "reinforce"]
+    assert split_values("[csv,wandb],[csv]") == ["[csv,wandb]", "[csv]"]
+    assert split_values("'a,b',c") == ["'a,b'", "c"]
 
 
 def test_resources_come_from_the_trainer_section():
     cfg = {"trainer": {"accelerator": "gpu", "devices": 4, "num_nodes": 2, "max_time": "00:01:30:00"}, "threads": 8}
-    assert zsweep.resources(cfg) == {"nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4, "cpus_per_task": 8,
+    assert resources(cfg) == {"nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4, "cpus_per_task": 8,
                                      "timeout_min": 100}
-    assert zsweep.resources({"trainer": {"accelerator": "cpu"}, "threads": 0}) == {"nodes": 1, "tasks_per_node": 1}
+    assert resources({"trainer": {"accelerator": "cpu"}, "threads": 0}) == {"nodes": 1, "tasks_per_node": 1}
 
 
 def test_slurm_launcher_through_submitits_local_executor(toy, tmp_path, monkeypatch):
@@ -185,7 +186,7 @@ def test_slurm_launcher_through_submitits_local_executor(toy, tmp_path, monkeypa
     assert any((folder / "slurm").glob("*/*_result.pkl")), "run as a submitit job"
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["table"][0]["metrics"]["test/loss"]["values"] == [result["metrics"]["test/loss"]]
-    from zoo.sweep_slurm import RunJob
+    from zoo.sweep.slurm import RunJob
 
     job = RunJob("toy", zsweep.Run("seed=3", {"seed": "3"}, ["seed=3"]), str(folder / "seed=3"), None, None)
     assert job.checkpoint().function is job

@@ -101,7 +101,7 @@ def build_model(model_name: str, hparams: dict, state_dict: dict, source: str) -
     cls = MODELS.get(model_name)
     config = getattr(cls, "Config", None)
     saved = hparams.get("cfg") if isinstance(hparams, dict) else None
-    if config is not None and isinstance(saved, dict):  # an option the model no longer has: a TypeError was
+    if config is not None and isinstance(saved, dict):  # an option the model no longer has: named, with the closest one
 
 
         known = [f.name for f in dataclasses.fields(config)]
@@ -180,7 +180,7 @@ def load_any(target: str) -> tuple[Any, dict]:
     path = Path(target)
     if target.startswith(hf.PREFIX) or hf.is_model_folder(path):
         return load_hf(target)
-    if path.suffix in (".json", ".safetensors") and path.is_file():  # was "no such file" for a card's path
+    if path.suffix in (".json", ".safetensors") and path.is_file():  # a card's own file: named as its entry
         raise entry_file(path)
     if target.endswith(".ckpt") or path.is_file():
         return load_checkpoint(path)

@@ -29,7 +29,7 @@ def quiet_lightning() -> None:
     own code, and "does not have many workers" on a machine of more than 2 cores (the datamodules
     choose their workers: 0 where the data are tensors in memory, which workers only slow down, and
     2 where images are decoded from disk; ``data.num_workers=`` changes it). Under
-    PYTHONWARNINGS=error that last warning ended every run on such a machine. Everything else
+    PYTHONWARNINGS=error that last warning would end every run on such a machine. Everything else
     Lightning says is kept."""
     for name in RANK_ZERO_LOGGERS:
         logger = logging.getLogger(name)

@@ -140,7 +140,7 @@ def _output_formats(writer: str) -> set[str]:
 
 def config_folders_elsewhere() -> None:
     """A HOME that is unset or read-only (a container, a shared account): matplotlib, which torchmetrics
-    imports with Lightning, warned on every command that it made a temporary config folder instead.
+    imports with Lightning, warns on every command that it makes a temporary config folder instead.
     The command makes that folder itself, quietly (MPLCONFIGDIR). Before Lightning is imported."""
     if os.environ.get("MPLCONFIGDIR"):
         return

@@ -49,7 +49,7 @@ def recipe_description(path: Path) -> str:
 def find_recipe(name: str) -> Path:
     if name.endswith((".yaml", ".yml")) or os.sep in name:
         path = Path(name)
-        if path.is_dir():  # said "recipe file not found" of a folder that is there
+        if path.is_dir():  # a folder: not "recipe file not found"
             example = min(path.glob("*.yaml"), default=None)
             raise UserError(f"recipe {path} is a folder, not a recipe file: give a YAML file"
                             f"{f' (e.g. {example})' if example else ''} or a recipe name (python -m zoo.train --list)")

@@ -87,8 +87,7 @@ def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None)
         raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: {'; '.join(parts)}. {fix} "
                         "(an estimator or a model part changed since)")
     changed = changed_options(saved, cfg)
-    if changed and rank_zero_only.rank == 0:  # was silent
-
+    if changed and rank_zero_only.rank == 0:
         print(f"note: resuming {ckpt}, whose run had other options{changed.replace('; this command differs in', ':')}. "
               "The new values are used where the model reads them; the optimizer's state (its learning rate "
               "included) and the place in the epoch come from the checkpoint", file=sys.stderr)

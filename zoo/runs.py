@@ -129,7 +129,7 @@ def slurm_resume_checkpoint(run_dir: Path) -> str | None:
 def read_resume_checkpoint(ckpt: str, cfg: dict) -> dict:
     """The checkpoint a run resumes from, read (metadata and shapes only) before any data is built: it must
     exist, be a zoo checkpoint of the model the recipe trains, and, when the user named it (ckpt_path=),
-    leave something to train under trainer.max_epochs / max_steps (Lightning stopped at once and exited 0)."""
+    leave something to train under trainer.max_epochs / max_steps (else Lightning stops at once and exits 0)."""
     path = Path(ckpt)
     if not path.exists() and not path.suffix and os.sep not in ckpt:  # best, LAST, vae-digits
         entry = (f" ({ckpt} is a pretrained entry: use it with python -m zoo.evaluate / zoo.predict {ckpt})"

@@ -2,7 +2,7 @@
 4 locations) the mean of many estimator gradients matches the exact gradient of the objective,
 computed by enumerating every attention path (as tests/vae does for the discrete VAE).
 
-Objective (seed 000's L_s, score_cost=sum, no regulariser, no entropy bonus): per word,
+Objective (the "Hard Attention" notes' L_s, score_cost=sum, no regulariser, no entropy bonus): per word,
     J = E_{s ~ p(s|a)} [ -log p(y | s, a) ] / len(y),   p(s|a) = prod_t alpha_{t, s_t}.
 The caption is <start> w1 w2 <end>: 3 predicted tokens, so 4^3 = 64 paths.
 """

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import lightning as L
+import pytest
 import torch
 
 from zoo.callbacks.grad_variance import GradientVarianceCallback
@@ -28,7 +29,7 @@ def test_compare_cli_json_and_plot(tmp_path):
     assert g["exact"] == 12.0  # 2a(a*0 + b) with a=2, b=3
     rows = {r["estimator"]: r for r in g["rows"]}
     assert abs(rows["reparam"]["mean"] - 12.0) < 4 * rows["reparam"]["stderr"]
-    assert rows["reinforce"]["variance"] > 10 * rows["reparam"]["variance"]  # seed 001's point
+    assert rows["reinforce"]["variance"] > 10 * rows["reparam"]["variance"]  # the point of Xu's softmax lecture notes
     cat = {r["estimator"]: r for r in result["categorical"]["rows"]}
     assert "reparam" not in cat  # no rsample for categoricals: skipped
     assert cat["expectation"]["variance"] < 1e-10 and cat["expectation"]["bias_norm"] < 1e-5
@@ -41,14 +42,36 @@ def test_compare_cli_json_and_plot(tmp_path):
     assert png.exists() and png.stat().st_size > 10000
 
 
-def test_compare_cli_table_and_errors(capsys):
+@pytest.fixture(scope="module")
+def small_compare():
+    """compare.run at 200 draws and a 2-step warm-up: the numbers' shape, seconds on one core."""
+    from zoo.estimators import compare
+
+    return compare.run(draws=200, seed=0, warmup=2)
+
+
+def test_compare_writes_its_picture_under_runs_not_into_the_working_folder(tmp_path, monkeypatch, capsys,
+                                                                          small_compare):
+    """Without --out the picture goes to runs/estimators/compare.png: nothing else lands in the working folder."""
+    from zoo.estimators import compare
+    from zoo.estimators.__main__ import DEFAULT_OUT, main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(compare, "run", lambda **kw: small_compare)  # the draws are the tests' above and below
+    assert main(["compare", "--draws", "200"]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["runs"]
+    assert (tmp_path / DEFAULT_OUT).stat().st_size > 10000
+    assert f"plot: {DEFAULT_OUT}" in capsys.readouterr().out
+
+
+def test_compare_cli_table_and_errors(capsys, small_compare):
     from zoo.estimators import compare
     from zoo.estimators.__main__ import main
 
     assert main(["compare", "--draws", "1", "--out", ""]) == 2  # a user error: exit status 2, one line
     assert "--draws" in capsys.readouterr().err
 
-    text = compare.format_table(compare.run(draws=200, seed=0, warmup=2))
+    text = compare.format_table(small_compare)
     assert "reinforce+ema" in text and "expectation" in text and "exact = 2a(a*theta+b) = 12.0000" in text
 
 

@@ -56,7 +56,7 @@ def test_truncated_gumbel_distribution():
     phi, T = 0.7, 0.3
     x = truncated_gumbel(torch.full((N,), phi, dtype=torch.float64), T, generator=g).numpy()
     assert (x <= T + 1e-12).all()
-    cdf = lambda v: np.exp(np.exp(phi - T) - np.exp(phi - np.minimum(v, T)))  # noqa: E731 (seed 001)
+    cdf = lambda v: np.exp(np.exp(phi - T) - np.exp(phi - np.minimum(v, T)))  # noqa: E731 (Xu's softmax lecture notes)
     assert stats.kstest(x, cdf).pvalue > 1e-3
     far = truncated_gumbel(torch.tensor([50.0, -50.0]), torch.tensor([-40.0, 60.0]))
     assert torch.isfinite(far).all() and (far <= torch.tensor([-40.0, 60.0])).all()

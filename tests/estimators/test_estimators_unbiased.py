@@ -207,9 +207,9 @@ def test_unordered_set_exact_with_all_categories_and_beats_rloo():
 def test_unordered_set_stays_exact_when_one_category_holds_nearly_all_the_mass():
     """float32 logits with one category ~16 above the other nine, as a trained encoder gives them:
     log_softmax rounds the top category's log-prob to within float32's spacing at 16 of 0, so 1 - p(top)
-    taken as a difference no longer matched the others' mass, and a set probability's denominator went
-    to its clamp: estimates of 2e12 (seed 0 here), and a one-latent VAE's decoder took the step
-    (tests/vae/test_dvae_one_latent.py). The denominators are now sums of the mass not drawn yet: the
+    taken as a difference does not match the others' mass, and a set probability's denominator goes
+    to its clamp: estimates of 2e12 (seed 0 here), and a one-latent VAE's decoder takes the step
+    (tests/vae/test_dvae_one_latent.py). The denominators are sums of the mass not drawn yet: the
     estimate of E[f] is within 1e-4 of the exact value and the pathwise gradient within 1e-3."""
     torch.manual_seed(0)
     logits = torch.randn(256, 10) * 0.5

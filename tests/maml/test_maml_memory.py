@@ -1,5 +1,5 @@
 """A meta-batch larger than the machine's memory is refused before the run starts (on the CPU the
-kernel killed the process minutes into its first step: no message, a half-made run folder)."""
+kernel would kill the process minutes into its first step: no message, a half-made run folder)."""
 
 import pytest
 from tiny_omniglot import omniglot_overrides

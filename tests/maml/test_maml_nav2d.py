@@ -2,8 +2,9 @@
 
 import torch
 
+from zoo.models.maml.data import Nav2dData
 from zoo.models.maml.nav2d import Nav2dMAML
-from zoo.models.maml.nav2d_env import GaussianPolicy, Nav2dData, rollout
+from zoo.models.maml.nav2d_env import GaussianPolicy, rollout
 
 SMALL = {"hidden": 32, "trajectories": 8, "horizon": 20, "eval_steps": 1, "lr": 1e-2}
 
@@ -80,7 +81,7 @@ def test_an_estimator_that_needs_a_differentiable_cost_is_refused(tmp_path, caps
 def test_every_initial_policy_acts_inside_the_action_box():
     """Seeds 0-19: the initial mean action is under 0.01 per coordinate anywhere in [-1, 1]^2, well
     inside the clip at 0.1, so the sampled actions differ, the trajectories' returns differ and the
-    policy gradient is not 0. (PyTorch's default init gave seed 2 a mean of (-0.085, -0.102) at the
+    policy gradient is not 0. (PyTorch's default init gives seed 2 a mean of (-0.085, -0.102) at the
     origin: every action clipped alike, a zero gradient, meta-training stuck at a return of -6717.)"""
     grid = torch.stack(torch.meshgrid(torch.linspace(-1, 1, 9), torch.linspace(-1, 1, 9), indexing="ij"), -1)
     for seed in range(20):

@@ -5,7 +5,7 @@ import torch
 from tiny_omniglot import omniglot_overrides, write_tiny_omniglot
 
 from zoo.errors import UserError
-from zoo.models.maml.omniglot import OmniglotData
+from zoo.models.maml.data import OmniglotData
 from zoo.train import main
 
 
@@ -35,7 +35,7 @@ def test_episodes_have_the_right_shapes_labels_and_classes(tmp_path):
     assert torch.equal(data.test_set[0][0], make(tmp_path, n_way=5, shots=2, seed=7).test_set[0][0])  # fixed test tasks
     cache = tmp_path / "data" / "omniglot" / "omniglot_28.pt"
     assert cache.is_file()  # decoded once, cached
-    # a cache cut short (a kill while another run wrote it, before writes were atomic) is decoded again
+    # a cache cut short (a kill while another run writes it, were writes not atomic) is decoded again
     whole = make(tmp_path, n_way=5, shots=2).test_set[0][0]
     cache.write_bytes(cache.read_bytes()[:1000])
     assert torch.equal(make(tmp_path, n_way=5, shots=2).test_set[0][0], whole)
@@ -177,8 +177,8 @@ def test_the_release_zips_read_as_they_are(tmp_path):
 
 def test_a_zip_made_again_with_a_folder_above_reads_and_one_of_another_layout_is_named(tmp_path):
     """A split zipped again from its folder one level up (omniglot/images_background/...) is read as the
-    release; a zip without the split/alphabet/character/*.png layout is an error naming it (it was
-    skipped, and a later message blamed data.query)."""
+    release; a zip without the split/alphabet/character/*.png layout is an error naming it (not
+    skipped, with a later message blaming data.query)."""
     import zipfile
 
     from zoo.models.maml.omniglot import load_images

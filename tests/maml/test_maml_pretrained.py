@@ -28,7 +28,7 @@ def test_predict_adapts_to_given_points_and_to_a_random_task(tmp_path, capsys):
 
 
 def test_predict_on_points_follows_a_float64_model(tmp_path, capsys):
-    """The user's points and the printed grid follow the model's dtype (a float64 model met float32 points)."""
+    """The user's points and the printed grid follow the model's dtype (a float64 model meets float32 points)."""
     import zoo
 
     model = zoo.load("maml-sinusoid").double()
@@ -38,7 +38,7 @@ def test_predict_on_points_follows_a_float64_model(tmp_path, capsys):
 
 
 def test_predict_refuses_points_it_cannot_fit(tmp_path, capsys):
-    """Points of float32 overflow or far beyond the sinusoids printed nan predictions and exited 0."""
+    """Points of float32 overflow or far beyond the sinusoids are refused, not fitted to nan predictions."""
     for points, expected in ((["1,1e39"], "too large for the model's torch.float32"),
                              (["1e30,1", "2,1"], "fine-tuning on these points diverged")):
         out = tmp_path / "never.png"
@@ -49,6 +49,6 @@ def test_predict_refuses_points_it_cannot_fit(tmp_path, capsys):
 
 
 def test_predict_option_set_to_null_names_its_default(capsys):
-    assert predict(["maml-sinusoid", "out=null"]) == 2  # was "must be str, got None"
+    assert predict(["maml-sinusoid", "out=null"]) == 2  # not "must be str, got None"
     err = capsys.readouterr().err
     assert "cannot be unset (null)" in err and "out=maml_adaptation.png" in err

@@ -74,7 +74,7 @@ def test_mnist_idx_files_with_fashion_mnist_as_ood(tmp_path, gz):
 
 def test_mnist_where_data_readme_has_torchvision_download_it(tmp_path):
     """torchvision.datasets.MNIST(root="data/mnist", download=True) writes data/mnist/MNIST/raw/: found
-    there as the VAE's reader finds it (was "mnist not found")."""
+    there as the VAE's reader finds it."""
     write_mnist(tmp_path, "mnist/MNIST/raw")
     dm = OODImages({"root": str(tmp_path), "dataset": "mnist", "val_size": 10, "ood": ["uniform"]})
     dm.setup()
@@ -134,7 +134,7 @@ def test_cifar10_read_from_the_downloaded_tarball(tmp_path):
     with tarfile.open(packed / "cifar-10-binary.tar.gz", "w:gz") as tar:
         tar.add(tmp_path / "extracted" / "cifar-10-batches-bin", arcname="cifar-10-batches-bin")
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # torch warned of the read-only arrays np.frombuffer gave
+        warnings.simplefilter("error")  # torch warns of read-only arrays from np.frombuffer
         for a, b in zip(load_cifar10(tmp_path / "extracted"), load_cifar10(packed)):
             assert torch.equal(a, b)
     assert sorted(p.name for p in packed.iterdir()) == ["cifar-10-binary.tar.gz"]

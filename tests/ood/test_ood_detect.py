@@ -26,7 +26,7 @@ def test_tnr_at_tpr95_by_hand():
 
 def test_metrics_of_scores_far_above_17_are_not_squashed():
     """torchmetrics passes scores outside [0, 1] through a sigmoid, exactly 1.0 in float32 above ~16.6:
-    in-distribution 20 + 5U against OOD 17 + 5U gave AUROC 0.5 and TNR@TPR95 0. On ranks the metrics
+    in-distribution 20 + 5U against OOD 17 + 5U would give AUROC 0.5 and TNR@TPR95 0. On ranks the metrics
     are those of the scores themselves: P(in > out) = 1 - 0.4^2 / 2 = 0.92 and, at the in-distribution
     5 % quantile 20.25, TNR = 3.25 / 5 = 0.65 (seed 0, 20,000 + 20,000 draws: s.e. ~0.002 and ~0.004,
     tolerance 0.01), and sklearn's exact AUROC / AP of the same draws (tolerance 1e-6)."""

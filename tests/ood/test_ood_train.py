@@ -26,7 +26,7 @@ def test_joint_loss_raises_tnr_on_far_ood_without_costing_accuracy(tmp_path):
     # the metric improved from chance (10 classes) to a trained classifier
     assert ce["test/acc"] > 0.9 and joint["test/acc"] > 0.9
     # (joint trails ce by a few points after 10 epochs; the 40-epoch recipes reach the same accuracy)
-    # seed 0, 10 epochs, the recipes' CNN: measured ce / joint max-softmax TNR@TPR95 were
+    # seed 0, 10 epochs, the recipes' CNN: measured ce / joint max-softmax TNR@TPR95 are
     # uniform 0.32 / 0.93, photos 0.71 / 0.93 (mean gain 0.42); we ask for a gain of at least 0.15 on the mean
     far = ("uniform", "photos")
     gain = sum(joint[f"test/{s}/msp/tnr95"] - ce[f"test/{s}/msp/tnr95"] for s in far) / len(far)

@@ -4,10 +4,8 @@ Top to bottom (a module imports its own layer or the ones below, never above; no
 a circle, within a layer either):
 
     commands   zoo (the package: zoo.load), zoo.train (and the run it hands over to, zoo.runner), zoo.evaluate,
-               zoo.predict, zoo.sweep (and its
-               zoo.sweep_runs, zoo.sweep_slurm),
-               zoo.pretrained.__main__, zoo.estimators.__main__, zoo.__main__, zoo.bench (the
-               benchmarks' measures, which tests check too)
+               zoo.predict, zoo.sweep (a package: its command, runs and slurm launcher),
+               zoo.pretrained.__main__, zoo.estimators.__main__, zoo.__main__
     models     zoo.models.<name>: one folder each, never importing another's; they use the layers
                below. The platform finds them as it finds a user's plugin: through the registry, which
                imports the declarations in their torch-free config.py by name (``zoo.models:declare_all``)
@@ -15,7 +13,8 @@ a circle, within a layer either):
                zoo.tracking, zoo.hub, zoo.pretrained
     parts      zoo.core, zoo.estimators, zoo.callbacks (estimators know nothing of models or core), zoo.hf (a
                model as a Hugging Face Hub folder: ZooModule's save_pretrained / from_pretrained / push_to_hub)
-    ground     zoo.registry, zoo.options, zoo.source_signature, zoo.errors, zoo.paths, zoo.spread (seed spreads)
+    ground     zoo.registry, zoo.options, zoo.source_signature, zoo.errors, zoo.paths, zoo.spread (seed spreads),
+               zoo.data_options
 
 One boundary for heavy imports: a torch-free front (the command lines, the recipe check: zoo.train,
 zoo.config and what they import) hands over to a runner (zoo.runner, the models, zoo.core) that imports
@@ -34,13 +33,13 @@ PACKAGE = ROOT / "zoo"
 
 LAYERS = {  # module prefix -> layer (higher imports lower); the longest matching prefix wins
     "zoo": 4, "zoo.__main__": 4, "zoo.train": 4, "zoo.runner": 4, "zoo.evaluate": 4, "zoo.predict": 4, "zoo.sweep": 4,
-    "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4, "zoo.bench": 4, "zoo.sweep_runs": 4,
-    "zoo.sweep_slurm": 4,
+    "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4,
     "zoo.models": 3,
     "zoo.cli": 2, "zoo.messages": 2, "zoo.config": 2, "zoo.recipe_files": 2, "zoo.trainer_options": 2, "zoo.runs": 2,
     "zoo.tracking": 2, "zoo.hub": 2, "zoo.pretrained": 2,
     "zoo.core": 1, "zoo.estimators": 1, "zoo.callbacks": 1, "zoo.hf": 1,
     "zoo.registry": 0, "zoo.options": 0, "zoo.source_signature": 0, "zoo.errors": 0, "zoo.paths": 0, "zoo.spread": 0,
+    "zoo.data_options": 0,
 }
 FORBIDDEN = {  # within a layer: prefix -> prefixes it must not import
     "zoo.estimators": ("zoo.core", "zoo.callbacks", "zoo.models"),
@@ -51,7 +50,7 @@ HEAVY = {"torch", "torchvision", "torchmetrics", "lightning", "matplotlib", "wan
          "matplotlib.pyplot"}  # each takes tens of milliseconds or more to import, and a recipe check needs none
 # (matplotlib.pyplot on its own: it chooses a GUI backend, which the zoo's figures, matplotlib.figure.Figure, do not)
 # (omegaconf and yaml are light enough: every recipe check reads a YAML file and merges its overrides with them)
-MAX_FUNCTION_LEVEL = 40  # in zoo/, zoo/bench/ aside (it leaves the package: benchmarks and studies import it)
+MAX_FUNCTION_LEVEL = 40  # in zoo/
 
 
 LIGHT_PACKAGE = "zoo/__init__.py"  # `import zoo` (every command's first import) imports nothing of the zoo's
@@ -169,6 +168,24 @@ def test_imports_go_down_the_layers():
     assert wrong == []
 
 
+def test_the_package_never_imports_bench():
+    """bench/ (the benchmarks' helpers) is in the checkout, not in the wheel: an installed zoo cannot import it."""
+    wrong = [f"{m} imports {n}" for m in MODULES for _, names, _ in imports(m) for n in names
+             if n.split(".")[0] == "bench"]
+    assert wrong == []
+
+
+MODEL_FILES = ("__init__.py", "config.py", "data.py", "nets.py", "module.py", "evaluation.py", "predict.py", "plots.py")
+
+
+def test_every_model_folder_has_the_shape_zoo_models_states():
+    """zoo/models/__init__.py: every model folder holds these files (a further one only for a second idea)."""
+    folders = sorted(p for p in (PACKAGE / "models").iterdir() if (p / "__init__.py").is_file())
+    assert len(folders) >= 6
+    missing = {p.name: [f for f in MODEL_FILES if not (p / f).is_file()] for p in folders}
+    assert missing == {p.name: [] for p in folders}
+
+
 def test_models_never_import_each_other():
     wrong = [f"{m} imports {t}" for m in MODULES for t in zoo_edges(m)
              if model_of(m) and model_of(t) and model_of(m) != model_of(t)]
@@ -214,7 +231,7 @@ def test_function_level_imports_keep_heavy_packages_out_of_start_up():
         for node, names, inside in imports(m):
             if not inside:
                 continue
-            count += not m.startswith("zoo.bench")
+            count += 1
             new = set().union(*(brought(n, m) for n in names)) - has
             where = f"{path.relative_to(ROOT)}:{node.lineno}: {lines[node.lineno - 1].strip()}"
             if not new and str(path.relative_to(ROOT)) != LIGHT_PACKAGE:

@@ -1,5 +1,5 @@
-"""Every tensor the zoo makes follows the device of its inputs or module (issue 13: skip-gram built
-its window offsets on the CPU and crashed next to CUDA tokens).
+"""Every tensor the zoo makes follows the device of its inputs or module (a window offset built
+on the CPU fails next to CUDA tokens).
 
 A CPU machine cannot run CUDA, so three checks stand in for it:
 - a source scan: every ``torch.arange/zeros/ones/empty/full/rand*/tensor/eye/linspace`` call and
@@ -157,24 +157,24 @@ def test_models_follow_float64(recipe, overrides):
 
 
 def test_every_benchmark_takes_device_and_records_it():
-    """benchmarks/*.py and studies/*.py: a --device option (zoo/bench/devices.py) and the device in the JSON.
-    A benchmark is a script (``if __name__ == "__main__":``); the helpers it imports (zoo/bench/) are not."""
+    """benchmarks/*.py and studies/*.py: a --device option (bench/devices.py) and the device in the JSON.
+    A benchmark is a script (``if __name__ == "__main__":``); the helpers it imports (bench/) are not."""
     scripts = [p for folder in ("benchmarks", "studies") for p in sorted((ROOT / folder).glob("*.py"))
                if '__name__ == "__main__"' in p.read_text()]
     assert len(scripts) >= 6
     for path in scripts:
         source = path.read_text()
-        # a record written by a zoo.bench helper the script calls (recipe_seeds.py: zoo/bench/seeds.py) counts
-        source += "".join((ROOT / "zoo" / "bench" / f"{name}.py").read_text()
-                          for name in re.findall(r"^from zoo\.bench\.(\w+) import", source, re.M))
+        # a record written by a bench helper the script calls (recipe_seeds.py: bench/seeds.py) counts
+        source += "".join((ROOT / "bench" / f"{name}.py").read_text()
+                          for name in re.findall(r"^from bench\.(\w+) import", source, re.M))
         takes_option = "add_device_option(" in source or '"--device"' in source
         assert "resolve_device(" in source and takes_option, \
-            f"{path.name}: no --device (use zoo/bench/devices.py)"
+            f"{path.name}: no --device (use bench/devices.py)"
         assert '"device": str(' in source or '"device": args.device' in source, f"{path.name}: device not in the JSON"
 
 
 def test_device_option_refuses_an_absent_gpu():
-    from zoo.bench.devices import accelerator, resolve_device
+    from bench.devices import accelerator, resolve_device
 
     assert resolve_device("cpu") == torch.device("cpu") and accelerator(torch.device("cpu")) == ("cpu", 1)
     assert accelerator(torch.device("cuda:1")) == ("gpu", [1])

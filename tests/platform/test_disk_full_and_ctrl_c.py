@@ -1,6 +1,6 @@
 """A full disk (or quota): one 'error:' line, exit status 2, no traceback, no partial checkpoint file,
-and the last good checkpoint kept. Ctrl-C outside training: one line, exit status 130. Both were
-Python tracebacks (OSError ENOSPC from whichever write met it; KeyboardInterrupt)."""
+and the last good checkpoint kept. Ctrl-C outside training: one line, exit status 130. Not
+Python tracebacks (OSError ENOSPC from whichever write meets it; KeyboardInterrupt)."""
 
 import errno
 import os
@@ -86,7 +86,7 @@ def test_disk_full_finds_the_error_behind_another_librarys():
 @pytest.mark.parametrize("command", ["train", "evaluate", "predict"])
 def test_ctrl_c_outside_training_is_one_line_and_leaves_no_run(command, tmp_path, capsys, monkeypatch):
     """Ctrl-C while the data or the model is being built (training itself saves and stops on its own:
-    tests/platform/test_train_runs.py): was Python's KeyboardInterrupt traceback."""
+    tests/platform/test_train_runs.py): one line, not Python's KeyboardInterrupt traceback."""
     import importlib
 
     import zoo.evaluate

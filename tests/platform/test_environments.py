@@ -1,6 +1,6 @@
 """Unusual but legitimate environments: ``~`` and ``$VARIABLES`` in path options (quoted, or from a
 recipe), another working directory, standard streams closed, full or read by a reader that left,
-PYTHONWARNINGS=error, python -OO, text files with a byte-order mark or not in UTF-8. Each was a
+PYTHONWARNINGS=error, python -OO, text files with a byte-order mark or not in UTF-8. Each, unhandled, leaves a
 folder named ``~`` in the working directory, a traceback, or a run stopped half-way."""
 
 import os
@@ -54,7 +54,7 @@ def test_home_and_variables_in_paths_from_another_folder_with_warnings_as_errors
 
 def test_frozen_encoder_runs_under_warnings_as_errors(tmp_path):
     """sat_shapes_hard keeps its frozen encoder in eval mode by design: Lightning's warning about it
-    ended the run under PYTHONWARNINGS=error."""
+    would end the run under PYTHONWARNINGS=error."""
     proc = zoo(["zoo.train", "recipe=sat_shapes_hard", *FAST, f"run_dir={tmp_path}/runs"], tmp_path,
                {"PYTHONWARNINGS": "error"})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -62,7 +62,7 @@ def test_frozen_encoder_runs_under_warnings_as_errors(tmp_path):
 
 def test_a_warning_made_an_error_is_one_line_and_leaves_no_run_folder(tmp_path):
     """2 batches an epoch, logging every 50 steps: Lightning's warning, an exception under
-    PYTHONWARNINGS=error, was a traceback inside fit with a half-written run folder."""
+    PYTHONWARNINGS=error, is one line, not a traceback inside fit with a half-written run folder."""
     proc = zoo(["zoo.train", "recipe=vae_digits", "trainer.max_epochs=1", "trainer.limit_train_batches=2",
                 "trainer.enable_progress_bar=false", f"run_dir={tmp_path}/runs"], tmp_path, {"PYTHONWARNINGS": "error"})
     assert "logging interval" in one_error_line(proc) and "PYTHONWARNINGS" in one_error_line(proc)
@@ -70,8 +70,8 @@ def test_a_warning_made_an_error_is_one_line_and_leaves_no_run_folder(tmp_path):
 
 
 def test_closed_streams_and_a_full_stdout(tmp_path):
-    """stdin, stdout and stderr closed (a cron job, `>&- 2>&-`): the progress bar wrote to None and the
-    run stopped half-way. stdout on a full device: one line, exit status 2, not a traceback."""
+    """stdin, stdout and stderr closed (a cron job, `>&- 2>&-`): the progress bar would write to None and the
+    run stop half-way. stdout on a full device: one line, exit status 2, not a traceback."""
     proc = subprocess.run(["sh", "-c", 'exec "$0" -m zoo.train recipe=vae_digits trainer.fast_dev_run=true '
                            '"run_dir=$1" <&- >&- 2>&-', sys.executable, str(tmp_path / "runs")],
                           cwd=tmp_path, env=subprocess_env(), timeout=600)
@@ -83,8 +83,8 @@ def test_closed_streams_and_a_full_stdout(tmp_path):
 
 
 def test_a_deleted_working_folder_and_python_OO(tmp_path):
-    """A shell whose folder was deleted: one line, not a traceback (train) or MKL's fatal error
-    (evaluate). python -OO strips the docstrings that evaluate, predict and estimators built their
+    """A shell whose folder is deleted: one line, not a traceback (train) or MKL's fatal error
+    (evaluate). python -OO strips the docstrings that evaluate, predict and estimators would build their
     --help from (an AttributeError on None)."""
     gone = tmp_path / "gone"
     gone.mkdir()
@@ -121,8 +121,8 @@ def test_path_refusals(tmp_path, capsys, monkeypatch):
 
 
 def test_text_files_with_a_byte_order_mark_or_not_in_utf8(tmp_path, capsys):
-    """A BOM glued itself to the first word; a Latin-1 corpus became words with U+FFFD without a word
-    said; a Latin-1 similarity file was a UnicodeDecodeError; a Latin-1 recipe ended --list."""
+    """A BOM must not glue itself to the first word, nor a Latin-1 corpus become words with U+FFFD without a word
+    said; a Latin-1 similarity file is not a UnicodeDecodeError, and a Latin-1 recipe does not end --list."""
     import pytest
 
     from zoo.errors import UserError
@@ -154,7 +154,7 @@ def test_text_files_with_a_byte_order_mark_or_not_in_utf8(tmp_path, capsys):
 
 def test_a_figure_with_words_the_font_lacks_is_saved_under_warnings_as_errors(tmp_path):
     """matplotlib warns about every glyph its font lacks (a CJK word in a skip-gram plot): under
-    PYTHONWARNINGS=error that ended the run after training."""
+    PYTHONWARNINGS=error that would end the run after training."""
     import warnings
 
     import matplotlib
@@ -198,10 +198,10 @@ def test_many_cores_and_warnings_as_errors(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("home", ["unset", "read-only"])
 def test_wandb_and_matplotlib_without_a_writable_home(home, tmp_path):
-    """HOME unset or read-only (a container, a cron job, a shared account): wandb's core printed about
-    20 of its log lines ("ERROR main: failed to get logger path", "INFO server: ...") and left
-    .wandb_cache in the working folder, and matplotlib warned that it made a temporary config folder.
-    Their folders now go into the run folder and a temporary folder, and the run says nothing of them."""
+    """HOME unset or read-only (a container, a cron job, a shared account): wandb's core would print about
+    20 of its log lines ("ERROR main: failed to get logger path", "INFO server: ...") and leave
+    .wandb_cache in the working folder, and matplotlib warn that it makes a temporary config folder.
+    Their folders go into the run folder and a temporary folder, and the run says nothing of them."""
     env = {k: v for k, v in subprocess_env().items() if k not in ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
                                                                     "MPLCONFIGDIR")}
     if home == "read-only":

@@ -34,7 +34,7 @@ def test_a_refusal_inside_fit_prints_no_lightning_line(tmp_path, capsys, lightni
     code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "trainer.max_steps=3",
                           "trainer.val_check_interval=1000", "trainer.enable_progress_bar=false"], capsys)
     assert code == 2 and err.startswith("error: trainer.val_check_interval"), err
-    assert lightning_lines == [], lightning_lines  # the device lines and the model summary were dropped
+    assert lightning_lines == [], lightning_lines  # the device lines and the model summary are dropped
 
 
 def test_a_run_prints_the_start_up_lines_once_in_order(tmp_path, capsys, lightning_lines):
@@ -67,7 +67,7 @@ def test_held_records_are_released_in_order_once_and_a_nested_hold_defers_to_the
     assert lightning_lines == ["first", "second"]
     outer.release()  # a second release (on_test_start after on_train_start) prints nothing again
     log.info("third")
-    assert lightning_lines == ["first", "second", "third"]  # no longer held
+    assert lightning_lines == ["first", "second", "third"]  # released: not held
 
 
 def test_a_discarded_hold_drops_its_records_and_holds_nothing_after(lightning_lines):

@@ -159,7 +159,7 @@ def test_the_meta_run_catches_a_cpu_tensor():
     with pytest.raises(RuntimeError, match="device"):
         model.training_step(torch.zeros(4, 3, device=META), 0)
     model.training_step = lambda batch, i: (model.lin(batch) + torch.arange(2, device=batch.device)).sum()
-    assert model.training_step(torch.zeros(4, 3, device=META), 0).device == META  # fixed: it runs
+    assert model.training_step(torch.zeros(4, 3, device=META), 0).device == META  # device-following: it runs
 
 
 def test_integer_scalar_buffers_keep_their_values():

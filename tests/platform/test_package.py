@@ -95,7 +95,7 @@ def test_the_wheel_carries_recipes_and_commands(tmp_path):
     pip --target, and run from a folder outside the checkout."""
     source = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("zoo", "recipes"):
+    for name in ("zoo", "recipes", "bench"):  # bench/: the benchmarks' helpers, to check they stay out of the wheel
         shutil.copytree(REPO / name, source / name, ignore=ignore)
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, source / name)
@@ -107,6 +107,7 @@ def test_the_wheel_carries_recipes_and_commands(tmp_path):
     (wheel,) = wheels.glob("stochastic_zoo-*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True, capture_output=True)
     assert len(list((site / "zoo" / "recipes").rglob("*.yaml"))) == len(list((REPO / "recipes").rglob("*.yaml")))
+    assert not (site / "bench").exists() and not (site / "zoo" / "bench").exists()
     env = _away_from_the_checkout(site)
 
     def run(*args: str) -> str:
@@ -116,8 +117,9 @@ def test_the_wheel_carries_recipes_and_commands(tmp_path):
 
     listed = run(sys.executable, "-m", "zoo.train", "--list")
     assert "vae_digits " in listed and "sat_shapes_soft " in listed
-    for script in ("zoo-train", "zoo-evaluate", "zoo-predict", "zoo-pretrained", "zoo-estimators"):
+    for script in ("zoo-train", "zoo-evaluate", "zoo-predict", "zoo-pretrained", "zoo-estimators", "zoo-sweep"):
         assert (site / "bin" / script).is_file(), script
+    assert "--launcher" in run(sys.executable, "-m", "zoo.sweep", "--help")  # the zoo.sweep package is in the wheel
     trained = run(sys.executable, str(site / "bin" / "zoo-train"), "recipe=vae_digits", "trainer.max_epochs=1",
                   "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false",
                   f"run_dir={work / 'runs'}")

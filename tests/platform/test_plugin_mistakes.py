@@ -1,6 +1,6 @@
 """A researcher's own model / datamodule / estimator, named by dotted path from a package outside the
-zoo, and the mistakes a plugin author makes: each one message and exit status 2 (found by an audit
-that followed docs/adding_a_model.md; several were tracebacks or went unnoticed)."""
+zoo, and the mistakes a plugin author makes: each one message and exit status 2 (the mistakes of
+someone following docs/adding_a_model.md)."""
 
 import re
 import sys
@@ -93,7 +93,7 @@ def plugin(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("overrides, expected", [
-    ([], r"missing value for 'hidden' in .*RegConfig gives it no default"),  # was trained with hidden='???'
+    ([], r"missing value for 'hidden' in .*RegConfig gives it no default"),  # else trained with hidden='???'
     (["model.hidden=4", "model.name=myplug:NoConfig"], r"NoConfig sets no Config: a ZooModule names the dataclass"),
     (["model.hidden=4", "data.numpy_info=true"],
      r"data_info\['y_mean'\] is a numpy.float64; checkpoints hold str, int, float, bool, None"),
@@ -117,7 +117,7 @@ def test_the_plugin_trains_once_its_option_is_given(plugin, tmp_path, capsys):
 
 def test_the_readme_estimator_example_is_checked_against_the_node(tmp_path, monkeypatch, capsys):
     """The README's ~10-line estimator declares its capabilities: on a categorical node it is refused when
-    the recipe loads, with the estimators that fit (without them it failed inside training)."""
+    the recipe loads, with the estimators that fit (not a failure inside training)."""
     readme = (ROOT / "README.md").read_text()
     block = readme.split("### Your own estimator in ~10 lines", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     (tmp_path / "readme_est.py").write_text(block)
@@ -125,7 +125,7 @@ def test_the_readme_estimator_example_is_checked_against_the_node(tmp_path, monk
     from zoo.registry import ESTIMATORS
 
     # the example registers itself: left in this process's registry, `zoo.estimators compare` in a later test
-    # of the same worker ran it on its categorical problem (a NotImplementedError from rsample)
+    # of the same worker would run it on its categorical problem (a NotImplementedError from rsample)
     registered = dict(ESTIMATORS._entries)
     try:
         code, err = run_main(["recipe=dvae_digits", "model.estimator=readme_est:ScaledReparam",

@@ -85,8 +85,8 @@ def test_skipgram_same_across_hash_seed_cwd_and_cache_state(skipgram_first):
 
 
 def test_skipgram_data_loader_workers_share_the_chunks(skipgram_first):
-    """With data.num_workers=2 every worker read every chunk of the corpus (training saw each twice
-    and the run differed): each worker now takes every other chunk, interleaved back in order. This
+    """With data.num_workers=2 each worker takes every other chunk, interleaved back in order (were
+    every worker to read every chunk, training would see each twice and the run would differ). This
     run generates the corpus and counts the vocabulary itself, under another hash seed."""
     tmp, first = skipgram_first
     args = [*SKIPGRAM, f"data.root={tmp / 'data_workers'}", "data.num_workers=2"]

@@ -58,7 +58,7 @@ def test_an_upper_bound_only_with_the_break_it_avoids():
 
 
 def test_an_unexplained_upper_bound_is_caught(tmp_path, monkeypatch):
-    """The check above is not vacuous: a pin without a reason, as pyproject.toml once had, fails it."""
+    """The check above is not vacuous: a pin without a reason fails it."""
     fake = tmp_path / "pyproject.toml"
     fake.write_text('dependencies = [\n    "torch>=2.4,<2.15",\n    "wandb>=0.17,<1",  # breaks: 1.0 drops X\n]\n'
                     "[project.scripts]\n")

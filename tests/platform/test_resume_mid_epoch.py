@@ -22,8 +22,8 @@ def assert_same(a: dict, b: dict) -> None:
 
 
 def test_sigterm_mid_epoch_then_resume_matches_uninterrupted_run(toy_recipe, tmp_path):
-    """The signal's save is the last word: before, Lightning closed the epoch and the final save
-    overwrote last.ckpt with "epoch 1 done", so the resumed run skipped batches 4-7 of epoch 1."""
+    """The signal's save is the last word: else Lightning closes the epoch and the final save
+    overwrites last.ckpt with "epoch 1 done", so the resumed run skips batches 4-7 of epoch 1."""
     straight = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/straight", "trainer.max_epochs=3", *COMMON])
     cut = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/cut", "trainer.max_epochs=3", *COMMON,
                  f"callbacks=[{SIGNAL_AT_11}]"])
@@ -40,8 +40,8 @@ def test_sigterm_mid_epoch_then_resume_matches_uninterrupted_run(toy_recipe, tmp
 
 
 def test_ema_checkpoints_hold_the_live_weights_and_resume_exactly(toy_recipe, tmp_path):
-    """With an averaging callback the final save ran after it had copied the average into the
-    weights: last.ckpt's live weights were the average, and a resumed run went on from them."""
+    """With an averaging callback, last.ckpt's live weights are the trained ones, not the average the
+    callback copies into the model at the end, and a resumed run goes on from them."""
     ema = "{name: ema, decay: 0.9}"
     opts = [*COMMON, "checkpoint.every_n_epochs=4"]  # no scheduled save before the end: the final one writes
     straight = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/straight", "trainer.max_epochs=4", *opts,
@@ -96,9 +96,9 @@ def test_resumable_loader_skips_the_trained_batches_of_its_epoch_only():
 
 def test_a_stop_on_an_epochs_last_batch_keeps_the_validation_after_it(toy_recipe, tmp_path):
     """A save at the end of an epoch's last batch comes before that epoch's validation, which Lightning
-    does not run again on resume: the validation's RNG draws (here its loader's seed) were lost and the
-    resumed run drifted (the OOD recipe by up to 0.065). The signal's save, and a step save
-    (checkpoint.every_n_train_steps) falling there, are now made after the validation."""
+    does not run again on resume: the validation's RNG draws (here its loader's seed) would be lost and the
+    resumed run drift (the OOD recipe by up to 0.065). The signal's save, and a step save
+    (checkpoint.every_n_train_steps) falling there, are made after the validation."""
     import subprocess
     import sys
 

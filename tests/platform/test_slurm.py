@@ -71,10 +71,10 @@ def test_sigusr1_requeue_saves_then_the_requeued_job_resumes(toy_recipe, tmp_pat
     second = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", *COMMON])
     assert second.run_dir == run_dir and [p.name for p in (tmp_path / "runs" / "toy").iterdir()] == ["slurm-4242"]
     done = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
-    # it went on mid-epoch from the SIGTERM's step to the end of epoch 2 in the uninterrupted run's order
+    # it goes on mid-epoch from the SIGTERM's step to the end of epoch 2 in the uninterrupted run's order
     # (README: "a resume from the middle of an epoch trains the rest of that epoch in the uninterrupted
-    # run's order"): all 24 steps and the very weights of a run that was never stopped. A loader that lost
-    # its position started the interrupted epoch afresh and ended it early (22 of 24 steps, other weights).
+    # run's order"): all 24 steps and the very weights of a run that is never stopped. A loader that lost
+    # its position would start the interrupted epoch afresh and end it early (22 of 24 steps, other weights).
     straight = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/straight", *COMMON])
     assert done["epoch"] == 2 and done["global_step"] == 24
     assert_same_weights(done, torch.load(straight.run_dir / "checkpoints" / "last.ckpt", weights_only=True))

@@ -125,7 +125,7 @@ def test_help_is_fast_and_imports_no_torch():
 
 
 def test_metric_tables_keep_their_columns_and_number_order():
-    """Names longer than 28 characters broke zoo.train's columns; loss_10 sorted between loss_1 and loss_2."""
+    """Names longer than 28 characters keep zoo.train's columns; loss_10 sorts after loss_2, not before."""
     from zoo.cli import format_table, in_order
 
     metrics = {"test/loss_10": 1.0, "test/loss_2": 2.0, "test/planted_analogies_form-a-to-b": 0.5, "test/b": 3.0}
@@ -136,7 +136,7 @@ def test_metric_tables_keep_their_columns_and_number_order():
 
 
 def test_a_checkpoint_with_an_option_the_model_no_longer_has_is_one_message(toy_recipe, tmp_path):
-    """A checkpoint of another zoo version (an option renamed since) was a TypeError traceback in
+    """A checkpoint of another zoo version (an option renamed since) is one message, not a TypeError traceback, in
     zoo.evaluate and zoo.load."""
     import torch
 

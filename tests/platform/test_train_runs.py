@@ -49,7 +49,7 @@ def test_log_train_logs_only_the_steps_the_loggers_write(toy_recipe, tmp_path):
 
 def test_last_ckpt_is_the_latest_state_even_without_a_new_best(toy_recipe, tmp_path, monkeypatch):
     # mode=max on a falling loss: the "best" stays at epoch 0, last.ckpt must still move on (a loss maximised is
-    # refused with the recipe since round 5: that check is left out here, to test the checkpoints themselves)
+    # refused with the recipe: that check is left out here, to test the checkpoints themselves)
     monkeypatch.setattr("zoo.config.check_validation_and_test", lambda cfg, monitor: None)
     result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=4", "checkpoint.mode=max"])
     last = torch.load(result.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
@@ -250,7 +250,7 @@ def test_ctrl_c_while_testing_after_fit_is_one_line_130_and_keeps_the_run(toy_re
 
 def test_second_ctrl_c_stops_training_at_once_with_130_naming_what_is_kept(toy_recipe, tmp_path):
     """The first SIGINT asks for a save at the step's end; a second in the same step stops at once
-    (was Lightning's line and status 1)."""
+    (not Lightning's line and status 1)."""
     proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=50", "data.n=64", hold="step:3")  # 2 steps an epoch
     _wait_for_file(tmp_path / "held.0", proc)
     last = next(tmp_path.glob("*/*/checkpoints/last.ckpt"))  # epoch 0's
@@ -264,7 +264,7 @@ def test_second_ctrl_c_stops_training_at_once_with_130_naming_what_is_kept(toy_r
 
 
 def test_ctrl_c_twice_before_the_first_checkpoint_leaves_no_run_folder(toy_recipe, tmp_path):
-    """A run stopped at once before anything was saved held only its config.yaml and logs."""
+    """A run stopped at once before anything is saved holds only its config.yaml and logs: it is removed."""
     proc = _launch(toy_recipe, tmp_path, "trainer.max_epochs=5", hold="step:3")  # before epoch 0's checkpoint
     _wait_for_file(tmp_path / "held.0", proc)
     assert list(tmp_path.glob("*/*/config.yaml")), "the run folder exists while it trains"
@@ -277,8 +277,8 @@ def test_ctrl_c_twice_before_the_first_checkpoint_leaves_no_run_folder(toy_recip
 
 
 def test_runs_started_in_the_same_second_get_their_own_folders(toy_recipe, tmp_path):
-    """The folder name was chosen by `exists()` and made seconds later: two runs of one second shared it
-    (their metrics interleaved, one checkpoint survived). Now it is made at once, the next suffix if taken."""
+    """A folder name chosen by `exists()` and made seconds later would be shared by two runs of one second
+    (their metrics interleaved, one checkpoint surviving): it is made at once, the next suffix if taken."""
     from zoo.runs import claim_run_dir
 
     first, made = claim_run_dir(tmp_path / "runs" / "toy" / "20261127-150357", {"ckpt_path": None})
@@ -293,7 +293,7 @@ def test_runs_started_in_the_same_second_get_their_own_folders(toy_recipe, tmp_p
 
 
 def test_resume_with_other_options_says_so_and_keeps_the_first_config(toy_recipe, tmp_path, capsys):
-    """model.lr=... on a resume was silent, and config.yaml was overwritten with values the optimizer's
+    """model.lr=... on a resume is noted, and config.yaml is not overwritten with values the optimizer's
     restored state does not use."""
     first = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=1", "test_after_fit=false"])
     capsys.readouterr()

@@ -21,9 +21,9 @@ MISSING_ACCELERATOR = ("mps" if torch.cuda.is_available() else "cuda") if (
     ("logger=[csv,wandbb]", "unknown logger 'wandbb'"),  # wrong choice
     ("trainer.max_epochs", "malformed override"),  # no '='
     ("ckpt_path=", "gives ckpt_path no value"),  # ckpt_path=$UNSET: OmegaConf's null, and a new run began
-    ("model.hidden= ", "gives model.hidden no value"),  # was "Incompatible value 'None' for field of type 'int'"
+    ("model.hidden= ", "gives model.hidden no value"),  # not OmegaConf's "Incompatible value 'None'"
     ("model.name=vea", "unknown model 'vea'"),  # unknown model
-    ("model.name=os:getcwd", "is a builtin_function_or_method, not a model"),  # were TypeErrors in build
+    ("model.name=os:getcwd", "is a builtin_function_or_method, not a model"),
     ("model.name=collections:OrderedDict", "class OrderedDict, not a model"),
     ("data.name=os:getcwd", "not a datamodule"),
     ("callbacks=[{name: grad_varience}]", "did you mean: grad_variance"),  # unknown callback
@@ -32,9 +32,9 @@ MISSING_ACCELERATOR = ("mps" if torch.cuda.is_available() else "cuda") if (
     ("trainer.limit_train_batches=0", "must be > 0"),  # trained nothing and exited 0
     ("trainer.max_epochs=0", "it would train nothing"),
     ("trainer.max_steps=0", "it would train nothing"),
-    ("trainer.devices=4096", "training processes on the CPU"),  # 64 gloo processes on 2 cores hung
+    ("trainer.devices=4096", "training processes on the CPU"),  # 64 gloo processes on 2 cores hang
     ("trainer.devices=0", "trainer.devices must be >= 1"),  # Lightning's reason alone, no fix
-    # an accelerator this machine lacks (on the H200, 2026-11-26, the gpu case was skipped: it has one)
+    # an accelerator this machine lacks (on a GPU machine, the gpu case is skipped)
     (f"trainer.accelerator={MISSING_ACCELERATOR}", "Use trainer.accelerator=cpu"),
 ])
 def test_bad_overrides(toy_recipe, tmp_path, capsys, override, expected):
@@ -46,10 +46,10 @@ def test_bad_overrides(toy_recipe, tmp_path, capsys, override, expected):
 
 
 @pytest.mark.parametrize("model, data, expected", [
-    ("maml", "digits", "maml needs a few-shot datamodule"),  # was a TypeError in validation, after the run folder
+    ("maml", "digits", "maml needs a few-shot datamodule"),  # refused before the run folder
     ("maml_rl", "sinusoid", "maml_rl needs the 2-D navigation datamodule"),
-    ("sat", "seqgan_text", "needs a captioning datamodule"),  # has a vocabulary too: was a ValueError
-    ("skipgram", "seqgan_text", "needs a corpus datamodule"),  # a vocabulary but no counts: was a KeyError
+    ("sat", "seqgan_text", "needs a captioning datamodule"),  # has a vocabulary too
+    ("skipgram", "seqgan_text", "needs a corpus datamodule"),  # a vocabulary but no counts
 ])
 def test_a_model_refuses_a_datamodule_of_another_kind(model, data, expected, tmp_path, capsys):
     recipe = tmp_path / "pair.yaml"
@@ -76,14 +76,14 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path, capsys):
 
 def test_a_scalar_recipe_is_no_mapping(tmp_path, capsys):
     scalar = tmp_path / "scalar.yaml"
-    scalar.write_text("just a string\n")  # was "unknown key 'just a string'"
+    scalar.write_text("just a string\n")  # the file's shape is named, not "unknown key"
     code, err = run_main([f"recipe={scalar}"], capsys)
     assert_refused(code, err, r"must be a YAML mapping .* its top level is a single value \('just a string'\)",
                    tmp_path / "runs")
 
 
 def test_a_section_key_given_without_its_section_is_named_with_it(toy_recipe, tmp_path, capsys):
-    code, err = run_main([f"recipe={toy_recipe}", "--max_epochs=1"], capsys)  # was "without dashes, max_epochs=1"
+    code, err = run_main([f"recipe={toy_recipe}", "--max_epochs=1"], capsys)
     assert_refused(code, err, r"without dashes and with their section, section\.max_epochs=1", tmp_path / "runs")
     code, err = run_main([f"recipe={toy_recipe}", "max_epochs=1"], capsys)
     assert_refused(code, err, r"unknown key 'max_epochs' .*\(did you mean trainer\.max_epochs\?\)", tmp_path / "runs")
@@ -135,9 +135,9 @@ def test_mapping_override_with_a_name_replaces_instead_of_merging():
     (["recipe=sat_shapes_soft", "model.dropout=1.0"], "must be < 1, got 1.0"),  # a probability range
     (["recipe=seqgan_oracle_small", "model.dis_filter_sizes=[2, 0]"], "must be > 0"),  # list elements
     (["recipe=vae_digits", "model.lr=-0.1"], "'lr' in recipe"),  # a negative rate
-    (["recipe=vae_digits", "model.lr=.inf"], "must be a finite number"),  # was a NaN loss inside fit
+    (["recipe=vae_digits", "model.lr=.inf"], "must be a finite number"),  # else a NaN loss inside fit
     (["recipe=dvae_digits", "model.estimator.tau=.inf"], "must be a finite number"),  # trained on uniform samples
-    (["recipe=dvae_digits", "model.estimator=os:getcwd"], "not a class"),  # was an AttributeError inside fit
+    (["recipe=dvae_digits", "model.estimator=os:getcwd"], "not a class"),
     (["recipe=dvae_digits", "model.estimator=collections:OrderedDict"], "has no sample() or loss()"),
     (["recipe=vae_digits", "trainer.max_epochs=abc"], "'max_epochs' in recipe"),  # not an int, for Lightning
     (["recipe=vae_digits", "trainer.max_epochs=2.5"], "must be int | None, got 2.5"),
@@ -168,33 +168,33 @@ def test_mapping_override_with_a_name_replaces_instead_of_merging():
     (["recipe=sat_shapes_soft", "model.encoder=vgg"], "'encoder' in recipe"),
     (["recipe=seqgan_oracle_small", "model.gen_hidden_dim=0"], "'gen_hidden_dim' in recipe"),
     (["recipe=seqgan_oracle_small", "data.seq_len=0"], "seq_len"),
-    (["recipe=seqgan_oracle_small", "model.eval_samples=0"], "'eval_samples' in recipe"),  # was 0/0 in fit
+    (["recipe=seqgan_oracle_small", "model.eval_samples=0"], "'eval_samples' in recipe"),  # else 0/0 in fit
     (["recipe=seqgan_oracle_small", "model.bleu_refs=0"], "'bleu_refs' in recipe"),
     (["recipe=skipgram_synthetic", "model.dim=0"], "'dim' in recipe"),
     (["recipe=skipgram_synthetic", "data.window=0"], "'window' in recipe"),
-    (["recipe=skipgram_synthetic", "model.negative=0"], "'negative' in recipe"),  # was refused after the corpus
+    (["recipe=skipgram_synthetic", "model.negative=0"], "'negative' in recipe"),  # refused before the corpus is built
     (["recipe=skipgram_synthetic", "model.analogy_restrict=0"], "'analogy_restrict' in recipe"),
     (["recipe=skipgram_synthetic", "model.objective=softmax"], "'objective' in recipe"),
     (["recipe=skipgram_synthetic", "model.step_cap=-1"], "must be true or false, got -1"),  # OmegaConf: true
     (["recipe=skipgram_synthetic", "data.test_analogies=2"], "must be true or false, got 2"),
-    (["recipe=skipgram_synthetic", "data.planted.groups=abc"], "'groups' in data.planted"),  # was a TypeError
+    (["recipe=skipgram_synthetic", "data.planted.groups=abc"], "'groups' in data.planted"),
     (["recipe=skipgram_synthetic", "data.planted.function_words=-1"], "must be >= 0, got -1"),
     (["recipe=skipgram_synthetic", "data.planted.forms=27"], "must be <= 26, got 27"),
     (["recipe=skipgram_synthetic", "data.planted.min_len=30"], "min_len <= max_len"),
     (["recipe=skipgram_synthetic", "data.planted.group=3"], "did you mean: groups"),
-    (["recipe=ood_digits_ce", "data.batch_size=0"], "'batch_size' in recipe"),  # was a ValueError in fit
+    (["recipe=ood_digits_ce", "data.batch_size=0"], "'batch_size' in recipe"),
     (["recipe=ood_toy2d", "data.n_train=0"], "'n_train' in recipe"),
     (["recipe=ood_svhn_joint", "data.val_size=0"], "'val_size' in recipe"),
     (["recipe=maml_sinusoid", "model.hidden=0"], "'hidden' in recipe"),  # trained a net with no units
     (["recipe=maml_sinusoid", "data.meta_batch=0"], "'meta_batch' in recipe"),
-    (["recipe=maml_nav2d", "model.horizon=0"], "'horizon' in recipe"),  # crashed in fit
+    (["recipe=maml_nav2d", "model.horizon=0"], "'horizon' in recipe"),  # else a crash in fit
     (["recipe=maml_nav2d", "model.init_std=0"], "'init_std' in recipe"),  # math domain error (log 0)
     (["recipe=maml_omniglot_5w1s", "data.n_way=0"], "'n_way' in recipe"),
     # sections given a single value (a TypeError from dict()), a seed numpy cannot take
     (["recipe=vae_digits", "checkpoint=5"], "'checkpoint' in recipe"),
     (["recipe=vae_digits", "wandb=[1]"], "'wandb' in recipe"),
-    (["recipe=vae_digits", "seed=4294967296"], "an integer from 0 to 4294967295"),  # a ValueError in seed_everything
-    (["recipe=vae_digits", "trainer.precision=16-true"], "not supported by VAE"),  # NaN, then a traceback
+    (["recipe=vae_digits", "seed=4294967296"], "an integer from 0 to 4294967295"),  # not seed_everything's ValueError
+    (["recipe=vae_digits", "trainer.precision=16-true"], "not supported by VAE"),  # NaN losses in float16
     (["recipe=skipgram_synthetic", "trainer.precision=bf16-true"], "not supported by SkipGramModule"),
     (["recipe=skipgram_synthetic", "trainer.precision=16"], "precision=16 is not supported"),  # GradScaler
 ])
@@ -207,7 +207,7 @@ def test_bad_values_exit_2_before_anything_is_built(argv, expected, tmp_path, ca
 
 @pytest.mark.parametrize("recipe", ["vae_digits", "ood_digits_ce"])
 def test_a_batch_larger_than_the_training_set_is_refused(recipe, tmp_path, capsys):
-    # the last partial batch is dropped: was an exit 0 "Trainer.fit stopped: No training batches"
+    # the last partial batch is dropped: else an exit 0 "Trainer.fit stopped: No training batches"
     # with a run folder holding only config.yaml
     code, err = run_main([f"recipe={recipe}", "data.batch_size=100000", "trainer.fast_dev_run=true",
                           f"run_dir={tmp_path}/runs"], capsys)
@@ -253,8 +253,8 @@ def test_recipe_whose_top_level_is_a_list(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content, expected", [
-    (b"42\n", "its top level is a single value (int)"),  # was an OSError from OmegaConf.load
-    (bytes(range(128, 256)), "is not a text file"),  # was a UnicodeDecodeError
+    (b"42\n", "its top level is a single value (int)"),
+    (bytes(range(128, 256)), "is not a text file"),
 ])
 def test_recipe_that_is_not_a_mapping_of_text(content, expected, tmp_path, capsys):
     bad = tmp_path / "bad.yaml"

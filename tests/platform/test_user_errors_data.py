@@ -26,7 +26,7 @@ def write_mnist(folder: Path, spoil) -> None:
     spoil(folder)
 
 
-def truncated_gz(folder: Path) -> None:  # was an EOFError from gzip.decompress
+def truncated_gz(folder: Path) -> None:  # else an EOFError from gzip.decompress
     raw = (folder / f"{MNIST[0]}.gz").read_bytes()
     (folder / f"{MNIST[0]}.gz").write_bytes(raw[: len(raw) // 2])
 
@@ -71,7 +71,7 @@ def test_data_root_that_is_a_file(tmp_path, capsys):
 
 
 def test_omniglot_png_that_is_not_an_image(tmp_path, capsys):
-    for split in ("images_background", "images_evaluation"):  # was PIL's UnidentifiedImageError
+    for split in ("images_background", "images_evaluation"):  # else PIL's UnidentifiedImageError
         char = tmp_path / "omniglot" / split / "Alphabet" / "character01"
         char.mkdir(parents=True)
         (char / "1.png").write_bytes(b"not a png")
@@ -80,13 +80,13 @@ def test_omniglot_png_that_is_not_an_image(tmp_path, capsys):
     assert "Traceback" not in err and not (tmp_path / "runs").exists()
 
 
-def svhn_not_a_mat_file(root: Path) -> None:  # was scipy's MatReadError
+def svhn_not_a_mat_file(root: Path) -> None:  # else scipy's MatReadError
     (root / "svhn").mkdir()
     for name in ("train_32x32.mat", "test_32x32.mat"):
         (root / "svhn" / name).write_bytes(b"junk")
 
 
-def svhn_label_out_of_range(root: Path) -> None:  # was silently read as label 11 % 10 = 1
+def svhn_label_out_of_range(root: Path) -> None:  # else read as label 11 % 10 = 1
     from scipy.io import savemat
 
     (root / "svhn").mkdir()
@@ -94,7 +94,7 @@ def svhn_label_out_of_range(root: Path) -> None:  # was silently read as label 1
         savemat(str(root / "svhn" / name), {"X": np.zeros((32, 32, 3, 4), np.uint8), "y": np.full((4, 1), 11)})
 
 
-def cifar_label_out_of_range(root: Path) -> None:  # made 256 classes; failed after the run folder was written
+def cifar_label_out_of_range(root: Path) -> None:  # else 256 classes, and a failure after the run folder
     write_cifar10(root)
     batch = root / "cifar-10-batches-bin" / "data_batch_2.bin"
     raw = bytearray(batch.read_bytes())
@@ -132,7 +132,7 @@ def test_karpathy_split_file_that_is_a_folder(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
 
 
-def random_bytes(tmp_path: Path) -> Path:  # was trained on: read with errors="replace"
+def random_bytes(tmp_path: Path) -> Path:  # else trained on, read with errors="replace"
     path = tmp_path / "corpus.txt"
     path.write_bytes(np.random.default_rng(0).integers(0, 256, 30_000, dtype=np.uint8).tobytes())
     return path

@@ -35,8 +35,8 @@ def test_checkpoint_missing_corrupt_foreign_unsafe(tmp_path, capsys):
     with open(unsafe, "wb") as f:
         pickle.dump({"zoo": Evil()}, f)
     empty = tmp_path / "empty.ckpt"
-    empty.write_bytes(b"")  # an EOFError with no message: was an IndexError building the message
-    noise = tmp_path / "noise.ckpt"  # was blamed on "objects that are not plain weights"
+    empty.write_bytes(b"")  # an EOFError with no message
+    noise = tmp_path / "noise.ckpt"  # not blamed on "objects that are not plain weights"
     noise_bytes = torch.randint(0, 256, (300,), generator=torch.Generator().manual_seed(0)).tolist()
     noise.write_bytes(bytes([0x17, *noise_bytes]))
     cases = [(tmp_path / "missing.ckpt", "checkpoint not found"), (corrupt, "corrupt"), (empty, "corrupt"),
@@ -47,21 +47,21 @@ def test_checkpoint_missing_corrupt_foreign_unsafe(tmp_path, capsys):
         err = capsys.readouterr()
         assert expected in err.err and "Traceback" not in err.err and "pwned" not in err.out
         assert "weights_only` set to `False`" not in err.err and "Warning" not in err.err  # torch's unsafe advice
-    assert evaluate.main([""]) == 2  # was "'.' is a folder, not a checkpoint"
+    assert evaluate.main([""]) == 2  # not "'.' is a folder, not a checkpoint"
     assert "nothing to load (an empty name)" in capsys.readouterr().err
     with pytest.raises(UserError, match="nothing to load"):
-        zoo.load(None)  # was a bare TypeError
+        zoo.load(None)  # not a bare TypeError
 
 
 def test_truncated_checkpoint_and_a_folder_for_a_checkpoint(toy_recipe, tmp_path, capsys):
     whole = tmp_path / "whole.ckpt"
     torch.save({"zoo": {}, "state_dict": {"w": torch.zeros(1000)}}, whole)
-    cut = tmp_path / "cut.ckpt"  # said only "([Errno 22] Invalid argument)"
+    cut = tmp_path / "cut.ckpt"  # more than "([Errno 22] Invalid argument)"
     cut.write_bytes(whole.read_bytes()[:2000])
     assert evaluate.main([str(cut)]) == 2
     err = capsys.readouterr().err
     assert "is truncated or corrupt" in err and "Pass a complete .ckpt written by `python -m zoo.train`" in err, err
-    run = tmp_path / "runs" / "toy" / "20260101-000000"  # said "no such file"
+    run = tmp_path / "runs" / "toy" / "20260101-000000"  # not "no such file"
     (run / "checkpoints").mkdir(parents=True)
     (run / "checkpoints" / "last.ckpt").write_bytes(b"")
     hint = f"is a folder, not a checkpoint: pass a .ckpt file, e.g. {run / 'checkpoints' / 'last.ckpt'}"
@@ -86,8 +86,8 @@ def test_pretrained_weights_changed_since_their_release(tmp_path, capsys, monkey
 
 
 @pytest.mark.parametrize("target, data, expected", [
-    ("maml-sinusoid", "digits", "maml needs a few-shot datamodule"),  # was a TypeError in adaptation_curve
-    ("vae-digits", "sinusoid", "the VAE needs data_info['image_shape']"),  # was a ValueError in test_step
+    ("maml-sinusoid", "digits", "maml needs a few-shot datamodule"),  # else a TypeError in adaptation_curve
+    ("vae-digits", "sinusoid", "the VAE needs data_info['image_shape']"),  # else a ValueError in test_step
 ])
 def test_evaluate_on_a_datamodule_of_another_kind(target, data, expected, capsys):
     assert evaluate.main([target, f"data.name={data}"]) == 2
@@ -98,7 +98,7 @@ def test_evaluate_on_a_datamodule_of_another_kind(target, data, expected, capsys
 def test_a_broken_pretrained_card_is_refused(tmp_path, capsys, monkeypatch):
     import zoo.hub
 
-    (tmp_path / "vae-digits.json").write_text("{not json")  # was a JSONDecodeError traceback
+    (tmp_path / "vae-digits.json").write_text("{not json")  # not a JSONDecodeError traceback
     monkeypatch.setattr(zoo.hub, "PRETRAINED_DIR", tmp_path)
     assert evaluate.main(["vae-digits"]) == 2
     err = capsys.readouterr().err
@@ -113,7 +113,7 @@ def test_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
 
 
 def test_resuming_with_other_sizes_is_refused_before_the_run_folder(trained, tmp_path, capsys):
-    # was a size-mismatch RuntimeError inside fit, with a new run folder (logs/resume-1) left behind
+    # else a size-mismatch RuntimeError inside fit, with a new run folder (logs/resume-1) left behind
     code, err = run_main([f"recipe={tmp_path / 'toy.yaml'}", f"ckpt_path={trained}", "model.hidden=3",
                           f"run_dir={tmp_path}/again"], capsys)
     assert code == 2 and "does not fit the model" in err and "Traceback" not in err, err
@@ -132,9 +132,9 @@ def test_evaluate_and_predict_bad_options(trained, capsys):
 
 @pytest.mark.parametrize("option, expected", [
     ("seed=-1", "'seed' in zoo.evaluate's options (besides data.KEY= and trainer.KEY=) must be an integer from 0"),
-    ("seed=4294967296", "must be an integer from 0"),  # were ValueErrors from seed_everything
-    ("plots_dir=FILE", "is a file, not a folder"),  # was a FileExistsError from the model's plots
-    ("trainer.limit_test_batches=1.5", "invalid trainer option"),  # was a MisconfigurationException
+    ("seed=4294967296", "must be an integer from 0"),  # else ValueErrors from seed_everything
+    ("plots_dir=FILE", "is a file, not a folder"),  # else a FileExistsError from the model's plots
+    ("trainer.limit_test_batches=1.5", "invalid trainer option"),  # else a MisconfigurationException
 ])
 def test_evaluate_bad_options(option, expected, trained, tmp_path, capsys):
     (tmp_path / "file").write_text("x")
@@ -145,7 +145,7 @@ def test_evaluate_bad_options(option, expected, trained, tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["", "../escape", "a/b", ".hidden"])
 def test_export_refuses_a_name_that_is_not_a_file_stem(name, trained, capsys):
-    # '' wrote zoo/pretrained/.json and .safetensors; '../x' a SafetensorError traceback
+    # '' would write zoo/pretrained/.json and .safetensors; '../x' end in a SafetensorError traceback
     from zoo.pretrained.__main__ import main as pretrained_main
 
     assert pretrained_main(["export", str(trained), "--name", name]) == 2
@@ -174,13 +174,13 @@ def test_predict_inputs_may_look_like_flags(capsys):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["vae-digits", "n=-1", "out=OUT/x.png"], "'n' in VAE predict must be >= 0"),  # was a RuntimeError
+    (["vae-digits", "n=-1", "out=OUT/x.png"], "'n' in VAE predict must be >= 1, got -1"),  # else a RuntimeError
     (["vae-digits", "n=0", "out=OUT/x.png"], "must be >= 1"),
-    (["vae-digits", "n=4", "out=OUT"], "is a folder"),  # tracebacks from save_image
-    (["maml-sinusoid", "out=OUT"], "is a folder"),  # found by savefig after the fine-tuning
-    (["dvae-digits", "n=4", "out=OUT/s.txt"], "'.txt' is not a format the zoo can write images in"),  # PIL's
+    (["vae-digits", "n=4", "out=OUT"], "is a folder"),  # else tracebacks from save_image
+    (["maml-sinusoid", "out=OUT"], "is a folder"),  # else found by savefig after the fine-tuning
+    (["dvae-digits", "n=4", "out=OUT/s.txt"], "'.txt' is not a format the zoo can write images in"),  # else PIL's
     (["maml-sinusoid", "out=OUT/fit.txt"], "'.txt' is not a format the zoo can write figures in"),  # ValueErrors
-    (["maml-sinusoid", "nan,1", "out=OUT/fit.png"], "point 'nan,1' is not finite"),  # exited 0 printing nan
+    (["maml-sinusoid", "nan,1", "out=OUT/fit.png"], "point 'nan,1' is not finite"),  # else exit 0, printing nan
 ])
 def test_predict_refuses_bad_counts_and_output_paths(argv, expected, tmp_path, capsys):
     assert predict.main([a.replace("OUT", str(tmp_path)) for a in argv]) == 2
@@ -191,7 +191,7 @@ def test_predict_refuses_bad_counts_and_output_paths(argv, expected, tmp_path, c
 
 @pytest.mark.parametrize("argv", [["vae-digits", "n=4"], ["maml-sinusoid", "steps=1"], ["vae-digits", "IMG", "n=4"]])
 def test_predict_out_makes_its_folder_and_refuses_a_file_in_the_way(argv, tmp_path, capsys):
-    """out= may name a new folder, as overlay= and export= may (it was refused before: the three differed);
+    """out= may name a new folder, as overlay= and export= may (the three behave alike);
     a file standing where one of its folders would be is refused before any work, with nothing written."""
     from PIL import Image
 
@@ -213,7 +213,7 @@ def test_predict_out_makes_its_folder_and_refuses_a_file_in_the_way(argv, tmp_pa
 
 @pytest.mark.parametrize("target", ["sat-shapes-soft", "ood-digits-joint", "vae-digits"])
 def test_predict_given_a_folder_for_an_image(target, tmp_path, capsys):
-    # sat: an IsADirectoryError traceback; ood, vae: "image not found" for a path that exists
+    # else sat: an IsADirectoryError traceback; ood, vae: "image not found" for a path that exists
     assert predict.main([target, str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"{tmp_path} is a folder, not an image: give image files" in err and len(err.strip().splitlines()) == 1
@@ -221,7 +221,7 @@ def test_predict_given_a_folder_for_an_image(target, tmp_path, capsys):
 
 @pytest.mark.parametrize("args, expected", [
     (["--out", "OUT/p.txt"], "'.txt' is not a format the zoo can write figures in"),  # the draws
-    (["--theta", "nan"], "--theta must be a finite number"),  # a ValueError from torch.distributions
+    (["--theta", "nan"], "--theta must be a finite number"),  # else a ValueError from torch.distributions
 ])
 def test_estimators_compare_refuses_bad_values_before_the_draws(args, expected, tmp_path, capsys, monkeypatch):
     from zoo.estimators.__main__ import main as estimators_main
@@ -263,13 +263,13 @@ def test_evaluate_switches_the_datamodule_with_data_name(tmp_path, capsys):
 
 
 def test_evaluate_without_arguments_asks_for_the_target_only(capsys):
-    assert evaluate.main([]) == 2  # listed the optional key=value as required too
+    assert evaluate.main([]) == 2  # the usage shows key=value as optional
     err = capsys.readouterr().err
     assert "required: target" in err and "key=value" not in err, err
 
 
 @pytest.mark.parametrize("module, argv", [
-    ("zoo.train", []),  # no recipe: printed the usage and exited 0
+    ("zoo.train", []),  # no recipe: not the usage with exit 0
     ("zoo.evaluate", []),  # no target
     ("zoo.evaluate", ["vae-digits", "--jsn"]),  # a mistyped flag
     ("zoo.predict", []),
@@ -278,7 +278,7 @@ def test_evaluate_without_arguments_asks_for_the_target_only(capsys):
     ("zoo.estimators.__main__", ["compar"]),
 ])
 def test_command_line_usage_mistakes_are_one_line(module, argv, capsys):
-    """argparse's own errors (it printed its usage block, then the error) are one 'error:' line too."""
+    """argparse's own errors (its usage block, then the error) are one 'error:' line too."""
     import importlib
 
     try:
@@ -291,7 +291,7 @@ def test_command_line_usage_mistakes_are_one_line(module, argv, capsys):
 
 
 def test_caption_overlay_with_an_unwritable_extension_is_refused_before_decoding(tmp_path, capsys):
-    # savefig's ValueError came after the decoding, and the overlay's folder was made by then
+    # else savefig's ValueError comes after the decoding, and the overlay's folder is made by then
     from PIL import Image
 
     image = tmp_path / "in" / "shape.png"

@@ -1,8 +1,8 @@
 """Files the user may not read and folders they may not write in: one 'error:' line that names the
-path and the chmod that fixes it, exit status 2, no traceback, nothing left behind. Was a
-PermissionError traceback from whichever reader met the file first (omegaconf, torch.load, PIL, a
+path and the chmod that fixes it, exit status 2, no traceback, nothing left behind, not a
+PermissionError traceback from whichever reader meets the file first (omegaconf, torch.load, PIL, a
 DataLoader worker during training), or a message blaming the file's contents ("not a valid IDX
-file: download it again"), or "holds no images" for a folder that could not be listed.
+file: download it again"), or "holds no images" for a folder that cannot be listed.
 
 The commands run as subprocesses with the permissions enforced: as root, chmod alone stops nothing,
 so root's override capabilities are dropped with setpriv (util-linux)."""
@@ -66,7 +66,7 @@ def prepare_commands(root: Path, chmod) -> dict[str, dict]:
         folder = root / name / "runs" / "vae_digits" / "20240101-000000" / "checkpoints"
         folder.mkdir(parents=True)
         (folder / "last.ckpt").write_bytes(b"PK")
-        chmod(folder / locked if locked else folder)  # a folder: its glob passed it over ("no earlier run")
+        chmod(folder / locked if locked else folder)  # a folder: its glob would pass it over ("no earlier run")
         case(name, "train", "recipe=vae_digits", f"run_dir={root / name / 'runs'}", "ckpt_path=last",
              path=folder / locked if locked else folder)
         cases[name]["before"] = [str(p) for p in sorted((root / name).rglob("*"))]

@@ -134,13 +134,13 @@ def test_a_few_steps_raise_the_expected_reward(estimator, over):
 
 def test_the_default_path_draws_and_scores_as_before():
     """The paper's setting (reinforce, no baseline, rollouts, group_size 1): the same sequences, rewards and
-    gradient (torch.equal) as the code before groups existed, for a fixed seed."""
+    gradient (torch.equal) as the plain draw, rewards and REINFORCE loss written out below, for a fixed seed."""
     dm = tiny_data()
     model = tiny_model(dm)
     params = list(model.gen.parameters())
     loss, q = model.g_loss(torch.Generator().manual_seed(7))
     new = flat_grad(loss, params)
-    g = torch.Generator().manual_seed(7)  # the former sample_and_reward and pg_loss, inline
+    g = torch.Generator().manual_seed(7)  # the draw, the rewards and the policy-gradient loss, inline
     seqs = model.gen.sample(model.cfg.adv_batch_size, model.seq_len, generator=g)
     old_q = rollout_rewards(model.gen, model.dis, seqs, model.cfg.rollouts, batched=True, generator=g,
                             chunk=model.cfg.d_chunk)

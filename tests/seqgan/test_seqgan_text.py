@@ -144,7 +144,7 @@ def test_text_training_and_predict(tmp_path, capsys):
     logps = [float(line.split()[0]) for line in lines]
     assert all(lp <= 0 for lp in logps) and logps == sorted(logps, reverse=True)  # most probable first
     assert predict_main([str(ckpt), "method=beam"]) == 2  # a user error, not a traceback
-    assert "method must be" in capsys.readouterr().err
+    assert "'method' in seqgan (zoo.predict) must be one of ['sample', 'sbs'], got 'beam'" in capsys.readouterr().err
 
 
 def test_oracle_model_predict_prints_token_ids(capsys):
@@ -161,7 +161,7 @@ def test_oracle_model_predict_prints_token_ids(capsys):
 
 def test_compressed_text_file_reads_as_its_text(tmp_path):
     """data.path=corpus.txt.gz (or .bz2 / .xz / a zip of one file) gives the plain file's lines; a gzip
-    file was refused as binary before."""
+    file is not refused as binary."""
     plain = write_corpus(tmp_path)
     packed = tmp_path / "corpus.txt.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))

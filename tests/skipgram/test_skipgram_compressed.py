@@ -1,7 +1,7 @@
 """Corpora as users have them: compressed (gzip, bzip2, xz, a zip of one file, as gensim's LineSentence
 reads .gz and .bz2) read as their text; damaged archives, zips of several files and files that are not
-text refused with a UserError that names the file, leaving no cache behind. A gzip file used to be
-read as its compressed bytes: a vocabulary of single letters, and a run that "succeeded"."""
+text refused with a UserError that names the file, leaving no cache behind. A gzip file must not be
+read as its compressed bytes: a vocabulary of single letters, and a run that "succeeds"."""
 
 import bz2
 import gzip

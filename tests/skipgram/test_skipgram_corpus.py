@@ -232,10 +232,10 @@ def test_a_folder_means_every_file_in_it_and_an_empty_path_is_refused(tmp_path):
     (tmp_path / "b.txt").write_text("two words\n")
     (tmp_path / "a.txt").write_text("one\n")
     (tmp_path / ".hidden").write_text("skipped\n")
-    (tmp_path / "sub").mkdir()  # a folder in the folder is not read (was an IsADirectoryError)
+    (tmp_path / "sub").mkdir()  # a folder in the folder is not read (not an IsADirectoryError)
     assert resolve_files(str(tmp_path)) == [tmp_path / "a.txt", tmp_path / "b.txt"]
     assert resolve_files(str(tmp_path / "*")) == [tmp_path / "a.txt", tmp_path / "b.txt"]  # a glob's folders too
-    with pytest.raises(UserError, match="an empty path"):  # '' was the working directory
+    with pytest.raises(UserError, match="an empty path"):  # '' is not the working directory
         resolve_files("")
     with pytest.raises(UserError, match="holds no files"):
         resolve_files(str(tmp_path / "sub"))
@@ -244,7 +244,7 @@ def test_a_folder_means_every_file_in_it_and_an_empty_path_is_refused(tmp_path):
 
 
 def test_gensim_shorthand_resolves_to_its_test_data(monkeypatch):
-    """Found where gensim is installed without importing it (importing it took 0.1 s of every real-text run);
+    """Found where gensim is installed without importing it (importing it takes 0.1 s of every real-text run);
     without gensim, a message that says how to get it or what to give instead."""
     import importlib.util
     import subprocess

@@ -74,7 +74,7 @@ def test_similarity_spearman_and_oov():
 
 
 def test_similarity_on_fewer_than_ten_known_pairs_is_nan():
-    """Two pairs in the vocabulary gave a Spearman of exactly 1.0, reported (and monitored) as a score."""
+    """Two pairs in the vocabulary give a Spearman of exactly 1.0: nan, not a score reported (and monitored)."""
     import math
 
     from zoo.models.skipgram.evaluation import MIN_PAIRS

@@ -180,7 +180,7 @@ def test_sequential_updates_run_on_a_cpu_or_a_cuda_gpu_with_triton(monkeypatch):
 
 def test_the_small_vocabulary_threads_note_is_for_the_minibatch_path_only():
     """With a vocabulary under batch_centres / 4 the minibatch path trades Hogwild threads for intra-op ones
-    and says so; the sequential kernel (the CPU default) keeps its threads, and said the same wrongly."""
+    and says so; the sequential kernel (the CPU default) keeps its threads, and does not say it."""
     from zoo.models.skipgram.module import SkipGramModule
 
     info = {"vocab": [f"w{i}" for i in range(10)], "counts": list(range(20, 10, -1)), "window": 2,

@@ -157,12 +157,12 @@ def test_step_cap_keeps_a_huge_coherent_minibatch_stable():
 
 @pytest.mark.parametrize("method", ["newton", "line"])
 def test_step_cap_keeps_the_full_step_of_terms_that_pull_apart(method):
-    """600 terms on one word vector whose output vectors are orthogonal: together they would have
-    met the cap used until 2026-11-25 (lr times the summed curvature bound h |u|^2 = 15, so a 15x
+    """600 terms on one word vector whose output vectors are orthogonal: together they would meet
+    the cap lr / max(1, lr sum h |u|^2) (lr times the summed curvature bound h |u|^2 = 15, so a 15x
     shorter step), but each adds curvature along its own direction only. The line search keeps
     plain SGD's step (1e-6); the damped Newton step divides each direction's by 1 + lr h n, n its
-    terms (measured: 7.8 % of the step apart; threshold 15 %). That cap cut frequent rows' steps and
-    left 65,536-window vectors half gensim's length."""
+    terms (measured: 7.8 % of the step apart; threshold 15 %). That cap would cut frequent rows' steps and
+    leave 65,536-window vectors half gensim's length."""
     torch.manual_seed(0)
     V, B, lr = 400, 100, 0.1
     cond, target = torch.zeros(B, 1, dtype=torch.long), torch.arange(1, B + 1)

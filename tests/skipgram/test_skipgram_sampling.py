@@ -249,8 +249,8 @@ def test_in_turn_is_word2vecs_sequential_sgd_within_a_window(window_pairs):
 @pytest.mark.parametrize("window_pairs", ["in_turn", "at_once"])
 def test_the_minibatch_path_reads_no_count_back_per_call(window_pairs):
     """On a GPU reading a value back (``int(t)``, ``.item()``) holds the host until the queue drains;
-    the minibatch path did it once per sgd_windows call (the pair count: 10 a minibatch in turn, as
-    benchmarks/skipgram_ops.py counts), and the loss of the first minibatch once per call too. Now a
+    reading once per sgd_windows call (the pair count: 10 a minibatch in turn, as
+    benchmarks/skipgram_ops.py counts), and the loss of the first minibatch once per call too, would stall it. A
     chunk reads three values at its end: the loss, its pairs and all pairs. Counted on the CPU, where
     the same operations run."""
     from torch.utils._python_dispatch import TorchDispatchMode

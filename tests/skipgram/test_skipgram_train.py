@@ -159,7 +159,7 @@ def test_a_chunk_whose_own_updates_diverge_stops_the_run_at_that_step(tmp_path, 
 def test_minibatch_nce_trains_without_subsampling_on_the_planted_vocabulary(tmp_path):
     """The recipe's 180-word corpus with data.sample=0: every minibatch piles thousands of noise
     terms on the function words, many saturated on the wrong side. With the cap's curvature taken
-    as sig'(s) the first chunk diverged; with ``path_curvature`` one epoch reaches Spearman
+    as sig'(s) the first chunk diverges; with ``path_curvature`` one epoch reaches Spearman
     0.69-0.71 (seeds 0-2; threshold 0.5; an untrained model scores ~0)."""
     result = train(["recipe=skipgram_synthetic_nce", "model.updates=minibatch", "data.sample=0",
                     f"data.root={tmp_path}/data", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1",
@@ -202,8 +202,8 @@ def test_a_checkpoint_from_before_the_newton_cap_trains_with_the_cap(corpus):
 
 
 def test_lr_falls_linearly_to_its_floor_as_gensims_alpha_does(corpus):
-    """lr0 -> lr0 * min_lr_ratio in a straight line over the run (gensim's alpha -> min_alpha); until
-    2026-11-26 it fell towards 0 and stopped at the floor (word2vec.c), 0.4 % less step in all with
+    """lr0 -> lr0 * min_lr_ratio in a straight line over the run (gensim's alpha -> min_alpha), not
+    towards 0 and stopping at the floor (word2vec.c), 0.4 % less step in all with
     gensim's 1e-4 / 0.025 (docs/skipgram.md)."""
     from zoo.models.skipgram.module import SkipGramModule
 
@@ -217,8 +217,8 @@ def test_lr_falls_linearly_to_its_floor_as_gensims_alpha_does(corpus):
 
 def test_a_stop_on_an_epochs_last_chunk_resumes_into_the_next_epoch_exactly(tmp_path):
     """Lightning resumes that checkpoint into the next epoch without on_train_epoch_start, which keys the
-    corpus's subsampling: the resumed epoch kept the saved one's number, its loader skipped all 6 chunks,
-    and the run ended at step 6 of 12 having trained nothing more (seed 0, one thread: exact). On the CPU: the
+    corpus's subsampling: the resumed epoch must not keep the saved one's number (its loader would skip all 6
+    chunks, and the run end at step 6 of 12 having trained nothing more; seed 0, one thread: exact). On the CPU: the
     sequential kernel is exact there; a GPU takes the minibatch path, whose index_add_ sums in no fixed order."""
     common = ["recipe=skipgram_synthetic", "trainer.max_epochs=2", "data.planted.tokens=200000",
               "data.chunk_tokens=40000", "test_after_fit=false", "trainer.enable_progress_bar=false", "logger=[csv]",

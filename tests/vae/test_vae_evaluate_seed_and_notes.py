@@ -1,5 +1,5 @@
 """What a VAE user is told: zoo.evaluate's seed= reaches the VAE's own evaluation seed (model.eval_seed),
-which draws its latents (`seed=1` gave exactly seed 0's numbers); a note on an odd decoder / data pair."""
+which draws its latents (`seed=1` gives other numbers than seed 0); a note on an odd decoder / data pair."""
 
 import pytest
 

@@ -1,9 +1,10 @@
 """Measure the gradient variance of a model's estimator during training.
 
-An estimator's variance decides how fast training goes (seed 001: REINFORCE "suffers from high
-variance and is slow to converge"), and it changes as the model trains, so it is measured on the
-real model and real batches: every N steps, M independent estimates of the gradient on the same
-batch, their per-parameter variance averaged over parameters.
+An estimator's variance decides how fast training goes (Xu's lecture notes "Some new and interesting
+research using Softmax": REINFORCE "suffers from high variance and is slow to converge"), and it
+changes as the model trains, so it is measured on the real model and real batches: every N steps, M
+independent estimates of the gradient on the same batch, their per-parameter variance averaged over
+parameters.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 resumes in the middle of an epoch.
 
 Contract:
-- ``Config``: dataclass of the data options (the recipe's ``data:`` section minus ``name``);
-  by convention it has ``root`` (default "data"), ``batch_size`` and ``num_workers``.
+- ``Config``: dataclass of the data options (the recipe's ``data:`` section minus ``name``); it
+  extends ``zoo.data_options.DataOptions`` (``root``, ``seed``, ``num_workers``) or ``BatchedDataOptions``
+  (and ``batch_size``).
 - ``__init__(self, cfg: dict)``; read options from ``self.cfg``.
 - ``info() -> dict``: primitive facts the model needs to be built (image shape, vocabulary,
   ...). Called after ``prepare_data()`` and ``setup("fit")``; stored in checkpoints.
@@ -41,7 +42,7 @@ class ZooDataModule(L.LightningDataModule):
         # Lightning's own prepare_data call on global rank 0 only: a dataset fetched once for all nodes (the
         # zoo's build() calls it in every process too; a file lock in zoo/core/downloads.py makes those wait)
         self.prepare_data_per_node = False
-        if self.Config is None:  # was "'NoneType' object is not callable"
+        if self.Config is None:
             raise UserError(f"{type(self).__name__} sets no Config: a ZooDataModule names the dataclass of its "
                             "options (Config = MyDataConfig; docs/adding_a_model.md)")
         # checked when the recipe loads (zoo.config, which hands over the options object it made: taken as given)
@@ -56,7 +57,7 @@ class ZooDataModule(L.LightningDataModule):
         return {}
 
     def split(self, name: str) -> Dataset:
-        """``self.<name>`` as ``setup`` left it; a subclass that fills none gets told (an AttributeError was)."""
+        """``self.<name>`` as ``setup`` left it; a subclass that fills none is told what setup() must fill."""
         if getattr(self, name, None) is None:
             self.setup("fit")
         data = getattr(self, name, None)
@@ -96,8 +97,8 @@ class EpochSampler(Sampler):
     def __iter__(self) -> Iterator:
         # A generator: the order is read at the first item, not when the iterator is made. Lightning makes the
         # first epoch's DataLoader iterator before its set_epoch, and a DataLoader without a batch sampler
-        # (batch_size=None: MAML's meta-batches) calls this at once: a run resumed from an epoch-end checkpoint
-        # then trained its first epoch on epoch 0's items (a BatchSampler's __iter__ was lazy already)
+        # (batch_size=None: MAML's meta-batches) calls this at once: an order read then is epoch 0's, and a run
+        # resumed from an epoch-end checkpoint would train its first epoch on it (a BatchSampler's __iter__ is lazy)
         if self.shuffle:
             g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
             order = torch.randperm(self.n, generator=g).tolist()

@@ -1,8 +1,8 @@
 """Refuse weights this machine cannot hold before they are allocated.
 
 Where the kernel grants any allocation (``vm.overcommit_memory=1``, common in containers and VMs; the
-GPU machine has it), ``model.hidden=2147483647`` got its 6.7 TB weight matrix, and the process wrote
-it while initialising until the kernel killed it, minutes later. Elsewhere the allocator refuses at
+GPU machine has it), ``model.hidden=2147483647`` gets its 6.7 TB weight matrix, and the process writes
+it while initialising until the kernel kills it, minutes later. Elsewhere the allocator refuses at
 once (``zoo.errors.out_of_memory`` words that refusal). Here every tensor a model's constructor asks
 for by size is added up, and the request that takes the sum past the machine's memory is a UserError.
 """
@@ -117,7 +117,7 @@ def check_step_fits(model, datamodule, accelerator: str) -> None:
     """A model whose training step grows with an unbounded option (MAML's tasks per meta-batch) says
     how much memory one step needs (``step_bytes(datamodule) -> (bytes, what to lower)``); past the
     machine's memory that is a UserError before the run starts. On the CPU only: there the kernel
-    killed the process minutes into its first step (no message, a half-made run folder); a GPU's
+    kills the process minutes into its first step (no message, a half-made run folder); a GPU's
     allocator refuses at once, which ``zoo.errors.out_of_memory`` words."""
     estimate = getattr(model, "step_bytes", None)
     if estimate is None or not (accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())):

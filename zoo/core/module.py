@@ -85,12 +85,12 @@ class ZooModule(L.LightningModule):
         # 7k words); zoo.train logs the recipe's config to every logger instead (train.make_trainer)
         self.save_hyperparameters({"cfg": dict(cfg), "data_info": dict(data_info or {})}, logger=False)
         for what, value in (("data_info", data_info or {}), ("the model's options", cfg)):
-            bad = not_primitive(value)  # a numpy scalar trained, then zoo.evaluate refused the checkpoint
+            bad = not_primitive(value)  # else a numpy scalar trains, then zoo.evaluate refuses the checkpoint
             if bad is not None:
                 raise UserError(f"{type(self).__name__}: {what}{bad[0]} is a {bad[1]}; checkpoints hold str, int, "
                                 "float, bool, None, lists, dicts and tensors only (they load with weights_only=True): "
                                 "convert it where it is made (e.g. float(x) in the datamodule's info())")
-        if self.Config is None:  # was "'NoneType' object is not callable"
+        if self.Config is None:
             raise UserError(f"{type(self).__name__} sets no Config: a ZooModule names the dataclass of its options "
                             "(Config = MyConfig; docs/adding_a_model.md)")
         # the options' rules live in the Config's fields, checked when the recipe loads (zoo.config); not again here:
@@ -144,8 +144,8 @@ class ZooModule(L.LightningModule):
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         """Lightning writes every step-only value logged earlier in the epoch again at each later logging step
         (its result collection keeps them until the epoch ends): a value logged on some steps only (SeqGAN's G
-        step, once an epoch) was repeated, stale, on the steps after it, and a run resumed mid-epoch, whose
-        collection starts empty, wrote no such rows. Those values are dropped before each step; a subclass that
+        step, once an epoch) would be repeated, stale, on the steps after it, while a run resumed mid-epoch, whose
+        collection starts empty, writes no such rows. Those values are dropped before each step; a subclass that
         overrides this hook calls ``super().on_train_batch_start(batch, batch_idx)``."""
         results = getattr(self._trainer, "_results", None) if self._trainer is not None else None
         for result in results.values() if results is not None else ():
@@ -155,7 +155,7 @@ class ZooModule(L.LightningModule):
     def log_train(self, metrics: dict[str, Any], batch_size: int | None = None, prog_bar: tuple = ()) -> None:
         """Log training-step values, but only on the steps the loggers write (every
         ``trainer.log_every_n_steps``; every step under ``fast_dev_run``). Lightning's ``self.log``
-        walks its result collection on every call (~0.3 ms on CPU), which for small models was most
+        walks its result collection on every call (~0.3 ms on CPU), which for small models is most
         of the per-step cost of ``zoo.train`` over a plain loop (``benchmarks/overhead.py``). The
         values are those of the logged step, not means over the skipped ones."""
         if not self.should_log_step():

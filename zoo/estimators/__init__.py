@@ -26,7 +26,7 @@ _EXPORTS = {
              "list_estimators", "register_estimator"),
     "beam": ("BeamResult", "beam_search", "stochastic_beam_search"),
     "expectation": ("Expectation",),
-    "gumbel": ("gumbel_max_sample", "gumbel_softmax_sample", "gumbel_topk", "gumbel_with_maximum", "sample_gumbel",
+    "gumbel": ("gumbel_max_sample", "gumbel_topk", "gumbel_with_maximum", "sample_gumbel",
                "shift_gumbel_maximum", "truncated_gumbel"),
     "options": ("EstimatorOptions",),
     "reinforce": ("RLOO", "Reinforce", "reward_to_go"),

@@ -1,6 +1,6 @@
 """python -m zoo.estimators {compare,list}
 
-    python -m zoo.estimators compare [--theta 0] [--draws 10000] [--seed 0] [--out plot.png] [--json]
+    python -m zoo.estimators compare [--theta 0] [--draws 10000] [--seed 0] [--out runs/estimators/compare.png] [--json]
     python -m zoo.estimators list
 """
 
@@ -18,6 +18,7 @@ from zoo.paths import check_output_file
 
 MAX_DRAWS = 10**6  # CPU, one thread: 10**4 draws take 4 s, 10**5 28 s, 10**7 over 11 minutes and 3.6 GB
 MAX_THETA = 1e5
+DEFAULT_OUT = "runs/estimators/compare.png"  # under runs/, as zoo.train's runs: the working folder stays clean
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     cmp.add_argument("--draws", type=int, default=10000,
                      help="independent estimates per estimator, 2 to 10**6 (default 10000)")
     cmp.add_argument("--seed", type=int, default=0, help=f"torch random seed, 0 to {SEED_MAX} (default 0)")
-    cmp.add_argument("--out", default="estimator_compare.png", help="PNG plot path ('' for none)")
+    cmp.add_argument("--out", default=DEFAULT_OUT, help=f"PNG plot path ('' for none; default {DEFAULT_OUT})")
     cmp.add_argument("--json", action="store_true", help="print JSON instead of the table")
     sub.add_parser("list", help="registered estimators, biased or not")
     args = parser.parse_args(argv)
@@ -42,14 +43,14 @@ def run(args) -> int:
         return 0
     if args.draws < 2:
         raise UserError(f"--draws must be >= 2 to estimate a variance, got {args.draws}")
-    if args.draws > MAX_DRAWS:  # 10**11 asked for terabytes and died with "can't allocate memory"
+    if args.draws > MAX_DRAWS:  # 10**11 would ask for terabytes
         raise UserError(f"--draws must be at most {MAX_DRAWS} (10**6: minutes on one CPU thread), got "
                         f"{args.draws}; the standard errors shrink as 1/sqrt(draws), 10**4 to 10**5 show "
                         "every bias")
     if not 0 <= args.seed <= SEED_MAX:  # torch.manual_seed overflows past 64 bits
         raise UserError(f"--seed must be an integer from 0 to {SEED_MAX}, got {args.seed}")
     # a nan mean is refused deep inside torch.distributions; z = 2 theta + 3 + noise is drawn in float32,
-    # where 1e8 rounded the unit noise away (every score-function estimate 0) and 1e40 overflowed
+    # where 1e8 rounds the unit noise away (every score-function estimate 0) and 1e40 overflows
     if not (math.isfinite(args.theta) and abs(args.theta) <= MAX_THETA):
         raise UserError(f"--theta must be a finite number from -{MAX_THETA:g} to {MAX_THETA:g} (float32 draws "
                         f"z ~ N(2 theta + 3, 1) keep their unit noise there), got {args.theta}")

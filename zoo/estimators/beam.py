@@ -1,4 +1,5 @@
-"""Beam search and stochastic beam search (Kool, van Hoof & Welling 2019; seed 001) over a step function.
+"""Beam search and stochastic beam search (Kool, van Hoof & Welling 2019; Xu's softmax lecture notes)
+over a step function.
 
     step_fn(prefixes, state) -> (log_probs, new_state)
         prefixes:  LongTensor (N, t + 1), the start token then the t tokens chosen so far

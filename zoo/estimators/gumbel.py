@@ -1,4 +1,4 @@
-"""Gumbel sampling utilities (seed 001: "Gumbel-max trick", "Gumbel top-k", "truncated Gumbel").
+"""Gumbel sampling utilities (Xu's softmax lecture notes: "Gumbel-max trick", "Gumbel top-k", "truncated Gumbel").
 
 - Gumbel-max: argmax_i (phi_i + G_i), G_i iid Gumbel(0), is a sample of Categorical(softmax(phi)).
 - Gumbel-top-k: the k largest of phi_i + G_i are an ordered sample of k *without replacement*
@@ -71,7 +71,7 @@ def truncated_gumbel(phi: Tensor, T: Tensor | float, generator: torch.Generator 
 def shift_gumbel_maximum(g: Tensor, T: Tensor, dim: int = -1) -> Tensor:
     """Map Gumbels ``g`` (with max Z along ``dim``) to Gumbels with maximum exactly T, keeping argmax.
 
-    g~ = -log(exp(-T) - exp(-Z) + exp(-g))   (seed 001, "re-scale G -> G~"), computed as
+    g~ = -log(exp(-T) - exp(-Z) + exp(-g))   (Xu's softmax lecture notes, "re-scale G -> G~"), computed as
     g~ = T - softplus(v), v = T - g + log1p(-exp(g - Z))   (Kool et al. 2019, appendix B),
     so nothing overflows for large |T| and the argmax maps to T exactly. T: shape of g without dim.
     """
@@ -91,11 +91,3 @@ def gumbel_with_maximum(
     """
     g = phi + sample_gumbel(phi, generator)
     return shift_gumbel_maximum(g, T, dim), g.argmax(dim)
-
-
-def gumbel_softmax_sample(
-    logits: Tensor, tau: float, n: int | None = None, generator: torch.Generator | None = None
-) -> Tensor:
-    """Concrete / Gumbel-softmax relaxed one-hot softmax((logits + G) / tau): (*B, K) or (n, *B, K)."""
-    phi = logits if n is None else logits.expand(n, *logits.shape)
-    return torch.softmax((phi + sample_gumbel(phi, generator)) / tau, dim=-1)

@@ -1,4 +1,5 @@
-"""Score-function estimator (REINFORCE, Williams 1992; seed 001 "REINFORCE trick", seed 000).
+"""Score-function estimator (REINFORCE, Williams 1992; Xu's softmax lecture notes "REINFORCE trick"; the "Hard
+Attention" notes).
 
 grad E_p[f(z)] = E_p[f(z) grad log p(z)]  because  f(z) grad p(z) = p(z) f(z) grad log p(z).
 Works for any distribution with a differentiable log_prob (discrete ones included) and any cost,
@@ -6,8 +7,8 @@ even a non-differentiable one, but its variance is high, hence the baselines (``
 
 The surrogate returned by ``loss`` is  cost + (cost - b).detach() * (log p - (log p).detach()):
 its value is the cost (so logging the loss logs the mean cost), its gradient is the pathwise
-gradient of the cost (e.g. to a decoder: seed 000's first term dlog p(y|s,a)/dW) plus the
-score-function term (seed 000's second term log p(y|s,a) dlog p(s|a)/dW with f = -log p(y|s,a)).
+gradient of the cost (e.g. to a decoder: the "Hard Attention" notes' first term dlog p(y|s,a)/dW) plus the
+score-function term (their second term log p(y|s,a) dlog p(s|a)/dW with f = -log p(y|s,a)).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from zoo.estimators.options import RLOO as RLOO_CAPABILITIES
 def reward_to_go(rewards: Tensor, gamma: float = 1.0, dim: int = -1) -> Tensor:
     """G_t = sum_{t' >= t} gamma^(t' - t) r_t' along ``dim`` (reverse discounted cumulative sum).
 
-    Policy-gradient for sequences (seed 003): the action at t cannot change rewards before t, so
-    weighting grad log pi(a_t) by the reward-to-go instead of the full return removes variance
-    without bias. ``rewards`` (..., T) -> (..., T).
+    Policy-gradient for sequences (the CS 182/282A notes, "Reward to Go"): the action at t cannot
+    change rewards before t, so weighting grad log pi(a_t) by the reward-to-go instead of the full return
+    removes variance without bias. ``rewards`` (..., T) -> (..., T).
     """
     r = rewards.movedim(dim, -1)
     if gamma == 1.0:

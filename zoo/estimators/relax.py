@@ -10,8 +10,9 @@ independent draw of the perturbed logits given the same b:
 E[grad c(z)] = grad E[c(z)] (z is reparameterised) = E[c(z~) grad log p(b) + grad c(z~)] (the same
 expectation taken over b first, then z~ given b, also reparameterised), so the two correction
 terms cancel the control variate's bias exactly, whatever c is. f needs no gradient: it is only
-evaluated at the hard sample, so RELAX fits the nodes REINFORCE fits (seed 002's categorical
-latents; seed 003's policy gradient), and c can be far better than a constant baseline because
+evaluated at the hard sample, so RELAX fits the nodes REINFORCE fits (the categorical latents of
+"Deep Learning" (Goodfellow et al.), 20.9.1 "Back-Propagating through Discrete Stochastic Operations";
+the CS 182/282A notes' policy gradient), and c can be far better than a constant baseline because
 it sees the sample itself.
 
 c_phi is trained to minimise the estimator's variance: d/dphi E[g^2] (E[g] does not depend on

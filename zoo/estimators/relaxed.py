@@ -1,4 +1,4 @@
-"""Relaxed categorical estimators: Gumbel-softmax / Concrete and straight-through (seed 001).
+"""Relaxed categorical estimators: Gumbel-softmax / Concrete and straight-through (Xu's softmax lecture notes).
 
 The Gumbel-max trick writes a categorical sample as a function of parameter-free noise,
 one_hot(argmax(logits + G)), but argmax has zero gradient almost everywhere. The Concrete
@@ -6,7 +6,7 @@ relaxation (Maddison et al. 2017; Jang et al. 2017) replaces it by softmax((logi
 
 Both estimators are **biased**: the model is run on y = softmax((logits + G) / tau) instead of a
 one-hot, so the estimate is of grad E[f(y_tau)], not grad E[f(one_hot)]. Only the hard Gumbel-max
-sample is exact (seed 001: "Only sampling Gumble Hard-max is unbiased"). The bias shrinks as
+sample is exact (the same notes: "Only sampling Gumble Hard-max is unbiased"). The bias shrinks as
 tau -> 0, but the gradient variance grows like 1/tau, hence the annealing schedule
 tau(step) = max(tau_min, tau * exp(-anneal_rate * step)) (Jang et al.: tau 1 -> 0.5).
 """

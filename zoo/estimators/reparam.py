@@ -1,11 +1,12 @@
-"""Pathwise (re-parameterisation) gradient: z = g(eps, theta), eps ~ p(eps) (seed 001).
+"""Pathwise (re-parameterisation) gradient: z = g(eps, theta), eps ~ p(eps) (Xu's softmax lecture notes).
 
 Because p(eps) does not depend on theta, grad E[f(z)] = E[grad f(g(eps, theta))]: the gradient goes
 through the sample itself. Unbiased, and usually far lower variance than the score function
-(seed 001's example: ~100x lower at a=2, b=3). Needs a distribution with ``rsample``; torch
+(the notes' example: ~100x lower at a=2, b=3). Needs a distribution with ``rsample``; torch
 provides it for Normal, MultivariateNormal, LowRankMultivariateNormal, Laplace, Exponential,
 Gamma, Beta, Dirichlet, LogNormal, Uniform, Cauchy, StudentT, RelaxedOneHotCategorical, ...
-Discrete distributions have none (a step function has zero gradient almost everywhere, seed 002).
+Discrete distributions have none (a step function has zero gradient almost everywhere:
+"Deep Learning" (Goodfellow et al.), 20.9.1).
 """
 
 from __future__ import annotations

@@ -46,8 +46,8 @@ def log_set_prob(logp: Tensor, log_rest: Tensor) -> Tensor:
 
     Sum over the m! orderings of prod_j p(x_j) / (1 - P(C) - sum_{i<j} p(x_i)). Each denominator is the
     mass not drawn yet, written as P(rest) + sum_{i>=j} p(x_i): a sum of positive terms. As a difference
-    it lost every digit when one category held nearly all the mass (1 - p ~ 1e-16), and the ratios
-    reached 1e13 in a one-latent VAE's training.
+    it loses every digit when one category holds nearly all the mass (1 - p ~ 1e-16), and the ratios
+    reach 1e13 in a one-latent VAE's training.
     """
     m = logp.shape[-1]
     perms = torch.tensor(list(itertools.permutations(range(m))), dtype=torch.long, device=logp.device)

@@ -47,10 +47,10 @@ RESERVED_SUFFIXES = (".ckpt", ".safetensors", ".json")  # names ending so are ta
 
 
 def check_entry_name(name: str) -> None:
-    """An entry's name is a file stem in zoo/pretrained/: '' wrote hidden '.json' files, and a name
-    with '/' or '..' a path outside it (or a traceback from safetensors). A name ending in a file
-    extension of the zoo's (vae.ckpt) wrote vae.ckpt.json, an entry `zoo.predict vae.ckpt` took for a
-    checkpoint path and never found."""
+    """An entry's name is a file stem in zoo/pretrained/: '' would write a hidden '.json' file, and a
+    name with '/' or '..' a path outside it (or a traceback from safetensors). A name ending in a file
+    extension of the zoo's (vae.ckpt) would write vae.ckpt.json, an entry `zoo.predict vae.ckpt` takes
+    for a checkpoint path and never finds."""
     if not ENTRY_NAME.fullmatch(name):
         raise UserError(f"--name {name!r} cannot name an entry: use letters, digits, '.', '_' and '-', "
                         "starting with a letter or digit (e.g. vae-digits)")

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from zoo.data_options import BatchedDataOptions
 from zoo.estimators.fit import StochasticNode
-from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, nonempty_path, positive
+from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, positive
 from zoo.registry import DATAMODULES, MODELS
 
 MAX_BEAMS = 100  # beams kept per step (training's beam_size, predict's beam= and sbs=)
@@ -37,9 +38,9 @@ class SATConfig:
     expected_context_anneal: int = 0  # >0: then it falls linearly to 0 over this many steps: a
     # continuation from soft to hard attention (samples start where a trained soft attention looks)
     score_cost: str = field(default="sum", metadata={"choices": ["sum", "mean", "reward_to_go", "word"]})
-    # hard: the cost the score term weighs log p(s|a) with. sum: -log p(y|s,a) per caption (seed 000's
-    # L_s); mean: the same / caption length; reward_to_go: each s_t weighed by the words from t on
-    # (unbiased, less variance); word: by its own word only (biased; the reference code's default)
+    # hard: the cost the score term weighs log p(s|a) with. sum: -log p(y|s,a) per caption (the
+    # "Hard Attention" notes' L_s); mean: the same / caption length; reward_to_go: each s_t weighed by the words
+    # from t on (unbiased, less variance); word: by its own word only (biased; the reference code's default)
     hard_decode: str = field(default="argmax", metadata={"choices": ["argmax", "expected"]})  # hard at test
     encoder: str = choice("cnn", ["cnn", *TORCHVISION])  # cnn (shapes) or a torchvision net
     feat_dim: int = positive(128)  # cnn: D of the annotation vectors (torchvision encoders: 512 / 2048)
@@ -83,23 +84,23 @@ class SATConfig:
 
 
 @dataclass
-class ShapesConfig:
-    root: str = nonempty_path("data")  # unused: the scenes are generated in memory
+class ShapesConfig(BatchedDataOptions):
+    """Generated scenes of shapes with captions. ``seed``: the scenes, the splits and the shuffling;
+    ``root``: unused (the scenes are generated in memory)."""
+
     n_train: int = positive(3000)  # training scenes (3 references each -> 3x as many training pairs)
     n_val: int = positive(300)  # validation scenes
     n_test: int = positive(500)  # test scenes
     image_size: int = positive(64)  # canvas side in pixels
-    # 1..max_objects shapes per scene; more than 3 were named 3 by the captions, and the scene sampler looped forever
+    # 1..max_objects shapes per scene; at most 3: a caption names at most 3 objects
     max_objects: int = between(3, 1, 3, why="a caption names at most 3 objects")
-    seed: int = 0  # generator seed (scenes, splits) and shuffling seed
-    batch_size: int = positive(64)  # examples per batch
-    num_workers: int = 0  # DataLoader workers
     max_len: int = positive(20)  # longest caption in words (longer ones are cut)
 
 
 @dataclass
-class KarpathyConfig:
-    root: str = nonempty_path("data")  # data folder
+class KarpathyConfig(BatchedDataOptions):
+    """Flickr8k, Flickr30k or COCO in Karpathy's splits. ``seed``: the shuffling; ``root``: the data folder."""
+
     dataset: str = "flickr8k"  # flickr8k | flickr30k | coco: picks the default file names below
     json: str = ""  # Karpathy split file; default <root>/<dataset>/dataset_<dataset>.json
     image_dir: str = ""  # image folder; default <root>/<dataset>/images (COCO: holds train2014/, val2014/)
@@ -111,7 +112,6 @@ class KarpathyConfig:
     restval_as_train: bool = True  # COCO's 'restval' images join the training split (Karpathy)
     batch_size: int = positive(32)  # examples per batch
     num_workers: int = 2  # DataLoader workers (JPEG decoding)
-    seed: int = 0  # shuffling seed
     limit_images: int = 0  # >0: use only the first N images of each split (quick experiments)
 
 

@@ -45,9 +45,9 @@ def load_image(path: Path | str, transform, size: int | None = None, data: bytes
             return transform(im.convert("RGB"))
     except UnidentifiedImageError:
         raise UserError(f"{path} is not an image file PIL can read") from None
-    except Image.DecompressionBombError as err:  # was a traceback
+    except Image.DecompressionBombError as err:  # past PIL's pixel limit
         raise image_too_large(err, path) from None
-    except OSError as err:  # decoding: "image file is truncated" (a traceback); a file's own errors keep theirs
+    except OSError as err:  # decoding: "image file is truncated" (a cut-short file); a file's own errors keep theirs
         if err.errno is not None:
             raise
         raise UserError(f"{path} is not a readable image ({err}): a cut-short copy? Give the complete file") from None

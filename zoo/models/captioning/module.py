@@ -1,10 +1,11 @@
 """Show, Attend and Tell (Xu et al. 2015) as a LightningModule: soft and hard (sampled) attention.
 
 Where things are:
-- the soft loss and the **hard-attention loss** (seed 000's lower bound L_s and its Monte Carlo
+- the soft loss and the **hard-attention loss** (the "Hard Attention" notes' lower bound L_s and its Monte Carlo
   gradient, through the estimator registry): `soft_loss`, `hard_attention_loss` below;
-- the networks: `nets.py`; decoding and the localisation metric: `decode.py`; figures: `plots.py`;
-  the command-line behaviour (`python -m zoo.predict`): `predict.py`.
+- the networks: `nets.py`; decoding and the localisation metric: `decode.py`; validation and test
+  (BLEU, attention statistics): `evaluation.py`; figures: `plots.py`; the command-line behaviour
+  (`python -m zoo.predict`): `predict.py`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,8 @@ import sys
 import warnings
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import Categorical
-from torchmetrics import MeanMetric
-from torchmetrics.text import BLEUScore
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
@@ -26,8 +24,8 @@ from zoo.hub import load_any, mismatch_line
 
 from . import decode as D
 from .config import SATConfig, sat_node
-from .nets import AttentionDecoder, build_encoder, doubly_stochastic
-from .plots import attention_figure, displayable
+from .evaluation import CaptionEvaluation
+from .nets import AttentionDecoder, build_encoder, doubly_stochastic, token_nll
 from .predict import CaptionAPI, predict_cli
 from .vocab import Vocab, vocab_difference, vocab_fix
 
@@ -47,12 +45,7 @@ def stack_extras(steps: list[dict], n: int, B: int) -> dict:
     return out
 
 
-def token_nll(logits: Tensor, target: Tensor, valid: Tensor) -> Tensor:
-    """-log p(y_t) per token (N, T), zero at padding."""
-    return F.cross_entropy(logits.transpose(1, 2), target, reduction="none") * valid
-
-
-class ShowAttendTell(CaptionAPI, ZooModule):
+class ShowAttendTell(CaptionEvaluation, CaptionAPI, ZooModule):
     """Show, Attend and Tell captioner: CNN grid features, LSTM with soft or hard (sampled) attention."""
 
     Config = SATConfig
@@ -101,14 +94,6 @@ class ShowAttendTell(CaptionAPI, ZooModule):
             raise UserError(f"the data's vocabulary is not the one the model was trained with: "
                             f"{vocab_difference(list(self.data_info['vocab']), list(info['vocab']))}. "
                             f"{vocab_fix(self.data_info, info)}")
-
-    @staticmethod
-    def _metrics() -> torch.nn.ModuleDict:
-        m = {f"bleu{n}": BLEUScore(n_gram=n) for n in range(1, 5)}
-        m["bleu4_baseline"] = BLEUScore(n_gram=4)
-        for key in ("loss", "att_localisation", "att_chance", "att_entropy", "att_moves"):
-            m[key] = MeanMetric()
-        return torch.nn.ModuleDict(m)
 
     def before_fit(self) -> None:
         c = self.cfg
@@ -163,12 +148,12 @@ class ShowAttendTell(CaptionAPI, ZooModule):
         return (nll.sum() + self.cfg.alpha_c * reg.sum()) / valid.sum()
 
     def hard_attention_loss(self, feats: Tensor, caption: Tensor) -> Tensor:
-        """Hard attention, trained on the lower bound L_s = sum_s p(s|a) log p(y|s,a) (seed 000).
+        """Hard attention, trained on the lower bound L_s = sum_s p(s|a) log p(y|s,a) (the "Hard Attention" notes).
 
         s_t ~ Multinoulli(alpha_t) at every word, context = a_{s_t}. With cost f(s) = -log p(y|s,a)
         (per caption, summed over words) the estimator's surrogate has gradient
             d f/dW + (f - b) d log p(s|a)/dW  (- entropy bonus),   log p(s|a) = sum_t log alpha_{t,s_t},
-        i.e. minus seed 000's Monte Carlo gradient with a baseline b (reinforce: EMA b <- 0.9 b + 0.1 f;
+        i.e. minus the notes' Monte Carlo gradient with a baseline b (reinforce: EMA b <- 0.9 b + 0.1 f;
         rloo: the other samples' mean). gumbel_softmax / straight_through instead feed relaxed
         weights (context = w @ a) and backpropagate through them (biased). With
         `expected_context_prob` p, a word uses the expected context with probability p (the
@@ -272,7 +257,7 @@ class ShowAttendTell(CaptionAPI, ZooModule):
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
-    # ---- generation and evaluation ---------------------------------------------------------
+    # ---- generation (validation and test: evaluation.py) ----------------------------------
     def generate(self, images: Tensor, k: int | None = None, stochastic: bool = False,
                  max_len: int | None = None, generator: torch.Generator | None = None):
         """Captions for images: (BeamResult with sequences (B, k, T), features, grid)."""
@@ -282,76 +267,6 @@ class ShowAttendTell(CaptionAPI, ZooModule):
                          max_len or self.max_len, k or self.cfg.beam_size, self.cfg.length_norm, stochastic,
                          generator)
         return res, feats, grid
-
-    def _eval_step(self, batch: dict, stage: str) -> None:
-        m, B = self.metrics[stage], len(batch["refs"])
-        res, feats, grid = self.generate(batch["image"])  # never teacher-forced
-        inp, tgt, valid = self._split(batch["caption"])
-        logits, _, _ = self.decoder.unroll(feats, inp, lambda t, e: D.decode_weights(e, self.decode_mode))
-        m["loss"].update(token_nll(logits, tgt, valid).sum() / valid.sum(), valid.sum())
-        seqs = res.sequences[:, 0]  # (B, T) the best caption
-        preds = [self.vocab.decode(s) for s in seqs.tolist()]
-        for n in range(1, 5):
-            m[f"bleu{n}"].update(preds, batch["refs"])
-        if self.baseline_caption is not None:
-            m["bleu4_baseline"].update([self.baseline_caption] * B, batch["refs"])
-        alpha, used = D.attention_of(self.decoder, feats, seqs, self.decode_mode, self.vocab.start)
-        words = D.caption_mask(seqs, self.vocab.end)
-        ent, moved = D.attention_stats(alpha, used, words)
-        if ent.numel():
-            m["att_entropy"].update(ent)
-        if moved.numel():
-            m["att_moves"].update(moved)
-        if "obj_masks" in batch:
-            hits, chance = D.localisation(used, seqs, words, batch["obj_words"], batch["obj_masks"], grid)
-            if hits.numel():
-                m["att_localisation"].update(hits)
-                m["att_chance"].update(chance)
-        if self._figure is None:
-            k = min(self.cfg.n_figure, B)
-            self._figure = {"images": batch["image"][:k], "preds": preds[:k], "weights": used[:k],
-                            "grid": grid}
-
-    def _eval_epoch_end(self, stage: str) -> None:
-        m = self.metrics[stage]
-        keys = ["bleu4", "loss", "att_localisation"] if stage == "val" else list(m)
-        for key in keys:
-            metric = m[key]
-            if key == "bleu4_baseline" and self.baseline_caption is None:
-                continue
-            if isinstance(metric, MeanMetric) and int(metric.weight) == 0 and key != "loss":
-                if key == "att_localisation" and stage == "test" and self.data_info.get("dataset") == "shapes" \
-                        and (self._trainer is None or self.trainer.is_global_zero):
-                    print("note: test/att_localisation and test/att_chance are not reported: no generated caption "
-                          "named a colour or shape to locate (a short run's captions)", file=sys.stderr)
-                continue  # nothing counted (e.g. no object words on real images)
-            value = metric.compute()
-            value = value * 100 if key.startswith("bleu") else value  # BLEU on the 0-100 scale
-            self.log(f"{stage}/{key}", value, prog_bar=key == "bleu4")
-        for metric in m.values():
-            metric.reset()
-        fig = self._figure
-        self._figure = None
-        if fig is not None and not (self._trainer is not None and self.trainer.sanity_checking):
-            self.save_attention_figure(f"attention_{stage}", fig["images"], fig["preds"], fig["weights"],
-                                       fig["grid"])
-
-    def save_attention_figure(self, name: str, images: Tensor, preds: list[str], weights: Tensor,
-                              grid: tuple[int, int]) -> None:
-        imgs = displayable(images, self.data_info.get("normalize", "unit"))
-        self.save_figure(name, attention_figure(imgs, [p.split() for p in preds], weights, grid))
-
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self._eval_step(batch, "val")
-
-    def on_validation_epoch_end(self) -> None:
-        self._eval_epoch_end("val")
-
-    def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._eval_step(batch, "test")
-
-    def on_test_epoch_end(self) -> None:
-        self._eval_epoch_end("test")
 
     def predict_cli(self, inputs: list[str], options: dict) -> None:
         predict_cli(self, inputs, options)

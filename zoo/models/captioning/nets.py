@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import torch
+import torch.nn.functional as F
 import torchvision.models as tvm
 from torch import Tensor, nn
 
@@ -196,3 +197,8 @@ def doubly_stochastic(alpha: Tensor, valid: Tensor) -> Tensor:
     Paper section 4.2.1: encourages every location to receive, summed over the caption, about one
     unit of attention, so the model looks at every part of the image at some point."""
     return (1.0 - (alpha * valid.unsqueeze(-1).to(alpha.dtype)).sum(1)).pow(2).sum(-1)
+
+
+def token_nll(logits: Tensor, target: Tensor, valid: Tensor) -> Tensor:
+    """-log p(y_t) per token (N, T), zero at padding."""
+    return F.cross_entropy(logits.transpose(1, 2), target, reduction="none") * valid

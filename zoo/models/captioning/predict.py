@@ -34,7 +34,7 @@ from torch import Tensor
 from zoo.core.inputs import check_count, generator, image_batch
 from zoo.core.transforms import ImageTransforms, card_transforms, transform_batch
 from zoo.errors import UserError
-from zoo.options import validate
+from zoo.options import at_least, between, validate
 from zoo.paths import check_output_file, make_folder
 
 from . import decode as D
@@ -150,10 +150,10 @@ class CaptionAPI:
 class PredictOptions:
     """``python -m zoo.predict sat-shapes-soft IMAGE ... key=value``."""
 
-    beam: int = 3  # beam width of the caption
+    beam: int = at_least(3, 1)  # beam width of the caption (1: greedy; at most the model's vocabulary: check_beams)
     sbs: int = 0  # also this many distinct captions by stochastic beam search (0: none)
     overlay: str = ""  # write the attention overlay of the first image here (a .png)
-    max_len: int = 0  # longest caption in words (0: the model's)
+    max_len: int = between(0, 0, MAX_LEN, why="words; 0 = the model's own")  # longest caption in words (0: the model's)
     length_norm: float = 0.0  # beam score / length ** length_norm
     seed: int = 0  # stochastic beam search's seed
 
@@ -162,17 +162,9 @@ def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     opts = validate(PredictOptions, options, "the captioning model (sat)", what="option")
     if not inputs:
         raise UserError("give image files to caption: python -m zoo.predict TARGET img1.png [img2.jpg ...]")
-    for key in ("beam", "sbs", "max_len", "seed"):
-        if not isinstance(opts[key], int) or opts[key] < 0:
-            raise UserError(f"option {key} must be a non-negative integer, got {opts[key]!r}")
-    if opts["beam"] < 1:
-        raise UserError("option beam must be >= 1 (1 = greedy)")
-    model.check_beams(opts["beam"], "option beam")
+    model.check_beams(opts["beam"], "option beam")  # the bound this model's vocabulary sets
     if opts["sbs"]:
         model.check_beams(opts["sbs"], "option sbs")
-    if opts["max_len"] > MAX_LEN:
-        raise UserError(f"option max_len must be at most {MAX_LEN} words (0 = the model's, {model.max_len}), "
-                        f"got {opts['max_len']}")
     if opts["overlay"]:  # checked before the decoding; its folder is created when the figure is saved
         check_output_file(opts["overlay"], "overlay", "figure", inputs=inputs)
     images = model.preprocess(inputs, notes=True)  # notes: resized, grey

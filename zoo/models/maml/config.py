@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from zoo.data_options import DataOptions
 from zoo.errors import UserError
 from zoo.estimators.fit import StochasticNode
-from zoo.options import EstimatorSpec, between, choice, estimator_option, interval, nonempty_path, positive
+from zoo.options import EstimatorSpec, between, choice, estimator_option, interval, positive
 from zoo.registry import DATAMODULES, MODELS
 
 PATHS = ("auto", "batched", "vmap_grad", "loop")  # meta-gradient implementations (meta.py)
@@ -71,8 +72,9 @@ class Nav2dMAMLConfig:
 
 
 @dataclass
-class SinusoidConfig:
-    root: str = nonempty_path("data")  # unused (tasks are generated); kept for a uniform interface
+class SinusoidConfig(DataOptions):
+    """Sinusoid regression tasks. ``seed``: the training tasks; ``root``: unused (the tasks are generated)."""
+
     shots: int = positive(10)  # K: support points per task (the paper: 5 or 10)
     query: int = positive(10)  # query points per training task (the paper uses K)
     eval_query: int = positive(100)  # query points per validation / test task
@@ -84,14 +86,14 @@ class SinusoidConfig:
     amplitude: tuple[float, float] = interval((0.1, 5.0))  # A ~ U[lo, hi]
     phase: tuple[float, float] = interval((0.0, math.pi), signed=True)  # phi ~ U[lo, hi]
     x_range: tuple[float, float] = interval((-5.0, 5.0), signed=True)  # x ~ U[lo, hi]
-    seed: int = 0  # training-task seed
     eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) tasks
-    num_workers: int = 0  # DataLoader worker processes
 
 
 @dataclass
-class OmniglotConfig:
-    root: str = nonempty_path("data")  # looks in <root>/omniglot, <root>/omniglot-py, <root>
+class OmniglotConfig(DataOptions):
+    """Omniglot N-way K-shot tasks. ``seed``: the training tasks; ``root``: looked in as <root>/omniglot,
+    <root>/omniglot-py, <root>."""
+
     download: bool = True  # fetch the two zips into <root>/omniglot when missing (false: never touch the network)
     n_way: int = positive(5)  # N: classes per task
     shots: int = positive(1)  # K: support images per class
@@ -105,23 +107,20 @@ class OmniglotConfig:
     test_tasks: int = positive(600)  # fixed test tasks (the paper: 600)
     eval_batch_tasks: int = positive(50)  # tasks per validation / test batch
     split_seed: int = 1  # shuffles the 1,623 characters before the train / held-out split
-    seed: int = 0  # training-task seed
     eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) tasks
-    num_workers: int = 0  # DataLoader worker processes
 
 
 @dataclass
-class Nav2dConfig:
-    root: str = nonempty_path("data")  # unused (tasks are generated); kept for a uniform interface
+class Nav2dConfig(DataOptions):
+    """2-D navigation goals. ``seed``: the training goals; ``root``: unused (the goals are generated)."""
+
     meta_batch: int = positive(20)  # T: tasks per meta-iteration (the paper: 20)
     steps_per_epoch: int = positive(50)  # meta-iterations per Lightning epoch
     goal_range: float = between(0.5, 0, 1000, low_open=True, why="a point moves at most 0.1 a step, for at most "
-                                "10000 steps")  # goals ~ U[-range, range]^2; 1e30 overflowed the rewards
+                                "10000 steps")  # goals ~ U[-range, range]^2; 1e30 overflows the rewards
     val_tasks: int = positive(20)  # fixed validation goals
     test_tasks: int = positive(40)  # fixed test goals
-    seed: int = 0  # training-goal seed
     eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) goals
-    num_workers: int = 0  # DataLoader worker processes
 
 
 # the folder's entries, declared once: name, class (imported when first used), options
@@ -137,6 +136,6 @@ def nav2d_node(cfg: Nav2dMAMLConfig, data_info: dict | None = None) -> Stochasti
 MODELS.declare("maml", "zoo.models.maml.module:MAML", config=MAMLConfig, monitor=("val/loss", "min"))
 MODELS.declare("maml_rl", "zoo.models.maml.nav2d:Nav2dMAML", config=Nav2dMAMLConfig, node=nav2d_node,
                monitor=("val/return", "max"))
-DATAMODULES.declare("nav2d", "zoo.models.maml.nav2d_env:Nav2dData", config=Nav2dConfig)
-DATAMODULES.declare("omniglot", "zoo.models.maml.omniglot:OmniglotData", config=OmniglotConfig)
+DATAMODULES.declare("nav2d", "zoo.models.maml.data:Nav2dData", config=Nav2dConfig)
+DATAMODULES.declare("omniglot", "zoo.models.maml.data:OmniglotData", config=OmniglotConfig)
 DATAMODULES.declare("sinusoid", "zoo.models.maml.data:SinusoidData", config=SinusoidConfig)

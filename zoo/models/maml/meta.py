@@ -1,4 +1,5 @@
-"""MAML's inner loop and meta-gradient (Finn et al. 2017, Algorithm 1; seed 003 section 2.3).
+"""MAML's inner loop and meta-gradient (Finn et al. 2017, Algorithm 1; the CS 182/282A notes,
+"Model-Agnostic Meta-Learning (MAML)").
 
     theta_0 = theta,   theta_{j+1} = theta_j - alpha (.) grad_theta L(theta_j; D_tr)      (inner, k steps)
     meta-loss = 1/T sum_i L(theta_k^(i); D_ts^(i)),   theta <- Adam(grad_theta meta-loss)  (outer)
@@ -161,7 +162,7 @@ def adaptation_curve(net: nn.Module, params: Params, alpha: float | Params, batc
         return torch.stack(losses), torch.stack(metrics)
 
     # torch.func.grad needs autograd on inside, and out of inference mode (Lightning evaluates in it):
-    # there it silently returns zeros before torch 2.12 (pytorch issue 177318), so no step adapted. The
+    # there torch before 2.12 silently returns zeros (pytorch issue 177318), and no step would adapt. The
     # batch is copied out of inference mode (an inference tensor cannot enter a recorded graph).
     with torch.inference_mode(False), torch.enable_grad():
         batch = tuple(t.clone() for t in batch)

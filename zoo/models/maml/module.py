@@ -3,8 +3,8 @@
 The meta-loss (``meta.py``) is the mean query loss after ``inner_steps`` inner gradient steps;
 Lightning's automatic optimisation calls ``backward`` on it (through the inner steps unless
 ``first_order``) and steps Adam on theta (and on the per-parameter inner learning rates with
-``meta_sgd``). Validation and test adapt on fixed held-out tasks and report the query loss (and
-accuracy for classification) after 0, 1, ..., ``eval_inner_steps`` steps, with 95 % intervals.
+``meta_sgd``). Validation and test (``evaluation.py``) adapt on fixed held-out tasks and report the query
+loss (and accuracy for classification) after 0, 1, ..., ``eval_inner_steps`` steps, with 95 % intervals.
 
 ``inner_steps: 0`` is the paper's "pretrained on all tasks" baseline: theta is trained on the tasks'
 data directly (no adaptation in training); evaluation fine-tunes it with the same inner steps.
@@ -19,17 +19,14 @@ from torch import Tensor, nn
 from zoo.core.memory import created_bytes
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.models.maml import meta, plots
+from zoo.models.maml import meta
 from zoo.models.maml.config import MAMLConfig
+from zoo.models.maml.evaluation import MAMLEvaluation, accuracy
 from zoo.models.maml.nets import MLP, ConvNet
 from zoo.models.maml.predict import MAMLAPI, predict_cli
 
 
-def accuracy(logits: Tensor, y: Tensor) -> Tensor:
-    return (logits.argmax(-1) == y).float().mean()
-
-
-class MAML(MAMLAPI, ZooModule):
+class MAML(MAMLEvaluation, MAMLAPI, ZooModule):
     """Model-agnostic meta-learning: batched (vmap) second-/first-order meta-gradients, Meta-SGD option."""
 
     Config = MAMLConfig
@@ -107,60 +104,6 @@ class MAML(MAMLAPI, ZooModule):
         loss = self.meta_loss(batch)
         self.log_train({"train/meta_loss": loss.detach()}, batch_size=len(batch[0]), prog_bar=("train/meta_loss",))
         return loss
-
-    def on_validation_epoch_start(self) -> None:
-        self._curves: list[tuple[Tensor, Tensor | None]] = []
-
-    on_test_epoch_start = on_validation_epoch_start
-
-    def validation_step(self, batch: tuple[Tensor, ...], batch_idx: int) -> None:
-        self._curves.append(self.curve(batch))
-
-    test_step = validation_step
-
-    def gathered(self) -> tuple[Tensor, Tensor | None]:
-        losses = torch.cat([c[0] for c in self._curves])  # (tasks, steps + 1)
-        metrics = torch.cat([c[1] for c in self._curves]) if self.metric is not None else None
-        if self.world()[0] > 1:
-            losses = self.all_gather(losses).flatten(0, 1)
-            metrics = self.all_gather(metrics).flatten(0, 1) if metrics is not None else None
-        return losses, metrics
-
-    def log_curve(self, split: str) -> tuple[Tensor, Tensor | None]:
-        losses, metrics = self.gathered()
-        n = len(losses)
-        out = {}
-        for name, values in (("loss", losses), ("acc", metrics)):
-            if values is None:
-                continue
-            mean, ci = values.mean(0), 1.96 * values.std(0) / max(n, 2) ** 0.5  # (steps + 1,) each
-            for j in range(len(mean)):
-                out[f"{split}/{name}_{j}"] = mean[j]
-                if split == "test":
-                    out[f"{split}/{name}_{j}_ci95"] = ci[j]
-        last = losses.shape[1] - 1  # after eval_inner_steps fine-tuning steps; the same tensor as
-        out[f"{split}/loss"] = out[f"{split}/loss_{last}"]  # its curve point (a second mean differs on CUDA)
-        if metrics is not None:
-            out[f"{split}/acc"] = out[f"{split}/acc_{last}"]
-        self.log_dict(out)
-        return losses, metrics
-
-    def on_validation_epoch_end(self) -> None:
-        if self.trainer.sanity_checking:
-            return
-        losses, metrics = self.log_curve("val")
-        every = self.cfg.plot_every_n_epochs
-        if every and (self.current_epoch + 1) % every == 0:
-            self.plots(losses, metrics)
-
-    def on_test_epoch_end(self) -> None:
-        losses, metrics = self.log_curve("test")
-        self.plots(losses, metrics)
-
-    def plots(self, losses: Tensor, metrics: Tensor | None) -> None:
-        self.save_figure("steps_curve", plots.steps_curve(losses, metrics))
-        if self.task == "regression":
-            self.save_figure("adaptation", plots.sinusoid_adaptation(self))
 
     def predict_cli(self, inputs: list[str], options: dict) -> None:
         predict_cli(self, inputs, options)

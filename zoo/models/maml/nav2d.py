@@ -114,7 +114,7 @@ class Nav2dMAML(ZooModule):
 
     # the 8-task probe's count over the real peak per task (``zoo.core.memory``): 24.0 MB a task counted,
     # 7.3 MB a task at the peak (benchmarks/maml_step_memory.py maml_nav2d 100); with the default a step whose
-    # peak was well inside the machine's memory would be refused
+    # peak is well inside the machine's memory would be refused
     created_over_peak = 3.2
 
     def step_bytes(self, datamodule) -> tuple[int, str]:

@@ -1,4 +1,5 @@
-"""Omniglot N-way K-shot episodes from local files (Lake et al. 2015; MAML paper section 5.2).
+"""Omniglot's files (Lake et al. 2015; MAML paper section 5.2): found, read and decoded into one tensor; the
+N-way K-shot episodes drawn from it and their datamodule (``OmniglotData``) are data.py's.
 
 Expected layout (the official release, unzipped or as its two zips; torchvision's ``omniglot-py``
 folder works too):
@@ -13,17 +14,12 @@ resized to 28x28 with strokes = 1; each character rotated by 0/90/180/270 degree
 own (4,800 training classes). Validation tasks come from the held-out characters too, with a
 different seed from the test tasks. The decoded images are cached as ``omniglot_<size>.pt`` in
 the Omniglot folder (plain tensors, loaded with ``weights_only=True``).
-
-A batch is a meta-batch ``(xs, ys, xq, yq)``: xs (T, N*K, 1, 28, 28), ys (T, N*K) labels 0..N-1,
-xq (T, N*Q, 1, 28, 28), yq (T, N*Q).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
-import math
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -31,13 +27,9 @@ from typing import IO, NamedTuple
 
 import torch
 from PIL import Image, UnidentifiedImageError
-from torch.utils.data import Dataset
 
 from zoo.core.data import load_cache, save_cache
-from zoo.core.downloads import fetch
 from zoo.errors import UserError, permission_denied
-from zoo.models.maml.config import OmniglotConfig
-from zoo.models.maml.data import EpisodeData
 from zoo.paths import readable
 
 SPLITS = ("images_background", "images_evaluation")
@@ -45,7 +37,7 @@ LAYOUT = ("<root>/omniglot/images_background/<alphabet>/<character>/*.png and "
           "<root>/omniglot/images_evaluation/<alphabet>/<character>/*.png")
 
 
-def _has_split(folder: Path, split: str) -> bool:
+def has_split(folder: Path, split: str) -> bool:
     return (folder / split).is_dir() or (folder / f"{split}.zip").is_file()
 
 
@@ -53,7 +45,7 @@ def find_omniglot(root: str | Path) -> Path:
     root = Path(root)
     candidates = [root / "omniglot", root / "omniglot-py", root]
     for folder in candidates:
-        if all(_has_split(folder, s) for s in SPLITS):
+        if all(has_split(folder, s) for s in SPLITS):
             return folder
     for folder in candidates:
         if folder.is_dir() and any(folder.iterdir()) and folder != root:
@@ -102,8 +94,8 @@ def character_drawings(folder: Path, stack: contextlib.ExitStack) -> tuple[list[
                 continue  # (a zip made again from the folder may put one more folder above split/)
             found.setdefault("/".join(parts[-4:-1]), []).append(
                 Drawing("/".join(parts[-4:]), f"{info.file_size}\0{info.CRC}", lambda a=archive, i=info: a.open(i)))
-        if not any(name.startswith(f"{split}/") for name in found):  # was skipped silently: a later
-            members = [i.filename for i in archive.infolist() if not i.is_dir()]  # message blamed data.query
+        if not any(name.startswith(f"{split}/") for name in found):  # else skipped: a later
+            members = [i.filename for i in archive.infolist() if not i.is_dir()]  # message would blame data.query
             raise UserError(f"{path} holds no drawings laid out as {split}/<alphabet>/<character>/*.png "
                             f"(it holds {len(members)} files{', e.g. ' + members[0] if members else ''}): download "
                             "it again from https://github.com/brendenlake/omniglot (python/ folder), or unzip it "
@@ -163,100 +155,3 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
     images = torch.stack([p[:n] for p in per_char])  # (C, n, S, S), strokes bright
     save_cache({"images": images, "names": names, "stamp": stamp}, cache)  # read-only folder: decoded next time
     return images, names
-
-
-class Episodes(Dataset):
-    """Item (i, epoch) -> meta-batch i of that epoch, drawn from a generator keyed by (seed, epoch, i).
-    With ``fixed=True`` the items are fixed tasks keyed by i only."""
-
-    def __init__(self, images: torch.Tensor, cfg: OmniglotConfig, seed: int, n_batches: int, tasks_per_batch: int,
-                 n_tasks: int | None = None):
-        self.images, self.cfg, self.seed = images, cfg, seed
-        self.n_batches, self.tasks_per_batch, self.n_tasks = n_batches, tasks_per_batch, n_tasks
-        self.rotations = 4 if cfg.rotations else 1
-        self.n_classes = len(images) * self.rotations
-
-    def __len__(self) -> int:
-        return self.n_batches
-
-    def with_tasks(self, n: int) -> Episodes:
-        """The same meta-batches with n tasks each (to measure a step's memory on a few)."""
-        few = copy.copy(self)
-        few.tasks_per_batch = n
-        return few
-
-    def __getitem__(self, key) -> tuple[torch.Tensor, ...]:
-        i, epoch = key if isinstance(key, tuple) else (key, 0)
-        if not 0 <= int(i) < self.n_batches:
-            raise IndexError(i)
-        c = self.cfg
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch * 100_019 + int(i))  # cpu: datamodule
-        T = self.tasks_per_batch
-        if self.n_tasks is not None:  # fixed evaluation tasks: the last batch may be short
-            T = min(T, self.n_tasks - int(i) * self.tasks_per_batch)
-        drawings = self.images.shape[1]
-        classes = torch.stack([torch.randperm(self.n_classes, generator=g)[:c.n_way] for _ in range(T)])  # cpu: (T, N)
-        picks = torch.stack([torch.randperm(drawings, generator=g)[:c.shots + c.query]  # cpu: datamodule
-                             for _ in range(T * c.n_way)]).view(T, c.n_way, -1)  # (T, N, K + Q)
-        char, rot = classes // self.rotations, classes % self.rotations
-        x = self.images[char[..., None], picks].float() / 255.0  # (T, N, K + Q, S, S)
-        for r in range(1, self.rotations):
-            mask = rot == r
-            x[mask] = torch.rot90(x[mask], r, dims=(-2, -1))
-        x = x.unsqueeze(3)  # (T, N, K + Q, 1, S, S)
-        labels = torch.arange(c.n_way).view(1, -1, 1)  # cpu: datamodule, moved by Lightning
-        xs = x[:, :, :c.shots].flatten(1, 2)  # (T, N*K, 1, S, S), class-major
-        xq = x[:, :, c.shots:].flatten(1, 2)  # (T, N*Q, 1, S, S)
-        ys = labels.expand(T, -1, c.shots).flatten(1)  # (T, N*K)
-        yq = labels.expand(T, -1, c.query).flatten(1)  # (T, N*Q)
-        return xs, ys, xq, yq
-
-
-class OmniglotData(EpisodeData):
-    """Omniglot N-way K-shot episodes from local PNGs (1,200 training characters, rotations as classes)."""
-
-    Config = OmniglotConfig
-
-    def prepare_data(self) -> None:
-        try:
-            find_omniglot(self.cfg.root)  # fail early, naming the paths and the layout
-        except UserError as missing:  # the splits <root>/omniglot lacks, fetched as their zips (zoo/core/downloads.py)
-            folder = Path(self.cfg.root) / "omniglot"
-            lacking = [f"{s}.zip" for s in SPLITS if not _has_split(folder, s)]
-            fetch("omniglot", folder, self.cfg.download, missing, only=lacking)
-            find_omniglot(self.cfg.root)
-
-    def setup(self, stage: str | None = None) -> None:
-        if getattr(self, "train_set", None) is not None:
-            return
-        c = self.cfg
-        for name in ("n_way", "shots", "query", "meta_batch", "steps_per_epoch", "val_tasks", "test_tasks",
-                     "eval_batch_tasks", "image_size"):
-            if getattr(c, name) < 1:
-                raise UserError(f"data.{name}={getattr(c, name)} must be at least 1")
-        folder = find_omniglot(c.root)
-        images, _ = load_images(folder, c.image_size)
-        drawings = images.shape[1]
-        if c.shots + c.query > drawings:
-            raise UserError(f"data.shots + data.query = {c.shots} + {c.query} images per class, but the Omniglot "
-                            f"characters in {folder} have {drawings} drawings each: lower data.query or data.shots")
-        g = torch.Generator().manual_seed(c.split_seed)  # cpu: datamodule (character split)
-        perm = torch.randperm(len(images), generator=g)  # cpu: datamodule
-        if not 0 < c.train_characters < len(images):
-            raise UserError(f"data.train_characters={c.train_characters} must be between 1 and {len(images) - 1} "
-                            f"({len(images)} characters found in {folder})")
-        train, held = images[perm[:c.train_characters]], images[perm[c.train_characters:]]
-        rot = 4 if c.rotations else 1
-        for name, part in (("training", train), ("held-out", held)):
-            if c.n_way > len(part) * rot:
-                raise UserError(f"data.n_way={c.n_way} is more than the {len(part) * rot} {name} classes "
-                                f"({len(part)} characters x {rot} rotations) in {folder}: lower data.n_way")
-        self.train_set = Episodes(train, c, c.seed, c.steps_per_epoch, c.meta_batch)
-        nb = c.eval_batch_tasks
-        self.val_set = Episodes(held, c, c.eval_seed, math.ceil(c.val_tasks / nb), nb, c.val_tasks)
-        self.test_set = Episodes(held, c, c.eval_seed + 1, math.ceil(c.test_tasks / nb), nb, c.test_tasks)
-
-    def info(self) -> dict:
-        c = self.cfg
-        return {"task": "classification", "n_way": c.n_way, "shots": c.shots,
-                "image_shape": [1, c.image_size, c.image_size]}

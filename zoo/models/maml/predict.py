@@ -26,20 +26,22 @@ from torch.func import functional_call
 
 from zoo.errors import UserError
 from zoo.models.maml import meta, plots
-from zoo.options import validate
+from zoo.options import between, validate
 from zoo.paths import check_output_file, make_folder
+
+MAX_STEPS = 10_000  # gradient steps of fine-tuning: seconds at most (the paper shows 1 and 10)
+MAX_SHOTS = 10_000  # points of the random task (0: the model's K); 10**8 runs out of memory
 
 
 @dataclass
 class PredictOptions:
     """``python -m zoo.predict maml-sinusoid [x,y ...] key=value``."""
 
-    steps: int = 10  # gradient steps of fine-tuning on the support points
+    # gradient steps of fine-tuning on the support points
+    steps: int = between(10, 0, MAX_STEPS, why="gradient steps of fine-tuning; the paper shows 1 and 10")
     seed: int = 0  # seed of the random task (no inputs)
     out: str = "maml_adaptation.png"  # the adaptation figure
-    shots: int = 0  # points of the random task (0: the model's K)
-MAX_STEPS = 10_000  # gradient steps of fine-tuning: seconds at most (the paper shows 1 and 10)
-MAX_SHOTS = 10_000  # points of the random task (0: the model's K); 10**8 was killed for memory
+    shots: int = between(0, 0, MAX_SHOTS, why="points of the random task; 0 = the model's K")  # K of the random task
 
 
 @dataclass
@@ -155,15 +157,9 @@ def predict_cli(model, inputs: list[str], options: dict) -> None:
         raise UserError("zoo.predict adapts regression MAML models (sinusoid); for classification use "
                         "python -m zoo.evaluate")
     opts = validate(PredictOptions, options, "maml predict", what="option")
-    steps, seed, shots = int(opts["steps"]), int(opts["seed"]), int(opts["shots"])
-    if not 0 <= steps <= MAX_STEPS:
-        raise UserError(f"steps={steps} must be from 0 to {MAX_STEPS} (gradient steps of fine-tuning; "
-                        "the paper shows 1 and 10)")
-    if not 0 <= shots <= MAX_SHOTS:
-        raise UserError(f"shots={shots} must be from 0 to {MAX_SHOTS} (points of the random task; "
-                        f"0 = the model's K, {model.data_info.get('shots', 10)})")
+    steps, seed, shots = opts["steps"], opts["seed"], opts["shots"]
     given = [k for k in ("shots", "seed") if k in options]
-    if inputs and given:  # ignored without a word before
+    if inputs and given:  # else ignored without a word
         named, several = " and ".join(f"{k}=" for k in given), len(given) > 1
         raise UserError(f"{named} {'choose' if several else 'chooses'} the random task; with points given, the "
                         f"points are the task: leave {'them' if several else 'it'} out, or give no points")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from zoo.data_options import BatchedDataOptions
 from zoo.estimators.fit import StochasticNode
-from zoo.options import EstimatorSpec, between, estimator_option, nonempty_path, positive
+from zoo.options import EstimatorSpec, between, estimator_option, positive
 from zoo.registry import DATAMODULES, MODELS
 
 MODES = ("ce", "confidence", "joint", "boundary_gan")
@@ -28,7 +29,7 @@ class OODConfig:
     mode: str = field(default="ce", metadata={"choices": list(MODES)})  # ce | confidence | joint | boundary_gan
     # weight of the KL(U || p) term (the paper: 1 for SVHN, 0.1 for CIFAR-10). At most 1000: there the KL term
     # outweighs the cross-entropy a thousandfold (the 2-D toy's accuracy already falls from 0.99 to 0.88), and
-    # 1e38 trained to chance or overflowed the float32 loss into the "diverged" message
+    # 1e38 trains to chance or overflows the float32 loss into the "diverged" message
     beta: float = between(1.0, 0, MAX_BETA, why="the KL term would outweigh the cross-entropy more than "
                           "a thousandfold; the paper uses 0.1 and 1")
     classifier: str = field(default="cnn", metadata={"choices": ["mlp", "cnn", "vgg13"]})  # classifier net
@@ -56,12 +57,11 @@ class OODConfig:
 
 
 @dataclass
-class OODDigitsConfig:
-    root: str = nonempty_path("data")  # unused (everything ships inside scikit-learn); kept for a uniform interface
-    batch_size: int = positive(64)  # training images per batch
+class OODDigitsConfig(BatchedDataOptions):
+    """scikit-learn's digits and their OOD sets. ``seed``: the shuffling (the splits and OOD sets are fixed,
+    see zoo/models/ood/data.py); ``root``: unused (everything ships inside scikit-learn)."""
+
     eval_batch_size: int = positive(360)  # images per validation / test batch
-    num_workers: int = 0  # DataLoader worker processes
-    seed: int = 0  # shuffling seed (the splits and OOD sets are fixed, see the module docstring)
     ood_train: bool = False  # also serve the explicit OOD training set (china.jpg patches) for mode=confidence
 
 
@@ -71,12 +71,12 @@ TOY_BOX_WHY = ("the OOD test sets lie in the box [-8, 8]^2: classes placed or sp
 
 
 @dataclass
-class Toy2DConfig:
-    root: str = nonempty_path("data")  # unused (generated); kept for a uniform interface
+class Toy2DConfig(BatchedDataOptions):
+    """The 2-D toy: two Gaussian classes and OOD points around them. ``seed``: the shuffling (the points
+    themselves are fixed); ``root``: unused (the points are generated)."""
+
     batch_size: int = positive(128)  # training points per batch
     eval_batch_size: int = positive(1000)  # points per validation / test batch
-    num_workers: int = 0  # DataLoader worker processes
-    seed: int = 0  # shuffling seed (the points themselves are fixed)
     n_train: int = positive(2000)  # training points (half per class)
     # The OOD sets are fixed: the box [-8, 8]^2 and a ring of radius 5 around the origin. Classes placed
     # or spread past the box (separation or std 1e30 trained without complaint) leave no OOD set to
@@ -90,8 +90,10 @@ DATASETS = ("mnist", "fashion_mnist", "cifar10", "svhn")  # ood_images' in-distr
 
 
 @dataclass
-class OODImagesConfig:
-    root: str = nonempty_path("data")  # folder holding the datasets (layouts in zoo/models/ood/readers.py)
+class OODImagesConfig(BatchedDataOptions):
+    """MNIST, Fashion-MNIST, CIFAR-10 or SVHN and their OOD sets. ``seed``: the shuffling (the splits are
+    fixed); ``root``: the folder holding the datasets (layouts in zoo/models/ood/readers.py)."""
+
     download: bool = True  # fetch a missing dataset / ODIN folder into root (false: never touch the network)
     dataset: str = field(default="svhn", metadata={"choices": list(DATASETS)})  # in-distribution
     # OOD sets: another dataset, folder:PATH, uniform, gaussian
@@ -101,10 +103,7 @@ class OODImagesConfig:
     val_size: int = positive(5000)  # validation images carved from the training files
     ood_val_size: int = positive(1000)  # validation images carved from each OOD set (the rest are test images)
     noise_size: int = positive(10000)  # test images of each noise set
-    batch_size: int = positive(64)  # training images per batch
     eval_batch_size: int = positive(500)  # images per validation / test batch
-    num_workers: int = 0  # DataLoader worker processes
-    seed: int = 0  # shuffling seed (the splits are fixed)
 
 
 # the folder's entries, declared once: name, class (imported when first used), options

@@ -36,7 +36,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities import CombinedLoader
@@ -218,14 +217,6 @@ class OODToy2D(OODDataModule):
         return parts
 
 
-def as_float_images(array: np.ndarray) -> torch.Tensor:
-    """uint8 (N, H, W) or (N, C, H, W) -> float (N, C, H, W) in [0, 1]."""
-    t = torch.from_numpy(np.ascontiguousarray(array))
-    if t.dim() == 3:
-        t = t[:, None]
-    return t.float() / 255.0
-
-
 FETCHED_INTO = {"mnist": "mnist", "fashion_mnist": "fashion_mnist", "cifar10": ".", "svhn": "svhn"}  # under root
 ODIN_SETS = ("LSUN_resize", "Imagenet_resize")  # OOD folders fetched as ODIN's archives when missing
 
@@ -280,7 +271,7 @@ class OODImages(OODDataModule):
             if spec.startswith("folder:"):
                 folder = Path(spec[len("folder:"):])
                 name = ood_set_name(folder)
-                if name in test_ood:  # folder:a/LSUN and folder:b/LSUN: the second replaced the first, silently
+                if name in test_ood:  # folder:a/LSUN and folder:b/LSUN: the second would replace the first
                     raise UserError(f"data.ood names two sets called '{name}': give each folder its own name")
                 if train_folder is not None and (root / folder).resolve() == train_folder:
                     raise UserError(f"data.ood_train_folder={c.ood_train_folder} is also the test set {spec} in "

@@ -40,8 +40,6 @@ from torchmetrics.functional.classification import (
     multiclass_calibration_error,
 )
 
-DETECTORS = ("msp", "odin", "energy", "mahalanobis")
-
 
 def msp_score(logits: Tensor) -> Tensor:
     return -MaxSoftmax.score(logits)  # (B,)

@@ -180,11 +180,11 @@ class OODEvaluation:
         msp_out = {n: s["msp"] for n, s in zip(names, scores[1:])}
         self.save_figure("msp_hist", plots.score_histograms(scores[0]["msp"], msp_out))
         self.save_figure("reliability", plots.reliability(logits, labels, T))
-        self.save_pictures(test_points={n: d["logits"] for n, d in zip(names, data[1:])})
+        self.save_pictures()
 
     # ---- pictures --------------------------------------------------------------------------------
     @torch.no_grad()
-    def save_pictures(self, test_points: dict | None = None) -> None:
+    def save_pictures(self) -> None:
         was_training = self.training
         self.eval()
         points_2d = len(self.input_shape) == 1 and self.input_shape[0] == 2

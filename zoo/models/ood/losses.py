@@ -1,4 +1,5 @@
-"""The losses of the confidence-calibrated classifier (Lee et al., ICLR 2018; seed 001 "Use GAN to help!").
+"""The losses of the confidence-calibrated classifier (Lee et al., ICLR 2018; Xu's softmax lecture notes,
+"Use GAN to help!").
 
 Confidence loss, for a classifier p(y|x) with K classes:
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from zoo.data_options import BatchedDataOptions
 from zoo.errors import UserError
 from zoo.estimators.fit import StochasticNode
-from zoo.options import EstimatorSpec, at_least, between, estimator_option, nonempty_path, positive
+from zoo.options import EstimatorSpec, at_least, between, estimator_option, positive
 from zoo.registry import DATAMODULES, MODELS
 
 PAPER_FILTERS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]  # the discriminator's widths (the paper)
@@ -46,7 +47,7 @@ class SeqGANConfig:
     d_fresh_reals: bool = False
     adv_batch_size: int = positive(64)  # sequences sampled per G step
     # Monte Carlo rollouts N per prefix (the paper: 16). At most 1000: a G step generates and scores
-    # (seq_len - 1) x N x adv_batch_size sequences, and 10**8 ran out of memory only at the first
+    # (seq_len - 1) x N x adv_batch_size sequences, and 10**8 runs out of memory only at the first
     # adversarial step, after MLE and D pre-training
     # 0: no rollouts, the sequence's final D score is every token's reward. Score-function estimators only:
     # estimators that backpropagate through D (gumbel_softmax, straight_through) score the whole relaxed sequence
@@ -62,12 +63,12 @@ class SeqGANConfig:
     estimator: EstimatorSpec = estimator_option({"name": "reinforce", "baseline": "none"})  # G's gradient
     # generator samples for val/nll_oracle (the paper: 10,000) and test/nll_oracle. At most 10**6: 10,000 take
     # about 20 s on a CPU core at the paper's sizes, so 10**6 is half an hour per evaluation (val: every epoch);
-    # 2**31 - 1 sampled for days, or ran out of memory, only after the first epoch had trained
+    # 2**31 - 1 would sample for days, or run out of memory, only after the first epoch has trained
     eval_samples: int = between(10000, 1, MAX_EVAL_SAMPLES, why=EVAL_SAMPLES_WHY)
     test_samples: int = between(10000, 1, MAX_EVAL_SAMPLES, why=EVAL_SAMPLES_WHY)
     # samples for val BLEU and for test BLEU and self-BLEU (text data). BLEU runs in Python: 200 samples against
     # 300 references take about 10 s on a CPU core, and self-BLEU grows with the samples' square (200: 7 s, 2,000:
-    # about 12 minutes); 10**8 val samples were still being generated 10 minutes after the first epoch (5 GB)
+    # about 12 minutes); 10**8 val samples are still being generated 10 minutes after the first epoch (5 GB)
     bleu_samples: int = between(100, 1, 10_000, why="100x the recipe's 100; BLEU of 200 samples against 300 "
                                 "references takes about 10 s on a CPU core, at every validation")
     test_bleu_samples: int = between(200, 1, 2_000, why="10x the recipe's 200; self-BLEU grows with the square of "
@@ -83,11 +84,10 @@ class SeqGANConfig:
 
 
 @dataclass
-class OracleDataConfig:
-    root: str = nonempty_path("data")  # where the sampled sequences are cached (root/seqgan_oracle/)
-    batch_size: int = positive(64)  # sequences per batch (the paper: 64)
-    num_workers: int = 0  # DataLoader workers
-    seed: int = 0  # seeds the oracle (when not loaded), the samples and the shuffling
+class OracleDataConfig(BatchedDataOptions):
+    """Sequences sampled from a random LSTM oracle (``batch_size``: the paper's 64). ``seed``: the oracle (when
+    not loaded), the samples and the shuffling; ``root``: where the samples are cached (<root>/seqgan_oracle/)."""
+
     oracle_params: Optional[str] = None  # .npz with the oracle's parameters (keys: see oracle.py)
     vocab_size: int = at_least(5000, 2)  # oracle vocabulary (ignored when oracle_params is given); 1 word: one
     # sequence only, nothing to learn
@@ -116,11 +116,10 @@ class OracleDataConfig:
 
 
 @dataclass
-class TextDataConfig:
-    root: str = nonempty_path("data")  # where relative `path`s are looked up
-    batch_size: int = positive(64)  # sequences per batch
-    num_workers: int = 0  # DataLoader workers
-    seed: int = 0  # split, shuffling and embedded-corpus seed
+class TextDataConfig(BatchedDataOptions):
+    """Sentences of a text file, or of the embedded grammar corpus. ``seed``: the split, the shuffling and the
+    embedded corpus; ``root``: where a relative ``path`` is looked up."""
+
     path: Optional[str] = None  # text file, one sequence per line; None: the embedded grammar corpus
     max_len: int = positive(20)  # tokens per sequence (words + [EOS] + padding)
     min_frequency: int = 1  # vocabulary: words seen fewer times become [UNK]
@@ -163,7 +162,7 @@ def seqgan_monitor(cfg: dict) -> tuple[str, str] | None:
 
 def check_seqgan_run(cfg: dict) -> None:
     """A training run's schedule must have an epoch (the unit tests build models with none): with every
-    phase 0 the run saved an untrained G and exited 0."""
+    phase 0 the run would save an untrained G and exit 0."""
     m = cfg["model"]
     if not (m["mle_epochs"] or m["d_pretrain_rounds"] * m["d_pretrain_epochs"] or m["adv_iterations"]):
         raise UserError("the seqgan schedule trains nothing (model.mle_epochs, model.d_pretrain_rounds x "

@@ -82,7 +82,7 @@ def load_oracle_npz(path: str | Path) -> dict[str, np.ndarray]:
                 f"oracle file {path}: '{key}' has shape {arrays[key].shape}, expected {shape} "
                 f"(vocab {V}, embedding {E}, hidden {H} read from 'embedding' and 'U_i')"
             )
-    for key in oracle_keys():  # NaN / inf were accepted and trained on without a word
+    for key in oracle_keys():  # NaN / inf would be trained on without a word
         bad = int(arrays[key].size - np.isfinite(arrays[key]).sum())
         if bad:
             raise UserError(

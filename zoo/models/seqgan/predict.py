@@ -19,7 +19,7 @@ from torch import Tensor
 from zoo.core.inputs import check_count, generator, resolve_seed
 from zoo.errors import UserError
 from zoo.estimators import stochastic_beam_search
-from zoo.options import validate
+from zoo.options import between, choice, validate
 
 # predict's sizes: n=10**8 samples and method=sbs k=10**8 beams never finished (the recipes evaluate on
 # 10,000 samples; a beam is a printed line)
@@ -103,9 +103,10 @@ class SeqGANAPI:
 class PredictOptions:
     """``python -m zoo.predict seqgan-oracle-small key=value``."""
 
-    n: int = 10  # sequences to sample
-    method: str = "sample"  # sample (ancestral) | sbs (distinct ones by stochastic beam search)
-    k: int = 5  # beams of method=sbs
+    n: int = between(10, 1, MAX_SAMPLES, why="the recipes evaluate on 10,000")  # sequences to sample
+    method: str = choice("sample", ["sample", "sbs"])  # sample (ancestral) | sbs (distinct ones by stochastic
+    # beam search)
+    k: int = between(5, 1, MAX_BEAMS, why="a printed line each")  # beams of method=sbs
     seed: int = 0  # seed of the draws
 
 
@@ -115,12 +116,6 @@ def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     opts = validate(PredictOptions, options, "seqgan (zoo.predict)", what="option")
     if inputs:
         raise UserError(f"seqgan generates from nothing: drop the inputs {inputs} (options: n=, method=, k=, seed=)")
-    if opts["method"] not in ("sample", "sbs"):
-        raise UserError(f"method must be 'sample' (ancestral) or 'sbs' (stochastic beam search), "
-                        f"got {opts['method']!r}")
-    for key, most in (("n", MAX_SAMPLES), ("k", MAX_BEAMS)):
-        if not isinstance(opts[key], int) or not 1 <= opts[key] <= most:
-            raise UserError(f"{key} must be an integer from 1 to {most}, got {opts[key]!r}")
     if opts["method"] == "sample":
         out = model.generate(opts["n"], opts["seed"])
         for line in out if model.text else (" ".join(map(str, row)) for row in out.tolist()):

@@ -1,4 +1,4 @@
-"""Monte Carlo rollouts and SeqGAN's action values (seed 001, "Seq-GAN algorithm"):
+"""Monte Carlo rollouts and SeqGAN's action values (Xu's softmax lecture notes, "Seq-GAN algorithm"):
 
     Q(Y_{1:t-1}, y_t) = 1/N sum_n D(Y^n_{1:T}),  Y^n in MC^beta(Y_{1:t}; N)   for t < T
     Q(Y_{1:T-1}, y_T) = D(Y_{1:T})                                           for t = T

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from zoo.options import at_least, between, choice, nonempty_path, positive, validate
+from zoo.data_options import DataOptions
+from zoo.options import at_least, between, choice, positive, validate
 from zoo.registry import DATAMODULES, MODELS
 
 OBJECTIVES = ("nce", "negative_sampling", "full_softmax")
@@ -101,11 +102,13 @@ class SkipGramConfig:
 
 
 @dataclass
-class CorpusOptions:
-    root: str = nonempty_path("data")  # data folder; the encoded-corpus cache goes to <root>/skipgram_cache
+class CorpusOptions(DataOptions):
+    """What both corpora take. ``seed``: subsampling and windows (with the epoch and chunk number); ``root``:
+    the data folder, where the encoded-corpus cache goes (<root>/skipgram_cache)."""
+
     min_count: int = 5  # words seen fewer times are dropped (word2vec's min_count)
-    max_vocab: Optional[int] = at_least(None, 2)  # keep at most this many most frequent words (None: all; 0 also
-    # meant all, 1 failed after the corpus was encoded)
+    max_vocab: Optional[int] = at_least(None, 2)  # keep at most this many most frequent words (None: all; 0 would
+    # mean all too, and 1 fails only after the corpus is encoded)
     sample: float = between(1e-3, 0, 1, high_open=True)  # subsampling threshold t of frequent words (0: off)
     window: int = positive(5)  # maximum half-width; each centre draws b ~ U{1..window}
     chunk_tokens: int = positive(1_000_000)  # words per training step (a chunk; ends at a sentence end)
@@ -115,8 +118,6 @@ class CorpusOptions:
     strip_punctuation: bool = False  # replace punctuation by spaces ("fire," -> "fire")
     eval_lowercase: bool = True  # lower-case evaluation words (questions-words.txt is capitalised)
     val_analogies: list[str] = field(default_factory=list)  # analogy files evaluated every epoch (slow)
-    num_workers: int = 0  # DataLoader workers for the chunk reader
-    seed: int = 0  # subsampling / window seed (with the epoch and chunk number)
 
 
 @dataclass

@@ -75,7 +75,7 @@ class TextCorpusData(ZooDataModule):
         if stage in (None, "fit") and self.train_set is None:
             cfg = self.cfg
             self._check_test_files(*files.get("test", ([], [])))
-            if "val" in files and not files["val"][0]:  # found by _load_eval after the corpus was cached
+            if "val" in files and not files["val"][0]:  # else found by _load_eval after the corpus is cached
                 raise UserError(NO_VAL_SIMILARITY)
             self.folder = C.build_corpus(self.corpus_files(), Path(cfg.root) / "skipgram_cache",
                                          cfg.min_count, cfg.max_vocab, cfg.max_sentence_length,

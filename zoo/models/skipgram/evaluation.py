@@ -96,7 +96,7 @@ def similarity_score(vectors: torch.Tensor, index: dict[str, int], pairs: list, 
     known = [(index[norm(a)], index[norm(b)], s) for a, b, s in pairs
              if norm(a) in index and norm(b) in index]
     oov = 1 - len(known) / len(pairs)
-    if len(known) < MIN_PAIRS:  # 2 pairs gave a Spearman of exactly 1.0, reported as the score
+    if len(known) < MIN_PAIRS:  # 2 pairs give a Spearman of exactly 1.0: no score
         return {"spearman": float("nan"), "oov": oov, "pairs": float(len(known))}
     i, j, s = (torch.tensor(col, device=vectors.device) for col in zip(*known))
     v = F.normalize(vectors.detach().float(), dim=1)

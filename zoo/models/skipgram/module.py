@@ -115,7 +115,7 @@ class SkipGramModule(SkipGramAPI, ZooModule):
     def lr_at(self, words_done: float) -> float:
         """lr0 -> lr0 * min_ratio linearly over all epochs (gensim's alpha -> min_alpha). word2vec.c falls
         towards 0 and stops at the floor lr0 * 1e-4: with min_ratio 1e-4 the two differ by 1e-4 lr0 at
-        most, but with gensim's 1e-4 / 0.025 = 0.004 that schedule gave 0.4 % less step in all, and
+        most, but with gensim's 1e-4 / 0.025 = 0.004 that schedule gives 0.4 % less step in all, and
         shorter vectors than gensim's (docs/skipgram.md)."""
         epochs = self.trainer.max_epochs if self._trainer is not None and self.trainer.max_epochs else 1
         total = max(1, self.data_info["train_words"] * max(1, epochs))

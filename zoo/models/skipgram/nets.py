@@ -1,9 +1,9 @@
 """Skip-gram with NCE / negative sampling / full softmax: two embedding tables and their
 hand-written sparse SGD updates (plain torch, no Lightning).
 
-Notation (seed 001): a pair is (c, w): c the conditioning word, w the predicted word, score
-s(w, c) = u_w . v_c with v = ``centre`` (the exported word vectors, word2vec's syn0) and
-u = ``context`` (output vectors, syn1neg). Objectives for one pair and k noise words w'~q:
+Notation (Xu's softmax lecture notes, "Noise Contrastive Estimation"): a pair is (c, w): c the conditioning
+word, w the predicted word, score s(w, c) = u_w . v_c with v = ``centre`` (the exported word vectors, word2vec's
+syn0) and u = ``context`` (output vectors, syn1neg). Objectives for one pair and k noise words w'~q:
 - ``nce``:               -log sig(s(w,c) - log k q(w)) - sum_w' log(1 - sig(s(w',c) - log k q(w')))
 - ``negative_sampling``: the same without the log k q terms (word2vec);
 - ``full_softmax``:      -log softmax_w(s(., c)), exact and O(V) per pair.
@@ -248,9 +248,9 @@ class SkipGram(nn.Module):
           sequential SGD gives itself.
         - ``line``: the step along grad only, min(lr, t*) grad with t* = |grad|^2 / grad^T c H grad,
           the minimum of the model along it (one Hessian-vector product instead of two).
-        Until 2026-11-25 the cap was lr / max(1, lr sum h |x|^2), as if all of a row's terms pulled
-        one way: a frequent row whose terms pull apart (its noise words) was cut far below its
-        useful step, and 65,536-window steps left vectors half gensim's length (docs/skipgram.md)."""
+        The cap is not lr / max(1, lr sum h |x|^2), as if all of a row's terms pulled one way: that cuts a
+        frequent row whose terms pull apart (its noise words) far below its useful step, and
+        65,536-window steps leave vectors half gensim's length (docs/skipgram.md)."""
         c = self.replicas * (self.hogwild_threads if self.cap_method == "line" else 1)
         if self.cap_method == "line":
             t = grad.square().sum(1).div_((grad * hvp(grad)).sum(1).mul_(c))  # (R,) t*; 0/0 (no terms) is nan

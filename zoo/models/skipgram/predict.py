@@ -27,7 +27,7 @@ from zoo.core.inputs import check_count
 from zoo.errors import UserError
 from zoo.models.skipgram.evaluation import nearest
 from zoo.models.skipgram.export import save_word2vec
-from zoo.options import validate
+from zoo.options import at_least, validate
 from zoo.paths import check_output_file
 
 
@@ -99,7 +99,7 @@ class SkipGramAPI:
 class PredictOptions:
     """``python -m zoo.predict skipgram-synthetic [words ...] key=value``."""
 
-    topn: int = 10  # neighbours per word
+    topn: int = at_least(10, 1)  # neighbours per word
     analogy: str = ""  # a,b,c: the words nearest b - a + c
     export: str = ""  # write the vectors in word2vec format here
     binary: Optional[bool] = None  # export's format (None: binary when the file ends in .bin)
@@ -114,11 +114,6 @@ def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     parts = str(opts["analogy"]).split(",") if opts["analogy"] else []
     if parts and len(parts) != 3:  # checked before anything is printed
         raise UserError(f"analogy=a,b,c takes three words (a : b = c : ?), got '{opts['analogy']}'")
-    if int(opts["topn"]) < 1:
-        raise UserError(f"topn must be >= 1, got {opts['topn']}")
-    if opts["binary"] is not None and not isinstance(opts["binary"], bool):  # 'maybe' was taken as true
-        raise UserError(f"binary must be true or false (left out: binary when export= ends in .bin), "
-                        f"got {opts['binary']!r}")
     if opts["export"]:  # checked before anything is printed; its folder is created when written
 
         check_output_file(str(opts["export"]), "export", writer=None, example="vectors.bin")

@@ -31,7 +31,7 @@ def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tenso
     """q(w) = count(w)^power / sum: the unigram distribution flattened (word2vec's 3/4 power)."""
     counts = torch.as_tensor(counts, dtype=torch.float64).clamp(min=0)
     q = counts.pow(power)
-    if not torch.isfinite(q.sum()):  # a large power overflows (1000^1000): q was NaN, sampled as uniform
+    if not torch.isfinite(q.sum()):  # a large power overflows (1000^1000): q would be NaN, sampled as uniform
         q = (counts / counts.max()).pow(power)  # the same q, scaled; kept out of the common path so that
         # the usual powers give bit-identical tables
     return q / q.sum()

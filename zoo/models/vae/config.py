@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from zoo.data_options import BatchedDataOptions
 from zoo.estimators.fit import StochasticNode
-from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, nonempty_path, positive
+from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, positive
 from zoo.registry import DATAMODULES, MODELS
 
 ARCHS = ("mlp", "conv")  # encoder / decoder families (nets.py)
@@ -55,29 +56,28 @@ BINARIZE = ("static", "dynamic", "none")
 
 
 @dataclass
-class DigitsConfig:
-    root: str = nonempty_path("data")  # unused (the images ship inside scikit-learn); kept for a uniform interface
-    batch_size: int = positive(64)  # training images per batch
+class DigitsConfig(BatchedDataOptions):
+    """scikit-learn's 8x8 digits. ``seed``: split, shuffling and binarisation; ``root``: unused (the images
+    ship inside scikit-learn)."""
+
     eval_batch_size: int = positive(270)  # images per validation / test batch
-    num_workers: int = 0  # DataLoader worker processes
     binarize: str = choice("static", list(BINARIZE))  # static (threshold) | dynamic (fresh draws) | none
     threshold: float = between(0.5, 0, 1)  # intensity threshold for static binarisation (intensities are /16)
     val_size: int = positive(270)  # validation images, carved from the 1,527 non-test images
     test_size: int = positive(270)  # test images, held out first
-    seed: int = 0  # split, shuffling and binarisation seed
 
 
 @dataclass
-class MnistConfig:
-    root: str = nonempty_path("data")  # looks in <root>/mnist, <root>/mnist/MNIST/raw, <root>/MNIST/raw
+class MnistConfig(BatchedDataOptions):
+    """MNIST. ``seed``: split, shuffling and binarisation; ``root``: looked in as <root>/mnist,
+    <root>/mnist/MNIST/raw, <root>/MNIST/raw."""
+
     download: bool = True  # fetch the IDX files into <root>/mnist when missing (false: never touch the network)
     batch_size: int = positive(100)  # training images per batch
     eval_batch_size: int = positive(500)  # images per validation / test batch
-    num_workers: int = 0  # DataLoader worker processes
     binarize: str = choice("dynamic", list(BINARIZE))  # static (threshold) | dynamic (fresh draws) | none
     threshold: float = between(0.5, 0, 1)  # intensity threshold for static binarisation (intensities are /255)
     val_size: int = positive(10000)  # validation images carved from the 60,000 training images
-    seed: int = 0  # split, shuffling and binarisation seed
 
 
 # the folder's entries, declared once: name, class (imported when first used), options

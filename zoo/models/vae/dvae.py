@@ -3,8 +3,9 @@
     q(z|x) = prod_n Cat(z_n; softmax(logits_n(x))),   p(z) = prod_n Uniform{1..K},
     p(x|z) = Bernoulli(decoder(one_hot(z)))   (the decoder reads the N one-hots, flattened)
 
-No pathwise gradient exists through a categorical draw, so grad_phi E_q[-log p(x|z)] is whatever
-estimator the recipe names (seed 001, seed 002):
+No pathwise gradient exists through a categorical draw ("Deep Learning" (Goodfellow et al.), 20.9.1
+"Back-Propagating through Discrete Stochastic Operations"), so grad_phi E_q[-log p(x|z)] is whatever
+estimator the recipe names (Xu's softmax lecture notes):
 - ``reinforce`` (score function, with a baseline: ema, batch_mean, learned) and ``rloo`` (n
   samples, leave-one-out baseline): unbiased, high variance;
 - ``relax``: REINFORCE with a learned control variate of the relaxed sample and the image, unbiased

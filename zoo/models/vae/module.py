@@ -1,7 +1,7 @@
-"""What the Gaussian and the discrete VAE share: decoder likelihoods, the ELBO and its
-importance-weighted tightening, logging and pictures; the inference API and `zoo.predict` are predict.py's.
+"""What the Gaussian and the discrete VAE share: decoder likelihoods and the ELBO; its importance-weighted
+tightening, validation, test and pictures are evaluation.py's, the inference API and `zoo.predict` predict.py's.
 
-For one image x the loss is the negative ELBO (seed 001, "Auto-Encoder (VAE)"):
+For one image x the loss is the negative ELBO (Xu's softmax lecture notes, "Auto-Encoder (VAE)"):
 
     L(x) = -E_{z ~ q(z|x)}[log p(x|z)] + KL(q(z|x) || p(z))   >=   -log p(x)
            `------ reconstruction -----'   `-- closed form --'
@@ -18,7 +18,6 @@ k = ``iwae_samples``. All numbers are nats per image.
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any
 
@@ -30,12 +29,12 @@ from torch.distributions import Distribution, Normal
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.models.vae import plots
+from zoo.models.vae.evaluation import VAEEvaluation
 from zoo.models.vae.nets import build_nets
 from zoo.models.vae.predict import VAEAPI, predict_cli
 
 
-class LatentVAE(VAEAPI, ZooModule):
+class LatentVAE(VAEEvaluation, VAEAPI, ZooModule):
     """Base class; subclasses define the latent space (posterior, prior, KL, sampling)."""
 
     monitor, monitor_mode = "val/loss", "min"
@@ -144,20 +143,6 @@ class LatentVAE(VAEAPI, ZooModule):
         """The encoder's parameters: the ones whose gradient the estimator is responsible for."""
         return list(self.encoder.parameters())
 
-    def iwae_nll(self, x: Tensor, q: Distribution, k: int, chunk: int = 50) -> Tensor:
-        """-log (1/k) sum_i p(x, z_i) / q(z_i|x), z_i ~ q: (B,). Exact draws, never relaxed ones."""
-        log_w = []
-        for start in range(0, k, chunk):
-            z = self.draw(q, min(chunk, k - start))  # (m, B, *latent)
-            log_w.append(self.log_lik(x, self.decode(z)) + self.log_ratio(q, z))  # (m, B)
-        return -(torch.logsumexp(torch.cat(log_w), 0) - math.log(k))
-
-    def eval_terms(self, x: Tensor) -> tuple[Tensor, Tensor, Distribution]:
-        """Exact-sample ELBO terms: (reconstruction (B,), KL (B,), q)."""
-        q = self.posterior(x)
-        rec = -self.log_lik(x, self.decode(self.draw(q, 1)))[0]
-        return rec, self.kl(q), q
-
     # ---- Lightning ----------------------------------------------------------------------------
     def configure_optimizers(self):
         return torch.optim.Adam(self.parameters(), lr=self.cfg.lr)
@@ -174,66 +159,6 @@ class LatentVAE(VAEAPI, ZooModule):
         metrics.update({f"train/estimator_{k}": v for k, v in getattr(self.estimator, "stats", {}).items()})
         self.log_train(metrics, batch_size=B, prog_bar=("train/loss",))
         return loss
-
-    def _seeded(self, batch_idx: int, offset: int):
-        """Fork the RNG so evaluation draws depend only on (eval_seed, batch): reproducible metrics
-        that leave the training RNG untouched."""
-        devices = [self.device.index or 0] if self.device.type == "cuda" else []
-        ctx = torch.random.fork_rng(devices=devices)
-        ctx.__enter__()
-        torch.manual_seed(self.cfg.eval_seed * 1_000_003 + offset + batch_idx)
-        return ctx
-
-    def _eval_step(self, batch: Any, batch_idx: int, split: str) -> None:
-        x = batch[0]
-        ctx = self._seeded(batch_idx, 0 if split == "val" else 500_000)
-        try:
-            rec, kl, q = self.eval_terms(x)
-            B = x.shape[0]
-            metrics = {f"{split}/loss": (rec + kl).mean(), f"{split}/rec": rec.mean(),
-                       f"{split}/kl": kl.mean()}
-            self.log_dict(metrics, batch_size=B, prog_bar=(split == "val"), sync_dist=True)
-            k = self.cfg.iwae_samples if split == "test" else self.cfg.val_iwae_samples
-            if k > 0:
-                self.log(f"{split}/iwae_nll", self.iwae_nll(x, q, k).mean(), batch_size=B, sync_dist=True)
-            self.eval_extra(split, x, q)
-        finally:
-            ctx.__exit__(None, None, None)
-        if batch_idx == 0:
-            self._val_images = x[:32].detach()
-
-    def eval_extra(self, split: str, x: Tensor, q: Distribution) -> None:
-        """Subclass hook for more per-batch evaluation statistics."""
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self._eval_step(batch, batch_idx, "val")
-
-    def test_step(self, batch: Any, batch_idx: int) -> None:
-        self._eval_step(batch, batch_idx, "test")
-
-    def on_validation_epoch_end(self) -> None:
-        if self.trainer.sanity_checking:
-            return
-        last = self.trainer.max_epochs is not None and self.current_epoch + 1 >= self.trainer.max_epochs
-        if (self.current_epoch + 1) % max(1, self.cfg.plot_every_n_epochs) == 0 or last:
-            self.save_pictures()
-
-    def on_test_epoch_end(self) -> None:
-        self.save_pictures()
-
-    # ---- pictures -------------------------------------------------------------------------------
-    @torch.no_grad()
-    def save_pictures(self) -> None:
-        was_training = self.training
-        self.eval()
-        self.save_image("samples", plots.upscale(self.sample(64, seed=0).cpu()), nrow=8, padding=1, pad_value=0.5)
-        if self._val_images is not None:
-            x = self._val_images
-            self.save_image("reconstructions", plots.upscale(plots.pairs(x.cpu(), self.reconstruct(x).cpu())),
-                            nrow=8, padding=1, pad_value=0.5)
-            images, ncol = self.traversal(x[:1])
-            self.save_image("traversal", plots.upscale(images.cpu()), nrow=ncol, padding=1, pad_value=0.5)
-        self.train(was_training)
 
     # ---- python -m zoo.predict --------------------------------------------------------------------
     def predict_cli(self, inputs: list[str], options: dict) -> None:

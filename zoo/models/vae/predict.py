@@ -20,12 +20,10 @@ from torch import Tensor
 
 from zoo.core.inputs import check_count, check_seed, generator
 from zoo.core.transforms import DIGITS_DATA, MNIST_DATA, ImageTransforms, card_transforms, transform_batch
-from zoo.errors import UserError, no_access
+from zoo.errors import no_access
 from zoo.models.vae import plots
-from zoo.options import validate
+from zoo.options import at_least, validate
 from zoo.paths import check_output_file, make_folder, writable
-
-INVERT = ("auto", "true", "false")
 
 
 class VAEAPI:
@@ -98,12 +96,14 @@ class VAEAPI:
 class PredictOptions:
     """``python -m zoo.predict vae-digits [images ...] key=value``."""
 
-    n: int = 64  # samples to draw (no inputs)
+    n: int = at_least(64, 1)  # samples to draw (no inputs)
     out: str = ""  # the grid's file (default samples.png without inputs; none with inputs)
     seed: int = 0  # seed of the samples
-    nrow: int = 8  # images per row of the grid
+    nrow: int = at_least(8, 1)  # images per row of the grid
     mean: bool = True  # E[x|z] (true) or a Bernoulli draw of the pixels (false)
-    invert: str = "auto"  # input images: ink dark on light is inverted (auto: when the border is light), true, false
+    invert: str = "auto"  # input images: ink dark on light is inverted (auto: when the border is light), true,
+    # false; checked by preprocess, as the Python API's invert= (a choice field would refuse invert=true, which
+    # key=value parsing reads as a boolean and the string field receives as 'True')
 
 
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
@@ -113,9 +113,7 @@ def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
     from torchvision.utils import save_image  # imported when used: torchvision
 
     o = validate(PredictOptions, options, "VAE predict", what="option")
-    n, seed, nrow = int(o["n"]), int(o["seed"]), int(o["nrow"])
-    if n < 1 or nrow < 1:
-        raise UserError(f"n={n} and nrow={nrow} must be >= 1 (images to draw, images per row)")
+    n, seed, nrow = o["n"], o["seed"], o["nrow"]
     if o["out"] or not inputs:
         check_output_file(o["out"] or "samples.png", "out", inputs=inputs)
     mean = o["mean"]
@@ -127,8 +125,6 @@ def predict_cli(model: Any, inputs: list[str], options: dict) -> None:
         print(f"wrote {n} samples to {out}")
         return
     invert = str(o["invert"])
-    if invert.lower() not in INVERT:
-        raise UserError(f"invert must be auto, true or false, got '{invert}'")
     targets = [Path(p).with_name(Path(p).stem + "_recon.png") for p in inputs]  # beside each input
     for target in targets:  # before any is written
         if not writable(target):

@@ -1,10 +1,11 @@
-"""Gaussian VAE (Kingma & Welling 2014; seed 001 "Auto-Encoder (VAE)", seed 003 section 4.1).
+"""Gaussian VAE (Kingma & Welling 2014; Xu's softmax lecture notes "Auto-Encoder (VAE)"; the CS 182/282A
+notes, "Variational Autoencoders (VAE)").
 
     q(z|x) = N(mu(x), diag sigma^2(x)),   p(z) = N(0, I),   p(x|z) = Bernoulli / Gaussian(decoder(z))
 
 z is drawn by the registry's ``reparam`` estimator (z = mu + sigma * eps through ``rsample``), so the
-reconstruction gradient is pathwise. The KL term has the closed form of seed 001's
-"KL between two Gaussian distributions" with mu_2 = 0, Sigma_2 = I:
+reconstruction gradient is pathwise. The KL term has the closed form of Xu's
+notes' "KL between two Gaussian distributions" with mu_2 = 0, Sigma_2 = I:
 
     KL = 1/2 sum_d (sigma_d^2 + mu_d^2 - 1 - log sigma_d^2),
 

@@ -1,7 +1,7 @@
-"""User mistakes a fuzz audit found in the tools: ``zoo.predict`` options (seeds, sizes, beams,
+"""User mistakes in the tools' options: ``zoo.predict`` options (seeds, sizes, beams,
 export paths), ``zoo.estimators compare``, ``zoo.pretrained export --name``, a card's path given for
 a model, and skip-gram's end-of-training plot. One message, exit status 2, no traceback, nothing
-written (the earlier cases: test_user_errors_tools.py)."""
+written (more cases: test_user_errors_tools.py)."""
 
 import dataclasses
 from typing import Optional
@@ -76,9 +76,9 @@ def test_option_seeds():
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["--seed", HUGE], f"--seed must be an integer from 0 to {SEED_MAX}"),  # overflowed in compare.run
+    (["--seed", HUGE], f"--seed must be an integer from 0 to {SEED_MAX}"),  # else an overflow in compare.run
     (["--seed", "-1"], f"--seed must be an integer from 0 to {SEED_MAX}"),
-    (["--draws", "100000000000"], "--draws must be at most 1000000"),  # "can't allocate memory"
+    (["--draws", "100000000000"], "--draws must be at most 1000000"),  # not "can't allocate memory"
 ])
 def test_estimators_compare_seed_and_draws(args, expected, tmp_path, capsys, monkeypatch):
     from zoo.estimators.__main__ import main as estimators_main
@@ -116,15 +116,16 @@ def test_estimators_compare_help_names_the_bounds(capsys):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["maml-sinusoid", "shots=100000000", "out=OUT/m.png"], "shots=100000000 must be from 0 to 10000"),  # OOM-killed
-    (["maml-sinusoid", "steps=1000000000", "out=OUT/m.png"], "steps=1000000000 must be from 0 to 10000"),
-    # with points given, shots= and seed= were ignored without a word
+    (["maml-sinusoid", "shots=100000000", "out=OUT/m.png"],  # else out of memory
+     "'shots' in maml predict must be <= 10000 (points of the random task; 0 = the model's K), got 100000000"),
+    (["maml-sinusoid", "steps=1000000000", "out=OUT/m.png"], "'steps' in maml predict must be <= 10000"),
+    # with points given, shots= and seed= would be ignored without a word
     (["maml-sinusoid", "1,2", "shots=3", "out=OUT/m.png"],
      "shots= chooses the random task; with points given, the points are the task: leave it out"),
     (["maml-sinusoid", "1,2", "shots=3", "seed=1", "out=OUT/m.png"], "shots= and seed= choose the random task"),
-    (["sat-shapes-soft", "IMAGE", "beam=100000"], "option beam must be at most 25"),  # decoded for minutes
+    (["sat-shapes-soft", "IMAGE", "beam=100000"], "option beam must be at most 25"),  # else decodes for minutes
     (["sat-shapes-soft", "IMAGE", "sbs=100000"], "option sbs must be at most 25"),
-    (["sat-shapes-soft", "IMAGE", "max_len=10000000"], "option max_len must be at most 1000"),
+    (["sat-shapes-soft", "IMAGE", "max_len=10000000"], "'max_len' in the captioning model (sat) must be <= 1000"),
 ])
 def test_predict_sizes_are_bounded(argv, expected, image, tmp_path, capsys):
     argv = [a.replace("OUT", str(tmp_path)).replace("IMAGE", str(image)) for a in argv]
@@ -138,7 +139,7 @@ def test_skipgram_export_path_and_binary(tmp_path, capsys):
     folder = tmp_path / "out"
     folder.mkdir()
     (tmp_path / "file").write_text("x")
-    cases = [([f"export={folder}"], f"export={folder} is a folder; give a file name"),  # IsADirectoryError
+    cases = [([f"export={folder}"], f"export={folder} is a folder; give a file name"),  # not an IsADirectoryError
              ([f"export={tmp_path / 'file' / 'v.bin'}"], "is a file, not a folder"),
              ([f"export={tmp_path / 'v.txt'}", "binary=maybe"], "'binary' in skipgram: must be true or false"),
              (["w0", "binary=maybe"], "'binary' in skipgram: must be true or false")]
@@ -164,7 +165,7 @@ def test_skipgram_trains_with_dim_1(tmp_path, capsys):
     from zoo.train import main
 
     assert main(["recipe=skipgram_synthetic", f"run_dir={tmp_path}/runs", "trainer.fast_dev_run=true",
-                 "model.dim=1"]) == 0  # an IndexError in the end-of-training plot
+                 "model.dim=1"]) == 0  # not an IndexError in the end-of-training plot
     assert len(list((tmp_path / "runs").glob("*/*/plots/embedding_pca.png"))) == 1
     capsys.readouterr()
 
@@ -176,7 +177,7 @@ def test_skipgram_refuses_a_one_word_corpus(tmp_path, capsys):
     with pytest.raises(UserError, match="needs at least 2 distinct words"):
         SkipGramModule({"dim": 4}, {"vocab": ["hello"], "counts": [500], "window": 2, "train_words": 500})
     corpus = tmp_path / "hello.txt"
-    corpus.write_text("hello\n" * 500)  # trained to loss 0, then an IndexError in the plot
+    corpus.write_text("hello\n" * 500)  # else loss 0, then an IndexError in the plot
     code = main(["recipe=skipgram_lee", f"data.files={corpus}", "data.min_count=1", f"data.root={tmp_path}/sg",
                  "trainer.fast_dev_run=true", f"run_dir={tmp_path}/runs"])
     line = one_error_line(capsys)
@@ -186,7 +187,7 @@ def test_skipgram_refuses_a_one_word_corpus(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["vae.ckpt", "vae.safetensors", "vae.JSON", "a\\b"])
 def test_export_refuses_a_name_read_as_a_file_path(name, tmp_path, capsys):
-    # vae.ckpt wrote vae.ckpt.json + .safetensors, which `zoo.predict vae.ckpt` took for a missing checkpoint
+    # vae.ckpt would write vae.ckpt.json + .safetensors, which `zoo.predict vae.ckpt` takes for a missing checkpoint
     from zoo.hub import PRETRAINED_DIR
     from zoo.pretrained.__main__ import main as pretrained_main
 
@@ -201,7 +202,7 @@ def test_a_pretrained_cards_path_names_the_entry(tmp_path, capsys):
     from zoo.hub import PRETRAINED_DIR
 
     for path in (PRETRAINED_DIR / "vae-digits.json", PRETRAINED_DIR / "vae-digits.safetensors"):
-        assert evaluate.main([str(path)]) == 2  # said "no such file" although the file exists
+        assert evaluate.main([str(path)]) == 2  # not "no such file": the file exists
         line = one_error_line(capsys)
         assert f"{path} is the pretrained" in line and "give its name, vae-digits" in line, line
     other = tmp_path / "notes.json"

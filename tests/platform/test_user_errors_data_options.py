@@ -1,4 +1,4 @@
-"""User mistakes with data files and data options found by a fuzz audit: a malformed Karpathy split
+"""User mistakes with data files and data options: a malformed Karpathy split
 file, a captioning vocabulary changed by a data option, an empty skip-gram corpus, SeqGAN filters
 wider than the sequences, an oracle .npz with NaN / inf, a skip-gram corpus that is binary or a
 damaged archive. One message naming the file or key and the fix, exit status 2, no traceback, and
@@ -25,7 +25,7 @@ def one_user_error(code: int, err: str, tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
-# ---- 1. Karpathy split file with the wrong structure (was an AttributeError / KeyError) -----------
+# ---- 1. Karpathy split file with the wrong structure ------------------------------------------------
 
 def images_a_dict(d: dict) -> None:
     d["images"] = {str(i): im for i, im in enumerate(d["images"])}
@@ -107,8 +107,8 @@ def test_empty_skipgram_corpus_leaves_no_cache_folder(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name, expected", [
-    ("weights.bin", "is not UTF-8 text"),  # was trained on: a vocabulary of made-up "words"
-    ("cut.txt.gz", "is gzip-compressed but cannot be read to its end"),  # was read as its compressed bytes
+    ("weights.bin", "is not UTF-8 text"),  # else a vocabulary of made-up "words"
+    ("cut.txt.gz", "is gzip-compressed but cannot be read to its end"),  # else read as its compressed bytes
 ])
 def test_a_corpus_that_is_not_text_is_refused_before_training(name, expected, tmp_path, capsys):
     import gzip
@@ -174,7 +174,7 @@ def test_seqgan_oracle_samples_are_cached_once_a_loader_is_asked_for(tmp_path):
     assert again._unsaved is None and bool((again.train_set.seqs == dm.train_set.seqs).all())
 
 
-# ---- 5. oracle .npz with NaN / inf parameters (trained silently) --------------------------------
+# ---- 5. oracle .npz with NaN / inf parameters (else trained on) ----------------------------------
 
 @pytest.mark.parametrize("key, value", [("W_f", np.nan), ("b_out", np.inf), ("embedding", 1e39)])
 def test_oracle_parameters_that_are_not_finite(key, value, tmp_path, capsys):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from zoo.bench.devices import accelerator, describe, processor
+from bench.devices import accelerator, describe, processor
 from zoo.evaluate import evaluate
 from zoo.hub import PRETRAINED_DIR
 from zoo.spread import spread

@@ -1,8 +1,8 @@
 """``python -m zoo.sweep ... --launcher slurm``: each run a SLURM job through submitit.
 
-Runs that ask for the same resources (from their trainer section: ``zoo.sweep.resources``) go in
+Runs that ask for the same resources (from their trainer section: ``zoo.sweep.command.resources``) go in
 one job array; each job runs the run's ``python -m zoo.train`` in its own process, as the local
-launcher does (``zoo.sweep.execute``). A job SLURM stops before its time limit (submitit's signal)
+launcher does (``zoo.sweep.runs.execute``). A job SLURM stops before its time limit (submitit's signal)
 or preempts is requeued by submitit, and the requeued job resumes from the run's ``last.ckpt``
 (``ckpt_path=last``). The submitting process waits for the jobs and makes the summary; if it is
 gone, ``python -m zoo.sweep --collect <sweep folder>`` makes it later.
@@ -19,14 +19,14 @@ import sys
 from pathlib import Path
 
 from zoo.errors import UserError
-from zoo.sweep_runs import Run, Sweep, execute, finished, run_env, run_folder, train_command
+from zoo.sweep.runs import Run, Sweep, execute, finished, run_env, run_folder, train_command
 
 JOB_DEFAULTS = {"timeout_min": 60}  # submitit's own default; --slurm timeout_min=... or trainer.max_time sets it
 
 
 def require_submitit():
     try:
-        import submitit  # imported when used: submitit
+        import submitit  # submitit: optional (zoo[slurm]), needed by --launcher slurm alone
     except ImportError:
         raise UserError("--launcher slurm needs the submitit package: pip install 'zoo[slurm]' "
                         "(or pip install submitit)") from None
@@ -47,7 +47,7 @@ class RunJob:
     def checkpoint(self, *args, **kwargs):
         """submitit calls this when SLURM is about to stop the job (time limit, preemption): the job is
         requeued with this same call, which resumes from the last.ckpt the run saved on SIGTERM."""
-        import submitit  # imported when used: submitit
+        import submitit  # submitit: optional (zoo[slurm]), needed by --launcher slurm alone
 
         return submitit.helpers.DelayedSubmission(self)
 

@@ -1,4 +1,4 @@
-"""User mistakes a fifth audit took up, noted but left by the earlier ones: a test or a validation left
+"""User mistakes around the splits and the monitored metric: a test or a validation left
 empty where the run relies on it, a best checkpoint or early stopping judged in the wrong direction (a
 loss maximised), early stopping on a run shorter than an epoch, and an override given twice. A mistake is
 one message, exit status 2, no traceback and no run folder; a legitimate wish runs and says what it did."""
@@ -15,21 +15,21 @@ QUICK = ["trainer.max_steps=3", "test_after_fit=false", "trainer.enable_progress
 
 # ---- a test or a validation left empty where the run relies on it ------------------------------------------
 @pytest.mark.parametrize("overrides, expected", [
-    # trained for 150 epochs, tested nothing and wrote metrics.json as {}, exit 0
+    # else trains for 150 epochs, tests nothing and writes metrics.json as {}, exit 0
     (["trainer.limit_test_batches=0"], r"trainer.limit_test_batches=0 tests nothing, so metrics.json would be "
                                        r"empty: to train without testing, set test_after_fit=false"),
     (["trainer.limit_test_batches=0.0"], r"trainer.limit_test_batches=0.0 tests nothing"),
-    # callbacks=[early_stopping]: "missing 1 required positional argument: 'monitor'"; with a monitor, Lightning's
-    # "Early stopping conditioned on metric `val/loss` which is not available", once the data was built
+    # not "missing 1 required positional argument: 'monitor'"; with a monitor, Lightning's
+    # "Early stopping conditioned on metric `val/loss` which is not available", once the data is built
     (["callbacks=[early_stopping]", "trainer.limit_val_batches=0"],
      r"callback 'early_stopping' watches val/loss, a validation metric, but trainer.limit_val_batches=0 turns "
      r"validation off, so it could never stop the run: leave trainer.limit_val_batches out .* or drop the callback"),
-    # trained 3 epochs without validating, and the early stopping never looked
+    # else 3 epochs without validating, and the early stopping never looks
     (["callbacks=[{name: early_stopping, monitor: val/loss}]", "trainer.max_epochs=3",
       "trainer.check_val_every_n_epoch=5"],
      r"trainer.check_val_every_n_epoch=5 with trainer.max_epochs=3 never validates, .* lower "
      r"trainer.check_val_every_n_epoch to 3 or less"),
-    # trained with no best checkpoint, Lightning warning "could not find the monitored key" at every epoch end
+    # else no best checkpoint, Lightning warning "could not find the monitored key" at every epoch end
     (["checkpoint.monitor=val/rec", "trainer.limit_val_batches=0.0"],
      r"checkpoint.monitor=val/rec chooses the best checkpoint by a validation metric, but "
      r"trainer.limit_val_batches=0.0 turns validation off: .* or leave checkpoint.monitor out"),
@@ -40,7 +40,7 @@ def test_a_test_or_validation_the_run_relies_on_left_empty_is_refused(overrides,
 
 
 def test_a_run_without_a_test_says_so(tmp_path, capsys):
-    # the way the refusal above names: it trained and printed its run folder only, no word that nothing was tested
+    # the way the refusal above names: else it trains and prints its run folder only, no word that nothing was tested
     from zoo.train import main
 
     assert main(["recipe=vae_digits", f"run_dir={tmp_path}", "trainer.limit_test_batches=0", *QUICK]) == 0
@@ -52,7 +52,7 @@ def test_a_run_without_a_test_says_so(tmp_path, capsys):
 
 
 def test_a_test_fraction_that_keeps_no_batch_is_one_message_and_the_run_is_kept(tmp_path, capsys):
-    # a MisconfigurationException traceback after training ("0.001 * 1 < 1"), exit 1
+    # not a MisconfigurationException traceback after training ("0.001 * 1 < 1"), exit 1
     code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}", "trainer.limit_test_batches=0.001",
                           *QUICK[:1], *QUICK[2:]], capsys)
     run = next(tmp_path.glob("vae_digits/*"))
@@ -64,7 +64,7 @@ def test_a_test_fraction_that_keeps_no_batch_is_one_message_and_the_run_is_kept(
 
 
 def test_validation_off_says_that_no_best_checkpoint_is_chosen(tmp_path, capsys):
-    # trained silently without a best checkpoint (Lightning warned "could not find the monitored key" at each
+    # else no best checkpoint (Lightning warns "could not find the monitored key" at each
     # epoch end, in a warning pytest keeps from stderr)
     code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}", "trainer.limit_val_batches=0",
                           "trainer.max_epochs=2", "checkpoint.every_n_epochs=1", *QUICK[1:]], capsys)
@@ -77,7 +77,7 @@ def test_validation_off_says_that_no_best_checkpoint_is_chosen(tmp_path, capsys)
 
 # ---- the direction of a monitored metric ---------------------------------------------------------------------
 @pytest.mark.parametrize("recipe, overrides, expected", [
-    # accepted: the "best" checkpoint kept was the one with the highest loss
+    # else the "best" checkpoint kept is the one with the highest loss
     ("vae_digits", ["checkpoint.mode=max"],
      r"checkpoint.mode=max keeps the checkpoint with the highest val/loss, but val/loss is a loss \(lower is better\), "
      r"so the 'best' checkpoint would be the worst: use checkpoint.mode=min \(or leave it out: the model's own is min"),
@@ -86,11 +86,11 @@ def test_validation_off_says_that_no_best_checkpoint_is_chosen(tmp_path, capsys)
     ("ood_digits_ce", ["checkpoint.mode=min"], r"the lowest val/acc, but val/acc is a score where higher is better"),
     # the text SeqGAN's own metric is BLEU-3 (max), set when the model is built from the data
     ("seqgan_text", ["checkpoint.mode=min"], r"the lowest val/bleu3, but val/bleu3 is a score where higher is better"),
-    # accepted: a loss judged by the model's own mode for its metric (skip-gram's Spearman, max)
+    # else a loss judged by the model's own mode for its metric (skip-gram's Spearman, max)
     ("skipgram_synthetic", ["checkpoint.monitor=val/loss"],
      r"checkpoint.monitor=val/loss is a loss \(lower is better\), but the best checkpoint is chosen by the model's "
      r"mode, max \(for its own metric val/spearman\), .* add checkpoint.mode=min"),
-    # accepted: stopped the run as soon as the loss stopped rising (or, for an accuracy, falling: Lightning's default)
+    # else the run stops as soon as the loss stops rising (or, for an accuracy, falling: Lightning's default)
     ("vae_digits", ["callbacks=[{name: early_stopping, monitor: val/loss, mode: max}]"],
      r"callback 'early_stopping' watches val/loss, a loss \(lower is better\), with mode max \(it would stop the run "
      r"when val/loss stops rising\): give it mode: min, e.g. callbacks=\[\{name: early_stopping, monitor: val/loss, "
@@ -106,7 +106,7 @@ def test_a_metric_judged_in_the_wrong_direction_is_refused(recipe, overrides, ex
 def test_a_direction_is_judged_only_where_the_name_makes_it_certain():
     from zoo.config import (
         load_config,
-        metric_direction,  # new with the fix
+        metric_direction,
     )
 
     assert [metric_direction(n) for n in ("val/loss", "val/nll_oracle", "test/iwae_nll", "train/objective_loss",
@@ -121,8 +121,8 @@ def test_a_direction_is_judged_only_where_the_name_makes_it_certain():
 
 # ---- early stopping on a run shorter than an epoch -----------------------------------------------------------
 @pytest.mark.parametrize("callbacks", [
-    "callbacks=[early_stopping]",  # "missing 1 required positional argument: 'monitor'"
-    # Lightning's "Early stopping conditioned on metric `val/loss` which is not available" (no validation ran)
+    "callbacks=[early_stopping]",  # not "missing 1 required positional argument: 'monitor'"
+    # not Lightning's "Early stopping conditioned on metric `val/loss` which is not available" (no validation ran)
     "callbacks=[{name: early_stopping, monitor: val/loss}]",
 ])
 def test_early_stopping_on_a_run_shorter_than_an_epoch_runs_and_says_it_never_checked(callbacks, tmp_path, capsys):
@@ -152,7 +152,7 @@ def test_early_stopping_watches_the_models_own_metric_by_default():
 
 # ---- an override given twice ------------------------------------------------------------------------------------
 def test_an_override_given_twice_is_noted_and_the_last_wins(tmp_path, capsys):
-    # the last won without a word
+    # else the last wins without a word
     code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}", "model.lr=1e-3", "model.lr=1e-2",
                           "seed=3", "seed=3", *QUICK], capsys)
     assert code == 0, err
@@ -163,7 +163,7 @@ def test_an_override_given_twice_is_noted_and_the_last_wins(tmp_path, capsys):
 
 
 def test_zoo_evaluate_notes_an_override_given_twice(capsys):
-    # zoo.evaluate took the last one without a word (zoo.train noted it)
+    # zoo.evaluate notes it, as zoo.train does
     from zoo.evaluate import main
 
     code = main(["vae-digits", "trainer.limit_test_batches=1", "trainer.limit_test_batches=2", "--json"])
@@ -177,9 +177,9 @@ def test_zoo_evaluate_notes_an_override_given_twice(capsys):
     assert len(err) == 1 and err[0].startswith("error: 'batch_size'"), err
 
 
-# ---- after the review of round 5 ---------------------------------------------------------------------------------
+# ---- overrides given twice, callback mappings, thread counts ----------------------------------------------------
 def test_a_callback_mapping_without_spaces_gets_the_yaml_hint(tmp_path, capsys):
-    # "needs a 'name'" alone: YAML reads {name:early_stopping} as one key with no value
+    # not "needs a 'name'" alone: YAML reads {name:early_stopping} as one key with no value
     code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs",
                           "callbacks=[{name:early_stopping,monitor:val/loss}]"], capsys)
     assert_refused(code, err, r"YAML reads 'name:early_stopping' as one key because no space follows its colon, "
@@ -187,7 +187,7 @@ def test_a_callback_mapping_without_spaces_gets_the_yaml_hint(tmp_path, capsys):
 
 
 def test_a_run_shorter_than_its_first_validation_says_no_best_checkpoint_was_chosen(tmp_path, capsys):
-    # the run kept last.ckpt and no best checkpoint, and said nothing of it
+    # else the run keeps last.ckpt and no best checkpoint, and says nothing of it
     code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}", *QUICK], capsys)
     assert code == 0, err
     assert ("note: the run ended (at step 3) before its first validation, so no best checkpoint was chosen by "
@@ -198,8 +198,8 @@ def test_a_run_shorter_than_its_first_validation_says_no_best_checkpoint_was_cho
 
 @pytest.mark.parametrize("value", ["abc", "0", "1.5", "-1"])
 def test_a_thread_count_openmp_cannot_read_is_one_message(value, tmp_path, capsys, monkeypatch):
-    # libgomp's "Invalid value for environment variable OMP_NUM_THREADS" (two lines, before anything else),
-    # then the run went on with its own default
+    # else libgomp's "Invalid value for environment variable OMP_NUM_THREADS" (two lines, before anything else),
+    # then the run goes on with its own default
     monkeypatch.setenv("OMP_NUM_THREADS", value)
     code, err = run_main(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "print_config=true"], capsys)
     assert_refused(code, err, rf"OMP_NUM_THREADS='{re.escape(value)}' is not a number of threads: set it to a whole "
@@ -214,6 +214,6 @@ def test_a_thread_count_openmp_reads_is_accepted(value, tmp_path, capsys, monkey
 
 
 def test_print_config_notes_an_override_given_twice(capsys):
-    # the config showed 0.01 without a word of the 1e-3 given first
+    # else the config shows 0.01 without a word of the 1e-3 given first
     code, err = run_main(["recipe=vae_digits", "model.lr=1e-3", "model.lr=1e-2", "print_config=true"], capsys)
     assert code == 0 and err.splitlines() == ["note: model.lr given twice; using model.lr=1e-2 (the last)"], err

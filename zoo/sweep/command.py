@@ -47,13 +47,8 @@ from zoo.config import load_config
 from zoo.errors import UserError
 from zoo.runs import check_writable
 from zoo.spread import fmt, paired, spread
-from zoo.sweep_runs import Run, Sweep, execute, finished, read_result, run_env, run_folder, train_command
-from zoo.sweep_slurm import (
-    require_submitit,
-    run_slurm,  # submitit only for this launcher
-)
-
-__all__ = ["Run", "Sweep", "main", "make_sweep", "run_env", "run_sweep", "summarise", "train_command"]
+from zoo.sweep.runs import Run, Sweep, execute, finished, read_result, run_folder
+from zoo.sweep.slurm import require_submitit, run_slurm
 
 MAX_COMBINATIONS = 50  # more runs than this need --yes: a typo in a list should not start hundreds
 SEED = "seed"
@@ -412,8 +407,4 @@ def main(argv: list[str] | None = None) -> int:
 
 def console() -> None:
     """The ``zoo-sweep`` console script (pyproject.toml): what ``python -m zoo.sweep`` does."""
-    cli.run(main)
-
-
-if __name__ == "__main__":
     cli.run(main)

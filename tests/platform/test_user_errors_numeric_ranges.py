@@ -1,6 +1,6 @@
-"""Mistakes a fuzz audit found getting past the platform's checks (session 17): out-of-range numbers
-that overflowed inside torch or the OS, a run that diverged into a traceback, a resume with another
-estimator, Lightning's refusals of trainer settings once training or testing ran, options of nested
+"""Numbers out of range and the mistakes that surface late in a run: out-of-range numbers
+that overflow inside torch or the OS, a run that diverges into a traceback, a resume with another
+estimator, Lightning's refusals of trainer settings once training or testing runs, options of nested
 sections, callback options torch refuses, a mistyped monitored metric. Each is one message, no
 traceback, and no run folder left behind."""
 
@@ -20,10 +20,10 @@ def assert_refused(code: int, err: str, expected: str, runs: Path) -> None:
 
 
 @pytest.mark.parametrize("override, expected", [
-    ("model.lr=1e300", "'lr' in recipe"),  # overflowed float32 inside Adam, after the run folder
-    ("data.seed=99999999999999999999", "'seed' in recipe"),  # overflowed numpy's seed in the datamodule
-    ("threads=99999999999", "CPU cores here"),  # overflowed torch.set_num_threads
-    ("data.num_workers=99999999999", "CPU cores here"),  # forked workers until killed
+    ("model.lr=1e300", "'lr' in recipe"),  # else float32 overflows inside Adam, after the run folder
+    ("data.seed=99999999999999999999", "'seed' in recipe"),  # else numpy's seed overflows in the datamodule
+    ("threads=99999999999", "CPU cores here"),  # else torch.set_num_threads overflows
+    ("data.num_workers=99999999999", "CPU cores here"),  # else workers fork until killed
     ("trainer.max_steps=3 trainer.val_check_interval=1000", "trainer.val_check_interval"),  # Lightning, in fit
 ])
 def test_out_of_range_numbers_are_refused_before_the_run(override, expected, tmp_path, capsys):
@@ -56,8 +56,8 @@ def test_every_integer_and_float_option_keeps_within_what_it_feeds():
     ("data.amplitude=[-1,5]", "'amplitude' in recipe .* must be >= 0"),
 ])
 def test_a_pair_option_is_checked_at_both_ends_and_in_order(override, expected, tmp_path, capsys):
-    # OmegaConf 2.4 keeps tuple[float, float] options as tuples (2.3 gives lists): both were once unchecked or
-    # wrongly checked, and uniform_(hi, lo) ended in torch's traceback after the run folder was written
+    # OmegaConf 2.4 keeps tuple[float, float] options as tuples (2.3 gives lists): both are checked, at
+    # both ends and in order; uniform_(hi, lo) would end in torch's traceback after the run folder is written
     import re
 
     code, err = run_main(["recipe=maml_sinusoid", f"run_dir={tmp_path}/runs", *FAST, override], capsys)
@@ -82,7 +82,7 @@ def test_a_nested_section_is_range_checked_and_named_in_full(tmp_path, capsys):
     code, err = run_main(["recipe=ood_toy2d", f"run_dir={tmp_path}/runs", *FAST, "model.odin_temperatures=[a,b]"],
                          capsys)
     assert_refused(code, err, "'odin_temperatures[0]'", tmp_path / "runs")
-    for temperatures in ("[0,-1]", "[0]"):  # the first said ">= 0", then 0 was refused as needing "> 0"
+    for temperatures in ("[0,-1]", "[0]"):  # one message says "> 0" for both
         code, err = run_main(["recipe=ood_toy2d", f"run_dir={tmp_path}/runs", *FAST,
                               f"model.odin_temperatures={temperatures}"], capsys)
         assert_refused(code, err, "must be > 0, got [0.0", tmp_path / "runs")
@@ -138,8 +138,8 @@ def test_a_mistyped_monitor_is_named_with_what_the_model_logs(tmp_path, capsys):
 
 
 def test_a_batch_larger_than_the_data_is_the_only_line_printed(tmp_path):
-    """Found when the training loader is made: before, Lightning's device lines, model summary and
-    sanity-check bar came first. A subprocess: Lightning's log handler writes to the real stderr."""
+    """Found when the training loader is made, before Lightning's device lines, model summary and
+    sanity-check bar. A subprocess: Lightning's log handler writes to the real stderr."""
     import subprocess
     import sys
 

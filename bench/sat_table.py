@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zoo.bench.seeds import record_path
+from bench.seeds import record_path
 from zoo.spread import paired, spread
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -165,7 +165,7 @@ def neighbour_agreement(a: torch.Tensor, words_a: list[str], b: torch.Tensor, wo
     among the words both embeddings have. words_a and words_b list each table's words most frequent
     first; the n words are those with the smallest sum of their two ranks (ties by the word), so
     that the measure is symmetric: two tools order words of equal count differently, and taking the
-    first n of one tool's list gave the two directions other words where a tie spans rank n."""
+    first n of one tool's list gives the two directions other words where a tie spans rank n."""
     index_b = {w: i for i, w in enumerate(words_b)}
     ia = {w: i for i, w in enumerate(words_a)}
     common = sorted((w for w in words_a if w in index_b), key=lambda w: (ia[w] + index_b[w], w))

@@ -1,0 +1,53 @@
+"""The scripts under benchmarks/ and studies/ import this checkout's ``zoo`` and ``bench`` (the benchmarks'
+helpers, which the wheel leaves out) when run as ``python benchmarks/NAME.py`` from the repository root,
+where ``sys.path[0]`` is the script's own folder: each puts the checkout's root first on ``sys.path``
+before its first import of either (docs/development.md, "Benchmarks and studies")."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = sorted(p for folder in ("benchmarks", "studies") for p in (ROOT / folder).rglob("*.py")
+                 if "results" not in p.parts)
+OURS = ("zoo", "bench")
+
+
+def first_party(node: ast.stmt) -> bool:
+    names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+        [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+    return any(n.split(".")[0] in OURS for n in names)
+
+
+def puts_root_first(node: ast.stmt) -> bool:
+    """``sys.path.insert(0, <the checkout's root>)`` at the top of the module."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    return (isinstance(call, ast.Call) and ast.unparse(call.func) == "sys.path.insert"
+            and ast.unparse(call.args[0]) == "0" and "benchmarks" not in ast.unparse(call.args[1])
+            and "tests" not in ast.unparse(call.args[1]))
+
+
+def test_every_script_puts_the_checkout_first_before_importing_zoo_or_bench():
+    assert len(SCRIPTS) >= 30
+    wrong = []
+    for path in SCRIPTS:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if puts_root_first(node):
+                break
+            if first_party(node):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+                break
+    assert wrong == [], "add sys.path.insert(0, str(Path(__file__).resolve().parents[1])) above:\n" + "\n".join(wrong)
+
+
+@pytest.mark.slow  # a process that imports torch (~5 s): `make test-slow`
+def test_a_script_run_from_the_root_imports_the_checkouts_bench():
+    """One script as a user runs it (its folder first on sys.path, not the root), stopped before its work."""
+    code = ("import runpy, sys; sys.path[0] = 'benchmarks'; runpy.run_path('benchmarks/recipe_seeds.py', "
+            "run_name='imported'); print(sys.modules['bench'].__file__, sys.modules['zoo'].__file__)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [str(ROOT / "bench" / "__init__.py"), str(ROOT / "zoo" / "__init__.py")]
