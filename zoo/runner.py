@@ -166,7 +166,7 @@ def signal_callback(trainer: Any) -> Any:
 
 def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Path, command: str, cfg: dict) -> None:
     """``trainer.fit`` in the run folder, its failures as the zoo's messages (a run that fails before its
-    first checkpoint leaves no folder: ``runs.removed_if_unsaved`` around the whole of ``train``)."""
+    first checkpoint leaves no folder: ``removed_if_unsaved`` around the whole of ``train``)."""
     if trainer.is_global_zero:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)

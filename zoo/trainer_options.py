@@ -2,7 +2,7 @@
 
 ``check_trainer_options`` checks keys, types and ranges against Lightning's signature (read from its
 source, without importing it) and the zoo's own rules, when the recipe is loaded; Lightning's own checks
-(an accelerator this machine lacks) run when the run's one Trainer is built (``zoo.train.make_trainer``).
+(an accelerator this machine lacks) run when the run's one Trainer is built (``zoo.runner.make_trainer``).
 """
 
 from __future__ import annotations

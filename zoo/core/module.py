@@ -82,7 +82,7 @@ class ZooModule(L.LightningModule):
         cfg = dataclasses.asdict(made) if made is not None else cfg
         # in the checkpoint (to rebuild the model), not sent to the loggers: data_info can hold a
         # vocabulary, which Lightning's CSV logger writes through OmegaConf at ~1 ms a node (9 s for
-        # 7k words); zoo.train logs the recipe's config to every logger instead (train.make_trainer)
+        # 7k words); zoo.runner logs the recipe's config to every logger instead (runner.make_trainer)
         self.save_hyperparameters({"cfg": dict(cfg), "data_info": dict(data_info or {})}, logger=False)
         for what, value in (("data_info", data_info or {}), ("the model's options", cfg)):
             bad = not_primitive(value)  # else a numpy scalar trains, then zoo.evaluate refuses the checkpoint
