@@ -45,15 +45,6 @@ def transforms(name_or_path: str):
     picture goes through before the model sees it, as the card states it (size, channels, resampling, value
     range, polarity, ...), read from the card without loading the weights; for a checkpoint or an older card,
     derived from the model's config. Callable: ``zoo.transforms("vae-digits")("digit.png")`` -> (1, 8, 8)."""
-    from zoo.core.transforms import ImageTransforms  # imported when used: torch
-    from zoo.errors import UserError  # imported when used: `import zoo` imports nothing of the zoo's
-    from zoo.hub import pretrained_cards  # imported when used: `import zoo` stays light (zoo.hub reads files)
+    from zoo.hub import transforms as _transforms  # imported when used: `import zoo` stays light (zoo.hub reads files)
 
-    card = pretrained_cards().get(name_or_path) if isinstance(name_or_path, str) else None
-    if card and card.get("transforms"):
-        return ImageTransforms.from_dict(card["transforms"])
-    model = load(name_or_path)
-    if not hasattr(model, "transforms"):
-        raise UserError(f"{name_or_path} is a {type(model).__name__}, which takes no pictures: it has no image "
-                        "transforms (the image models: vae, ood, sat)")
-    return model.transforms()
+    return _transforms(name_or_path)

@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 from zoo.errors import UserError, as_user_error
+from zoo.messages import HeldMessages, quiet_lightning
 from zoo.paths import config_folders_elsewhere, working_folder_gone
-from zoo.tracking import HeldMessages, quiet_lightning
 
 
 def run(main: Callable[[], int]) -> NoReturn:

@@ -14,11 +14,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from zoo.callbacks.named import check_callbacks, resolve
+from omegaconf import OmegaConf
+
+from zoo.callbacks.named import check_callbacks, is_early_stopping, resolve
 from zoo.errors import UserError
+from zoo.estimators.seam import check_spec
 from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, parse_dotlist, positive
 from zoo.options import validate as validate_options
-from zoo.precheck import check_sections_early
 from zoo.recipe_files import find_recipe, load_recipe, merge_replacing
 from zoo.registry import DATAMODULES, MODELS, closest
 from zoo.trainer_options import check_trainer_options
@@ -97,7 +99,11 @@ def repeated_overrides(overrides: list[str]) -> list[str]:
             "(the last)" for key, values in given.items() if len(set(values)) > 1]
 
 
-def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
+def _section(raw: dict, key: str, registry: Any, where: str) -> tuple[dict, Any]:
+    """The ``model:`` or ``data:`` section, validated once against its options dataclass (the zoo's own: from
+    its declaration, no torch; a plugin's or a dotted path's: its class, imported now), and a model's
+    estimator against the stochastic node its options give: (the section as a plain dict, the options
+    object; None for a class without an options dataclass)."""
     section = raw.get(key)
     if isinstance(section, str) and section:  # model=vae on the command line: a section given a name alone
         raise UserError(f"'{key}: {section}' in {where}: {key} is a section of options; its name is given as "
@@ -106,51 +112,63 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> dict:
         raise UserError(f"{where} needs a '{key}:' section with a 'name' "
                         f"(known: {', '.join(registry.list())})")
     options = {k: v for k, v in section.items() if k != "name"}
+    at = f"{where} [{key}: {section['name']}]"
     entry = registry.entry(section["name"])
+    validated = None
     if entry.config is not None:
-        options = validate_options(entry.config, options, f"{where} [{key}: {section['name']}]")
-    check_stochastic_node(entry.obj, options, f"{where} [{key}: {section['name']}]")
-    return {"name": section["name"], **options}
+        options, validated = validate_options(entry.config, options, at, instance=True)
+        check_stochastic_node(registry, section["name"], validated, at)
+    return {"name": section["name"], **options}, validated
 
 
-def check_stochastic_node(model_cls: Any, options: dict, where: str) -> None:
-    """A model's estimator option against the stochastic node its options give (name, options, fit)."""
-    state = getattr(model_cls, "stochastic_node", None)
-    config = getattr(model_cls, "Config", None)
-    if state is None or config is None:  # a plain LightningModule named by dotted path
-        return
-    cfg = config(**options)
-    node = state(cfg)
+def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str) -> None:
+    """A model's estimator option (its validated options ``cfg``) against the stochastic node those options give:
+    the declaration's ``node`` (the zoo's own models, no torch), else the class's ``stochastic_node``."""
+    entry = registry.entry(name)
+    if isinstance(entry.target, str):
+        state, model = entry.facts.get("node"), entry.target.rpartition(":")[2]
+    else:
+        state, model = getattr(entry.obj, "stochastic_node", None), getattr(entry.obj, "__name__", "model")
+    node = state(cfg) if state is not None else None  # a plain LightningModule named by dotted path has none
     if node is None:
         return
-    from zoo.estimators.seam import check_spec  # imported when used: torch
-
-    spec = cfg.estimator if cfg.estimator is not None else config().estimator
-    check_spec(spec, node, f"{where} [estimator]", model=getattr(model_cls, "__name__", "model"))
+    spec = cfg.estimator if cfg.estimator is not None else type(cfg)().estimator
+    check_spec(spec, node, f"{where} [estimator]", model=model)
 
 
 # Lightning's short forms of trainer.precision
 PRECISION_ALIASES = {"64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}
 
 
-def check_precision(model_cls: Any, precision: Any, where: str) -> None:
+# trainer.precision values a zoo model runs under unless its declaration says otherwise (ZooModule.precisions)
+PRECISIONS = ("32-true", "64-true", "bf16-mixed", "16-mixed")
+
+
+def model_fact(name: str, key: str, default: Any = None) -> Any:
+    """What the model ``name`` states as ``key`` (its declaration's; a plugin's or a dotted path's class's)."""
+    return MODELS.fact(name, key, default)
+
+
+def check_precision(name: str, precision: Any, where: str) -> None:
     """``trainer.precision`` against the model's ``precisions``: pure float16 / bfloat16 weights
     (``16-true``, ``bf16-true``) overflow log-likelihoods or meet float32 tables and crash in fit."""
     if precision is None:
         return
     unified = PRECISION_ALIASES.get(str(precision), str(precision))
-    allowed = getattr(model_cls, "precisions", None)
+    entry = MODELS.entry(name)
+    allowed = model_fact(name, "precisions", PRECISIONS if isinstance(entry.target, str) else None)
     if allowed and unified not in allowed:
-        model = getattr(model_cls, "__name__", "the model")
+        model = entry.target.rpartition(":")[2] if isinstance(entry.target, str) else getattr(
+            entry.obj, "__name__", "the model")
         raise UserError(f"trainer.precision={precision} is not supported by {model} in {where}; use one of "
                         f"{', '.join(allowed)} (the *-mixed ones keep float32 weights)")
 
 
-def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
-    """Recipe name/path + overrides -> a validated plain dict (see `RunConfig`)."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
-
+def load_config(recipe: str, overrides: list[str] | None = None, made: dict | None = None) -> dict:
+    """Recipe name/path + overrides -> a validated plain dict (see `RunConfig`): each section validated once,
+    against the declarations (no torch imported; a plugin's or a dotted path's class is imported). ``made``:
+    a dict that receives the options objects the ``model:`` and ``data:`` sections were validated into, which
+    the run's constructors take as given (``zoo.runner.build``), so a section's checks run once."""
     path = find_recipe(recipe)
     where = f"recipe {path}"
     raw = load_recipe(path)
@@ -175,23 +193,21 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
             sections = [s for s in ("trainer", "model", "data") if isinstance(raw.get(s), dict) and key in raw[s]]
             hint = f" (did you mean {sections[0]}.{key}?)" if sections else closest(key, list(top_schema))
             raise UserError(f"unknown key '{key}' in {where}{hint}. Valid top-level keys: {', '.join(top_schema)}")
-    check_sections_early(raw, where)  # mistyped keys and estimators, before torch is imported
-
+    trainer = check_trainer_options(raw.get("trainer") or {}, where)  # read from Lightning's source: no torch
+    model, model_made = _section(raw, "model", MODELS, where)
+    data, data_made = _section(raw, "data", DATAMODULES, where)
     check_callbacks(raw.get("callbacks", []), where)
     cfg = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
     cfg = validate_options(RunConfig, cfg, where)
-    cfg["model"] = _section(raw, "model", MODELS, where)
-    cfg["data"] = _section(raw, "data", DATAMODULES, where)
+    cfg["model"], cfg["data"], cfg["trainer"] = model, data, trainer
     cfg["wandb"] = validate_options(WandbConfig, _mapping(raw, "wandb", where), f"{where} [wandb]")
     cfg["checkpoint"] = validate_options(CheckpointConfig, _mapping(raw, "checkpoint", where), f"{where} [checkpoint]")
-    cfg["trainer"] = check_trainer_options(raw.get("trainer") or {}, where)
-    model_cls = MODELS.entry(cfg["model"]["name"]).obj
-    check_precision(model_cls, cfg["trainer"].get("precision"), where)
-    check_run = getattr(model_cls, "check_run", None)  # a model's own checks of the run's settings together
-    if check_run is not None:  # (a plain LightningModule named by dotted path has none: AttributeError)
+    name = cfg["model"]["name"]
+    check_precision(name, cfg["trainer"].get("precision"), where)
+    check_run = model_fact(name, "check_run")  # a model's own checks of the run's settings together
+    if check_run is not None:  # (a plain LightningModule named by dotted path has none)
         check_run(cfg)
-    run_monitor = getattr(model_cls, "run_monitor", None)  # a plain LightningModule (a dotted path) has none
-    check_validation_and_test(cfg, run_monitor(cfg) if run_monitor is not None else None)
+    check_validation_and_test(cfg, run_monitor(name, cfg))
     loggers = cfg["logger"] if isinstance(cfg["logger"], list) else [cfg["logger"]]
     for name in loggers:
         if name not in LOGGERS:
@@ -205,7 +221,21 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> dict:
         check_wandb_environment()
     cfg["logger"] = loggers
     cfg["recipe"] = cfg["recipe"] or path.stem
+    if made is not None:
+        made.update(model=model_made, data=data_made)
     return cfg
+
+
+def run_monitor(name: str, cfg: dict) -> tuple[str, str] | None:
+    """(monitor, mode) the model ``name`` built from the validated ``cfg`` will have, known before it is built
+    (its declaration's ``monitor``: a pair, or a function of ``cfg``; a class's ``run_monitor``), or None where
+    it depends on the data or is not stated (a plain LightningModule named by dotted path)."""
+    entry = MODELS.entry(name)
+    if not isinstance(entry.target, str):
+        found = getattr(entry.obj, "run_monitor", None)
+        return found(cfg) if found is not None else None
+    monitor = entry.facts.get("monitor", ("val/loss", "min"))
+    return monitor(cfg) if callable(monitor) else monitor
 
 
 def check_wandb_environment() -> None:
@@ -254,8 +284,6 @@ def _mapping(raw: dict, key: str, where: str) -> dict:
 
 
 def to_yaml(cfg: dict) -> str:
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
     return OmegaConf.to_yaml(OmegaConf.create(cfg))
 
 
@@ -302,13 +330,10 @@ def _wrong_direction(monitor: str, mode: str) -> str | None:
 
 def early_stopping_entries(cfg: dict, model_monitor: tuple[str, str] | None) -> list[tuple[str, str | None]]:
     """(monitor, mode) of each early-stopping callback of the run, as it will watch them (mode None: not known)."""
-    from lightning.pytorch.callbacks import EarlyStopping  # imported when used: lightning
-
-
     found = []
     for item in cfg.get("callbacks") or []:
-        _, cls, spec = resolve(item)
-        if not (isinstance(cls, type) and issubclass(cls, EarlyStopping)):
+        name, target, spec = resolve(item)
+        if not is_early_stopping(name, target):
             continue
         if spec.get("monitor"):
             found.append((spec["monitor"], spec.get("mode") or "min"))  # Lightning's default mode

@@ -29,9 +29,9 @@ from zoo.cli import CommandLineParser, build_trainer, ctrl_c_in_lightning, exit_
 from zoo.config import MATMUL_PRECISIONS, repeated_overrides
 from zoo.errors import UserError
 from zoo.hub import load_any
+from zoo.messages import HeldMessages
 from zoo.options import SEED_MAX, between, choice, parse_kv, validate
 from zoo.registry import DATAMODULES
-from zoo.tracking import HeldMessages, set_float32_precision
 from zoo.trainer_options import check_trainer_options
 
 
@@ -63,9 +63,10 @@ def split_options(options: dict[str, Any], target: str) -> tuple[dict, dict, Eva
 
 
 def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
-    import lightning as L  # imported when used: lightning
+    import lightning as L  # the front (options, --help) stays light: torch and Lightning from here on
 
-    from zoo.callbacks.safety import ReleaseHeldMessages  # imported when used: lightning
+    from zoo.callbacks.safety import ReleaseHeldMessages
+    from zoo.tracking import set_float32_precision
 
     data_opts, trainer_opts, own = split_options(options or {}, target)
     model, info = load_any(target)

@@ -212,3 +212,17 @@ def load(target: str) -> Any:
     """A ready-to-use model (eval mode, CPU) from a pretrained name, a checkpoint path, a model folder or
     ``hf://owner/repo``."""
     return load_any(target)[0]
+
+
+def transforms(name_or_path: str) -> Any:
+    """``zoo.transforms``: the card's input transforms (no weights loaded), else the loaded model's."""
+    from zoo.core.transforms import ImageTransforms  # imported when used: torch (zoo.hub lists the cards without it)
+
+    card = pretrained_cards().get(name_or_path) if isinstance(name_or_path, str) else None
+    if card and card.get("transforms"):
+        return ImageTransforms.from_dict(card["transforms"])
+    model = load(name_or_path)
+    if not hasattr(model, "transforms"):
+        raise UserError(f"{name_or_path} is a {type(model).__name__}, which takes no pictures: it has no image "
+                        "transforms (the image models: vae, ood, sat)")
+    return model.transforms()

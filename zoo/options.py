@@ -28,8 +28,11 @@ import math
 import os
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Optional
+
+from omegaconf import OmegaConf
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from zoo.errors import UserError
 from zoo.paths import expand_path
@@ -147,13 +150,12 @@ def unknown_key(key: str, valid: list[str], where: str, what: str = "key") -> Us
 
 
 # ---- dataclass schemas ----------------------------------------------------------------------------
-def validate(schema: type, options: Mapping, where: str, what: str = "key", prefix: str = "") -> dict:
-    """Check ``options`` against the dataclass ``schema``; returns the plain dict with defaults
-    filled in. Fields marked ``metadata['estimator']`` hold an estimator spec, kept as given (a new
+def validate(schema: type, options: Mapping, where: str, what: str = "key", prefix: str = "",
+             instance: bool = False) -> Any:
+    """Check ``options`` against the dataclass ``schema``; returns the plain dict with defaults filled in
+    (with ``instance``: and the ``schema`` object made of it, its ``__post_init__`` run once). Fields marked
+    ``metadata['estimator']`` hold an estimator spec, kept as given (a new
     spec replaces the default one instead of merging into it; the seam checks it)."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException  # imported when used: omegaconf
-
     fields = dataclasses.fields(schema)
     names = [f.name for f in fields]
     options = dict(options)
@@ -199,10 +201,10 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key", pref
             meta.pop("why", None)  # the implicit one (and its reason)
         check_value(prefix + f.name, plain[f.name], {"signed": True, **meta} if negative_default else meta, where)
     try:
-        schema(**plain)
+        made = schema(**plain)
     except (ValueError, TypeError) as err:
         raise UserError(f"invalid options in {where}: {err}") from None
-    return plain
+    return (plain, made) if instance else plain
 
 
 def _type_hints(schema: type) -> dict[str, Any]:
@@ -221,8 +223,6 @@ def _bool_fields(schema: type) -> dict[str, Any]:
 def _first_bad_key(schema: type, options: Mapping) -> str | None:
     """The first key whose value alone fails to merge into ``schema`` (OmegaConf's plain TypeErrors
     do not name it)."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
     for key, value in options.items():
         try:
             OmegaConf.merge(OmegaConf.structured(schema), {key: value})
@@ -276,8 +276,11 @@ def conforms(value: Any, annotation: Any) -> bool:
     return True
 
 
-def signature_types(fn: Callable) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool]:
-    """(parameters without self, resolved annotations, takes **kwargs)."""
+def signature_types(fn: Any) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool]:
+    """(parameters without self, resolved annotations, takes **kwargs) of a callable, or of a signature read
+    from source (``zoo.source_signature.SourceSignature``, which is that triple already)."""
+    if isinstance(fn, tuple):
+        return fn
     params = {k: p for k, p in inspect.signature(fn).parameters.items() if k != "self"}
     try:
         hints = typing.get_type_hints(fn)
@@ -287,9 +290,10 @@ def signature_types(fn: Callable) -> tuple[dict[str, inspect.Parameter], dict[st
     return params, hints, takes_kwargs
 
 
-def validate_call(fn: Callable, options: Mapping, where: str, what: str = "option",
+def validate_call(fn: Any, options: Mapping, where: str, what: str = "option",
                   ranges: Mapping[str, Mapping] | None = None) -> dict:
-    """Check keyword ``options`` for ``fn`` against its signature before calling it. With ``ranges``
+    """Check keyword ``options`` for ``fn`` (or its ``SourceSignature``) against its signature before calling
+    it. With ``ranges``
     (``{name: {"gt": 0}}``, the metadata of ``positive``/``at_least``/...), numbers are range-checked
     too: a name listed there by its range, any other number must be >= 0. Without it, numbers are
     not range-checked (a callable's own checks apply)."""
@@ -316,8 +320,6 @@ def parse_kv(items: list[str]) -> dict[str, Any]:
 
 def parse_dotlist(items: list[str]) -> Any:
     """``key=value`` items -> a nested OmegaConf config (what recipes are merged with)."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
     for item in items:
         key = item.split("=", 1)[0]
         if key.startswith(("+", "~")):  # Hydra's add / force-add / delete prefixes
@@ -363,8 +365,6 @@ def _grammar_problem(err: Exception) -> str:
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
     """A nested config -> {"a.b": value}; a mapping with a 'name' (an estimator spec) stays whole."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
     plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
     out: dict[str, Any] = {}
     for key, value in plain.items():

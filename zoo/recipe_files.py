@@ -9,6 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+import yaml
+from omegaconf import OmegaConf
+
 from zoo.errors import UserError
 from zoo.registry import closest
 
@@ -63,8 +66,6 @@ def find_recipe(name: str) -> Path:
 def expanded_size(node: Any, seen: dict | None = None) -> int:
     """How many YAML nodes a composed document holds once every alias is expanded; each node is counted
     once however often it is referred to, so a "billion laughs" is measured in microseconds."""
-    import yaml  # imported when used: yaml
-
     seen = {} if seen is None else seen
     if node is None:
         return 0
@@ -76,9 +77,6 @@ def expanded_size(node: Any, seen: dict | None = None) -> int:
 
 
 def load_yaml(path: Path) -> Any:
-    import yaml  # imported when used: yaml
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
     try:
         text = path.read_text(encoding="utf-8")  # read once: the size check and OmegaConf see the same text
         node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -120,8 +118,6 @@ def merge_replacing(base: Any, top: Any) -> Any:
     """OmegaConf.merge, except that a mapping with a ``name`` in ``top`` replaces the one in ``base``
     instead of merging into it: it picks a new thing, whose options must not mix with the old one's
     (``model.estimator={name: rloo, n: 4}`` over a gumbel_softmax with tau)."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
     merged = OmegaConf.merge(base, top)
     for key in named_keys(OmegaConf.to_container(top)):
         OmegaConf.update(merged, key, OmegaConf.select(top, key), merge=False)
@@ -131,8 +127,6 @@ def merge_replacing(base: Any, top: Any) -> Any:
 def load_recipe(path: Path, chain: tuple = ()) -> Any:
     """A recipe file as a mapping, with its ``base:`` recipe (a name or a path relative to it)
     merged underneath: a variant holds only what differs from its base."""
-    from omegaconf import OmegaConf  # imported when used: omegaconf
-
     raw = load_yaml(path)
     if not OmegaConf.is_dict(raw):
         kind = "list" if OmegaConf.is_list(raw) else type(raw).__name__

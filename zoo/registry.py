@@ -36,6 +36,8 @@ class Entry:
     config: type | None = None  # dataclass schema of its options (None: no validation)
     description: str = ""  # one line shown by list commands
     loaded: Any = field(default=None, repr=False)  # a declared target, once imported
+    facts: dict = field(default_factory=dict)  # what a declaration states for the recipe check, without the class
+    # (a model's stochastic node, precisions, monitor, check_run; an estimator's capabilities and requirements)
 
     @property
     def obj(self) -> Any:
@@ -113,14 +115,15 @@ class Registry:
         self._loaded_plugins = False
         self._loaded_builtins = builtins is None
 
-    def declare(self, name: str, target: str, config: type | None = None, description: str = "") -> None:
-        """The zoo's own entry ``name``: its class's dotted path ``target`` (imported when first used) and
-        its options dataclass, declared in the torch-free ``config.py`` of its folder."""
+    def declare(self, name: str, target: str, config: type | None = None, description: str = "", **facts: Any) -> None:
+        """The zoo's own entry ``name``: its class's dotted path ``target`` (imported when first used), its
+        options dataclass and ``facts`` (what the recipe check needs of the class), declared in the torch-free
+        ``config.py`` of its folder."""
         known = self._entries.get(name)
         if known is not None and known.target != target:
             raise UserError(f"two {self.kind}s are declared as '{name}': {_qualname(known.target)} and {target}; "
                             "give one of them another name")
-        self._entries[name] = Entry(name, target, config, description)
+        self._entries[name] = Entry(name, target, config, description, facts=facts)
 
     def register(self, name: str, config: type | None = None, description: str = "") -> Callable:
         """Decorator for a user's own class (the zoo's own are declared: ``declare``)."""
@@ -159,6 +162,7 @@ class Registry:
                 self._entries[ep.name] = Entry(ep.name, obj, getattr(obj, "Config", None), desc)
 
     def entry(self, name: str) -> Entry:
+        self._load_builtins()  # the zoo's own declarations first: their lookup reads no installed package's metadata
         if name in self._entries:
             return self._entries[name]
         if ":" in name:  # a user's own class by dotted path; its schema is its `Config` attribute
@@ -192,22 +196,20 @@ class Registry:
         self._load_builtins()
         return sorted(n for n, e in self._entries.items() if isinstance(e.target, str))
 
+    def fact(self, name: str, key: str, default: Any = None) -> Any:
+        """What the entry ``name`` states as ``key``: its declaration's (no import), else its class's attribute
+        of that name (a user's own class: imported)."""
+        entry = self.entry(name)
+        if isinstance(entry.target, str):
+            return entry.facts.get(key, default)
+        return getattr(entry.obj, key, default)
+
     def builtin_config(self, name: str) -> type | None:
         """The options dataclass of the zoo's own entry ``name`` (None: not one of the zoo's own), read from
         the declarations alone: no torch, no plugin imported."""
         self._load_builtins()
         entry = self._entries.get(name)
         return entry.config if entry is not None and isinstance(entry.target, str) else None
-
-    def known_without_builtins(self, name: str) -> bool:
-        """Whether ``name`` resolves without importing the zoo's own entries: a dotted path, an entry
-        registered so far, or a plugin's entry point. A check that runs before torch is imported knows
-        the built-ins from their torch-free options and must not refuse these."""
-        return ":" in name or name in self._entries or name in self.plugin_names()
-
-    def plugin_names(self) -> set[str]:
-        """The names installed packages publish for this kind (read without importing them)."""
-        return {ep.name for ep in _entry_points(self.group)}
 
     def __contains__(self, name: str) -> bool:
         self._load_builtins()

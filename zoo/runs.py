@@ -8,17 +8,12 @@ this recipe's model, has nothing left to train, or does not fit the model the re
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import shutil
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from zoo.core.files import missing_folders, remove_empty
+from zoo.core.files import missing_folders
 from zoo.errors import UserError, no_access
 from zoo.hub import pretrained_cards, read_checkpoint
 from zoo.options import flatten
@@ -58,7 +53,7 @@ def claim_run_dir(run_dir: Path, cfg: dict) -> tuple[Path, list[Path]]:
     with the next free suffix if another run took the name first: chosen by ``exists()`` and made
     seconds later, two runs started in one second shared one folder (their metrics interleaved, one
     checkpoint survived). Other folders (a resumed run's, DDP's, SLURM's, torchrun's) are made by
-    ``fit``; the list names those it will make. ``removed_if_unsaved`` takes them away again."""
+    ``fit``; the list names those it will make. ``zoo.runner.removed_if_unsaved`` takes them away again."""
     fresh = cfg.get("ckpt_path") != "last" and not os.environ.get("ZOO_RUN_DIR") and TIMESTAMPED.fullmatch(run_dir.name)
     made = missing_folders(run_dir)
     if not fresh:
@@ -73,21 +68,6 @@ def claim_run_dir(run_dir: Path, cfg: dict) -> tuple[Path, list[Path]]:
             run_dir = run_dir.parent / f"{stamp}-{suffix}"
             made = missing_folders(run_dir)
     raise UserError(f"no free run folder name like {run_dir} after 10,000 tries: give run_dir= a new folder")
-
-
-@contextlib.contextmanager
-def removed_if_unsaved(run_dir: Path, made: list[Path]) -> Iterator[None]:
-    """The folders ``claim_run_dir`` made, removed again when what runs inside fails (a user's mistake,
-    Ctrl-C, a divergence) before any checkpoint was written: a refused run leaves nothing behind."""
-    try:
-        yield
-    except BaseException:
-        from lightning.pytorch.utilities.rank_zero import rank_zero_only  # loaded by then
-
-        if made and rank_zero_only.rank == 0 and not any(run_dir.rglob("*.ckpt")):
-            shutil.rmtree(run_dir, ignore_errors=True)
-            remove_empty(made[1:])  # runs/<recipe>/ (and runs/) when this run made them
-        raise
 
 
 def check_torchrun_devices(trainer: dict) -> None:
@@ -194,30 +174,3 @@ def changed_options(saved: dict, cfg: dict | None) -> str:
         diffs += [f"{k}: {old.get(k, '(unset)')} there, {new.get(k, '(unset)')} here"
                   for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     return f"; this command differs in {'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''}" if diffs else ""
-
-
-def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None) -> None:
-    """A checkpoint to resume must fit the model the recipe builds: a size option changed since
-    (model.latent_dim=3 on a run trained with 8) fails inside fit otherwise, after the run folder is
-    written. The message names the options that differ from the checkpoint's run (``cfg``: this one's)."""
-    own = model.state_dict()
-    fix = f"Resume with the model options the run was trained with (its config.yaml){changed_options(saved, cfg)}"
-    for key, value in saved["state_dict"].items():
-        if key in own and tuple(value.shape) != tuple(own[key].shape):
-            raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "
-                            f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. {fix}")
-    missing = sorted(set(own) - set(saved["state_dict"]))  # e.g. another estimator: its baseline's state
-    unexpected = sorted(set(saved["state_dict"]) - set(own))
-    if missing or unexpected:
-        parts = [f"{name} {', '.join(repr(k) for k in keys[:3])}{' ...' if len(keys) > 3 else ''}"
-                 for name, keys in (("it lacks", missing), ("it has no place here for", unexpected)) if keys]
-        raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: {'; '.join(parts)}. {fix} "
-                        "(an estimator or a model part changed since)")
-    changed = changed_options(saved, cfg)
-    from lightning.pytorch.utilities.rank_zero import rank_zero_only  # (loaded by then) DDP's ranks run this too
-
-    if changed and rank_zero_only.rank == 0:
-
-        print(f"note: resuming {ckpt}, whose run had other options{changed.replace('; this command differs in', ':')}. "
-              "The new values are used where the model reads them; the optimizer's state (its learning rate "
-              "included) and the place in the epoch come from the checkpoint", file=sys.stderr)

@@ -8,33 +8,22 @@ with a warning. A run folder keeps its W&B run id in ``<run_dir>/wandb/run-id``:
 from __future__ import annotations
 
 import contextlib
-import logging
 import netrc
 import os
 import secrets
 import string
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
+from lightning.pytorch.callbacks import ModelSummary, ProgressBar, TQDMProgressBar
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+
 from zoo.errors import UserError
+from zoo.messages import HeldMessages, _DropNoise, quiet_lightning  # noqa: F401  (zoo.tracking's names too)
 from zoo.paths import home_folder, writable
-
-
-class _DropNoise(logging.Filter):
-    DROPPED = ("Tip: For seamless cloud logging",  # an advertisement
-               "Trainer already configured with model summary callbacks",  # console_callbacks named it
-               "Detected KeyboardInterrupt, attempting graceful shutdown")  # zoo.cli.exit_status says it
-
-    precision_chosen = False  # set_float32_precision ran: Lightning's tip to choose it is answered
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if "torch.set_float32_matmul_precision" in message and _DropNoise.precision_chosen:
-            return False
-        return not any(text in message for text in self.DROPPED)
 
 
 def set_float32_precision(level: str) -> None:
@@ -42,8 +31,6 @@ def set_float32_precision(level: str) -> None:
     torch keeps apart (on by default: on an H100 a conv net's float32 gradients then differ from the
     CPU's in the third digit). Lightning's tip to set the first is dropped once it is set (with
     ``highest`` its condition still holds)."""
-    import torch  # imported when used: torch
-
     torch.set_float32_matmul_precision(level)
     torch.backends.cudnn.allow_tf32 = level != "highest"
     _DropNoise.precision_chosen = True
@@ -53,8 +40,6 @@ def set_float32_precision(level: str) -> None:
 def float32_precision(level: str) -> Iterator[None]:
     """``set_float32_precision`` for a block only (a check in full float32 beside timings with the
     device's defaults); both switches are restored after it."""
-    import torch  # imported when used: torch
-
     saved = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32, _DropNoise.precision_chosen
     set_float32_precision(level)
     try:
@@ -64,102 +49,18 @@ def float32_precision(level: str) -> Iterator[None]:
         torch.backends.cudnn.allow_tf32, _DropNoise.precision_chosen = saved[1:]
 
 
-def quiet_lightning() -> None:
-    """Drop four messages Lightning prints on every run that a zoo user cannot act on: the
-    advertisement for its cloud logger, its note that the model summary was given (by
-    ``console_callbacks``), torch's deprecation of ``LeafSpec`` raised from Lightning's
-    own code, and "does not have many workers" on a machine of more than 2 cores (the datamodules
-    choose their workers: 0 where the data are tensors in memory, which workers only slow down, and
-    2 where images are decoded from disk; ``data.num_workers=`` changes it). Under
-    PYTHONWARNINGS=error that last warning would end every run on such a machine. Everything else
-    Lightning says is kept."""
-    for name in RANK_ZERO_LOGGERS:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _DropNoise) for f in logger.filters):
-            logger.addFilter(_DropNoise())
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
-    warnings.filterwarnings("ignore", message=r"The '\w+' does not have many workers")
-
-
 def console_callbacks(trainer_opts: dict, others: list) -> list:
     """Lightning's plain model summary and tqdm progress bar, named so that Lightning does not pick
     its ``rich`` versions when that package is installed: those print to the console directly, past
     HeldMessages and the guarded streams (zoo.cli), so a run's output would depend on an unrelated package. Each only
     where the trainer options leave it on and ``others`` has none (a ``callbacks:`` entry naming
     Lightning's RichProgressBar, say)."""
-    from lightning.pytorch.callbacks import ModelSummary, ProgressBar, TQDMProgressBar  # imported when used: lightning
-
     out = []
     if trainer_opts.get("enable_model_summary") is not False and not any(isinstance(c, ModelSummary) for c in others):
         out.append(ModelSummary())
     if trainer_opts.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in others):
         out.append(TQDMProgressBar())
     return out
-
-
-RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
-
-
-class HeldMessages:
-    """Lightning's log lines ("GPU available: ...", the model summary) held back from ``start()``
-    until ``release()`` prints them or ``discard()`` drops them: a setting Lightning refuses part-way
-    (limit_train_batches=1.5 in its __init__, a val_check_interval longer than the epoch inside fit)
-    is then the zoo's one error line. As a context manager: released when the block ends, dropped
-    when it raises (a traceback needs no device lines). Held at the handlers, so records of every
-    lightning.* logger are caught; a second hold nested inside sees nothing (the outer one decides)."""
-
-    def __init__(self):
-        self.held: list[tuple[logging.Handler, logging.LogRecord]] = []
-        self.filters: dict[logging.Handler, _HoldFor] = {}
-
-    def start(self) -> HeldMessages:
-        for handler in _lightning_handlers():
-            self.filters[handler] = _HoldFor(handler, self.held)
-            handler.addFilter(self.filters[handler])
-        return self
-
-    def _stop(self) -> list[tuple[logging.Handler, logging.LogRecord]]:
-        for handler, hold in self.filters.items():
-            handler.removeFilter(hold)
-        self.filters, held = {}, list(self.held)
-        self.held.clear()
-        return held
-
-    def release(self) -> None:
-        for handler, record in self._stop():
-            handler.handle(record)
-
-    def discard(self) -> None:
-        self._stop()
-
-    def __enter__(self) -> HeldMessages:
-        return self.start()
-
-    def __exit__(self, kind, err, tb) -> None:
-        self.discard() if kind is not None else self.release()
-
-
-class _HoldFor(logging.Filter):
-    def __init__(self, handler: logging.Handler, held: list):
-        super().__init__()
-        self.handler, self.held = handler, held
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        self.held.append((self.handler, record))
-        return False
-
-
-def _lightning_handlers() -> list[logging.Handler]:
-    """The handlers Lightning's loggers write through (their own, or the root's when they propagate)."""
-    found: list[logging.Handler] = []
-    for name in ("lightning.pytorch", "lightning.fabric"):
-        logger: logging.Logger | None = logging.getLogger(name)
-        while logger is not None:
-            found += [h for h in logger.handlers if h not in found]
-            logger = logger.parent if logger.propagate else None
-    return found
-
-
 
 
 RUN_ID_FILE = Path("wandb") / "run-id"  # in the run folder: the W&B run id its resumes continue
@@ -223,8 +124,6 @@ def finish_earlier_wandb_runs() -> None:
 
 
 def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
-    from lightning.pytorch.loggers import WandbLogger  # imported when used: lightning
-
 
     try:
         import wandb  # noqa: F401
@@ -273,8 +172,6 @@ def _settings() -> Any:
 
 
 def make_loggers(cfg: dict, run_dir: Path, resumed: bool = False) -> list:
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger  # imported when used: lightning
-
     loggers: list = []
     for name in cfg["logger"]:
         if name == "csv":  # logs/metrics.csv; a resumed run writes logs/resume-N/metrics.csv beside it

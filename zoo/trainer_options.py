@@ -1,24 +1,18 @@
 """The ``trainer:`` section of a run: lightning.Trainer's arguments, checked before anything is built.
 
-``check_trainer_options`` checks keys, types and ranges against Lightning's signature and the zoo's
-own rules (when the recipe is loaded); ``check_trainer_settings`` then has Lightning itself check
-them on a Trainer made and dropped, before any data is built or cached.
+``check_trainer_options`` checks keys, types and ranges against Lightning's signature (read from its
+source, without importing it) and the zoo's own rules, when the recipe is loaded; Lightning's own checks
+(an accelerator this machine lacks) run when the run's one Trainer is built (``zoo.runner.make_trainer``).
 """
 
 from __future__ import annotations
 
-import ast
 import datetime
-import functools
-import importlib.util
 import os
-import warnings
-from pathlib import Path
 
-from zoo.cli import build_trainer
 from zoo.errors import UserError
-from zoo.options import unknown_key, validate_call
-from zoo.tracking import HeldMessages, console_callbacks
+from zoo.options import validate_call
+from zoo.source_signature import init_signature
 
 # Ranges of lightning.Trainer's numeric arguments where they differ from the zoo's ">= 0" rule:
 # -1 sentinels (all devices, no limit, the whole validation set) and counts that must be >= 1.
@@ -32,54 +26,31 @@ TRAINER_RANGES = {
     "check_val_every_n_epoch": {"gt": 0}, "val_check_interval": {"gt": 0},
 }
 
+TRAINER = "lightning.pytorch.trainer.trainer:Trainer"
 RESERVED_TRAINER_KEYS = ("logger", "callbacks", "plugins", "default_root_dir", "enable_checkpointing")
 
 
-@functools.lru_cache(maxsize=1)  # 40 ms to parse; the installed Lightning does not change within a process
-def trainer_keys_from_source() -> tuple[str, ...] | None:
-    """lightning.Trainer's arguments, in order, read from its installed source without importing it (torch and
-    Lightning take ~4 s to import), so that a mistyped trainer key is refused at once; None where the source
-    is not where Lightning 2 keeps it, or the signature takes **kwargs (then only the full check runs)."""
-    try:
-        spec = importlib.util.find_spec("lightning")  # finds the package without importing it
-        if spec is None or spec.origin is None:
-            return None
-        tree = ast.parse((Path(spec.origin).parent / "pytorch" / "trainer" / "trainer.py").read_text("utf-8"))
-    except (OSError, SyntaxError, ValueError, ImportError):
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "Trainer":
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "__init__" and item.args.kwarg is None:
-                    args = item.args.posonlyargs + item.args.args + item.args.kwonlyargs
-                    return tuple(a.arg for a in args if a.arg != "self")
-    return None
+def trainer_signature() -> object:
+    """lightning.Trainer's ``__init__``, read from its installed source (``zoo.source_signature``), else the
+    class itself (a Lightning laid out otherwise: imported)."""
+    found = init_signature(TRAINER)
+    if found is not None:
+        return found
+    import lightning as L  # imported when used: lightning (its source is not where Lightning 2 keeps it)
 
-
-def check_trainer_keys_early(options: object, where: str) -> None:
-    """An unknown ``trainer:`` key, with ``check_trainer_options``'s message, before torch is imported."""
-    if not isinstance(options, dict):
-        return
-    valid = trainer_keys_from_source()
-    if valid is None:
-        return
-    for key in options:
-        if key not in valid and key not in RESERVED_TRAINER_KEYS:
-            raise unknown_key(key, list(valid), f"{where} [trainer] (lightning.Trainer arguments)", "key")
+    return L.Trainer.__init__
 
 
 def check_trainer_options(options: dict, where: str) -> dict:
-    """The ``trainer:`` section, checked against lightning.Trainer's signature (keys and types) and
-    ``TRAINER_RANGES`` before Lightning sees it."""
-    import lightning as L  # imported when used: lightning
-
+    """The ``trainer:`` section, checked against lightning.Trainer's signature (keys and types, read from its
+    source: no torch imported) and ``TRAINER_RANGES``; Lightning's own checks run when the run's Trainer is built."""
     if not isinstance(options, dict):
         raise UserError(f"'trainer' in {where} must be a mapping of lightning.Trainer arguments")
     for key in options:
         if key in RESERVED_TRAINER_KEYS:
             raise UserError(f"'trainer.{key}' is set by the zoo; use the top-level 'logger', "
                             "'callbacks', 'checkpoint' or 'run_dir' keys instead")
-    options = validate_call(L.Trainer.__init__, options, f"{where} [trainer] (lightning.Trainer arguments)",
+    options = validate_call(trainer_signature(), options, f"{where} [trainer] (lightning.Trainer arguments)",
                             what="key", ranges=TRAINER_RANGES)
     _check_cpu_processes(options)
     _check_min_below_max(options)
@@ -127,35 +98,17 @@ def _check_min_below_max(options: dict) -> None:
 def _check_cpu_processes(options: dict) -> None:
     """Training on the CPU with more processes than cores: Lightning starts them all (64 gloo
     processes on 2 cores hang in their set-up), so it is refused here."""
-    import torch  # imported when used: torch
-
     devices, accelerator = options.get("devices"), options.get("accelerator", "auto")
-    if not isinstance(devices, int) or isinstance(devices, bool) or devices <= 1:
-        return
-    accelerators_found = torch.cuda.is_available() or torch.backends.mps.is_available()
-    if accelerator != "cpu" and (accelerator != "auto" or accelerators_found):
+    if not isinstance(devices, int) or isinstance(devices, bool) or devices <= 1 or accelerator not in ("cpu", "auto"):
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if devices > cores:
-        raise UserError(f"trainer.devices={devices} starts {devices} training processes on the CPU, but this "
-                        f"machine gives this run {cores} core(s): use trainer.devices={cores} or fewer "
-                        "(or a GPU: trainer.accelerator=gpu)")
+    if devices <= cores:
+        return
+    if accelerator == "auto":  # then the CPU only where no GPU is found: torch asked only here
+        import torch  # imported when used: torch
 
-
-def check_trainer_settings(cfg: dict) -> None:
-    """Lightning's own checks of the ``trainer:`` section (an accelerator this machine lacks, a strategy name
-    that does not exist, trainer.devices=[5]) before any data is built or cached: they ran only once the run's
-    Trainer was made, after the datamodule (a corpus encoded, oracle samples drawn). A Trainer made and
-    dropped, which writes nothing; what it would print or warn is dropped too (the run's own Trainer says it)."""
-    import lightning as L  # imported when used: lightning
-
-
-    plain = console_callbacks(cfg["trainer"], [])  # Lightning's plain summary and bar, as in the run (not rich's)
-    held = HeldMessages().start()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            build_trainer(lambda: L.Trainer(logger=False, enable_checkpointing=False, callbacks=plain,
-                                            **cfg["trainer"]), f"trainer settings {cfg['trainer']}")
-    finally:
-        held.discard()
+        if torch.cuda.is_available() or torch.backends.mps.is_available():
+            return
+    raise UserError(f"trainer.devices={devices} starts {devices} training processes on the CPU, but this "
+                    f"machine gives this run {cores} core(s): use trainer.devices={cores} or fewer "
+                    "(or a GPU: trainer.accelerator=gpu)")

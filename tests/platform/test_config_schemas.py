@@ -128,30 +128,108 @@ def test_zoo_estimators_imports_its_modules_when_a_name_is_used():
     assert "zoo.estimators.reinforce RLOO ['ARM', 'BeamResult']" in out.stdout and "\nRLOO\n" in out.stdout, out.stdout
 
 
-def test_trainer_keys_read_from_lightnings_source_are_its_signature():
-    """If a Lightning release moves or changes Trainer.__init__, this fails here, not in a user's run."""
-    import inspect
-
+def test_trainer_signature_read_from_lightnings_source_is_its_signature():
+    """If a Lightning release moves or changes Trainer.__init__, this fails here, not in a user's run: the keys,
+    in order, and each annotation as the messages print it (the same union of types, read without torch)."""
     import lightning as L
 
-    from zoo.trainer_options import trainer_keys_from_source
+    from zoo.options import signature_types, type_name
+    from zoo.source_signature import init_signature
+    from zoo.trainer_options import TRAINER
 
-    signature = inspect.signature(L.Trainer.__init__).parameters
-    assert trainer_keys_from_source() == tuple(p for p in signature if p != "self")
+    params, hints, kwargs = signature_types(L.Trainer.__init__)
+    read = init_signature(TRAINER)
+    assert read is not None and list(read.params) == list(params) and read.takes_kwargs == kwargs
+    for key in params:  # a union's order may differ (typing caches the first one made): compared as sets
+        assert set(type_name(read.hints.get(key)).split(" | ")) == set(type_name(hints.get(key)).split(" | ")), key
 
 
-def test_without_lightnings_source_the_trainer_keys_wait_for_the_full_check(monkeypatch):
-    import importlib.util
-
+def test_without_lightnings_source_the_trainer_is_checked_against_the_class(monkeypatch):
+    from zoo import source_signature
     from zoo.config import load_config
     from zoo.errors import UserError
-    from zoo.trainer_options import trainer_keys_from_source
 
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)
-    trainer_keys_from_source.cache_clear()  # read again, now without the source
+    monkeypatch.setattr(source_signature, "module_file", lambda name: None)
+    source_signature.init_signature.cache_clear()  # read again, now without the source
+    source_signature._parsed.cache_clear()
     try:
-        assert trainer_keys_from_source() is None
+        assert source_signature.init_signature("lightning.pytorch.trainer.trainer:Trainer") is None
         with pytest.raises(UserError, match=r"unknown key 'max_epoch' .*\[trainer\] \(lightning.Trainer arguments\)"):
             load_config("vae_digits", ["trainer.max_epoch=3"])  # refused by the check against the class
     finally:
-        trainer_keys_from_source.cache_clear()  # the tests after this one read the real source again
+        source_signature.init_signature.cache_clear()  # the tests after this one read the real source again
+        source_signature._parsed.cache_clear()
+
+
+def test_what_a_declaration_states_is_what_its_class_does():
+    """The recipe check reads a model's node, precisions and monitor, and an estimator's capabilities, from
+    the declarations (no torch); the classes the run builds state the same."""
+    from zoo.config import load_config, run_monitor
+    from zoo.core.module import ZooModule
+    from zoo.estimators import ESTIMATORS
+    from zoo.recipe_files import all_recipes
+
+    for name in MODELS.declared():
+        entry, cls = MODELS.entry(name), MODELS.get(name)
+        cfg = entry.config()
+        node = entry.facts.get("node")
+        assert (node(cfg) if node else None) == cls.stochastic_node(cfg), name
+        assert tuple(entry.facts.get("precisions", ZooModule.precisions)) == tuple(cls.precisions), name
+        assert entry.facts.get("check_run", ZooModule.check_run).__doc__ is not None, name
+    for recipe in all_recipes():  # every model, with each of its datamodules
+        cfg = load_config(recipe)
+        assert run_monitor(cfg["model"]["name"], cfg) == MODELS.get(cfg["model"]["name"]).run_monitor(cfg), recipe
+    for name in ESTIMATORS.declared():
+        entry, cls = ESTIMATORS.entry(name), ESTIMATORS.get(name)
+        assert entry.facts["capabilities"] == cls.capabilities, name
+
+
+MISTAKES = [  # a recipe mistake of each kind, answered by `python -m zoo.train` without torch or Lightning
+    (["recipe=vae_digits", "trainer.precision=banana"], "'precision' in recipe"),
+    (["recipe=dvae_digits", "model.estimator=reparam"], "estimator 'reparam' cannot train DiscreteVAE"),
+    (["recipe=vae_digits", "model.lrr=0.1"], "unknown key 'lrr'"),
+    (["recipe=vae_digits", "trainer.max_epocs=2"], "did you mean: max_epochs"),
+    (["recipe=vae_digits", "callbacks=[ema_weights]"], "unknown callback 'ema_weights'"),
+    (["recipe=vae_digits", "callbacks=[{name: ema, decayy: 0.9}]"], "unknown option 'decayy' in callback 'ema'"),
+    (["recipe=vae_digits", "callbacks=[{name: early_stopping, monitor: val/loss, mode: max}]"], "mode: min"),
+    (["recipe=vae_digits", "trainer.precision=16-true"], "not supported by VAE"),
+    (["recipe=skipgram_synthetic", "trainer.precision=16"], "precision=16 is not supported"),
+    (["recipe=seqgan_oracle_small", "model.mle_epochs=0", "model.d_pretrain_rounds=0", "model.adv_iterations=0"],
+     "schedule trains nothing"),
+    (["recipe=vae_digits", "checkpoint.monitor=val/loss", "checkpoint.mode=max"], "checkpoint.mode=max"),
+    (["recipe=vae_digits", "logger=[csv,csv]"], "more than once"),
+    (["recipe=vae_digits", "trainer.strategy=ddp_spawn"], "not supported"),
+    (["recipe=vae_digits", "print_config=true"], "recipe: vae_digits"),
+]
+
+
+def test_every_recipe_mistake_and_print_config_are_answered_without_torch():
+    """One process answers them all (each its own exit status and message), and imports neither torch nor
+    Lightning on the way."""
+    code = ("import contextlib, io, sys, zoo.train\n"
+            f"for argv, expected in {MISTAKES!r}:\n"
+            "    out = io.StringIO()\n"
+            "    with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):\n"
+            "        status = zoo.train.main(argv)\n"
+            "    assert expected in out.getvalue() and status == (0 if 'print_config=true' in argv else 2), "
+            "(argv, status, out.getvalue())\n"
+            "print('heavy:', sorted(m for m in ('torch', 'lightning') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "heavy: []" in out.stdout, out.stdout
+
+
+def test_a_typo_is_answered_in_a_fraction_of_a_second():
+    """The whole command, interpreter start-up included: at most 0.3 s of CPU time (user + system, the best of
+    3; the time on the clock also counts the other processes of a shared machine, ~0.27 s on an idle one)."""
+    import resource
+
+    times = []
+    for _ in range(3):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=vae_digits", "model.lrr=0.1"],
+                             capture_output=True, text=True, timeout=600)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        times.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        assert out.returncode == 2 and "unknown key 'lrr'" in out.stderr, out.stderr
+    assert min(times) <= 0.3, times

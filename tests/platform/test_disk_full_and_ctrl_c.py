@@ -91,12 +91,12 @@ def test_ctrl_c_outside_training_is_one_line_and_leaves_no_run(command, tmp_path
 
     import zoo.evaluate
     import zoo.predict
-    import zoo.train
+    import zoo.runner
 
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(zoo.train, "build", ctrl_c)  # zoo.train: building the data and the model
+    monkeypatch.setattr(zoo.runner, "build", ctrl_c)  # zoo.train's run: building the data and the model
     monkeypatch.setattr(zoo.evaluate, "load_any", ctrl_c)  # zoo.evaluate / zoo.predict: loading the model
     monkeypatch.setattr(zoo.predict, "load_any", ctrl_c)
     main = importlib.import_module(f"zoo.{command}").main

@@ -138,9 +138,15 @@ def test_the_readme_estimator_example_is_checked_against_the_node(tmp_path, monk
 
 
 def test_an_unknown_estimator_lists_the_installed_plugins_too(tmp_path, monkeypatch, capsys):
-    """The early (torch-free) check suggests a plugin's estimators too, not only the zoo's own."""
+    """A plugin's estimator (an installed package's entry point) is suggested with the zoo's own."""
+    import types
+
+    import zoo.registry
     from zoo.registry import ESTIMATORS
 
-    monkeypatch.setattr(type(ESTIMATORS), "plugin_names", lambda self: {"scaled2"} if self is ESTIMATORS else set())
+    plugin = types.SimpleNamespace(name="scaled2", value="plugin_pkg:Scaled", load=lambda: type("Scaled", (), {}))
+    monkeypatch.setattr(zoo.registry, "_entry_points", lambda group: [plugin] if group == "zoo.estimators" else [])
+    monkeypatch.setattr(ESTIMATORS, "_loaded_plugins", False)  # read the entry points again, the fake one now
+    monkeypatch.setattr(ESTIMATORS, "_entries", dict(ESTIMATORS._entries))  # the plugin's entry dropped afterwards
     code, err = run_main(["recipe=dvae_digits", "model.estimator=scaled3", f"run_dir={tmp_path}/runs"], capsys)
     assert code == 2 and "did you mean: scaled2?" in err and "scaled2" in err.split("Known:")[1], err

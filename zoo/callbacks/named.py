@@ -7,6 +7,7 @@ from typing import Any
 from zoo.errors import UserError
 from zoo.options import validate_call
 from zoo.registry import closest, import_dotted
+from zoo.source_signature import init_signature
 
 NAMED_CALLBACKS = {
     "grad_variance": "zoo.callbacks.grad_variance:GradientVarianceCallback",
@@ -17,9 +18,10 @@ NAMED_CALLBACKS = {
 }
 
 
-def resolve(item: Any) -> tuple[str, type, dict]:
-    """A ``callbacks:`` entry (a name, or a mapping with a ``name`` and options) -> (name, class,
-    options), its keys and types checked against the class's signature."""
+def resolve(item: Any) -> tuple[str, str, dict]:
+    """A ``callbacks:`` entry (a name, or a mapping with a ``name`` and options) -> (name, the class's
+    dotted path, options), its keys and types checked against the class's signature: read from source for
+    the named ones (no torch imported), a dotted path's class imported."""
     if not isinstance(item, (str, dict)):
         raise UserError(f"callback entry {item!r} must be a name or a mapping with a 'name' "
                         f"(one of {', '.join(NAMED_CALLBACKS)})")
@@ -33,9 +35,22 @@ def resolve(item: Any) -> tuple[str, type, dict]:
     if name not in NAMED_CALLBACKS and ":" not in name:
         raise UserError(f"unknown callback '{name}'{closest(name, list(NAMED_CALLBACKS))}. Known: "
                         f"{', '.join(NAMED_CALLBACKS)}, or a dotted path 'package.module:Class'")
-    cls = import_dotted(NAMED_CALLBACKS.get(name, name))
-    validate_call(cls.__init__, spec, f"callback '{name}'", what="option")  # keys and types
-    return name, cls, spec
+    target = NAMED_CALLBACKS.get(name, name)
+    signature = init_signature(target) if name in NAMED_CALLBACKS else None
+    if signature is None:  # a user's own class by dotted path: imported (as a plugin is)
+        signature = import_dotted(target).__init__
+    validate_call(signature, spec, f"callback '{name}'", what="option")  # keys and types
+    return name, target, spec
+
+
+def is_early_stopping(name: str, target: str) -> bool:
+    """Whether the callback stops the run early (Lightning's EarlyStopping or a subclass): a named one by its
+    name, a dotted path's class (imported already by ``resolve``) by its bases."""
+    if name in NAMED_CALLBACKS:
+        return name == "early_stopping"
+    cls = import_dotted(target)
+    return isinstance(cls, type) and any(c.__name__ == "EarlyStopping" and c.__module__.startswith("lightning.")
+                                         for c in cls.__mro__)
 
 
 def _as_list(items: Any, where: str) -> list:
@@ -46,14 +61,20 @@ def _as_list(items: Any, where: str) -> list:
 
 
 def check_callbacks(items: Any, where: str = "the recipe") -> None:
-    """Check a recipe's ``callbacks:`` before any data or model is built: each entry resolves and
-    its class accepts the options (constructed once and dropped: the class's own checks run)."""
+    """Check a recipe's ``callbacks:`` before anything is imported or built: each entry resolves and its
+    class's signature accepts the options (the class's own checks run when the run builds it)."""
     for item in _as_list(items, where):
-        _construct(*resolve(item))
+        resolve(item)
 
 
 def build_callbacks(items: Any) -> list:
-    return [_construct(*resolve(item)) for item in _as_list(items, "the recipe")]
+    """The callbacks of a checked ``callbacks:`` list (``check_callbacks``), each made once."""
+    built = []
+    for item in items:
+        spec = {"name": item} if isinstance(item, str) else dict(item)
+        name = spec.pop("name")
+        built.append(_construct(name, import_dotted(NAMED_CALLBACKS.get(name, name)), spec))
+    return built
 
 
 def _construct(name: str, cls: type, options: dict) -> Any:

@@ -284,7 +284,7 @@ class Notes(L.Callback):
 
 
 class ReleaseHeldMessages(L.Callback):
-    """Lets out Lightning's start-up lines held by ``zoo.tracking.HeldMessages`` once training (or
+    """Lets out Lightning's start-up lines held by ``zoo.messages.HeldMessages`` once training (or
     testing) has started, i.e. after the checks Lightning makes inside fit and test."""
 
     def __init__(self, held: Any):

@@ -45,7 +45,9 @@ class ZooDataModule(L.LightningDataModule):
         if self.Config is None:
             raise UserError(f"{type(self).__name__} sets no Config: a ZooDataModule names the dataclass of its "
                             "options (Config = MyDataConfig; docs/adding_a_model.md)")
-        self.cfg = self.Config(**cfg)  # checked when the recipe loads (zoo.config) or zoo.evaluate's data options
+        # checked when the recipe loads (zoo.config, which hands over the options object it made: taken as given)
+        # or zoo.evaluate's data options (a plain dict)
+        self.cfg = cfg if isinstance(cfg, self.Config) else self.Config(**cfg)
         root = getattr(self.cfg, "root", None)
         if isinstance(root, str) and Path(root).is_file():  # else "not found in <file>/mnist", as if it were a folder
             raise UserError(f"data.root={root} is a file, not a folder: point data.root at the folder that holds "

@@ -25,7 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pooch
+import requests
 from filelock import FileLock, Timeout
+from tqdm.auto import tqdm
 
 from zoo.errors import UserError
 
@@ -174,9 +177,6 @@ def fetch(name: str, folder: str | Path, download: bool = True, missing: UserErr
 def _fetch_one(data: Published, remote: Remote, folder: Path, lead: str, todo: list[Remote]) -> None:
     """``remote`` into ``folder``, from the first address that serves it; ``todo``: every file still missing,
     named in the error when none does."""
-    import pooch  # imported when used: pooch (requests)
-    import requests  # imported when used: requests
-
     pooch.get_logger().setLevel("WARNING")  # its lines go to a handler bound at import; the zoo says its own
     tried = []
     for url in addresses(remote):
@@ -256,9 +256,6 @@ class RangeDownloader:
         self.part = part  # where the bytes received so far stay between tries
 
     def __call__(self, url: str, output_file, pooch_obj, check_only: bool = False) -> bool | None:
-        import requests  # imported when used: requests
-        from tqdm.auto import tqdm  # imported when used: tqdm
-
         if check_only:  # pooch asks whether the file exists at all
             with requests.head(url, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), allow_redirects=True) as r:
                 return r.status_code == 200

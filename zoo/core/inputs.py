@@ -13,7 +13,9 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
+from PIL import Image, UnidentifiedImageError
 from torch import Tensor
 
 from zoo.errors import UserError, image_too_large
@@ -48,18 +50,12 @@ def generator(seed: int | None, device: torch.device | str = "cpu") -> torch.Gen
 
 
 def is_image_like(item: Any) -> bool:
-    import numpy as np  # imported when used: numpy
-    from PIL import Image  # imported when used: PIL
-
     return isinstance(item, (str, os.PathLike, Image.Image, np.ndarray))
 
 
 def to_pil(item: ImageLike) -> tuple[Any, str]:
     """(PIL image, a name for messages) from a path, a PIL image or a numpy array (H, W) / (H, W, C):
     uint8 0..255, or floats in [0, 1]."""
-    import numpy as np  # imported when used: numpy
-    from PIL import Image, UnidentifiedImageError  # imported when used: PIL
-
     if isinstance(item, Image.Image):
         return item, "a PIL image"
     if isinstance(item, np.ndarray):

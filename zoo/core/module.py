@@ -35,13 +35,17 @@ Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+import matplotlib.image as mpimg
 import torch
+from torchvision.utils import save_image
 
 from zoo import hf
 from zoo.errors import UserError
@@ -72,11 +76,13 @@ class ZooModule(L.LightningModule):
     fitted_buffers: tuple = ()  # buffers the model fits on validation data (a temperature, say): state, not
     # weights, so the `ema` callback fits them on the averaged weights and never averages them
 
-    def __init__(self, cfg: dict, data_info: dict | None = None):
+    def __init__(self, cfg: dict | Any, data_info: dict | None = None):
         super().__init__()
+        made = cfg if self.Config is not None and isinstance(cfg, self.Config) else None  # zoo.config's: as given
+        cfg = dataclasses.asdict(made) if made is not None else cfg
         # in the checkpoint (to rebuild the model), not sent to the loggers: data_info can hold a
         # vocabulary, which Lightning's CSV logger writes through OmegaConf at ~1 ms a node (9 s for
-        # 7k words); zoo.train logs the recipe's config to every logger instead (train.make_trainer)
+        # 7k words); zoo.runner logs the recipe's config to every logger instead (runner.make_trainer)
         self.save_hyperparameters({"cfg": dict(cfg), "data_info": dict(data_info or {})}, logger=False)
         for what, value in (("data_info", data_info or {}), ("the model's options", cfg)):
             bad = not_primitive(value)  # else a numpy scalar trains, then zoo.evaluate refuses the checkpoint
@@ -89,7 +95,7 @@ class ZooModule(L.LightningModule):
                             "(Config = MyConfig; docs/adding_a_model.md)")
         # the options' rules live in the Config's fields, checked when the recipe loads (zoo.config); not again here:
         # a checkpoint holds options valid when it was trained, which a later rule must not lock out
-        self.cfg = self.Config(**cfg)
+        self.cfg = made if made is not None else self.Config(**cfg)
         self.data_info = dict(data_info or {})
         self.plots_dir: Path | None = None  # set by zoo.train / zoo.evaluate
 
@@ -181,9 +187,8 @@ class ZooModule(L.LightningModule):
         return make_folder(self.plots_dir, instead="choose another plots_dir=")
 
     def save_figure(self, name: str, fig: Any) -> Path | None:
-        """Save a matplotlib figure as plots/<name>.png (rank 0 only) and log it; closes the figure."""
-        import matplotlib.pyplot as plt  # imported when used: matplotlib
-
+        """Save a matplotlib figure as plots/<name>.png (rank 0 only) and log it; closes the figure (one made
+        through pyplot: the zoo's own figures are plain ``matplotlib.figure.Figure`` objects, which need no closing)."""
         path = None
         if self._trainer is None or self.trainer.is_global_zero:
             path = self._plots_dir() / f"{name}.png"
@@ -191,13 +196,13 @@ class ZooModule(L.LightningModule):
                 warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from")  # that is no reason
                 fig.savefig(path, dpi=110, bbox_inches="tight")  # to end a run under PYTHONWARNINGS=error
             self._log_png(name, path)
-        plt.close(fig)
+        pyplot = sys.modules.get("matplotlib.pyplot")  # loaded if the figure came from it
+        if pyplot is not None:
+            pyplot.close(fig)
         return path
 
     def save_image(self, name: str, images: torch.Tensor, nrow: int = 8, **grid_kwargs: Any) -> Path | None:
         """Save a batch of images (N, C, H, W) in [0, 1] as a grid plots/<name>.png and log it."""
-        from torchvision.utils import save_image  # imported when used: torchvision
-
         if self._trainer is not None and not self.trainer.is_global_zero:
             return None
         path = self._plots_dir() / f"{name}.png"
@@ -214,8 +219,6 @@ class ZooModule(L.LightningModule):
             if kind == "WandbLogger":
                 logger.log_image(key=f"plots/{name}", images=[str(path)], step=step)
             elif kind == "TensorBoardLogger":
-                import matplotlib.image as mpimg  # imported when used: matplotlib
-
                 img = torch.from_numpy(mpimg.imread(str(path))[..., :3].copy()).permute(2, 0, 1)
                 logger.experiment.add_image(f"plots/{name}", img, global_step=step)
 

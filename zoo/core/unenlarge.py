@@ -17,6 +17,7 @@ import functools
 
 import numpy as np
 import torch
+from PIL import Image
 
 # (name, how one axis of n pixels is enlarged k times); bilinear_pil is also OpenCV's and align_corners=False
 CANDIDATES = ("nearest", "bilinear_pil", "bilinear_align_corners")
@@ -31,8 +32,6 @@ def enlarge_matrix(n: int, k: int, kind: str) -> np.ndarray:
     """(n * k, n) float64: one axis of n pixels enlarged k times, column i the enlargement of basis pixel i."""
     basis = np.eye(n)  # (n, n): row i the basis picture e_i, one axis of length n
     if kind == "bilinear_pil":
-        from PIL import Image  # imported when used: PIL
-
         cols = [np.asarray(Image.fromarray(b[:, None].astype(np.float32), mode="F")
                            .resize((1, n * k), Image.Resampling.BILINEAR), np.float64)[:, 0] for b in basis]
         return np.stack(cols, axis=1)

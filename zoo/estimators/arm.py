@@ -27,7 +27,6 @@ from torch.distributions import Bernoulli, Distribution
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
-    Capabilities,
     Estimator,
     StochasticSample,
     as_distribution,
@@ -35,6 +34,7 @@ from zoo.estimators.base import (
     check_cost,
     one_hot_sample,
 )
+from zoo.estimators.options import ARM as ARM_CAPABILITIES
 from zoo.estimators.options import ARMOptions
 
 
@@ -56,9 +56,7 @@ class ARM(Estimator):
     """Augment-REINFORCE-merge: antithetic pairs of binary samples (unbiased; Yin & Zhou 2019; binary)."""
 
     Config = ARMOptions
-    # own_samples: the estimate needs the uniform noise behind each pair
-    capabilities = Capabilities(distributions="categorical", max_categories=2, min_samples=2, paired_samples=True,
-                                own_samples=True)
+    capabilities = ARM_CAPABILITIES  # own_samples: the estimate needs the uniform noise behind each pair
     name = "arm"
     rao_blackwell = False  # disarm: u integrated out given the pair
 

@@ -25,8 +25,9 @@ from torch import Tensor, nn
 from torch.distributions import Categorical, Distribution, OneHotCategorical
 
 from zoo.errors import UserError
+from zoo.estimators.fit import DISTRIBUTIONS, Capabilities  # noqa: F401  (zoo.estimators.base.Capabilities)
 from zoo.estimators.options import EstimatorOptions  # noqa: F401  (zoo.estimators.base.EstimatorOptions)
-from zoo.options import validate
+from zoo.estimators.seam import build_options, check_estimator_class  # noqa: F401  (base's names too)
 from zoo.registry import ESTIMATORS
 
 register_estimator = ESTIMATORS.register  # a user's own: @register_estimator("name", config=Options)
@@ -49,45 +50,6 @@ class StochasticSample:
     @property
     def batch_shape(self) -> torch.Size:
         return self.log_prob.shape[1:]
-
-
-DISTRIBUTIONS = ("continuous", "categorical", "any")
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What an estimator can do, declared on its class (``capabilities = Capabilities(...)``) and
-    checked against a model's ``StochasticNode`` when a recipe is loaded (``zoo.estimators.seam``)."""
-
-    distributions: str = "any"  # continuous: needs rsample | categorical: logits | any: needs log_prob only
-    differentiable_cost: bool = False  # True: the gradient goes through the sample into the cost
-    per_variable_cost: bool = False  # True: needs one cost per categorical variable (exact enumeration)
-    min_samples: int = 1  # samples per input it needs (leave-one-out baselines: 2)
-    paired_samples: bool = False  # draws its samples in antithetic pairs: n must be even
-    max_categories: int | None = None  # the most categories a variable may have (binary-only estimators: 2)
-    unbiased: bool = True  # E[grad of the surrogate] == grad E[cost]
-    context: bool = False  # reads per-position features from the model (a learned baseline)
-    own_samples: bool = False  # True: scores only samples from its own sample(), whose noise it keeps
-    cost_function: bool = False  # True: needs the cost at any (relaxed) value: the model passes cost_fn= to loss()
-    sequential: bool = True  # False: unbiased only when the variables one cost scores are drawn independently given
-    # the input (a control variate that reads them all at once: relax's joint one)
-
-    def __post_init__(self):
-        if self.distributions not in DISTRIBUTIONS:
-            raise ValueError(f"distributions must be one of {DISTRIBUTIONS}, got {self.distributions!r}")
-
-    def describe(self) -> str:
-        parts = ["unbiased" if self.unbiased else "biased", self.distributions]
-        parts += ["differentiable cost"] if self.differentiable_cost else []
-        parts += ["cost per variable"] if self.per_variable_cost else []
-        parts += [f"n >= {self.min_samples}"] if self.min_samples > 1 else []
-        parts += ["n even (antithetic pairs)"] if self.paired_samples else []
-        parts += [f"at most {self.max_categories} categories"] if self.max_categories else []
-        parts += ["may read model features"] if self.context else []  # an option, not a need
-        parts += ["its own samples only"] if self.own_samples else []
-        parts += ["the model's cost function"] if self.cost_function else []
-        parts += ["independent draws only"] if not self.sequential else []
-        return ", ".join(parts)
 
 
 def as_distribution(dist: Distribution | Tensor) -> Distribution:
@@ -190,26 +152,6 @@ class Estimator(nn.Module):
 
 
 # ---- options ------------------------------------------------------------------------------------
-def build_options(config_cls: type, name: str, kwargs: Mapping[str, Any]) -> Any:
-    """Validate ``kwargs`` against the dataclass ``config_cls`` (``zoo.options.validate``: keys, types,
-    ranges, choices, ``__post_init__``); mistakes are ``UserError``s."""
-    if not dataclasses.is_dataclass(config_cls):
-        return config_cls(**kwargs)
-
-    return config_cls(**validate(config_cls, dict(kwargs), f"estimator '{name}'", what="option"))
-
-
-def check_estimator_class(name: str, cls: Any) -> None:
-    """A user's estimator may be duck-typed, but it is a class with the two methods every model
-    calls; a dotted path to anything else (a function, a dict type) would fail only inside fit."""
-    hint = "an estimator of your own is a class with sample() and loss() (see zoo.estimators.Estimator)"
-    if not isinstance(cls, type):
-        raise UserError(f"estimator '{name}' is a {type(cls).__name__}, not a class: {hint}")
-    missing = [m for m in ("sample", "loss") if not callable(getattr(cls, m, None))]
-    if missing:
-        raise UserError(f"estimator '{name}' ({cls.__name__}) has no {' or '.join(m + '()' for m in missing)}: {hint}")
-
-
 def get_estimator(spec: str | Mapping | Estimator, **options: Any) -> Estimator:
     """Build an estimator from a name, a ``{"name": ..., **options}`` mapping (a recipe's
     ``estimator:`` section), or a dotted path ``"pkg.mod:Cls"``; an Estimator is returned as is."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from matplotlib.figure import Figure
 from torch.distributions import Categorical, Normal
 
 from zoo.errors import UserError
@@ -220,13 +221,10 @@ def format_table(result: dict) -> str:
 
 
 def plot(result: dict, path: str) -> None:
-    import matplotlib  # imported when used: matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # imported when used: matplotlib
 
     g, c = result["gaussian"], result["categorical"]
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(17, 4.8))
+    fig = Figure(figsize=(17, 4.8))
+    ax1, ax2, ax3 = fig.subplots(1, 3)
     draws = [r["_draws"] for r in g["rows"] if "_draws" in r]
     lo = min(float(d.quantile(0.002)) for d in draws)  # the central 99.6% of every estimator's draws
     hi = max(float(d.quantile(0.998)) for d in draws)
@@ -245,7 +243,6 @@ def plot(result: dict, path: str) -> None:
     fig.tight_layout()
     make_folder(Path(path).parent)  # --out may name a new folder, as every zoo output may
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def variance_panel(ax, rows: list[dict], title: str) -> None:

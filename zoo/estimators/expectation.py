@@ -17,7 +17,6 @@ from torch.distributions import Distribution
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
-    Capabilities,
     Estimator,
     EstimatorOptions,
     StochasticSample,
@@ -25,13 +24,14 @@ from zoo.estimators.base import (
     categorical_logits,
     check_cost,
 )
+from zoo.estimators.options import EXPECTATION
 
 
 class Expectation(Estimator):
     """Exact sum over the K categories, weights = probabilities (exact, zero variance; small K)."""
 
     Config = EstimatorOptions
-    capabilities = Capabilities(distributions="categorical", per_variable_cost=True)
+    capabilities = EXPECTATION
     name = "expectation"
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:

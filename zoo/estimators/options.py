@@ -1,15 +1,17 @@
 """Every built-in estimator's options and its declaration (name, class, options), importing no torch,
 so that a recipe's estimator name and options are checked before torch and Lightning are imported
-(``zoo.precheck.check_sections_early``); the estimator's module is imported when it is first used.
+(``zoo.config.load_config``); the estimator's module is imported when it is first used.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from zoo.errors import UserError
+from zoo.estimators.fit import Capabilities
 from zoo.options import between, choice, positive
 from zoo.registry import ESTIMATORS
 
@@ -98,17 +100,51 @@ class UnorderedSetOptions:
 
 
 
-# the built-in estimators, declared once: name, class (imported when first used), options
-ESTIMATORS.declare("reparam", "zoo.estimators.reparam:Reparam", config=EstimatorOptions)
-ESTIMATORS.declare("expectation", "zoo.estimators.expectation:Expectation", config=EstimatorOptions)
-ESTIMATORS.declare("reinforce", "zoo.estimators.reinforce:Reinforce", config=ReinforceOptions)
-ESTIMATORS.declare("rloo", "zoo.estimators.reinforce:RLOO", config=RLOOOptions)
-ESTIMATORS.declare("gumbel_softmax", "zoo.estimators.relaxed:GumbelSoftmax", config=GumbelSoftmaxOptions)
-ESTIMATORS.declare("straight_through", "zoo.estimators.relaxed:StraightThrough", config=StraightThroughOptions)
-ESTIMATORS.declare("relax", "zoo.estimators.relax:Relax", config=RelaxOptions)
-ESTIMATORS.declare("unordered_set", "zoo.estimators.unordered_set:UnorderedSet", config=UnorderedSetOptions)
-ESTIMATORS.declare("arm", "zoo.estimators.arm:ARM", config=ARMOptions)
-ESTIMATORS.declare("disarm", "zoo.estimators.arm:DisARM", config=ARMOptions)
+# what each built-in can do (its class's ``capabilities``), and how its options refine that (its ``requirements``)
+REPARAM = Capabilities(distributions="continuous", differentiable_cost=True)
+EXPECTATION = Capabilities(distributions="categorical", per_variable_cost=True)
+REINFORCE = Capabilities(distributions="any", context=True)  # context: the learned baseline's
+RLOO = Capabilities(distributions="any", min_samples=2, context=True)
+GUMBEL_SOFTMAX = Capabilities(distributions="categorical", differentiable_cost=True, unbiased=False)
+RELAX = Capabilities(distributions="categorical", context=True, own_samples=True)
+UNORDERED_SET = Capabilities(distributions="categorical", per_variable_cost=True, min_samples=2)
+# own_samples: the estimate needs the uniform noise behind each pair
+ARM = Capabilities(distributions="categorical", max_categories=2, min_samples=2, paired_samples=True, own_samples=True)
+
+
+def reinforce_requirements(capabilities: Capabilities, options: ReinforceOptions) -> Capabilities:
+    return dataclasses.replace(capabilities, min_samples=2 if options.baseline == "rloo" else 1,
+                               context=options.baseline == "learned" and options.context_dim != 0)
+
+
+def relax_requirements(capabilities: Capabilities, options: RelaxOptions) -> Capabilities:
+    # rebar: the cost at relaxed samples, differentiated through them; a joint control variate: independent draws
+    return dataclasses.replace(capabilities, context=False, cost_function=options.rebar,
+                               differentiable_cost=options.rebar, sequential=options.control != "joint")
+
+
+def unordered_set_requirements(capabilities: Capabilities, options: UnorderedSetOptions) -> Capabilities:
+    return dataclasses.replace(capabilities, min_samples=2 if options.baseline else 1)
+
+
+# the built-in estimators, declared once: name, class (imported when first used), options, capabilities
+ESTIMATORS.declare("reparam", "zoo.estimators.reparam:Reparam", config=EstimatorOptions, capabilities=REPARAM)
+ESTIMATORS.declare("expectation", "zoo.estimators.expectation:Expectation", config=EstimatorOptions,
+                   capabilities=EXPECTATION)
+ESTIMATORS.declare("reinforce", "zoo.estimators.reinforce:Reinforce", config=ReinforceOptions, capabilities=REINFORCE,
+                   requirements=reinforce_requirements)
+ESTIMATORS.declare("rloo", "zoo.estimators.reinforce:RLOO", config=RLOOOptions, capabilities=RLOO,
+                   requirements=reinforce_requirements)
+ESTIMATORS.declare("gumbel_softmax", "zoo.estimators.relaxed:GumbelSoftmax", config=GumbelSoftmaxOptions,
+                   capabilities=GUMBEL_SOFTMAX)
+ESTIMATORS.declare("straight_through", "zoo.estimators.relaxed:StraightThrough", config=StraightThroughOptions,
+                   capabilities=GUMBEL_SOFTMAX)
+ESTIMATORS.declare("relax", "zoo.estimators.relax:Relax", config=RelaxOptions, capabilities=RELAX,
+                   requirements=relax_requirements)
+ESTIMATORS.declare("unordered_set", "zoo.estimators.unordered_set:UnorderedSet", config=UnorderedSetOptions,
+                   capabilities=UNORDERED_SET, requirements=unordered_set_requirements)
+ESTIMATORS.declare("arm", "zoo.estimators.arm:ARM", config=ARMOptions, capabilities=ARM)
+ESTIMATORS.declare("disarm", "zoo.estimators.arm:DisARM", config=ARMOptions, capabilities=ARM)
 
 
 def split_spec(spec: Any, where: str = "") -> tuple[str, dict]:

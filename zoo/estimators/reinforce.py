@@ -13,8 +13,6 @@ score-function term (their second term log p(y|s,a) dlog p(s|a)/dW with f = -log
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 from torch import Tensor
 from torch.distributions import Categorical, Distribution
@@ -31,7 +29,8 @@ from zoo.estimators.base import (
     sum_trailing,
 )
 from zoo.estimators.baselines import make_baseline
-from zoo.estimators.options import ReinforceOptions, RLOOOptions
+from zoo.estimators.options import REINFORCE, ReinforceOptions, RLOOOptions, reinforce_requirements
+from zoo.estimators.options import RLOO as RLOO_CAPABILITIES
 
 
 def reward_to_go(rewards: Tensor, gamma: float = 1.0, dim: int = -1) -> Tensor:
@@ -57,13 +56,12 @@ class Reinforce(Estimator):
     """Score function cost * grad log p with a baseline (unbiased, high variance; any distribution)."""
 
     Config = ReinforceOptions
-    capabilities = Capabilities(distributions="any", context=True)  # context: the learned baseline's
+    capabilities = REINFORCE  # context: the learned baseline's
     name = "reinforce"
 
     @classmethod
     def requirements(cls, options: ReinforceOptions) -> Capabilities:
-        return dataclasses.replace(cls.capabilities, min_samples=2 if options.baseline == "rloo" else 1,
-                                   context=options.baseline == "learned" and options.context_dim != 0)
+        return reinforce_requirements(cls.capabilities, options)
 
     def __init__(self, options=None, **kwargs):
         super().__init__(options, **kwargs)
@@ -124,5 +122,5 @@ class RLOO(Reinforce):
     """REINFORCE with the leave-one-out baseline over n >= 2 samples (unbiased; Kool et al. 2019)."""
 
     Config = RLOOOptions
-    capabilities = Capabilities(distributions="any", min_samples=2, context=True)
+    capabilities = RLOO_CAPABILITIES
     name = "rloo"

@@ -48,7 +48,6 @@ be recomputed from the logits).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
@@ -70,7 +69,7 @@ from zoo.estimators.base import (
     sum_trailing,
 )
 from zoo.estimators.gumbel import sample_exponential, sample_gumbel, truncated_gumbel
-from zoo.estimators.options import RelaxOptions
+from zoo.estimators.options import RELAX, RelaxOptions, relax_requirements
 
 
 def per_sample(logits: Tensor, index: Tensor) -> Tensor:
@@ -160,14 +159,12 @@ class Relax(Estimator):
     Config = RelaxOptions
     # context: reads the model's features when given (never needs them); own_samples: needs the
     # Gumbel noise behind each sample, so the sample must come from its own sample()
-    capabilities = Capabilities(distributions="categorical", context=True, own_samples=True)
+    capabilities = RELAX
     name = "relax"
 
     @classmethod
     def requirements(cls, options: RelaxOptions) -> Capabilities:
-        # rebar: the cost at relaxed samples, differentiated through them; a joint control variate: independent draws
-        return dataclasses.replace(cls.capabilities, context=False, cost_function=options.rebar,
-                                   differentiable_cost=options.rebar, sequential=options.control != "joint")
+        return relax_requirements(cls.capabilities, options)
 
     def __init__(self, options=None, **kwargs):
         super().__init__(options, **kwargs)

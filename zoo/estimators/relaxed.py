@@ -22,7 +22,6 @@ from torch.distributions import Distribution
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
-    Capabilities,
     Estimator,
     StochasticSample,
     as_distribution,
@@ -30,14 +29,14 @@ from zoo.estimators.base import (
     check_cost,
 )
 from zoo.estimators.gumbel import sample_gumbel
-from zoo.estimators.options import GumbelSoftmaxOptions, StraightThroughOptions
+from zoo.estimators.options import GUMBEL_SOFTMAX, GumbelSoftmaxOptions, StraightThroughOptions
 
 
 class GumbelSoftmax(Estimator):
     """Concrete relaxation softmax((logits + G) / tau) (biased; low variance; categoricals)."""
 
     Config = GumbelSoftmaxOptions
-    capabilities = Capabilities(distributions="categorical", differentiable_cost=True, unbiased=False)
+    capabilities = GUMBEL_SOFTMAX
     name = "gumbel_softmax"
     hard = False  # straight_through: hard one-hot forward
 

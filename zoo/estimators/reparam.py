@@ -16,20 +16,20 @@ from torch.distributions import Distribution
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
-    Capabilities,
     Estimator,
     EstimatorOptions,
     StochasticSample,
     as_distribution,
     check_cost,
 )
+from zoo.estimators.options import REPARAM
 
 
 class Reparam(Estimator):
     """Pathwise gradient through dist.rsample (unbiased, low variance; continuous distributions)."""
 
     Config = EstimatorOptions
-    capabilities = Capabilities(distributions="continuous", differentiable_cost=True)
+    capabilities = REPARAM
     name = "reparam"
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:

@@ -9,8 +9,9 @@ nothing to sample, e.g. soft attention)::
                               variables=cfg.n_latents, categories=cfg.n_classes, samples=cfg.n_samples or None)
 
 and types the option that names the estimator (``estimator: EstimatorSpec = estimator_option("reinforce")``
-in its config). Every estimator declares its ``Capabilities`` (``base.py``). The recipe loader calls
-``check_spec`` before any data is touched: the estimator's name, every one of its options, and its
+in its config). Every estimator declares its ``Capabilities`` (``fit.py``; the built-ins in their declarations,
+``options.py``). The recipe loader calls ``check_spec`` before torch is imported (a built-in estimator's class
+is not imported for it): the estimator's name, every one of its options, and its
 fit to the node; a mismatch is a ``UserError`` that lists the estimators that do fit. The model
 then builds its estimator with ``build_for_node`` (``ZooModule.build_estimator`` does it), which
 also hands the node's context size to estimators that read a context (and the sample's size to a
@@ -20,120 +21,93 @@ control variate's input): no model names or patches an estimator.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from zoo.errors import UserError
-from zoo.estimators.base import ESTIMATORS, Capabilities, Estimator, build_options, check_estimator_class
+from zoo.estimators.fit import NODE_KINDS, Capabilities, StochasticNode, mismatch  # noqa: F401  (seam's names)
 from zoo.estimators.options import split_spec
-from zoo.options import EstimatorSpec, estimator_option  # noqa: F401  (light, for configs that import no torch)
-
-NODE_KINDS = ("continuous", "categorical", "discrete")
-
-
-@dataclass(frozen=True)
-class StochasticNode:
-    """Where a model samples, and what the cost downstream of the sample allows: stated by the model from
-    its validated options (``stochastic_node(cfg, data_info)``), so every number is concrete."""
-
-    kind: str  # continuous (has rsample) | categorical (logits) | discrete (any other log_prob)
-    differentiable_cost: bool  # the cost is a differentiable function of the sample's value
-    per_variable_cost: bool = False  # each categorical variable has its own cost (exact enumeration works)
-    multi_sample: bool = True  # the model can draw n >= 2 samples per input (leave-one-out baselines)
-    own_samples: bool = True  # what est.loss scores carries what est.sample drew, its extras (the noise) included:
-    # the model hands the sample on as it is, or stacks the per-step samples' extras (False: it draws or assembles
-    # its samples itself, e.g. token by token, and keeps only values and log-probs)
-    sequential: bool = False  # the variables one cost scores are drawn one after another, each distribution
-    # depending on the earlier draws (a caption's attention locations): a control variate that reads them all at
-    # once (relax's joint one) is biased there
-    coupling: str = ""  # why the cost couples the variables, when it does (the reason a per-variable estimator
-    # cannot fit, said in its refusal)
-    cost_function: bool = False  # the model passes cost_fn(value) -> (n, *C), its cost at any (relaxed) value,
-    # to est.loss when the estimator asks (est.wants_cost_fn): REBAR's term
-    context: bool = False  # the model passes features as est.loss(..., context=) (a learned baseline reads them)
-    context_dim: int | None = None  # their size (None: not known until the data are read)
-    variables: int | None = None  # categorical variables one cost scores (1: that cost is the variable's own,
-    # so per-variable estimators fit); None: not stated
-    categories: int | None = None  # categories of each categorical variable (binary-only estimators fit 2)
-    samples: int | None = None  # samples per input the model asks for (None: the estimator's own n)
-    sample_size: int | None = None  # values of the sample one cost scores: a control variate's input (relax)
-    hint: str = ""  # appended to misfit errors, e.g. a model option that avoids sampling altogether
-
-    def __post_init__(self):
-        if self.kind not in NODE_KINDS:
-            raise ValueError(f"StochasticNode.kind must be one of {NODE_KINDS}, got {self.kind!r}")
+from zoo.options import EstimatorSpec, estimator_option, validate  # noqa: F401  (light, for configs that import no torch)
+from zoo.registry import ESTIMATORS
 
 
-def resolve(spec: Any, where: str = "") -> tuple[str, type, Any]:
-    """(name, class, validated options object) of an estimator spec; every mistake a UserError."""
+def build_options(config_cls: type, name: str, kwargs: Mapping[str, Any]) -> Any:
+    """Validate ``kwargs`` against the dataclass ``config_cls`` (``zoo.options.validate``: keys, types,
+    ranges, choices, ``__post_init__``); mistakes are ``UserError``s."""
+    if not dataclasses.is_dataclass(config_cls):
+        return config_cls(**kwargs)
+
+    return config_cls(**validate(config_cls, dict(kwargs), f"estimator '{name}'", what="option"))
+
+
+def check_estimator_class(name: str, cls: Any) -> None:
+    """A user's estimator may be duck-typed, but it is a class with the two methods every model
+    calls; a dotted path to anything else (a function, a dict type) would fail only inside fit."""
+    hint = "an estimator of your own is a class with sample() and loss() (see zoo.estimators.Estimator)"
+    if not isinstance(cls, type):
+        raise UserError(f"estimator '{name}' is a {type(cls).__name__}, not a class: {hint}")
+    missing = [m for m in ("sample", "loss") if not callable(getattr(cls, m, None))]
+    if missing:
+        raise UserError(f"estimator '{name}' ({cls.__name__}) has no {' or '.join(m + '()' for m in missing)}: {hint}")
+
+
+def _declared(name: str) -> bool:
+    """A built-in estimator whose class is not imported yet: its declaration answers for it."""
+    entry = ESTIMATORS.entry(name)
+    return isinstance(entry.target, str) and entry.loaded is None
+
+
+def resolve(spec: Any, where: str = "") -> tuple[str, type | None, Any]:
+    """(name, class, validated options object) of an estimator spec; every mistake a UserError. The class is
+    None for a built-in not imported yet (its declaration states its options and capabilities)."""
     name, options = split_spec(spec, where)
     entry = ESTIMATORS.entry(name)
+    if _declared(name):
+        return name, None, build_options(entry.config, name, options)
     check_estimator_class(name, entry.obj)
     config_cls = entry.config or getattr(entry.obj, "Config", None)
     opts = build_options(config_cls, name, options) if config_cls is not None else options
     return name, entry.obj, opts
 
 
-def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = None) -> str | None:
-    """Why an estimator with requirements ``req`` cannot train ``node`` (None: it can). ``n``: the
-    samples per input the model will draw (None: unknown)."""
-    if req is None:
-        return None  # undeclared (a user's own estimator): the user's responsibility
-    if req.distributions == "continuous" and node.kind != "continuous":
-        return f"it needs a continuous distribution with rsample, and this node is {node.kind}"
-    if req.distributions == "categorical" and node.kind != "categorical":
-        return f"it handles categorical distributions, and this node is {node.kind}"
-    if req.differentiable_cost and not node.differentiable_cost:
-        return "it backpropagates through the sample into the cost, and this node's cost is not differentiable"
-    if req.per_variable_cost and not node.per_variable_cost and node.variables != 1:
-        if node.variables is not None:
-            return (f"it needs one cost per categorical variable, and this node's cost couples its {node.variables} "
-                    "variables (1 would fit)")
-        why = f" ({node.coupling})" if node.coupling else ""
-        return f"it needs one cost per categorical variable, and this node's cost couples its variables{why}"
-    if req.min_samples > 1 and not node.multi_sample:
-        return f"it needs n >= {req.min_samples} samples per input, and this model draws one"
-    if req.min_samples > 1 and n is not None and n < req.min_samples:
-        return f"it needs n >= {req.min_samples} samples per input, got n={n}"
-    if req.paired_samples and n is not None and n % 2:
-        return f"it draws its samples in antithetic pairs, so n must be even, got n={n}"
-    if req.max_categories is not None and node.categories is None:
-        return (f"it handles variables of at most {req.max_categories} categories, and this node does not state "
-                "how many its variables have")
-    if req.max_categories is not None and node.categories > req.max_categories:
-        return (f"it handles variables of at most {req.max_categories} categories, and this node's have "
-                f"{node.categories} ({req.max_categories} would fit)")
-    if req.cost_function and not node.cost_function:
-        return "it evaluates the cost at relaxed samples (REBAR's term), and this model gives no cost function"
-    if req.own_samples and not node.own_samples:
-        return ("it scores only samples from its own sample() (it keeps their Gumbel noise), and this model "
-                "draws or assembles its samples itself")
-    if not req.sequential and node.sequential:
-        return ("its control variate reads all the variables of a cost at once, which is biased when each is drawn "
-                "given the earlier draws, as this node's are (relax: control: per_variable fits)")
-    if req.context and not node.context:
-        return "its learned baseline reads features this model does not give (set context_dim: 0 for a constant)"
-    return None
+def requirements(name: str, cls: type | None, opts: Any) -> Capabilities | None:
+    """What estimator ``name`` needs with options ``opts``: its declaration's (a built-in), else its class's
+    ``requirements`` (None: undeclared, a user's own estimator)."""
+    if cls is None:
+        facts = ESTIMATORS.entry(name).facts
+        refine = facts.get("requirements")
+        return refine(facts["capabilities"], opts) if refine else facts.get("capabilities")
+    if getattr(cls, "capabilities", None) is None or not callable(getattr(cls, "requirements", None)):
+        return None
+    return cls.requirements(opts)
 
 
 def default_requirements(cls: Any) -> Capabilities | None:
     """An estimator class's requirements with its default options."""
-    if not (isinstance(cls, type) and issubclass(cls, Estimator)):
+    if not isinstance(cls, type) or getattr(cls, "capabilities", None) is None:
         return None
-    return cls.requirements(cls.Config()) if dataclasses.is_dataclass(cls.Config) else cls.capabilities
+    config = getattr(cls, "Config", None)
+    return cls.requirements(config()) if dataclasses.is_dataclass(config) else cls.capabilities
+
+
+def _default_requirements_of(name: str) -> Capabilities | None:
+    if _declared(name):
+        entry = ESTIMATORS.entry(name)
+        return requirements(name, None, entry.config())
+    return default_requirements(ESTIMATORS.get(name))
 
 
 def compatible(node: StochasticNode) -> list[str]:
-    """Registered estimators that can train ``node`` with their default options."""
-    return [name for name in ESTIMATORS.list() if mismatch(default_requirements(ESTIMATORS.get(name)), node) is None]
+    """Registered estimators that can train ``node`` with their default options (the built-ins by their
+    declarations: no class imported)."""
+    return [name for name in ESTIMATORS.list() if mismatch(_default_requirements_of(name), node) is None]
 
 
-def check_spec(spec: Any, node: StochasticNode, where: str, model: str = "model") -> tuple[str, type, Any]:
+def check_spec(spec: Any, node: StochasticNode, where: str, model: str = "model") -> tuple[str, type | None, Any]:
     """Validate an estimator spec for ``node``: name, every option, and the fit. Returns ``resolve``'s
     triple. A misfit is a UserError naming the reason and the estimators that fit."""
     name, cls, opts = resolve(spec, where)
-    requirements = cls.requirements(opts) if isinstance(cls, type) and issubclass(cls, Estimator) else None
-    why = mismatch(requirements, node, node.samples or getattr(opts, "n", None))
+    why = mismatch(requirements(name, cls, opts), node, node.samples or getattr(opts, "n", None))
     if why:
         fits = ", ".join(compatible(node))
         raise UserError(f"estimator '{name}' cannot train {model}'s {node.kind} node in {where}: {why}. "
@@ -141,10 +115,11 @@ def check_spec(spec: Any, node: StochasticNode, where: str, model: str = "model"
     return name, cls, opts
 
 
-def build_for_node(spec: Any, node: StochasticNode, where: str = "the model", model: str = "model") -> Estimator:
+def build_for_node(spec: Any, node: StochasticNode, where: str = "the model", model: str = "model") -> Any:
     """The estimator for ``node``: checked as ``check_spec`` does, given the node's context size if it
     reads a context and its options leave the size open (so no layer is built lazily: DDP-safe)."""
     name, cls, opts = check_spec(spec, node, where, model)
+    cls = ESTIMATORS.get(name) if cls is None else cls
     dim = node.context_dim if node.context else None
     if dataclasses.is_dataclass(opts) and getattr(opts, "context_dim", 0) is None and dim is not None:
         opts = dataclasses.replace(opts, context_dim=dim)
@@ -156,6 +131,6 @@ def build_for_node(spec: Any, node: StochasticNode, where: str = "the model", mo
     if dataclasses.is_dataclass(opts) and getattr(opts, "input_dim", 0) is None and size is not None:
         opts = dataclasses.replace(opts, input_dim=size + (dim or 0))
     est = cls(opts) if dataclasses.is_dataclass(opts) else cls(**opts)
-    if isinstance(est, Estimator):
+    if isinstance(getattr(type(est), "name", None), str):  # an Estimator's registry name (a duck-typed one has none)
         est.name = name
     return est

@@ -18,7 +18,6 @@ needs its own cost (cost (k, *B)), as for ``expectation``.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 
@@ -37,7 +36,7 @@ from zoo.estimators.base import (
     one_hot_sample,
 )
 from zoo.estimators.gumbel import gumbel_topk
-from zoo.estimators.options import UnorderedSetOptions
+from zoo.estimators.options import UNORDERED_SET, UnorderedSetOptions, unordered_set_requirements
 
 
 def log_set_prob(logp: Tensor, log_rest: Tensor) -> Tensor:
@@ -66,11 +65,11 @@ class UnorderedSet(Estimator):
     """Sampling without replacement + leave-one-out ratios (unbiased; Kool et al. 2020; categoricals)."""
 
     Config = UnorderedSetOptions
-    capabilities = Capabilities(distributions="categorical", per_variable_cost=True, min_samples=2)
+    capabilities = UNORDERED_SET
 
     @classmethod
     def requirements(cls, options: UnorderedSetOptions) -> Capabilities:
-        return dataclasses.replace(cls.capabilities, min_samples=2 if options.baseline else 1)
+        return unordered_set_requirements(cls.capabilities, options)
     name = "unordered_set"
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from zoo.data_options import BatchedDataOptions
+from zoo.estimators.fit import StochasticNode
 from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, positive
 from zoo.registry import DATAMODULES, MODELS
 
@@ -115,6 +116,18 @@ class KarpathyConfig(BatchedDataOptions):
 
 
 # the folder's entries, declared once: name, class (imported when first used), options
-MODELS.declare("sat", "zoo.models.captioning.module:ShowAttendTell", config=SATConfig)
+def sat_node(cfg: SATConfig, data_info: dict | None = None) -> StochasticNode | None:
+    """Hard attention's location s_t ~ Multinoulli(alpha_t), drawn word by word; soft attention samples nothing."""
+    if cfg.attention != "hard":
+        return None
+    return StochasticNode(kind="categorical", differentiable_cost=True, sequential=True,
+                          coupling="a word's location feeds the LSTM state of every later word, so one "
+                                   "location's own cost is the rest of the caption's NLL: a decoder rollout "
+                                   "for each of the L locations at every word",
+                          hint="or model.attention=soft for the exact expected context")
+
+
+MODELS.declare("sat", "zoo.models.captioning.module:ShowAttendTell", config=SATConfig, node=sat_node,
+               monitor=("val/bleu4", "max"))
 DATAMODULES.declare("karpathy", "zoo.models.captioning.data:KarpathyData", config=KarpathyConfig)
 DATAMODULES.declare("shapes", "zoo.models.captioning.data:ShapesData", config=ShapesConfig)

@@ -10,6 +10,8 @@ import zipfile
 from pathlib import Path
 
 import torch
+from PIL import Image, UnidentifiedImageError
+from torchvision.transforms import v2 as T
 
 from zoo.errors import UserError, image_too_large, permission_denied
 from zoo.paths import check_input_file, readable
@@ -22,8 +24,6 @@ SHAPES_DATA = ("the shapes scenes: coloured shapes drawn on the 64x64 pixel grid
 def image_transform(size: int, normalize: str):
     """PIL image -> (3, size, size) float tensor: shorter side resized, centre crop, then ImageNet
     normalisation ('imagenet') or plain [0, 1] ('unit', the shapes scenes)."""
-    from torchvision.transforms import v2 as T  # imported when used: torchvision
-
     steps = [T.Resize(size, antialias=True), T.CenterCrop(size), T.ToImage(),
              T.ToDtype(torch.float32, scale=True)]
     if normalize == "imagenet":
@@ -36,8 +36,6 @@ def load_image(path: Path | str, transform, size: int | None = None, data: bytes
     then only names it in messages). With ``size`` (``zoo.predict``: the model's input size), a note
     on stderr when the image is smaller than the model's input or has no colour, which the transform
     would otherwise change silently."""
-    from PIL import Image, UnidentifiedImageError  # imported when used: PIL
-
     try:
         with Image.open(check_input_file(path) if data is None else io.BytesIO(data)) as im:
             if size is not None:

@@ -23,7 +23,7 @@ from zoo.estimators import StochasticNode, StochasticSample, reward_to_go
 from zoo.hub import load_any, mismatch_line
 
 from . import decode as D
-from .config import SATConfig
+from .config import SATConfig, sat_node
 from .evaluation import CaptionEvaluation
 from .nets import AttentionDecoder, build_encoder, doubly_stochastic, token_nll
 from .predict import CaptionAPI, predict_cli
@@ -56,14 +56,7 @@ class ShowAttendTell(CaptionEvaluation, CaptionAPI, ZooModule):
     # estimator's extras (relax's Gumbel noise) included
     @classmethod
     def stochastic_node(cls, cfg: SATConfig, data_info: dict | None = None) -> StochasticNode | None:
-        """Hard attention's location s_t ~ Multinoulli(alpha_t), drawn word by word; soft attention samples nothing."""
-        if cfg.attention != "hard":
-            return None
-        return StochasticNode(kind="categorical", differentiable_cost=True, sequential=True,
-                              coupling="a word's location feeds the LSTM state of every later word, so one "
-                                       "location's own cost is the rest of the caption's NLL: a decoder rollout "
-                                       "for each of the L locations at every word",
-                              hint="or model.attention=soft for the exact expected context")
+        return sat_node(cfg, data_info)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

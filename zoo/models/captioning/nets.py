@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import torch
 import torch.nn.functional as F
+import torchvision.models as tvm
 from torch import Tensor, nn
 
 from zoo.core.downloads import CONNECT_TIMEOUT, LOCAL_HOSTS, offline
@@ -61,8 +62,6 @@ class ShapesCNN(nn.Module):
 
 def imagenet_weights_path(name: str) -> tuple[Path, str]:
     """Where torch hub caches the ImageNet weights of `name`, and their URL."""
-    import torchvision.models as tvm  # imported when used: torchvision
-
     url = getattr(tvm, TORCHVISION[name][1]).IMAGENET1K_V1.url
     return Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[-1], url
 
@@ -94,7 +93,6 @@ class TorchvisionEncoder(nn.Module):
 
     def __init__(self, name: str, pretrained: bool = True, grid: int = 14):
         super().__init__()
-        import torchvision.models as tvm  # imported when used: torchvision
 
         if name not in TORCHVISION:
             raise UserError(f"unknown encoder '{name}'; choose cnn or one of {', '.join(TORCHVISION)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from matplotlib.figure import Figure
 from torch import Tensor
 
 from .images import IMAGENET_MEAN, IMAGENET_STD
@@ -22,14 +23,11 @@ def displayable(images: Tensor, normalize: str) -> Tensor:
 def attention_figure(images: Tensor, captions: list[list[str]], weights: Tensor, grid: tuple[int, int],
                      max_words: int = 16, titles: list[str] | None = None):
     """images (N, 3, H, W) in [0, 1]; captions: words per image; weights (N, T, L) per word."""
-    import matplotlib  # imported when used: matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # imported when used: matplotlib
 
     n = len(captions)
     cols = 1 + min(max_words, max((len(c) for c in captions), default=0))
-    fig, axes = plt.subplots(n, cols, figsize=(1.6 * cols, 1.8 * n), squeeze=False)
+    fig = Figure(figsize=(1.6 * cols, 1.8 * n))
+    axes = fig.subplots(n, cols, squeeze=False)
     H, W = images.shape[-2:]
     for r in range(n):
         img = images[r].detach().float().cpu().permute(1, 2, 0).numpy()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import torch
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from torch.utils.data import Dataset
 
 PAD, START, END, UNK = "<pad>", "<start>", "<end>", "<unk>"
@@ -19,8 +20,6 @@ SPECIALS = [PAD, START, END, UNK]  # ids 0..3 in every vocabulary
 def build_vocab(sentences: Iterable[str], min_freq: int = 1) -> list[str]:
     """Tokens ordered by id: the 4 specials, then words seen >= min_freq times (count descending,
     ties alphabetical: deterministic)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # imported when used: tokenizers
-
     tok = Tokenizer(models.WordLevel(unk_token=UNK))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     trainer = trainers.WordLevelTrainer(min_frequency=min_freq, special_tokens=SPECIALS, show_progress=False)
@@ -33,8 +32,6 @@ class Vocab:
     """Token list <-> ids; encoding through a `tokenizers` WordLevel model built from the list."""
 
     def __init__(self, tokens: list[str]):
-        from tokenizers import Tokenizer, models, pre_tokenizers  # imported when used: tokenizers
-
         if list(tokens[:4]) != SPECIALS:
             raise ValueError(f"vocabulary must start with {SPECIALS}, got {tokens[:4]}")
         self.tokens = list(tokens)

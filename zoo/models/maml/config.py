@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from zoo.data_options import DataOptions
 from zoo.errors import UserError
+from zoo.estimators.fit import StochasticNode
 from zoo.options import EstimatorSpec, between, choice, estimator_option, interval, positive
 from zoo.registry import DATAMODULES, MODELS
 
@@ -123,8 +124,18 @@ class Nav2dConfig(DataOptions):
 
 
 # the folder's entries, declared once: name, class (imported when first used), options
-MODELS.declare("maml", "zoo.models.maml.module:MAML", config=MAMLConfig)
-MODELS.declare("maml_rl", "zoo.models.maml.nav2d:Nav2dMAML", config=Nav2dMAMLConfig)
+BASELINE_FEATURES = 3  # a learned baseline's input per task and time step: goal (x, y), (t + 1) / horizon
+
+
+def nav2d_node(cfg: Nav2dMAMLConfig, data_info: dict | None = None) -> StochasticNode:
+    """The Gaussian policy's actions along sampled trajectories (the return is not differentiable)."""
+    return StochasticNode(kind="continuous", differentiable_cost=False, samples=cfg.trajectories or None,
+                          own_samples=False, context=True, context_dim=BASELINE_FEATURES)
+
+
+MODELS.declare("maml", "zoo.models.maml.module:MAML", config=MAMLConfig, monitor=("val/loss", "min"))
+MODELS.declare("maml_rl", "zoo.models.maml.nav2d:Nav2dMAML", config=Nav2dMAMLConfig, node=nav2d_node,
+               monitor=("val/return", "max"))
 DATAMODULES.declare("nav2d", "zoo.models.maml.data:Nav2dData", config=Nav2dConfig)
 DATAMODULES.declare("omniglot", "zoo.models.maml.data:OmniglotData", config=OmniglotConfig)
 DATAMODULES.declare("sinusoid", "zoo.models.maml.data:SinusoidData", config=SinusoidConfig)

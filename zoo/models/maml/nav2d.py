@@ -30,10 +30,8 @@ from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode, reward_to_go
 from zoo.models.maml import plots
-from zoo.models.maml.config import Nav2dMAMLConfig
+from zoo.models.maml.config import Nav2dMAMLConfig, nav2d_node
 from zoo.models.maml.nav2d_env import GaussianPolicy, policy_out, rollout
-
-BASELINE_FEATURES = 3  # a learned baseline's input per task and time step: goal (x, y), (t + 1) / horizon
 
 
 def baseline_features(goals: Tensor, horizon: int) -> Tensor:
@@ -53,9 +51,7 @@ class Nav2dMAML(ZooModule):
     # the actions (own_samples=False); a learned baseline reads (goal, time), which no action changes
     @classmethod
     def stochastic_node(cls, cfg: Nav2dMAMLConfig, data_info: dict | None = None) -> StochasticNode:
-        """The Gaussian policy's actions along sampled trajectories (the return is not differentiable)."""
-        return StochasticNode(kind="continuous", differentiable_cost=False, samples=cfg.trajectories or None,
-                              own_samples=False, context=True, context_dim=BASELINE_FEATURES)
+        return nav2d_node(cfg, data_info)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 import torch
+from PIL import Image, UnidentifiedImageError
 
 from zoo.core.data import load_cache, save_cache
 from zoo.errors import UserError, permission_denied
@@ -129,7 +130,6 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
         saved = load_cache(cache) or {}  # absent, unreadable or cut short: decoded again
         if saved.get("names") == names and saved.get("stamp") == stamp and "images" in saved:
             return saved["images"], names
-        from PIL import Image, UnidentifiedImageError  # imported when used: PIL
 
         per_char = []
         for name, files in zip(names, drawings):

@@ -4,7 +4,11 @@ query loss / accuracy against the number of fine-tuning steps, with 95 % interva
 from __future__ import annotations
 
 import torch
+from matplotlib import colormaps
+from matplotlib.figure import Figure
 from torch import Tensor
+
+from zoo.models.maml.data import sample_sinusoids
 
 
 def mean_with_interval(ax, values: Tensor, label: str) -> None:
@@ -18,13 +22,10 @@ def mean_with_interval(ax, values: Tensor, label: str) -> None:
 
 def steps_curve(losses: Tensor, metrics: Tensor | None = None, label: str = "MAML"):
     """losses (tasks, steps + 1) [and metrics (tasks, steps + 1)] -> mean +- 95 % CI vs steps."""
-    import matplotlib  # imported when used: matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # imported when used: matplotlib
 
     panels = [("query loss", losses)] + ([("query accuracy", metrics)] if metrics is not None else [])
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
+    fig = Figure(figsize=(4.5 * len(panels), 3.4))
+    axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, (name, values) in zip(axes[0], panels):
         mean_with_interval(ax, values, label)
         ax.set_xlabel("gradient steps at test time")
@@ -45,12 +46,6 @@ def sinusoid_adaptation(model, seed: int = 3, steps: tuple[int, ...] = (0, 1, 10
                         task: tuple[float, float] | None = None, points: tuple[Tensor, Tensor] | None = None):
     """Figure 2 of the paper: the true sine, the K support points, and the fit after 0, 1, 10 steps.
     ``points`` (xs, ys) given by the user replace the sampled task (then no true curve)."""
-    import matplotlib  # imported when used: matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # imported when used: matplotlib
-
-    from zoo.models.maml.data import sample_sinusoids  # imported when used: torch
 
     info = model.data_info
     device, dtype = model.device, model.dtype
@@ -72,7 +67,8 @@ def sinusoid_adaptation(model, seed: int = 3, steps: tuple[int, ...] = (0, 1, 10
     else:
         xs, ys = (t.to(device, dtype) for t in points)
     preds = adapted_predictions(model, xs, ys, grid, list(steps))
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig = Figure(figsize=(6, 3.8))
+    ax = fig.subplots()
     gx = grid.squeeze(-1).cpu()
     if amp is not None:
         ax.plot(gx, amp * torch.sin(gx - phase), "r", lw=2, label="ground truth")
@@ -93,14 +89,11 @@ def nav2d_paths(paths: dict[int, Tensor], goals: Tensor, returns: Tensor, random
     """The paper's figure 5 for 2-D navigation. Left panels: trajectories after 0, 1, ... policy
     gradient steps, ``paths[k]`` (G, n, H + 1, 2) positions for G goals (G, 2), one panel a goal.
     Right: mean test return vs steps, MAML against a random initialisation (tasks, steps + 1)."""
-    import matplotlib  # imported when used: matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # imported when used: matplotlib
 
     G = len(goals)
-    fig, axes = plt.subplots(1, G + 1, figsize=(3.2 * G + 4.2, 3.4), squeeze=False)
-    shades = plt.cm.viridis(torch.linspace(0.0, 0.85, len(paths)).tolist())  # cpu: colours
+    fig = Figure(figsize=(3.2 * G + 4.2, 3.4))
+    axes = fig.subplots(1, G + 1, squeeze=False)
+    shades = colormaps["viridis"](torch.linspace(0.0, 0.85, len(paths)).tolist())  # cpu: colours
     for g, ax in enumerate(axes[0, :G]):
         for (k, pos), colour in zip(sorted(paths.items()), shades):
             for i, traj in enumerate(pos[g].detach().float().cpu()):  # (H + 1, 2)

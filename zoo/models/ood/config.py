@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from zoo.data_options import BatchedDataOptions
+from zoo.estimators.fit import StochasticNode
 from zoo.options import EstimatorSpec, between, estimator_option, positive
 from zoo.registry import DATAMODULES, MODELS
 
@@ -106,7 +107,16 @@ class OODImagesConfig(BatchedDataOptions):
 
 
 # the folder's entries, declared once: name, class (imported when first used), options
-MODELS.declare("ood", "zoo.models.ood.module:OODClassifier", config=OODConfig)
+def ood_node(cfg: OODConfig, data_info: dict | None = None) -> StochasticNode | None:
+    """The generator's noise z ~ N(0, I) in the GAN modes (one draw per example); none otherwise."""
+    if cfg.mode not in GAN_MODES:
+        return None
+    return StochasticNode(kind="continuous", differentiable_cost=True, multi_sample=False,
+                          hint="or model.mode=ce / confidence (no GAN)")
+
+
+MODELS.declare("ood", "zoo.models.ood.module:OODClassifier", config=OODConfig, node=ood_node,
+               monitor=("val/acc", "max"))
 DATAMODULES.declare("ood_digits", "zoo.models.ood.data:OODDigits", config=OODDigitsConfig)
 DATAMODULES.declare("ood_images", "zoo.models.ood.data:OODImages", config=OODImagesConfig)
 DATAMODULES.declare("ood_toy2d", "zoo.models.ood.data:OODToy2D", config=Toy2DConfig)

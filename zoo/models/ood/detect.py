@@ -31,6 +31,7 @@ from __future__ import annotations
 import warnings
 
 import torch
+from pytorch_ood.detector import EnergyBased, Mahalanobis, MaxSoftmax, odin_preprocessing
 from torch import Tensor, nn
 from torchmetrics.functional.classification import (
     binary_auroc,
@@ -41,21 +42,15 @@ from torchmetrics.functional.classification import (
 
 
 def msp_score(logits: Tensor) -> Tensor:
-    from pytorch_ood.detector import MaxSoftmax  # imported when used: pytorch_ood
-
     return -MaxSoftmax.score(logits)  # (B,)
 
 
 def energy_score(logits: Tensor, t: float = 1.0) -> Tensor:
-    from pytorch_ood.detector import EnergyBased  # imported when used: pytorch_ood
-
     return -EnergyBased.score(logits, t=t)  # (B,)
 
 
 def odin_score(model: nn.Module, x: Tensor, temperature: float, eps: float) -> Tensor:
     """ODIN on a batch (works under inference mode: pytorch-ood leaves it for the input gradient)."""
-    from pytorch_ood.detector import MaxSoftmax, odin_preprocessing  # imported when used: pytorch_ood
-
     with warnings.catch_warnings():  # it warns under inference mode, then leaves it for the gradient
         warnings.filterwarnings("ignore", message="ODIN not compatible with inference mode")
         x_hat = odin_preprocessing(model, x, eps=eps, temperature=temperature) if eps > 0 else x
@@ -67,8 +62,6 @@ class MahalanobisScorer:
     """Class means and shared covariance of features (B, F), fitted once; score = negated distance."""
 
     def __init__(self, features: Tensor, labels: Tensor):
-        from pytorch_ood.detector import Mahalanobis  # imported when used: pytorch_ood
-
         self.detector = Mahalanobis(None).fit_features(features.float(), labels)
 
     def __call__(self, features: Tensor) -> Tensor:

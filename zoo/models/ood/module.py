@@ -29,7 +29,7 @@ from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode
 from zoo.models.ood import evaluation as ev
-from zoo.models.ood.config import GAN_MODES, OODConfig
+from zoo.models.ood.config import GAN_MODES, OODConfig, ood_node
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
 from zoo.models.ood.predict import OODAPI, predict_cli
@@ -50,11 +50,7 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
     # G's noise z ~ N(0, I) (joint and boundary_gan); G's loss is a differentiable function of z
     @classmethod
     def stochastic_node(cls, cfg: OODConfig, data_info: dict | None = None) -> StochasticNode | None:
-        """The generator's noise z ~ N(0, I) in the GAN modes (one draw per example); none otherwise."""
-        if cfg.mode not in GAN_MODES:
-            return None
-        return StochasticNode(kind="continuous", differentiable_cost=True, multi_sample=False,
-                              hint="or model.mode=ce / confidence (no GAN)")
+        return ood_node(cfg, data_info)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

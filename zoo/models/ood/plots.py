@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from matplotlib.figure import Figure
 from torch import Tensor
+from torchmetrics.functional.classification import binary_roc
+
+from zoo.models.ood.detect import calibration, reliability_bins, roc_inputs
 
 COLOURS = {"msp": "C0", "odin": "C1", "energy": "C2", "mahalanobis": "C3"}
-
-
-def _plt():
-    import matplotlib  # imported when used: matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # imported when used: matplotlib
-
-    return plt
 
 
 def upscale(images: Tensor, size: int = 32) -> Tensor:
@@ -25,12 +20,8 @@ def upscale(images: Tensor, size: int = 32) -> Tensor:
 
 def roc_curves(scores_in: dict[str, Tensor], scores_out: dict[str, dict[str, Tensor]]):
     """One panel per OOD set, one ROC curve per detector (in-distribution = positive)."""
-    from torchmetrics.functional.classification import binary_roc  # imported when used: torchmetrics
-
-    from zoo.models.ood.detect import roc_inputs  # imported when used: torch
-
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(scores_out), figsize=(3.2 * len(scores_out), 3.2), squeeze=False)
+    fig = Figure(figsize=(3.2 * len(scores_out), 3.2))
+    axes = fig.subplots(1, len(scores_out), squeeze=False)
     for ax, (name, dets) in zip(axes[0], scores_out.items()):
         for det, s_out in dets.items():
             fpr, tpr, _ = binary_roc(*roc_inputs(scores_in[det], s_out))  # on ranks: no sigmoid squashing
@@ -47,8 +38,8 @@ def roc_curves(scores_in: dict[str, Tensor], scores_out: dict[str, dict[str, Ten
 
 def score_histograms(msp_in: Tensor, msp_out: dict[str, Tensor]):
     """Max-softmax scores, in-distribution vs each OOD set."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(msp_out), figsize=(3.2 * len(msp_out), 2.8), squeeze=False)
+    fig = Figure(figsize=(3.2 * len(msp_out), 2.8))
+    axes = fig.subplots(1, len(msp_out), squeeze=False)
     bins = torch.linspace(0, 1, 26).tolist()
     for ax, (name, s) in zip(axes[0], msp_out.items()):
         ax.hist(msp_in.cpu().numpy(), bins=bins, alpha=0.6, density=True, label="in")
@@ -61,10 +52,8 @@ def score_histograms(msp_in: Tensor, msp_out: dict[str, Tensor]):
 
 def reliability(logits: Tensor, labels: Tensor, temperature: float, n_bins: int = 15):
     """Reliability diagram before and after temperature scaling."""
-    from zoo.models.ood.detect import calibration, reliability_bins  # imported when used: torch
-
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
+    fig = Figure(figsize=(6.4, 3.2))
+    axes = fig.subplots(1, 2, sharey=True)
     width = 1.0 / n_bins
     centres = (torch.arange(n_bins) + 0.5) * width
     for ax, T, title in zip(axes, (1.0, temperature), ("before", f"after (T = {temperature:.2f})")):
@@ -83,13 +72,13 @@ def reliability(logits: Tensor, labels: Tensor, temperature: float, n_bins: int 
 @torch.no_grad()
 def confidence_map(classifier, points: tuple[Tensor, Tensor] | None, fake: Tensor | None, mode: str, lim: float = 6.0):
     """The classifier's max-softmax over the plane, the training points and G's samples on it."""
-    plt = _plt()
     weight = next(classifier.parameters())
     axis = torch.linspace(-lim, lim, 121, device=weight.device, dtype=weight.dtype)
     gx, gy = torch.meshgrid(axis, axis, indexing="xy")
     grid = torch.stack([gx.flatten(), gy.flatten()], 1)  # (121 * 121, 2)
     conf = classifier(grid).softmax(-1).max(-1).values.view(121, 121).cpu()
-    fig, ax = plt.subplots(figsize=(4.6, 4))
+    fig = Figure(figsize=(4.6, 4))
+    ax = fig.subplots()
     im = ax.imshow(conf, extent=(-lim, lim, -lim, lim), origin="lower", cmap="viridis", vmin=0.5, vmax=1)
     fig.colorbar(im, ax=ax, label="max softmax")
     if points is not None:

@@ -32,6 +32,10 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from PIL import Image
+from scipy.io import loadmat
+from scipy.io.matlab import MatReadError
+from torchvision.datasets.mnist import read_image_file, read_label_file
 
 from zoo.errors import UserError, permission_denied
 from zoo.models.ood.config import DATASETS
@@ -47,8 +51,6 @@ IDX_DIRS = {"mnist": ("mnist", "mnist/MNIST/raw", "MNIST/raw"),
 
 
 def _read_idx(path: Path, labels: bool) -> torch.Tensor:
-    from torchvision.datasets.mnist import read_image_file, read_label_file  # imported when used: torchvision
-
     reader = read_label_file if labels else read_image_file
     try:
         if path.suffix != ".gz":
@@ -141,9 +143,6 @@ def load_cifar10(root: Path):
 
 
 def _svhn_file(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    from scipy.io import loadmat  # imported when used: scipy
-    from scipy.io.matlab import MatReadError  # imported when used: scipy
-
     try:  # IndexError: scipy 1.10's reader on bytes that are no .mat file at all
         mat = loadmat(str(path))
         x, y = mat["X"], mat["y"]
@@ -230,8 +229,6 @@ def _image_files(path: Path) -> list[tuple[str, Path | bytes]]:
 def load_folder(path: Path, shape: list[int]) -> torch.Tensor:
     """Every image below ``path`` (a folder, or a tar(.gz) / zip of images) as uint8 (N, C, H, W) of
     the given shape."""
-    from PIL import Image  # imported when used: PIL
-
     files = _image_files(path)
     if not files:
         raise UserError(f"OOD image folder {path} holds no images ({', '.join(sorted(IMAGE_EXTENSIONS))})")

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from zoo.data_options import BatchedDataOptions
+from zoo.errors import UserError
+from zoo.estimators.fit import StochasticNode
 from zoo.options import EstimatorSpec, at_least, between, estimator_option, positive
 from zoo.registry import DATAMODULES, MODELS
 
@@ -138,6 +140,36 @@ class TextDataConfig(BatchedDataOptions):
 
 
 # the folder's entries, declared once: name, class (imported when first used), options
-MODELS.declare("seqgan", "zoo.models.seqgan.module:SeqGAN", config=SeqGANConfig)
+ORACLE_MONITOR = ("val/nll_oracle", "min")  # with the oracle's data: the oracle's NLL of G's samples
+TEXT_MONITOR = ("val/bleu3", "max")  # with text data (no oracle): BLEU-3 against held-out sentences
+
+
+def seqgan_node(cfg: SeqGANConfig, data_info: dict | None = None) -> StochasticNode:
+    """G's tokens, sampled one by one; a learned baseline reads G's hidden state."""
+    n = cfg.group_size
+    vocab = (data_info or {}).get("vocab_size")
+    return StochasticNode(kind="categorical", differentiable_cost=True, multi_sample=n >= 2, sequential=True,
+                          samples=n if n >= 2 else None, own_samples=True, context=True,
+                          context_dim=cfg.gen_hidden_dim, sample_size=int(vocab) if vocab else None,
+                          categories=int(vocab) if vocab else None,
+                          hint="" if n >= 2 else "model.group_size=4 draws 4 sequences per start (rloo fits)")
+
+
+def seqgan_monitor(cfg: dict) -> tuple[str, str] | None:
+    """The oracle's NLL with the oracle data, BLEU-3 with text (``SeqGAN.__init__``); unknown for other data."""
+    return {"seqgan_oracle": ORACLE_MONITOR, "seqgan_text": TEXT_MONITOR}.get(cfg["data"]["name"])
+
+
+def check_seqgan_run(cfg: dict) -> None:
+    """A training run's schedule must have an epoch (the unit tests build models with none): with every
+    phase 0 the run would save an untrained G and exit 0."""
+    m = cfg["model"]
+    if not (m["mle_epochs"] or m["d_pretrain_rounds"] * m["d_pretrain_epochs"] or m["adv_iterations"]):
+        raise UserError("the seqgan schedule trains nothing (model.mle_epochs, model.d_pretrain_rounds x "
+                        "model.d_pretrain_epochs and model.adv_iterations are all 0): set one of them above 0")
+
+
+MODELS.declare("seqgan", "zoo.models.seqgan.module:SeqGAN", config=SeqGANConfig, node=seqgan_node,
+               monitor=seqgan_monitor, check_run=check_seqgan_run)
 DATAMODULES.declare("seqgan_oracle", "zoo.models.seqgan.data:OracleData", config=OracleDataConfig)
 DATAMODULES.declare("seqgan_text", "zoo.models.seqgan.data:TextData", config=TextDataConfig)

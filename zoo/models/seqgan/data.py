@@ -79,7 +79,7 @@ class OracleData(ZooDataModule):
             for offset, n in ((1, c.num_train), (2, c.num_val), (3, c.num_test)):
                 g = torch.Generator().manual_seed(c.seed * 1000 + offset)
                 splits.append(self.oracle.sample(n, c.seq_len, generator=g))
-            # written with the first loader, not here: zoo.train builds the model after setup(), and a
+            # written with the first loader, not here: zoo.runner builds the model after setup(), and a
             # model that refuses the data (D's filters wider than seq_len) must leave nothing on disk
             self._unsaved = (cache, splits)
         self.train_set, self.val_set, self.test_set = (Sequences(x) for x in splits)

@@ -34,6 +34,7 @@ import math
 from typing import Any
 
 import torch
+from torchmetrics.text import BLEUScore
 
 from zoo.models.seqgan.data import decode
 from zoo.models.seqgan.nets import LSTMLM
@@ -170,8 +171,6 @@ def bleu_orders(
     preds: list[str], targets: list[list[str]], orders: tuple[int, ...] = (2, 3, 4)
 ) -> dict[int, float]:
     """Corpus BLEU of ``preds`` (strings of words) with per-pred reference lists ``targets``."""
-    from torchmetrics.text import BLEUScore  # imported when used: torchmetrics
-
     metric = BLEUScore(n_gram=max(orders))
     metric.update(preds, targets)
     num, den = metric.numerator.tolist(), metric.denominator.tolist()

@@ -28,7 +28,14 @@ from torch.distributions import Categorical
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode, StochasticSample
-from zoo.models.seqgan.config import SeqGANConfig
+from zoo.models.seqgan.config import (
+    ORACLE_MONITOR,
+    TEXT_MONITOR,
+    SeqGANConfig,
+    check_seqgan_run,
+    seqgan_monitor,
+    seqgan_node,
+)
 from zoo.models.seqgan.draws import draw_with_estimator, estimator_draws, group_layout, sequence_rewards
 from zoo.models.seqgan.evaluation import SeqGANEvaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
@@ -45,8 +52,8 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
     """SeqGAN: an LSTM generator trained by policy gradient (MC rollouts) against a CNN discriminator."""
 
     Config = SeqGANConfig
-    monitor, monitor_mode = "val/nll_oracle", "min"
-    text_monitor = ("val/bleu3", "max")  # with text data (no oracle): BLEU-3 against held-out sentences
+    monitor, monitor_mode = ORACLE_MONITOR
+    text_monitor = TEXT_MONITOR  # with text data (no oracle): BLEU-3 against held-out sentences
     ddp_find_unused_parameters = True  # G steps leave D without gradients and D steps leave G
     # G's tokens, sampled one by one: by G's own sampler for score-function estimators, by est.sample for
     # estimators that draw (own_samples: relax keeps their noise; differentiable_cost: D reads the one-hot or
@@ -54,29 +61,15 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
     # hidden state h_t: b(Y_{1:t-1}); a control variate reads one token's V values (sample_size)
     @classmethod
     def stochastic_node(cls, cfg: SeqGANConfig, data_info: dict | None = None) -> StochasticNode:
-        """G's tokens, sampled one by one; a learned baseline reads G's hidden state."""
-        n = cfg.group_size
-        vocab = (data_info or {}).get("vocab_size")
-        return StochasticNode(kind="categorical", differentiable_cost=True, multi_sample=n >= 2, sequential=True,
-                              samples=n if n >= 2 else None, own_samples=True, context=True,
-                              context_dim=cfg.gen_hidden_dim, sample_size=int(vocab) if vocab else None,
-                              categories=int(vocab) if vocab else None,
-                              hint="" if n >= 2 else "model.group_size=4 draws 4 sequences per start (rloo fits)")
+        return seqgan_node(cfg, data_info)
 
     @classmethod
     def run_monitor(cls, cfg: dict) -> tuple[str, str] | None:
-        """The oracle's NLL with the oracle data, BLEU-3 with text (``__init__``); unknown for other data."""
-        return {"seqgan_oracle": (cls.monitor, cls.monitor_mode),
-                "seqgan_text": cls.text_monitor}.get(cfg["data"]["name"])
+        return seqgan_monitor(cfg)
 
     @staticmethod
     def check_run(cfg: dict) -> None:
-        """A training run's schedule must have an epoch (the unit tests build models with none): with every
-        phase 0 the run would save an untrained G and exit 0."""
-        m = cfg["model"]
-        if not (m["mle_epochs"] or m["d_pretrain_rounds"] * m["d_pretrain_epochs"] or m["adv_iterations"]):
-            raise UserError("the seqgan schedule trains nothing (model.mle_epochs, model.d_pretrain_rounds x "
-                            "model.d_pretrain_epochs and model.adv_iterations are all 0): set one of them above 0")
+        check_seqgan_run(cfg)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

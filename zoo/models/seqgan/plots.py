@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+from matplotlib.figure import Figure
+
 from zoo.models.seqgan.schedule import Schedule
 
 
 def nll_curve_figure(history: list, schedule: Schedule, floor: float | None = None):
     """history: [(epoch, phase, nll_oracle)] as recorded at validation; x = epoch (MLE epochs, then
     adversarial iterations as in the paper's Figure 2, D pre-training collapsed to one point)."""
-    import matplotlib  # imported when used: matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # imported when used: matplotlib
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig = Figure(figsize=(6, 3.5))
+    ax = fig.subplots()
     colors = {"mle": "tab:blue", "d_pretrain": "tab:gray", "adversarial": "tab:red"}
     for kind, label in (
         ("mle", "MLE pre-training"),

@@ -141,6 +141,8 @@ class SyntheticCorpusConfig(CorpusOptions):
 
 
 # the folder's entries, declared once: name, class (imported when first used), options
-MODELS.declare("skipgram", "zoo.models.skipgram.module:SkipGramModule", config=SkipGramConfig)
+PRECISIONS = ("32-true", "64-true", "bf16-mixed")  # trainer.precision values it runs under (16-mixed: GradScaler)
+MODELS.declare("skipgram", "zoo.models.skipgram.module:SkipGramModule", config=SkipGramConfig, precisions=PRECISIONS,
+               monitor=("val/spearman", "max"))
 DATAMODULES.declare("skipgram_synthetic", "zoo.models.skipgram.data:SyntheticCorpusData", config=SyntheticCorpusConfig)
 DATAMODULES.declare("skipgram_text", "zoo.models.skipgram.data:TextCorpusData", config=TextCorpusConfig)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
 from torch.utils.data import IterableDataset, get_worker_info
 
 from zoo.core.files import missing_folders, open_text, refuse_binary, remove_empty, replace_undecoded
@@ -147,8 +148,6 @@ def kept_order(words: list[str], counts: np.ndarray, min_count: int, max_vocab: 
 
 def word_level_tokenizer(vocabulary: list[str]):
     """A ``tokenizers`` WordLevel tokenizer: id 0 [UNK], then ``vocabulary`` in its order."""
-    from tokenizers import Tokenizer, models, pre_tokenizers  # imported when used: tokenizers
-
     vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(vocabulary)}}
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -243,8 +242,6 @@ def _encode_corpus(tmp: Path, sentences: Iterator[list[str]], paths: list[Path],
 
 def load_corpus(folder: Path) -> tuple[list[str], np.ndarray, dict]:
     """(words in id order, counts, meta) of a corpus cache folder."""
-    from tokenizers import Tokenizer  # imported when used: tokenizers
-
     tokenizer = Tokenizer.from_file(str(readable(folder / "tokenizer.json")))  # else a bare Exception
     vocab = tokenizer.get_vocab()
     words = [""] * (len(vocab) - 1)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from scipy.stats import spearmanr
 
 from zoo.core.files import open_utf8
 from zoo.errors import UserError
@@ -79,8 +80,6 @@ def read_analogies(path: str | Path) -> list[tuple[str, list[tuple[str, str, str
 
 def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
     """Spearman rank correlation (ties get their average rank), via scipy."""
-    from scipy.stats import spearmanr  # imported when used: scipy
-
     if len(a) < 2 or bool((a == a[0]).all()) or bool((b == b[0]).all()):
         return float("nan")  # undefined (scipy too gives nan, with a ConstantInputWarning: an error under -W error)
     return float(spearmanr(a.cpu().numpy(), b.cpu().numpy()).statistic)

@@ -12,7 +12,8 @@ from lightning.pytorch.utilities import rank_zero_info
 from zoo.callbacks.safety import NonFiniteLossError
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.models.skipgram.config import OBJECTIVES, SkipGramConfig
+from zoo.models.skipgram import gpu_kernel, kernel
+from zoo.models.skipgram.config import OBJECTIVES, PRECISIONS, SkipGramConfig
 from zoo.models.skipgram.evaluation import MIN_PAIRS, analogy_score, similarity_score
 from zoo.models.skipgram.loop import train_chunk
 from zoo.models.skipgram.nets import SkipGram
@@ -28,7 +29,7 @@ class SkipGramModule(SkipGramAPI, ZooModule):
     monitor, monitor_mode = "val/spearman", "max"
     # no 16-mixed: the updates are hand-written in float32, and float16 AMP's GradScaler asserts on
     # an optimizer that has no gradients to unscale
-    precisions = ("32-true", "64-true", "bf16-mixed")
+    precisions = PRECISIONS
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
@@ -78,8 +79,6 @@ class SkipGramModule(SkipGramAPI, ZooModule):
 
     def sequential(self) -> bool:
         """Whether training steps use the sequential kernel (see ``SkipGramConfig.updates``)."""
-        from zoo.models.skipgram import kernel  # imported when used: numpy
-
         mode = self.cfg.updates
         if mode == "auto":
             return self.device.type == "cpu" and self.cfg.objective != "full_softmax" and kernel.available()
@@ -87,8 +86,6 @@ class SkipGramModule(SkipGramAPI, ZooModule):
             raise UserError(f"model.updates=sequential runs on a CPU or a CUDA GPU for nce / negative_sampling "
                             f"(here: {self.device.type}, {self.cfg.objective}); use model.updates=minibatch or auto")
         if mode == "sequential" and self.device.type == "cuda":
-            from zoo.models.skipgram import gpu_kernel  # imported when used: torch
-
             if not gpu_kernel.available():
                 found = gpu_kernel.triton_version()
                 have = "none is installed" if found is None else f"found {'.'.join(map(str, found))}"
@@ -163,14 +160,10 @@ class SkipGramModule(SkipGramAPI, ZooModule):
     def sequential_chunk(self, batch: dict, lr0: float, lr1: float, seed: int) -> dict[str, float]:
         """One chunk through word2vec's per-pair updates: kernel.py's, Hogwild over cfg.threads, or on a
         CUDA GPU gpu_kernel.py's, Hogwild over cfg.gpu_jobs warps in stripes of cfg.gpu_stripe tokens."""
-        from zoo.models.skipgram import kernel  # imported when used: numpy
-
         if self._noise is None:
             self._noise = kernel.noise_table(self.net.sampler)
         log_kq = self.net.log_kq if self.cfg.objective == "nce" else None
         if self.device.type == "cuda":
-            from zoo.models.skipgram import gpu_kernel  # imported when used: torch
-
             device = batch["tokens"].device
             if self._noise_gpu is None or self._noise_gpu[0].device != device:  # copied once
                 self._noise_gpu = tuple(torch.as_tensor(column, device=device) for column in self._noise)

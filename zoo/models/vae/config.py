@@ -3,9 +3,11 @@ so a recipe's keys are checked before torch and Lightning are imported (declared
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from zoo.data_options import BatchedDataOptions
+from zoo.estimators.fit import StochasticNode
 from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, positive
 from zoo.registry import DATAMODULES, MODELS
 
@@ -79,7 +81,29 @@ class MnistConfig(BatchedDataOptions):
 
 
 # the folder's entries, declared once: name, class (imported when first used), options
-MODELS.declare("dvae", "zoo.models.vae.dvae:DiscreteVAE", config=DVAEConfig)
-MODELS.declare("vae", "zoo.models.vae.vae:VAE", config=VAEConfig)
+def image_size(data_info: dict | None) -> int | None:
+    """Pixels of one image (C * H * W), the features a learned baseline reads; None before the data are read."""
+    shape = (data_info or {}).get("image_shape")
+    return int(math.prod(shape)) if shape else None
+
+
+def vae_node(cfg: VAEConfig, data_info: dict | None = None) -> StochasticNode:
+    """z ~ q(z|x): pathwise-differentiable cost; a learned baseline reads the image."""
+    return StochasticNode(kind="continuous", differentiable_cost=True, samples=cfg.n_samples or None,
+                          context=True, context_dim=image_size(data_info))
+
+
+def dvae_node(cfg: DVAEConfig, data_info: dict | None = None) -> StochasticNode:
+    """N x K categorical latents scored by one cost (the ELBO); a learned baseline reads the image."""
+    return StochasticNode(kind="categorical", differentiable_cost=True, samples=cfg.n_samples or None,
+                          cost_function=True, variables=cfg.n_latents, categories=cfg.n_classes,
+                          sample_size=cfg.n_latents * cfg.n_classes, context=True,
+                          context_dim=image_size(data_info),
+                          hint="per-variable estimators fit model.n_latents=1, binary ones model.n_classes=2")
+
+
+MODELS.declare("dvae", "zoo.models.vae.dvae:DiscreteVAE", config=DVAEConfig, node=dvae_node,
+               monitor=("val/loss", "min"))
+MODELS.declare("vae", "zoo.models.vae.vae:VAE", config=VAEConfig, node=vae_node, monitor=("val/loss", "min"))
 DATAMODULES.declare("digits", "zoo.models.vae.data:DigitsData", config=DigitsConfig)
 DATAMODULES.declare("mnist", "zoo.models.vae.data:MnistData", config=MnistConfig)

@@ -34,8 +34,8 @@ from torch.distributions import Categorical, Distribution, kl_divergence
 
 from zoo.errors import UserError
 from zoo.estimators import StochasticNode
-from zoo.models.vae.config import DVAEConfig
-from zoo.models.vae.module import LatentVAE, image_size
+from zoo.models.vae.config import DVAEConfig, dvae_node
+from zoo.models.vae.module import LatentVAE
 
 
 class DiscreteVAE(LatentVAE):
@@ -48,12 +48,7 @@ class DiscreteVAE(LatentVAE):
     # cost_function: losses() passes the reconstruction cost of any (relaxed) sample to an estimator that asks
     @classmethod
     def stochastic_node(cls, cfg: DVAEConfig, data_info: dict | None = None) -> StochasticNode:
-        """N x K categorical latents scored by one cost (the ELBO); a learned baseline reads the image."""
-        return StochasticNode(kind="categorical", differentiable_cost=True, samples=cfg.n_samples or None,
-                              cost_function=True, variables=cfg.n_latents, categories=cfg.n_classes,
-                              sample_size=cfg.n_latents * cfg.n_classes, context=True,
-                              context_dim=image_size(data_info),
-                              hint="per-variable estimators fit model.n_latents=1, binary ones model.n_classes=2")
+        return dvae_node(cfg, data_info)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

@@ -18,7 +18,6 @@ k = ``iwae_samples``. All numbers are nats per image.
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any
 
@@ -33,12 +32,6 @@ from zoo.errors import UserError
 from zoo.models.vae.evaluation import VAEEvaluation
 from zoo.models.vae.nets import build_nets
 from zoo.models.vae.predict import VAEAPI, predict_cli
-
-
-def image_size(data_info: dict | None) -> int | None:
-    """Pixels of one image (C * H * W), the features a learned baseline reads; None before the data are read."""
-    shape = (data_info or {}).get("image_shape")
-    return int(math.prod(shape)) if shape else None
 
 
 class LatentVAE(VAEEvaluation, VAEAPI, ZooModule):

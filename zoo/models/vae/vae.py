@@ -20,8 +20,8 @@ from torch import Tensor
 from torch.distributions import Distribution, Independent, Normal, kl_divergence
 
 from zoo.estimators import StochasticNode
-from zoo.models.vae.config import VAEConfig
-from zoo.models.vae.module import LatentVAE, image_size
+from zoo.models.vae.config import VAEConfig, vae_node
+from zoo.models.vae.module import LatentVAE
 
 
 class VAE(LatentVAE):
@@ -32,9 +32,7 @@ class VAE(LatentVAE):
     # z ~ N(mu, sigma^2) feeds a differentiable decoder; a learned baseline may read the image
     @classmethod
     def stochastic_node(cls, cfg: VAEConfig, data_info: dict | None = None) -> StochasticNode:
-        """z ~ q(z|x): pathwise-differentiable cost; a learned baseline reads the image."""
-        return StochasticNode(kind="continuous", differentiable_cost=True, samples=cfg.n_samples or None,
-                              context=True, context_dim=image_size(data_info))
+        return vae_node(cfg, data_info)
 
     def encoder_out_dim(self) -> int:
         return 2 * self.cfg.latent_dim  # (mu, log sigma^2)

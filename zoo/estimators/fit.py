@@ -1,0 +1,124 @@
+"""What an estimator can do (``Capabilities``), where a model samples (``StochasticNode``), and whether the
+two fit (``mismatch``): plain dataclasses, no torch, so a recipe's estimator is checked against its model's
+node before torch and Lightning are imported (``zoo.config``); ``seam.py`` builds the estimator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DISTRIBUTIONS = ("continuous", "categorical", "any")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an estimator can do, declared on its class (``capabilities = Capabilities(...)``) and
+    checked against a model's ``StochasticNode`` when a recipe is loaded (``zoo.estimators.seam``)."""
+
+    distributions: str = "any"  # continuous: needs rsample | categorical: logits | any: needs log_prob only
+    differentiable_cost: bool = False  # True: the gradient goes through the sample into the cost
+    per_variable_cost: bool = False  # True: needs one cost per categorical variable (exact enumeration)
+    min_samples: int = 1  # samples per input it needs (leave-one-out baselines: 2)
+    paired_samples: bool = False  # draws its samples in antithetic pairs: n must be even
+    max_categories: int | None = None  # the most categories a variable may have (binary-only estimators: 2)
+    unbiased: bool = True  # E[grad of the surrogate] == grad E[cost]
+    context: bool = False  # reads per-position features from the model (a learned baseline)
+    own_samples: bool = False  # True: scores only samples from its own sample(), whose noise it keeps
+    cost_function: bool = False  # True: needs the cost at any (relaxed) value: the model passes cost_fn= to loss()
+    sequential: bool = True  # False: unbiased only when the variables one cost scores are drawn independently given
+    # the input (a control variate that reads them all at once: relax's joint one)
+
+    def __post_init__(self):
+        if self.distributions not in DISTRIBUTIONS:
+            raise ValueError(f"distributions must be one of {DISTRIBUTIONS}, got {self.distributions!r}")
+
+    def describe(self) -> str:
+        parts = ["unbiased" if self.unbiased else "biased", self.distributions]
+        parts += ["differentiable cost"] if self.differentiable_cost else []
+        parts += ["cost per variable"] if self.per_variable_cost else []
+        parts += [f"n >= {self.min_samples}"] if self.min_samples > 1 else []
+        parts += ["n even (antithetic pairs)"] if self.paired_samples else []
+        parts += [f"at most {self.max_categories} categories"] if self.max_categories else []
+        parts += ["may read model features"] if self.context else []  # an option, not a need
+        parts += ["its own samples only"] if self.own_samples else []
+        parts += ["the model's cost function"] if self.cost_function else []
+        parts += ["independent draws only"] if not self.sequential else []
+        return ", ".join(parts)
+
+
+NODE_KINDS = ("continuous", "categorical", "discrete")
+
+
+@dataclass(frozen=True)
+class StochasticNode:
+    """Where a model samples, and what the cost downstream of the sample allows: stated by the model from
+    its validated options (``stochastic_node(cfg, data_info)``), so every number is concrete."""
+
+    kind: str  # continuous (has rsample) | categorical (logits) | discrete (any other log_prob)
+    differentiable_cost: bool  # the cost is a differentiable function of the sample's value
+    per_variable_cost: bool = False  # each categorical variable has its own cost (exact enumeration works)
+    multi_sample: bool = True  # the model can draw n >= 2 samples per input (leave-one-out baselines)
+    own_samples: bool = True  # what est.loss scores carries what est.sample drew, its extras (the noise) included:
+    # the model hands the sample on as it is, or stacks the per-step samples' extras (False: it draws or assembles
+    # its samples itself, e.g. token by token, and keeps only values and log-probs)
+    sequential: bool = False  # the variables one cost scores are drawn one after another, each distribution
+    # depending on the earlier draws (a caption's attention locations): a control variate that reads them all at
+    # once (relax's joint one) is biased there
+    coupling: str = ""  # why the cost couples the variables, when it does (the reason a per-variable estimator
+    # cannot fit, said in its refusal)
+    cost_function: bool = False  # the model passes cost_fn(value) -> (n, *C), its cost at any (relaxed) value,
+    # to est.loss when the estimator asks (est.wants_cost_fn): REBAR's term
+    context: bool = False  # the model passes features as est.loss(..., context=) (a learned baseline reads them)
+    context_dim: int | None = None  # their size (None: not known until the data are read)
+    variables: int | None = None  # categorical variables one cost scores (1: that cost is the variable's own,
+    # so per-variable estimators fit); None: not stated
+    categories: int | None = None  # categories of each categorical variable (binary-only estimators fit 2)
+    samples: int | None = None  # samples per input the model asks for (None: the estimator's own n)
+    sample_size: int | None = None  # values of the sample one cost scores: a control variate's input (relax)
+    hint: str = ""  # appended to misfit errors, e.g. a model option that avoids sampling altogether
+
+    def __post_init__(self):
+        if self.kind not in NODE_KINDS:
+            raise ValueError(f"StochasticNode.kind must be one of {NODE_KINDS}, got {self.kind!r}")
+
+
+def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = None) -> str | None:
+    """Why an estimator with requirements ``req`` cannot train ``node`` (None: it can). ``n``: the
+    samples per input the model will draw (None: unknown)."""
+    if req is None:
+        return None  # undeclared (a user's own estimator): the user's responsibility
+    if req.distributions == "continuous" and node.kind != "continuous":
+        return f"it needs a continuous distribution with rsample, and this node is {node.kind}"
+    if req.distributions == "categorical" and node.kind != "categorical":
+        return f"it handles categorical distributions, and this node is {node.kind}"
+    if req.differentiable_cost and not node.differentiable_cost:
+        return "it backpropagates through the sample into the cost, and this node's cost is not differentiable"
+    if req.per_variable_cost and not node.per_variable_cost and node.variables != 1:
+        if node.variables is not None:
+            return (f"it needs one cost per categorical variable, and this node's cost couples its {node.variables} "
+                    "variables (1 would fit)")
+        why = f" ({node.coupling})" if node.coupling else ""
+        return f"it needs one cost per categorical variable, and this node's cost couples its variables{why}"
+    if req.min_samples > 1 and not node.multi_sample:
+        return f"it needs n >= {req.min_samples} samples per input, and this model draws one"
+    if req.min_samples > 1 and n is not None and n < req.min_samples:
+        return f"it needs n >= {req.min_samples} samples per input, got n={n}"
+    if req.paired_samples and n is not None and n % 2:
+        return f"it draws its samples in antithetic pairs, so n must be even, got n={n}"
+    if req.max_categories is not None and node.categories is None:
+        return (f"it handles variables of at most {req.max_categories} categories, and this node does not state "
+                "how many its variables have")
+    if req.max_categories is not None and node.categories > req.max_categories:
+        return (f"it handles variables of at most {req.max_categories} categories, and this node's have "
+                f"{node.categories} ({req.max_categories} would fit)")
+    if req.cost_function and not node.cost_function:
+        return "it evaluates the cost at relaxed samples (REBAR's term), and this model gives no cost function"
+    if req.own_samples and not node.own_samples:
+        return ("it scores only samples from its own sample() (it keeps their Gumbel noise), and this model "
+                "draws or assembles its samples itself")
+    if not req.sequential and node.sequential:
+        return ("its control variate reads all the variables of a cost at once, which is biased when each is drawn "
+                "given the earlier draws, as this node's are (relax: control: per_variable fits)")
+    if req.context and not node.context:
+        return "its learned baseline reads features this model does not give (set context_dim: 0 for a constant)"
+    return None

@@ -1,0 +1,265 @@
+"""The run behind ``python -m zoo.train``, once its recipe is checked (``zoo.config.load_config``, no torch):
+the run folder, the one lightning.Trainer (built before any data, so that a setting Lightning refuses costs
+nothing), the datamodule and the model, fit, test and metrics.json. ``zoo.train`` is the torch-free front
+(command line, recipe check, print_config); importing this module imports torch and Lightning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+from zoo.callbacks.named import build_callbacks
+from zoo.callbacks.safety import (
+    AtomicCheckpointIO,
+    FinalCheckpoint,
+    LastCheckpoint,
+    MonitorCheck,
+    NonFiniteLossGuard,
+    Notes,
+    ReleaseHeldMessages,
+    RNGState,
+    RunInfo,
+    SignalCheckpoint,
+    as_divergence,
+)
+from zoo.cli import build_trainer, ctrl_c_in_lightning, user_error_in_fit
+from zoo.config import repeated_overrides, run_monitor, to_yaml, validation_off
+from zoo.core.files import remove_empty
+from zoo.core.memory import AllocationGuard, check_step_fits
+from zoo.errors import UserError
+from zoo.registry import DATAMODULES, MODELS
+from zoo.runs import changed_options, check_writable, claim_run_dir, read_resume_checkpoint, resolve_run_dir
+from zoo.tracking import HeldMessages, console_callbacks, make_loggers, quiet_lightning, set_float32_precision
+
+
+@dataclass
+class RunResult:
+    run_dir: Path  # the run folder
+    model: Any  # the trained LightningModule
+    test_metrics: dict = field(default_factory=dict)  # {"test/...": float}
+    interrupted: bool = False  # stopped by SIGTERM/SIGINT (last.ckpt saved)
+    rank_zero: bool = True  # False in the other processes of a multi-process run (they print nothing)
+    untested: str | None = None  # why the run was not tested (test_after_fit=false, ...), else None
+
+
+@contextlib.contextmanager
+def removed_if_unsaved(run_dir: Path, made: list[Path]) -> Iterator[None]:
+    """The folders ``claim_run_dir`` made, removed again when what runs inside fails (a user's mistake,
+    Ctrl-C, a divergence) before any checkpoint was written: a refused run leaves nothing behind."""
+    try:
+        yield
+    except BaseException:
+        if made and rank_zero_only.rank == 0 and not any(run_dir.rglob("*.ckpt")):
+            shutil.rmtree(run_dir, ignore_errors=True)
+            remove_empty(made[1:])  # runs/<recipe>/ (and runs/) when this run made them
+        raise
+
+
+def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None) -> None:
+    """A checkpoint to resume must fit the model the recipe builds: a size option changed since
+    (model.latent_dim=3 on a run trained with 8) fails inside fit otherwise, after the run folder is
+    written. The message names the options that differ from the checkpoint's run (``cfg``: this one's)."""
+    own = model.state_dict()
+    fix = f"Resume with the model options the run was trained with (its config.yaml){changed_options(saved, cfg)}"
+    for key, value in saved["state_dict"].items():
+        if key in own and tuple(value.shape) != tuple(own[key].shape):
+            raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "
+                            f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. {fix}")
+    missing = sorted(set(own) - set(saved["state_dict"]))  # e.g. another estimator: its baseline's state
+    unexpected = sorted(set(saved["state_dict"]) - set(own))
+    if missing or unexpected:
+        parts = [f"{name} {', '.join(repr(k) for k in keys[:3])}{' ...' if len(keys) > 3 else ''}"
+                 for name, keys in (("it lacks", missing), ("it has no place here for", unexpected)) if keys]
+        raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: {'; '.join(parts)}. {fix} "
+                        "(an estimator or a model part changed since)")
+    changed = changed_options(saved, cfg)
+    if changed and rank_zero_only.rank == 0:
+        print(f"note: resuming {ckpt}, whose run had other options{changed.replace('; this command differs in', ':')}. "
+              "The new values are used where the model reads them; the optimizer's state (its learning rate "
+              "included) and the place in the epoch come from the checkpoint", file=sys.stderr)
+
+
+def build(cfg: dict, validated: dict | None = None) -> tuple[Any, Any]:
+    """Datamodule and model from a validated config (``validated``: its options objects, ``load_config``'s)."""
+    validated = validated or {}  # the options objects zoo.config validated, taken as given
+    data_opts = validated.get("data") or {k: v for k, v in cfg["data"].items() if k != "name"}
+    model_opts = validated.get("model") or {k: v for k, v in cfg["model"].items() if k != "name"}
+    datamodule = DATAMODULES.get(cfg["data"]["name"])(data_opts)
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    with AllocationGuard():  # weights larger than the machine: one line, before they are allocated
+        model = MODELS.get(cfg["model"]["name"])(model_opts, datamodule.info())
+    return datamodule, model
+
+
+def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False,
+                 notes: list[str] | None = None) -> Any:
+    """The lightning.Trainer of a run, built once, before any data: a setting Lightning refuses is a UserError
+    before a corpus is generated or a file downloaded. ``model``: the model's class (its monitor is the one
+    ``zoo.config.run_monitor`` states from the recipe, else the class's). ``notes``: lines about the run's
+    settings, printed (``note: ...``) once training starts."""
+    return build_trainer(lambda: _make_trainer(cfg, run_dir, model, extra_callbacks, resumed, list(notes or [])),
+                         f"trainer settings {cfg['trainer']}")
+
+
+def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool,
+                  notes: list[str]) -> Any:
+    ck = cfg["checkpoint"]
+    ckpt_dir = run_dir / "checkpoints"
+    # "best" by the model's metric, and "last" = the latest state (a separate callback: with a
+    # monitor, Lightning 2.6 refreshes save_last only when a new best is saved).
+    own = run_monitor(cfg["model"]["name"], cfg)  # None: not stated before the model is built; the class's then
+    monitor = ck["monitor"] or (own[0] if own else model.monitor)
+    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=monitor,
+                           mode=ck["mode"] or (own[1] if own else model.monitor_mode), save_top_k=ck["save_top_k"],
+                           every_n_epochs=ck["every_n_epochs"], auto_insert_metric_name=False)
+    # validation turned off (trainer.limit_val_batches=0): no best by a val/ metric (Lightning warned that it
+    # "could not find the monitored key" at each epoch end), said once; a val/ checkpoint.monitor is refused
+    off = validation_off(cfg["trainer"]) if monitor.startswith("val/") else None
+    last = LastCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False,
+                           every_n_epochs=None if ck["every_n_train_steps"] else ck["every_n_epochs"],
+                           every_n_train_steps=ck["every_n_train_steps"], save_on_train_epoch_end=True)
+    if off:
+        notes.append(f"{off[0]}, so no best checkpoint is chosen (by {monitor}); last.ckpt is saved as usual")
+    # in order (Lightning runs ModelCheckpoints last): the final save before an averaging callback (ema, swa)
+    # copies the average into the weights at the end; the signal's save after its update and its swap-back
+    callbacks = [MonitorCheck(monitor, chooses_best=off is None), *([best] if off is None else []), last,
+                 FinalCheckpoint(last), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
+                 *build_callbacks(cfg["callbacks"]), SignalCheckpoint(last),
+                 *([Notes(notes)] if notes else [])]
+    trainer_opts = dict(cfg["trainer"])
+    callbacks += console_callbacks(trainer_opts, callbacks)
+    if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
+        trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
+    # its loggers come once the data and the model are built (attach_loggers): a W&B run starts online only
+    # for a run whose data and model were accepted
+    return L.Trainer(default_root_dir=str(run_dir), logger=False, callbacks=callbacks,
+                     plugins=[AtomicCheckpointIO()], **trainer_opts)
+
+
+
+
+def attach_loggers(trainer: Any, cfg: dict, run_dir: Path, resumed: bool) -> None:
+    """The run's loggers (``zoo.tracking.make_loggers``), given to its Trainer once the data and the model are
+    built, just before fit."""
+    trainer.loggers = make_loggers(cfg, run_dir, resumed)
+
+
+def signal_callback(trainer: Any) -> Any:
+    """The run's ``SignalCheckpoint`` (make_trainer adds one to every run)."""
+    return next(c for c in trainer.callbacks if type(c).__name__ == "SignalCheckpoint")
+
+
+def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Path, command: str, cfg: dict) -> None:
+    """``trainer.fit`` in the run folder, its failures as the zoo's messages (a run that fails before its
+    first checkpoint leaves no folder: ``removed_if_unsaved`` around the whole of ``train``)."""
+    if trainer.is_global_zero:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            name = "config.yaml"  # a resumed run keeps the first one and adds its own beside it
+            if ckpt is not None and (run_dir / name).is_file():
+                name = f"config.resume-{1 + len(list(run_dir.glob('config.resume-*.yaml')))}.yaml"
+            (run_dir / name).write_text(f"# {command}\n" + to_yaml(cfg))
+        except OSError as err:
+            raise UserError(f"cannot write the run folder {run_dir}: {err.strerror or err}; "
+                            "choose another run_dir=") from None
+    distributed = trainer.world_size > 1
+    if distributed:  # Lightning re-launches this script for the other ranks; they must share the folder
+        os.environ["ZOO_RUN_DIR"] = str(run_dir)
+    try:
+        with ctrl_c_in_lightning(trainer, signal_callback(trainer).kept):
+            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt)
+    except Exception as err:
+        diverged = as_divergence(err, trainer)
+        if diverged is not None and diverged is not err:
+            err = diverged
+        err.run_dir = run_dir  # for the message: where the last good checkpoint is, if any
+        user = user_error_in_fit(err)
+        if user is None and diverged is None:
+            raise
+        if diverged is not None:
+            raise err from None
+        kept = sorted((run_dir / "checkpoints").glob("last*.ckpt")) if run_dir.is_dir() else []
+        if kept:  # e.g. the disk filled up at a later checkpoint
+            user = UserError(f"{user} (the last good checkpoint is kept: {kept[-1]}; resume with ckpt_path=last "
+                             "once fixed)")
+        raise user from None
+    finally:
+        if distributed and trainer.is_global_zero:
+            os.environ.pop("ZOO_RUN_DIR", None)
+
+
+def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict | None = None) -> RunResult:
+    """The run of a validated config (``zoo.config.load_config``): its folder, the one Trainer, the data and the
+    model, fit and test. ``argv``: the command line (written into the run), ``given``: its overrides (notes)."""
+    run_dir, ckpt = resolve_run_dir(cfg)
+    check_writable(run_dir)
+    run_dir, made = claim_run_dir(run_dir, cfg)  # the folders this run makes, removed again if it fails unsaved
+    with removed_if_unsaved(run_dir, made):
+        if cfg["threads"]:
+            torch.set_num_threads(cfg["threads"])
+        if cfg["matmul_precision"]:
+            set_float32_precision(cfg["matmul_precision"])
+        L.seed_everything(cfg["seed"], workers=True, verbose=False)
+        saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
+        quiet_lightning()  # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
+        command = "python -m zoo.train " + shlex.join(argv)
+        info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],
+                "command": command, "config": cfg}
+        # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
+        # it finds before then (in the data, or inside fit: a validation interval longer than the epoch) is the
+        # only line
+        with HeldMessages() as held:
+            # the run's one Trainer, before any data is built or cached: Lightning's own checks of the trainer:
+            # section (an accelerator this machine lacks, a strategy name that does not exist) come first
+            trainer = make_trainer(cfg, run_dir, MODELS.get(cfg["model"]["name"]),
+                                   [RunInfo(info), ReleaseHeldMessages(held)], resumed=ckpt is not None,
+                                   notes=repeated_overrides(given))
+            datamodule, model = build(cfg, validated)
+            # the training loader's own checks (a batch larger than the data) before Lightning prints its device
+            # lines and model summary: a mistake found there is then the only line on the screen
+            datamodule.train_dataloader()
+            check_step_fits(model, datamodule, str(cfg["trainer"].get("accelerator", "auto")))  # MAML's meta-batch
+            if ckpt is not None:
+                check_resumable(ckpt, saved, model, cfg)
+            elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
+                model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
+            model.plots_dir = run_dir / "plots"
+            attach_loggers(trainer, cfg, run_dir, resumed=ckpt is not None)
+            fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
+    signal_cb = signal_callback(trainer)
+    result = RunResult(run_dir, model, interrupted=signal_cb.received is not None, rank_zero=trainer.is_global_zero)
+    result.untested = ("test_after_fit=false" if not cfg["test_after_fit"] else "trainer.fast_dev_run"
+                       if cfg["trainer"].get("fast_dev_run") else "interrupted" if result.interrupted else None)
+    if result.untested is None:
+        last = run_dir / "checkpoints" / "last.ckpt"
+        try:
+            with ctrl_c_in_lightning(trainer, lambda: f"while testing; the trained run is kept in {run_dir} "
+                                     f"(test it with python -m zoo.evaluate {last})"):
+                metrics = trainer.test(model, datamodule=datamodule, verbose=False)
+        except Exception as err:  # e.g. trainer.limit_test_batches=0.001, which keeps no batch: a traceback
+            user = user_error_in_fit(err)
+            if user is None:
+                raise
+            raise UserError(f"{user} (the trained run is kept in {run_dir}; test it with python -m zoo.evaluate "
+                            f"{last})") from None
+        result.test_metrics = {k: float(v) for k, v in (metrics[0] if metrics else {}).items()}
+        if trainer.is_global_zero and result.test_metrics:
+            (run_dir / "metrics.json").write_text(json.dumps(result.test_metrics, indent=2) + "\n")
+        elif trainer.is_global_zero:  # an empty metrics.json, silently
+            print("warning: the test logged no metric, so no metrics.json was written", file=sys.stderr)
+    return result
