@@ -28,6 +28,7 @@ def over_seeds(runs: list[dict], schedule: dict) -> dict:
 def merged(paths: list[str]) -> dict:
     """The over-seeds report of single-seed reports written apart (same schedule and oracle)."""
     runs = [json.loads(Path(path).read_text()) for path in paths]
+
     def setting(run: dict, key: str) -> str:  # the oracle file by name: runs may give it by other paths
         value = run.get(key)
         return Path(value).name if key == "oracle" and str(value).endswith(".npz") else json.dumps(value)

@@ -113,10 +113,6 @@ def guard_streams() -> LossyStream | None:
     return sys.stdout if isinstance(sys.stdout, LossyStream) else None
 
 
-
-
-
-
 def run_command(main: Callable[[], int]) -> int:
     """``main()``'s exit status, with the streams guarded. Output lost to a reader that went away
     (``| head -1``) is what the reader asked for; lost otherwise (a full disk) it is one error line

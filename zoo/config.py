@@ -28,6 +28,8 @@ from zoo.trainer_options import check_trainer_options
 LOGGERS = ("csv", "wandb", "tensorboard")
 WANDB_MODES = ("online", "offline", "disabled", "shared")
 WANDB_PROJECT_FORBIDDEN = "/\\#?%:"  # characters W&B refuses in a project name
+
+
 @dataclass
 class CheckpointConfig:
     every_n_train_steps: Optional[int] = None  # also save last.ckpt every N steps (None: epoch ends only)

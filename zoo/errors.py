@@ -12,12 +12,6 @@ class UserError(Exception):
     exit_code = 2
 
 
-
-
-
-
-
-
 def as_user_error(err: BaseException) -> UserError | None:
     """``err`` itself when it is a UserError, a UserError for an allocation the machine cannot serve,
     for a file or folder the user may not read or write, for a full disk, for a path too long, or for

@@ -122,10 +122,6 @@ def _carried_over(data_cfg: dict, given: set[str], schema: type) -> dict:
     return {k: v for k, v in data_cfg.items() if k in known or k in given}
 
 
-
-
-
-
 def main(argv: list[str] | None = None) -> int:
 
     parser = CommandLineParser(prog="python -m zoo.evaluate", description=(__doc__ or "").split("\n")[0],

@@ -103,7 +103,6 @@ def build_model(model_name: str, hparams: dict, state_dict: dict, source: str) -
     saved = hparams.get("cfg") if isinstance(hparams, dict) else None
     if config is not None and isinstance(saved, dict):  # an option the model no longer has: named, with the closest one
 
-
         known = [f.name for f in dataclasses.fields(config)]
         unknown = [k for k in saved if k not in known]
         if unknown:

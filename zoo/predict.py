@@ -36,7 +36,6 @@ def main(argv: list[str] | None = None) -> int:
     def run() -> int:
         import torch  # imported when used: torch
 
-
         options = parse_kv([a for a in args.args if "=" in a])
         inputs = [a for a in args.args if "=" not in a]
         model, _ = load_any(args.target)

@@ -151,8 +151,6 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
                      plugins=[AtomicCheckpointIO()], **trainer_opts)
 
 
-
-
 def attach_loggers(trainer: Any, cfg: dict, run_dir: Path, resumed: bool) -> None:
     """The run's loggers (``zoo.tracking.make_loggers``), given to its Trainer once the data and the model are
     built, just before fit."""

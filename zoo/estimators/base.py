@@ -32,6 +32,7 @@ from zoo.registry import ESTIMATORS
 
 register_estimator = ESTIMATORS.register  # a user's own: @register_estimator("name", config=Options)
 
+
 @dataclass
 class StochasticSample:
     """What ``Estimator.sample`` returns. Leading dim of every tensor is the sample dim n."""

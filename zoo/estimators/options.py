@@ -99,7 +99,6 @@ class UnorderedSetOptions:
     baseline: bool = True  # built-in leave-one-out baseline (needs n >= 2)
 
 
-
 # what each built-in can do (its class's ``capabilities``), and how its options refine that (its ``requirements``)
 REPARAM = Capabilities(distributions="continuous", differentiable_cost=True)
 EXPECTATION = Capabilities(distributions="categorical", per_variable_cost=True)

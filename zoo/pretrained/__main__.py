@@ -77,7 +77,6 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
            replace: bool = False) -> Path:
     from safetensors.torch import save_file  # imported when used: safetensors
 
-
     check_entry_name(name)
     out_dir = out_dir or PRETRAINED_DIR
     if (out_dir / f"{name}.json").exists() and not replace:  # a released card is not overwritten by a typo

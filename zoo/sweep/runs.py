@@ -48,7 +48,6 @@ class Sweep:
                 "command": self.command, "runs": [asdict(r) for r in self.runs]}
 
 
-
 # ---------------------------------------------------------------- one run
 
 

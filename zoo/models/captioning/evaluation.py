@@ -30,7 +30,6 @@ class CaptionEvaluation:
             m[key] = MeanMetric()
         return torch.nn.ModuleDict(m)
 
-
     def _eval_step(self, batch: dict, stage: str) -> None:
         m, B = self.metrics[stage], len(batch["refs"])
         res, feats, grid = self.generate(batch["image"])  # never teacher-forced

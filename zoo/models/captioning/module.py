@@ -50,6 +50,7 @@ class ShowAttendTell(CaptionEvaluation, CaptionAPI, ZooModule):
 
     Config = SATConfig
     monitor, monitor_mode = "val/bleu4", "max"
+
     # hard attention: a categorical location per word, drawn given the earlier words' (sequential); the
     # caption's NLL is differentiable in the (relaxed) attention weights, but couples the words (no
     # enumeration) and gives no baseline features; the words' samples are stacked into one, their

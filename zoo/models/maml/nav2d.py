@@ -46,6 +46,7 @@ class Nav2dMAML(ZooModule):
 
     Config = Nav2dMAMLConfig
     monitor, monitor_mode = "val/return", "max"
+
     # Gaussian actions; the cost (minus the reward-to-go) comes from the environment, no gradient
     # through it; n = the trajectories per task (>= 2, so leave-one-out baselines work); the rollouts draw
     # the actions (own_samples=False); a learned baseline reads (goal, time), which no action changes

@@ -47,6 +47,7 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
     Config = OODConfig
     monitor, monitor_mode = "val/acc", "max"
     ddp_find_unused_parameters = True  # the G and D steps leave the other nets without gradients
+
     # G's noise z ~ N(0, I) (joint and boundary_gan); G's loss is a differentiable function of z
     @classmethod
     def stochastic_node(cls, cfg: OODConfig, data_info: dict | None = None) -> StochasticNode | None:

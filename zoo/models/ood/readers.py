@@ -210,6 +210,7 @@ def _image_files(path: Path) -> list[tuple[str, Path | bytes]]:
     if not path.is_file():
         raise UserError(f"OOD image folder not found: {path} (a folder of PNG/JPEG images, e.g. LSUN_resize/, or "
                         f"the archive it came in, e.g. LSUN_resize.tar.gz)")
+
     def is_image(name: str) -> bool:
         return Path(name).suffix.lower() in IMAGE_EXTENSIONS and "__MACOSX/" not in name
 

@@ -69,11 +69,9 @@ class SeqGANEvaluation:
         if self.text:
             self._refs.extend(self.sentences(batch))
 
-
     def sentences(self, seqs: torch.Tensor) -> list[str]:
         d = self.data_info
         return [" ".join(w) for w in decode(seqs.cpu(), d["vocab"], (d["eos_token"], d["pad_token"]))]
-
 
     def sample_sequences(self, n: int, seed: int, gen: Any = None) -> torch.Tensor:
         """n samples (n, T) of G (or of ``gen``) from a fixed seed (the public ``generate`` is predict.py's)."""
@@ -81,11 +79,9 @@ class SeqGANEvaluation:
         g = torch.Generator(device=gen.head.weight.device).manual_seed(seed)
         return torch.cat([gen.sample(min(1000, n - i), self.seq_len, generator=g) for i in range(0, n, 1000)])
 
-
     def _n(self, n: int) -> int:
         """Fewer evaluation samples under ``trainer.fast_dev_run`` (a smoke test, not a measurement)."""
         return min(n, 200) if self._trainer is not None and self.trainer.fast_dev_run else n
-
 
     def log_val_metrics(self) -> None:
         c = self.cfg
@@ -105,7 +101,6 @@ class SeqGANEvaluation:
         value = self._eval_cache[key]
         if value is not None:
             self.log("val/nll_oracle" if self.oracle is not None else "val/bleu3", value, prog_bar=True)
-
 
     def log_test_metrics(self) -> None:
         c = self.cfg

@@ -55,6 +55,7 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
     monitor, monitor_mode = ORACLE_MONITOR
     text_monitor = TEXT_MONITOR  # with text data (no oracle): BLEU-3 against held-out sentences
     ddp_find_unused_parameters = True  # G steps leave D without gradients and D steps leave G
+
     # G's tokens, sampled one by one: by G's own sampler for score-function estimators, by est.sample for
     # estimators that draw (own_samples: relax keeps their noise; differentiable_cost: D reads the one-hot or
     # relaxed rows through its embedding); group_size sequences per start; a learned baseline reads G's

@@ -43,6 +43,7 @@ class DiscreteVAE(LatentVAE):
 
     Config = DVAEConfig
     latent_ndim = 2
+
     # N x K categoricals; the decoder reads all of them at once: one cost per image, per variable only when
     # N = 1 (then exact enumeration and sets without replacement fit: expectation, unordered_set)
     # cost_function: losses() passes the reconstruction cost of any (relaxed) sample to an estimator that asks

@@ -121,6 +121,7 @@ class LatentVAE(VAEEvaluation, VAEAPI, ZooModule):
         negative ELBO; its reconstruction uses the estimator's sample (relaxed for gumbel_softmax)."""
         q = self.posterior(x)
         s = self.estimator.sample(q, n=self.cfg.n_samples or None)  # value (n, B, *latent)
+
         def reconstruction_cost(value: Tensor) -> Tensor:  # (n, B, *latent), hard or relaxed -> (n, B)
             return -self.log_lik(x, self.decode(value))
 

@@ -29,6 +29,7 @@ class VAE(LatentVAE):
 
     Config = VAEConfig
     latent_ndim = 1
+
     # z ~ N(mu, sigma^2) feeds a differentiable decoder; a learned baseline may read the image
     @classmethod
     def stochastic_node(cls, cfg: VAEConfig, data_info: dict | None = None) -> StochasticNode:
