@@ -66,7 +66,7 @@ def test_recipe_in_other_precisions_on_the_cpu(name, precision, tmp_path: Path):
     overrides = REAL_DATA[name](tmp_path) if name in REAL_DATA else []
     result = train([f"recipe={name}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1",
                     "trainer.limit_train_batches=1", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1",
-                    "trainer.accelerator=cpu", f"trainer.precision={precision}",
+                    "trainer.accelerator=cpu", f"trainer.precision={precision}", "trainer.num_sanity_val_steps=0",
                     "trainer.enable_progress_bar=false", *overrides])
     assert result.model.trainer.precision == precision
     params = list(result.model.parameters())

@@ -155,6 +155,33 @@ def init_signature(target: str) -> SourceSignature | None:
     return None
 
 
+def class_lineage(target: str) -> list[str] | None:
+    """``package.module:Class`` and its bases, each as ``module:Class`` where it is defined, read from source
+    (re-exports followed, one base per class); None where a class has several bases, a base that is not a plain
+    name, or no source to read (then the caller imports the class)."""
+    module, _, name = target.partition(":")
+    lineage: list[str] = []
+    for _ in range(16):
+        tree = _parsed(module)
+        cls = next((n for n in (tree.body if tree else []) if isinstance(n, ast.ClassDef) and n.name == name), None)
+        if cls is None:  # re-exported: follow the import
+            found = _where_defined(module, name)
+            if found is None or found == (module, name):
+                return None
+            module, name = found
+            continue
+        lineage.append(f"{module}:{name}")
+        if not cls.bases:
+            return lineage
+        if len(cls.bases) != 1 or not isinstance(cls.bases[0], ast.Name):
+            return None
+        found = _where_defined(module, cls.bases[0].id)
+        if found is None:
+            return None
+        module, name = found
+    return None
+
+
 def _where_defined(module: str, name: str) -> tuple[str, str] | None:
     """(module, name) a base class's name refers to, where it is defined in Python source."""
     tree = _parsed(module)

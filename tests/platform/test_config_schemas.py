@@ -75,6 +75,26 @@ def test_a_mistyped_model_or_data_key_is_refused_before_torch_is_imported(recipe
     assert "torch imported: False" in out.stdout, out.stdout
 
 
+def test_every_recipe_is_checked_without_importing_torch():
+    """print_config=true and every mistake found after the callbacks' check are answered without torch, for
+    recipes that name Lightning's callbacks by dotted path too (their signatures and bases read from source)."""
+    code = ("import sys\n"
+            "from zoo.config import load_config\n"
+            "from zoo.recipe_files import all_recipes\n"
+            "names = sorted(all_recipes())\n"
+            "heavy = []\n"
+            "for name in names:\n"
+            "    load_config(name)\n"
+            "    if 'torch' in sys.modules:\n"
+            "        heavy.append(name)\n"
+            "        break\n"
+            "print('recipes:', len(names), 'torch after:', heavy)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "torch after: []" in out.stdout, out.stdout
+    assert int(out.stdout.split()[1]) >= 30, out.stdout
+
+
 def test_a_valid_recipe_still_gets_the_checks_that_need_the_classes():
     """The early check only adds a refusal: an estimator that does not fit the node is still refused,
     by the seam, after the classes are imported."""

@@ -97,6 +97,9 @@ def test_validation_off_says_that_no_best_checkpoint_is_chosen(tmp_path, capsys)
      r"mode: min\}\]"),
     ("ood_digits_ce", ["callbacks=[{name: early_stopping, monitor: val/acc}]"],
      r"watches val/acc, a score where higher is better, with mode min .* give it mode: max"),
+    # Lightning's class by dotted path, known for early stopping from its source
+    ("ood_digits_ce", ["callbacks=[{name: 'lightning.pytorch.callbacks:EarlyStopping', monitor: val/acc}]"],
+     r"watches val/acc, a score where higher is better, with mode min .* give it mode: max"),
 ])
 def test_a_metric_judged_in_the_wrong_direction_is_refused(recipe, overrides, expected, tmp_path, capsys):
     code, err = run_main([f"recipe={recipe}", f"run_dir={tmp_path}/runs", "print_config=true", *overrides], capsys)

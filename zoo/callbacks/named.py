@@ -7,7 +7,7 @@ from typing import Any
 from zoo.errors import UserError
 from zoo.options import validate_call
 from zoo.registry import closest, import_dotted
-from zoo.source_signature import init_signature
+from zoo.source_signature import class_lineage, init_signature
 
 NAMED_CALLBACKS = {
     "grad_variance": "zoo.callbacks.grad_variance:GradientVarianceCallback",
@@ -36,11 +36,17 @@ def resolve(item: Any) -> tuple[str, str, dict]:
         raise UserError(f"unknown callback '{name}'{closest(name, list(NAMED_CALLBACKS))}. Known: "
                         f"{', '.join(NAMED_CALLBACKS)}, or a dotted path 'package.module:Class'")
     target = NAMED_CALLBACKS.get(name, name)
-    signature = init_signature(target) if name in NAMED_CALLBACKS else None
+    signature = init_signature(target) if _read_from_source(name, target) else None
     if signature is None:  # a user's own class by dotted path: imported (as a plugin is)
         signature = import_dotted(target).__init__
     validate_call(signature, spec, f"callback '{name}'", what="option")  # keys and types
     return name, target, spec
+
+
+def _read_from_source(name: str, target: str) -> bool:
+    """A named callback, or Lightning's own class by dotted path: read from source, since importing Lightning
+    (~4 s) for a recipe check is what the check avoids; a user's own class is imported."""
+    return name in NAMED_CALLBACKS or target.split(".")[0] in ("lightning", "pytorch_lightning")
 
 
 def is_early_stopping(name: str, target: str) -> bool:
@@ -48,6 +54,9 @@ def is_early_stopping(name: str, target: str) -> bool:
     name, a dotted path's class (imported already by ``resolve``) by its bases."""
     if name in NAMED_CALLBACKS:
         return name == "early_stopping"
+    lineage = class_lineage(target) if _read_from_source(name, target) else None
+    if lineage is not None:
+        return any(c.startswith("lightning.") and c.endswith(":EarlyStopping") for c in lineage)
     cls = import_dotted(target)
     return isinstance(cls, type) and any(c.__name__ == "EarlyStopping" and c.__module__.startswith("lightning.")
                                          for c in cls.__mro__)
