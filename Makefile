@@ -25,14 +25,15 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/python -m zoo.train recipe=vae_digits
 
-# the suite on 2 worker processes (pytest-xdist), about half the time of one on the 2-core CI machine;
+# the suite on 2 worker processes (pytest-xdist), about half the time of one on the 2-core CI machine; an idle
+# worker takes tests from the other's queue (worksteal), so one long test near the end leaves no worker idle;
 # a single test file or test runs as usual with `.venv/bin/python -m pytest PATH`
 test: install
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 # the costly checks kept out of `make test` (marked slow); CI runs `make test test-slow`
 test-slow: install
-	$(BIN)/python -m pytest -q -n 2 -m slow
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m slow
 
 test-oldest:
 	$(PYTHON) -m venv .venv-oldest
