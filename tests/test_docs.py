@@ -1,8 +1,8 @@
 """Docs that cannot rot: the README's and docs/'s code blocks run, their commands are checked, their links resolve.
 
-- every ```python block of a page runs: a page's blocks in order, in one namespace, in a fresh interpreter
-  (an example may register an estimator or a model) whose working folder is a temporary one, named
-  ``tmp_path`` in that namespace;
+- every ```python block of a page runs: a page's blocks in order, in one namespace, in a process of its own
+  (an example may register an estimator or a model; a forkserver's child, so torch and Lightning are imported
+  once, not once a page) whose working folder is a temporary one, named ``tmp_path`` in that namespace;
 - every ``python -m zoo.train ...`` line of a shell block (torchrun and srun lines too) is run in-process with
   ``print_config=true`` appended: the recipe, its overrides and every option are validated, nothing trains.
   A device count this machine lacks (``trainer.devices=8`` on a CPU) is checked as 1 device;
@@ -16,14 +16,14 @@ The README's block of the models' inference methods (marked ``<!-- api-snippets 
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from platform_testlib import exec_in_child  # tests/platform, on sys.path via conftest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -72,12 +72,21 @@ print("OK", len(BLOCKS))
 """
 
 
-def run_blocks(page: Path, code_blocks: list[tuple[int, str]], tmp_path: Path) -> subprocess.CompletedProcess:
+def run_blocks(page: Path, code_blocks: list[tuple[int, str]], tmp_path: Path) -> tuple[int | None, str]:
+    """(exit code, output) of the page's blocks run in a forkserver's child whose working folder is a new one."""
     runner = f"PAGE = {page.relative_to(ROOT).as_posix()!r}\nBLOCKS = {code_blocks!r}\n" + RUNNER
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
-    return subprocess.run([sys.executable, "-c", runner], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
+    work, log = tmp_path / "work", tmp_path / "output.log"
+    work.mkdir()
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["platform_testlib", "torch", "lightning.pytorch", "zoo.train"])
+    p = ctx.Process(target=exec_in_child, args=(runner, str(work), str(log)))
+    p.start()
+    p.join(600)
+    if p.is_alive():
+        p.kill()
+        p.join()
+        pytest.fail(f"{page.name}'s blocks were still running after 600 s")
+    return p.exitcode, log.read_text() if log.is_file() else ""
 
 
 PAGES_WITH_PYTHON = [p for p in PAGES if python_blocks(p, api=False)]
@@ -85,16 +94,17 @@ PAGES_WITH_PYTHON = [p for p in PAGES if python_blocks(p, api=False)]
 
 @pytest.mark.parametrize("page", PAGES_WITH_PYTHON, ids=lambda p: p.name)
 def test_every_python_block_of_a_page_runs(page, tmp_path):
-    done = run_blocks(page, python_blocks(page, api=False), tmp_path)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.strip().endswith(f"OK {len(python_blocks(page, api=False))}")
+    code, output = run_blocks(page, python_blocks(page, api=False), tmp_path)
+    assert code == 0, output[-4000:]
+    assert f"OK {len(python_blocks(page, api=False))}\n" in output, output[-4000:]
 
 
 def test_the_readme_api_snippets_run(tmp_path):
     code_blocks = python_blocks(ROOT / "README.md", api=True)
     assert len(code_blocks) == 1, f"one block after {API_MARKER} in the README"
-    done = run_blocks(ROOT / "README.md", code_blocks, tmp_path)
-    assert done.returncode == 0, done.stderr[-4000:]
+    code, output = run_blocks(ROOT / "README.md", code_blocks, tmp_path)
+    assert code == 0, output[-4000:]
+    assert "OK 1\n" in output, output[-4000:]
 
 
 def shell_commands(path: Path) -> list[tuple[int, list[str]]]:

@@ -61,3 +61,16 @@ def train_in_child(argv: list[str], log: str) -> None:
     from zoo.train import train
 
     train(argv)
+
+
+def exec_in_child(code: str, cwd: str, log: str) -> None:
+    """``code`` run as a script in ``cwd``, its output in ``log``, W&B off and one torch thread: a forkserver's
+    child (see ``train_in_child``), so what it registers or changes ends with it."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(fd, 1), os.dup2(fd, 2)
+    os.chdir(cwd)
+    os.environ.update(WANDB_MODE="disabled", OMP_NUM_THREADS="1")
+    import torch
+
+    torch.set_num_threads(1)
+    exec(compile(code, "<runner>", "exec"), {"__name__": "__main__"})
