@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from zoo.callbacks.named import check_callbacks, is_early_stopping, resolve
 from zoo.errors import UserError
 from zoo.estimators.seam import check_spec
-from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, parse_dotlist, positive
+from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, freeze, parse_dotlist, positive, thaw
 from zoo.options import validate as validate_options
 from zoo.recipe_files import find_recipe, load_recipe, merge_replacing
 from zoo.registry import DATAMODULES, MODELS, closest
@@ -167,7 +167,8 @@ def check_precision(name: str, precision: Any, where: str) -> None:
 
 
 def load_config(recipe: str, overrides: list[str] | None = None, made: dict | None = None) -> dict:
-    """Recipe name/path + overrides -> a validated plain dict (see `RunConfig`): each section validated once,
+    """Recipe name/path + overrides -> a validated, read-only tree of dicts and lists (see `RunConfig`;
+    ``zoo.options.FrozenDict``: a change is a TypeError, ``thaw`` gives plain ones): each section validated once,
     against the declarations (no torch imported; a plugin's or a dotted path's class is imported). ``made``:
     a dict that receives the options objects the ``model:`` and ``data:`` sections were validated into, which
     the run's constructors take as given (``zoo.runner.build``), so a section's checks run once."""
@@ -225,7 +226,7 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
     cfg["recipe"] = cfg["recipe"] or path.stem
     if made is not None:
         made.update(model=model_made, data=data_made)
-    return cfg
+    return freeze(cfg)
 
 
 def run_monitor(name: str, cfg: dict) -> tuple[str, str] | None:
@@ -286,7 +287,7 @@ def _mapping(raw: dict, key: str, where: str) -> dict:
 
 
 def to_yaml(cfg: dict) -> str:
-    return OmegaConf.to_yaml(OmegaConf.create(cfg))
+    return OmegaConf.to_yaml(OmegaConf.create(thaw(cfg)))
 
 
 # ---- validation, test and the direction of the metrics watched ------------------------------------------------
