@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from zoo.callbacks.named import check_callbacks, is_early_stopping, resolve
 from zoo.errors import UserError
-from zoo.estimators.seam import check_spec
+from zoo.estimators.seam import check_spec, keep_checked
 from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, freeze, parse_dotlist, positive, thaw
 from zoo.options import validate as validate_options
 from zoo.recipe_files import find_recipe, load_recipe, merge_replacing
@@ -104,8 +104,9 @@ def repeated_overrides(overrides: list[str]) -> list[str]:
 def _section(raw: dict, key: str, registry: Any, where: str) -> tuple[dict, Any]:
     """The ``model:`` or ``data:`` section, validated once against its options dataclass (the zoo's own: from
     its declaration, no torch; a plugin's or a dotted path's: its class, imported now), and a model's
-    estimator against the stochastic node its options give: (the section as a plain dict, the options
-    object; None for a class without an options dataclass)."""
+    estimator against the stochastic node its options give, its result kept on the options object for the model
+    (``keep_checked``): (the section as a plain dict, the options object; None for a class without an options
+    dataclass)."""
     section = raw.get(key)
     if isinstance(section, str) and section:  # model=vae on the command line: a section given a name alone
         raise UserError(f"'{key}: {section}' in {where}: {key} is a section of options; its name is given as "
@@ -125,7 +126,8 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> tuple[dict, Any]
 
 def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str) -> None:
     """A model's estimator option (its validated options ``cfg``) against the stochastic node those options give:
-    the declaration's ``node`` (the zoo's own models, no torch), else the class's ``stochastic_node``."""
+    the declaration's ``node`` (the zoo's own models, no torch), else the class's ``stochastic_node``. The node's
+    sizes that come from the data (context_dim, ...) do not decide the fit; the model fills them in."""
     entry = registry.entry(name)
     if isinstance(entry.target, str):
         state, model = entry.facts.get("node"), entry.target.rpartition(":")[2]
@@ -135,7 +137,7 @@ def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str) -> Non
     if node is None:
         return
     spec = cfg.estimator if cfg.estimator is not None else type(cfg)().estimator
-    check_spec(spec, node, f"{where} [estimator]", model=model)
+    keep_checked(cfg, spec, check_spec(spec, node, f"{where} [estimator]", model=model))
 
 
 # Lightning's short forms of trainer.precision
