@@ -202,18 +202,20 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
     model, model_made = _section(raw, "model", MODELS, where)
     data, data_made = _section(raw, "data", DATAMODULES, where)
     check_callbacks(raw.get("callbacks", []), where)
-    cfg = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
-    cfg = validate_options(RunConfig, cfg, where)
-    cfg["model"], cfg["data"], cfg["trainer"] = model, data, trainer
-    cfg["wandb"] = validate_options(WandbConfig, _mapping(raw, "wandb", where), f"{where} [wandb]")
-    cfg["checkpoint"] = validate_options(CheckpointConfig, _mapping(raw, "checkpoint", where), f"{where} [checkpoint]")
+    top = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
+    top = validate_options(RunConfig, top, where)
+    loggers = top["logger"] if isinstance(top["logger"], list) else [top["logger"]]
+    wandb = validate_options(WandbConfig, _mapping(raw, "wandb", where), f"{where} [wandb]")
+    checkpoint = validate_options(CheckpointConfig, _mapping(raw, "checkpoint", where), f"{where} [checkpoint]")
+    # read-only from here on, for the checks below (a model's check_run and monitor) and whatever runs it
+    cfg = freeze({**top, "model": model, "data": data, "trainer": trainer, "wandb": wandb, "checkpoint": checkpoint,
+                  "logger": loggers, "recipe": top["recipe"] or path.stem})
     name = cfg["model"]["name"]
     check_precision(name, cfg["trainer"].get("precision"), where)
     check_run = model_fact(name, "check_run")  # a model's own checks of the run's settings together
     if check_run is not None:  # (a plain LightningModule named by dotted path has none)
         check_run(cfg)
     check_validation_and_test(cfg, run_monitor(name, cfg))
-    loggers = cfg["logger"] if isinstance(cfg["logger"], list) else [cfg["logger"]]
     for name in loggers:
         if name not in LOGGERS:
             raise UserError(f"unknown logger '{name}' in {where}{closest(str(name), list(LOGGERS))}. "
@@ -224,11 +226,9 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
                         f"e.g. logger=[{','.join(dict.fromkeys(loggers))}]")
     if "wandb" in loggers and cfg["wandb"]["mode"] is None:
         check_wandb_environment()
-    cfg["logger"] = loggers
-    cfg["recipe"] = cfg["recipe"] or path.stem
     if made is not None:
         made.update(model=model_made, data=data_made)
-    return freeze(cfg)
+    return cfg
 
 
 def run_monitor(name: str, cfg: dict) -> tuple[str, str] | None:
