@@ -87,7 +87,7 @@ def train_one(label: str, spec: dict, seed: int, args) -> tuple[dict, object, ob
     from zoo.train import build
 
     cfg = load_config(args.recipe, [*args.extra, f"seed={seed}", f"model.iwae_samples={args.iwae}"])
-    cfg["model"]["estimator"] = spec
+    cfg = {**cfg, "model": {**cfg["model"], "estimator": spec}}  # load_config's tree is read-only
     L.seed_everything(seed, verbose=False)
     datamodule, model = build(cfg)
     model.plots_dir = Path(args.plots) / label

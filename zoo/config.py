@@ -18,8 +18,8 @@ from omegaconf import OmegaConf
 
 from zoo.callbacks.named import check_callbacks, is_early_stopping, resolve
 from zoo.errors import UserError
-from zoo.estimators.seam import check_spec
-from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, parse_dotlist, positive
+from zoo.estimators.seam import check_spec, keep_checked
+from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, freeze, parse_dotlist, positive, thaw
 from zoo.options import validate as validate_options
 from zoo.recipe_files import find_recipe, load_recipe, merge_replacing
 from zoo.registry import DATAMODULES, MODELS, closest
@@ -104,8 +104,9 @@ def repeated_overrides(overrides: list[str]) -> list[str]:
 def _section(raw: dict, key: str, registry: Any, where: str) -> tuple[dict, Any]:
     """The ``model:`` or ``data:`` section, validated once against its options dataclass (the zoo's own: from
     its declaration, no torch; a plugin's or a dotted path's: its class, imported now), and a model's
-    estimator against the stochastic node its options give: (the section as a plain dict, the options
-    object; None for a class without an options dataclass)."""
+    estimator against the stochastic node its options give, its result kept on the options object for the model
+    (``keep_checked``): (the section as a plain dict, the options object; None for a class without an options
+    dataclass)."""
     section = raw.get(key)
     if isinstance(section, str) and section:  # model=vae on the command line: a section given a name alone
         raise UserError(f"'{key}: {section}' in {where}: {key} is a section of options; its name is given as "
@@ -125,7 +126,8 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> tuple[dict, Any]
 
 def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str) -> None:
     """A model's estimator option (its validated options ``cfg``) against the stochastic node those options give:
-    the declaration's ``node`` (the zoo's own models, no torch), else the class's ``stochastic_node``."""
+    the declaration's ``node`` (the zoo's own models, no torch), else the class's ``stochastic_node``. The node's
+    sizes that come from the data (context_dim, ...) do not decide the fit; the model fills them in."""
     entry = registry.entry(name)
     if isinstance(entry.target, str):
         state, model = entry.facts.get("node"), entry.target.rpartition(":")[2]
@@ -135,7 +137,7 @@ def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str) -> Non
     if node is None:
         return
     spec = cfg.estimator if cfg.estimator is not None else type(cfg)().estimator
-    check_spec(spec, node, f"{where} [estimator]", model=model)
+    keep_checked(cfg, spec, check_spec(spec, node, f"{where} [estimator]", model=model))
 
 
 # Lightning's short forms of trainer.precision
@@ -167,7 +169,8 @@ def check_precision(name: str, precision: Any, where: str) -> None:
 
 
 def load_config(recipe: str, overrides: list[str] | None = None, made: dict | None = None) -> dict:
-    """Recipe name/path + overrides -> a validated plain dict (see `RunConfig`): each section validated once,
+    """Recipe name/path + overrides -> a validated, read-only tree of dicts and lists (see `RunConfig`;
+    ``zoo.options.FrozenDict``: a change is a TypeError, ``thaw`` gives plain ones): each section validated once,
     against the declarations (no torch imported; a plugin's or a dotted path's class is imported). ``made``:
     a dict that receives the options objects the ``model:`` and ``data:`` sections were validated into, which
     the run's constructors take as given (``zoo.runner.build``), so a section's checks run once."""
@@ -199,18 +202,20 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
     model, model_made = _section(raw, "model", MODELS, where)
     data, data_made = _section(raw, "data", DATAMODULES, where)
     check_callbacks(raw.get("callbacks", []), where)
-    cfg = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
-    cfg = validate_options(RunConfig, cfg, where)
-    cfg["model"], cfg["data"], cfg["trainer"] = model, data, trainer
-    cfg["wandb"] = validate_options(WandbConfig, _mapping(raw, "wandb", where), f"{where} [wandb]")
-    cfg["checkpoint"] = validate_options(CheckpointConfig, _mapping(raw, "checkpoint", where), f"{where} [checkpoint]")
+    top = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
+    top = validate_options(RunConfig, top, where)
+    loggers = top["logger"] if isinstance(top["logger"], list) else [top["logger"]]
+    wandb = validate_options(WandbConfig, _mapping(raw, "wandb", where), f"{where} [wandb]")
+    checkpoint = validate_options(CheckpointConfig, _mapping(raw, "checkpoint", where), f"{where} [checkpoint]")
+    # read-only from here on, for the checks below (a model's check_run and monitor) and whatever runs it
+    cfg = freeze({**top, "model": model, "data": data, "trainer": trainer, "wandb": wandb, "checkpoint": checkpoint,
+                  "logger": loggers, "recipe": top["recipe"] or path.stem})
     name = cfg["model"]["name"]
     check_precision(name, cfg["trainer"].get("precision"), where)
     check_run = model_fact(name, "check_run")  # a model's own checks of the run's settings together
     if check_run is not None:  # (a plain LightningModule named by dotted path has none)
         check_run(cfg)
     check_validation_and_test(cfg, run_monitor(name, cfg))
-    loggers = cfg["logger"] if isinstance(cfg["logger"], list) else [cfg["logger"]]
     for name in loggers:
         if name not in LOGGERS:
             raise UserError(f"unknown logger '{name}' in {where}{closest(str(name), list(LOGGERS))}. "
@@ -221,8 +226,6 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
                         f"e.g. logger=[{','.join(dict.fromkeys(loggers))}]")
     if "wandb" in loggers and cfg["wandb"]["mode"] is None:
         check_wandb_environment()
-    cfg["logger"] = loggers
-    cfg["recipe"] = cfg["recipe"] or path.stem
     if made is not None:
         made.update(model=model_made, data=data_made)
     return cfg
@@ -286,7 +289,7 @@ def _mapping(raw: dict, key: str, where: str) -> dict:
 
 
 def to_yaml(cfg: dict) -> str:
-    return OmegaConf.to_yaml(OmegaConf.create(cfg))
+    return OmegaConf.to_yaml(OmegaConf.create(thaw(cfg)))
 
 
 # ---- validation, test and the direction of the metrics watched ------------------------------------------------

@@ -380,3 +380,47 @@ def estimator_option(default: EstimatorSpec, doc: str = "") -> Any:
     The default is copied per instance; ``metadata['estimator']`` marks the field for the docs."""
     factory = (lambda: dict(default)) if isinstance(default, Mapping) else (lambda: default)
     return dataclasses.field(default_factory=factory, metadata={"estimator": True, "doc": doc})
+
+
+# ---- the validated run config, read-only ----------------------------------------------------------------------
+def _read_only(self: Any, *args: Any, **kwargs: Any) -> None:
+    raise TypeError("the validated config is read-only: build a new value instead (e.g. dict(cfg, key=value))")
+
+
+class FrozenDict(dict):
+    """A dict that refuses every change (``load_config``'s tree): reads, ``isinstance(x, dict)``, ``json`` and
+    ``dict(x)`` (a plain, changeable copy of one level) work as for a dict; ``thaw`` gives the plain tree."""
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self) -> tuple:  # pickle and deepcopy: rebuilt through dict.__init__, not __setitem__
+        return type(self), (dict(self),)
+
+
+class FrozenList(list):
+    """A list that refuses every change, as ``FrozenDict``; equal to the plain list of its items."""
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = append = extend = insert = pop = remove = clear = sort = \
+        reverse = _read_only
+
+    def __reduce__(self) -> tuple:
+        return type(self), (list(self),)
+
+
+def freeze(value: Any) -> Any:
+    """A tree of dicts and lists -> the same tree of ``FrozenDict`` and ``FrozenList`` (new containers)."""
+    if isinstance(value, dict):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return FrozenList(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """``freeze``'s tree -> plain dicts and lists (new containers), for what is saved: config.yaml, a checkpoint
+    (loaded with ``weights_only=True``: no class of the zoo's inside), the loggers' config."""
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [thaw(v) for v in value]
+    return value

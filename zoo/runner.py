@@ -41,6 +41,7 @@ from zoo.config import repeated_overrides, run_monitor, to_yaml, validation_off
 from zoo.core.files import remove_empty
 from zoo.core.memory import AllocationGuard, check_step_fits
 from zoo.errors import UserError
+from zoo.options import thaw
 from zoo.registry import DATAMODULES, MODELS
 from zoo.runs import changed_options, check_writable, claim_run_dir, read_resume_checkpoint, resolve_run_dir
 from zoo.tracking import HeldMessages, console_callbacks, make_loggers, quiet_lightning, set_float32_precision
@@ -96,8 +97,8 @@ def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None)
 def build(cfg: dict, validated: dict | None = None) -> tuple[Any, Any]:
     """Datamodule and model from a validated config (``validated``: its options objects, ``load_config``'s)."""
     validated = validated or {}  # the options objects zoo.config validated, taken as given
-    data_opts = validated.get("data") or {k: v for k, v in cfg["data"].items() if k != "name"}
-    model_opts = validated.get("model") or {k: v for k, v in cfg["model"].items() if k != "name"}
+    data_opts = validated.get("data") or {k: v for k, v in thaw(cfg["data"]).items() if k != "name"}
+    model_opts = validated.get("model") or {k: v for k, v in thaw(cfg["model"]).items() if k != "name"}
     datamodule = DATAMODULES.get(cfg["data"]["name"])(data_opts)
     datamodule.prepare_data()
     datamodule.setup("fit")
@@ -139,9 +140,9 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
     # copies the average into the weights at the end; the signal's save after its update and its swap-back
     callbacks = [MonitorCheck(monitor, chooses_best=off is None), *([best] if off is None else []), last,
                  FinalCheckpoint(last), NonFiniteLossGuard(), RNGState(), *extra_callbacks,
-                 *build_callbacks(cfg["callbacks"]), SignalCheckpoint(last),
+                 *build_callbacks(thaw(cfg["callbacks"])), SignalCheckpoint(last),
                  *([Notes(notes)] if notes else [])]
-    trainer_opts = dict(cfg["trainer"])
+    trainer_opts = thaw(cfg["trainer"])  # a plain copy: the strategy may change below
     callbacks += console_callbacks(trainer_opts, callbacks)
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
@@ -216,8 +217,9 @@ def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict |
         saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
         quiet_lightning()  # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
         command = "python -m zoo.train " + shlex.join(argv)
-        info = {"format": 1, "model": cfg["model"]["name"], "data": cfg["data"], "recipe": cfg["recipe"],
-                "command": command, "config": cfg}
+        plain = thaw(cfg)  # in every checkpoint (loaded with weights_only=True) and sent to the loggers
+        info = {"format": 1, "model": cfg["model"]["name"], "data": plain["data"], "recipe": cfg["recipe"],
+                "command": command, "config": plain}
         # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
         # it finds before then (in the data, or inside fit: a validation interval longer than the epoch) is the
         # only line

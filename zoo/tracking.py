@@ -23,6 +23,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
 from zoo.errors import UserError
 from zoo.messages import HeldMessages, _DropNoise, quiet_lightning  # noqa: F401  (zoo.tracking's names too)
+from zoo.options import thaw
 from zoo.paths import home_folder, writable
 
 
@@ -140,7 +141,7 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
     # the same id on every start of this run folder: Lightning hands wandb.init resume="allow", so a resume
     # continues the run (online: its steps and history; offline: `wandb sync` joins the folders into one run)
     common = dict(project=opts["project"], entity=opts["entity"], save_dir=str(run_dir), tags=opts["tags"],
-                  name=f"{cfg['recipe']}/{run_dir.name}", config=cfg, id=wandb_run_id(run_dir))
+                  name=f"{cfg['recipe']}/{run_dir.name}", config=thaw(cfg), id=wandb_run_id(run_dir))
     # Lightning refuses log_model with offline mode; artifacts only make sense online.
     logger = WandbLogger(mode=mode, log_model="all" if (mode == "online" and opts["log_model"]) else False,
                          settings=_settings(), **common)

@@ -49,7 +49,8 @@ from torchvision.utils import save_image
 
 from zoo import hf
 from zoo.errors import UserError
-from zoo.estimators.seam import build_for_node
+from zoo.estimators.seam import build_for_node, checked_estimator
+from zoo.options import thaw
 from zoo.paths import make_folder
 
 
@@ -79,7 +80,7 @@ class ZooModule(L.LightningModule):
     def __init__(self, cfg: dict | Any, data_info: dict | None = None):
         super().__init__()
         made = cfg if self.Config is not None and isinstance(cfg, self.Config) else None  # zoo.config's: as given
-        cfg = dataclasses.asdict(made) if made is not None else cfg
+        cfg = dataclasses.asdict(made) if made is not None else thaw(cfg)  # thaw: a section of load_config's tree
         # in the checkpoint (to rebuild the model), not sent to the loggers: data_info can hold a
         # vocabulary, which Lightning's CSV logger writes through OmegaConf at ~1 ms a node (9 s for
         # 7k words); zoo.runner logs the recipe's config to every logger instead (runner.make_trainer)
@@ -132,13 +133,14 @@ class ZooModule(L.LightningModule):
         return None
 
     def build_estimator(self) -> Any:
-        """The estimator the config names (``model.estimator``) for the model's node, checked against the
-        node and given the node's context size (see ``zoo.estimators.seam``)."""
+        """The estimator the config names (``model.estimator``) for the model's node, given the node's context
+        size (see ``zoo.estimators.seam``); checked against the node here unless ``zoo.config`` checked it when
+        the recipe loaded (options made by ``load_config``: ``checked_estimator``)."""
         spec = self.cfg.estimator
         if spec is None:  # checkpoints written before the option had a default
             spec = self.Config().estimator
         return build_for_node(spec, self.stochastic_node(self.cfg, self.data_info), where="model.estimator",
-                              model=type(self).__name__)
+                              model=type(self).__name__, checked=checked_estimator(self.cfg, spec))
 
     # ---- logging ---------------------------------------------------------------------------
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:

@@ -12,14 +12,16 @@ and types the option that names the estimator (``estimator: EstimatorSpec = esti
 in its config). Every estimator declares its ``Capabilities`` (``fit.py``; the built-ins in their declarations,
 ``options.py``). The recipe loader calls ``check_spec`` before torch is imported (a built-in estimator's class
 is not imported for it): the estimator's name, every one of its options, and its
-fit to the node; a mismatch is a ``UserError`` that lists the estimators that do fit. The model
-then builds its estimator with ``build_for_node`` (``ZooModule.build_estimator`` does it), which
-also hands the node's context size to estimators that read a context (and the sample's size to a
-control variate's input): no model names or patches an estimator.
+fit to the node; a mismatch is a ``UserError`` that lists the estimators that do fit. The loader keeps
+the result on the model's options object (``keep_checked``); the model then builds its estimator with
+``build_for_node`` (``ZooModule.build_estimator`` does it), which checks the spec only where nothing did
+(a model built from Python, a checkpoint), and hands the node's context size to estimators that read a
+context (and the sample's size to a control variate's input): no model names or patches an estimator.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -115,10 +117,27 @@ def check_spec(spec: Any, node: StochasticNode, where: str, model: str = "model"
     return name, cls, opts
 
 
-def build_for_node(spec: Any, node: StochasticNode, where: str = "the model", model: str = "model") -> Any:
-    """The estimator for ``node``: checked as ``check_spec`` does, given the node's context size if it
-    reads a context and its options leave the size open (so no layer is built lazily: DDP-safe)."""
-    name, cls, opts = check_spec(spec, node, where, model)
+def keep_checked(options: Any, spec: Any, checked: tuple[str, type | None, Any]) -> None:
+    """Hands ``check_spec``'s result for ``spec`` to the model built from ``options`` (its validated options
+    object, ``zoo.config``'s), so that ``build_for_node`` does not check it again."""
+    try:
+        object.__setattr__(options, "_checked_estimator", (copy.deepcopy(spec), checked))  # not a field: not saved
+    except AttributeError:  # an options class with __slots__: the model checks the spec when it builds it
+        pass
+
+
+def checked_estimator(options: Any, spec: Any) -> tuple[str, type | None, Any] | None:
+    """``check_spec``'s result kept on ``options`` (``keep_checked``) for this ``spec``, else None."""
+    kept = getattr(options, "_checked_estimator", None)
+    return kept[1] if kept is not None and kept[0] == spec else None
+
+
+def build_for_node(spec: Any, node: StochasticNode, where: str = "the model", model: str = "model",
+                   checked: tuple[str, type | None, Any] | None = None) -> Any:
+    """The estimator for ``node``: checked as ``check_spec`` does (``checked``: that check's result, made
+    already when the recipe loaded), given the node's context size if it reads a context and its options
+    leave the size open (so no layer is built lazily: DDP-safe)."""
+    name, cls, opts = checked if checked is not None else check_spec(spec, node, where, model)
     cls = ESTIMATORS.get(name) if cls is None else cls
     dim = node.context_dim if node.context else None
     if dataclasses.is_dataclass(opts) and getattr(opts, "context_dim", 0) is None and dim is not None:
