@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
-from zoo.callbacks.named import check_callbacks, is_early_stopping, resolve
+from zoo.callbacks.named import check_callbacks, is_early_stopping
 from zoo.errors import UserError
 from zoo.estimators.seam import check_spec, keep_checked
 from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, freeze, parse_dotlist, positive, thaw
@@ -201,7 +201,7 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
     trainer = check_trainer_options(raw.get("trainer") or {}, where)  # read from Lightning's source: no torch
     model, model_made = _section(raw, "model", MODELS, where)
     data, data_made = _section(raw, "data", DATAMODULES, where)
-    check_callbacks(raw.get("callbacks", []), where)
+    callbacks = check_callbacks(raw.get("callbacks", []), where)  # (name, dotted path, options) each
     top = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
     top = validate_options(RunConfig, top, where)
     loggers = top["logger"] if isinstance(top["logger"], list) else [top["logger"]]
@@ -215,7 +215,7 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
     check_run = model_fact(name, "check_run")  # a model's own checks of the run's settings together
     if check_run is not None:  # (a plain LightningModule named by dotted path has none)
         check_run(cfg)
-    check_validation_and_test(cfg, run_monitor(name, cfg))
+    check_validation_and_test(cfg, run_monitor(name, cfg), callbacks)
     for name in loggers:
         if name not in LOGGERS:
             raise UserError(f"unknown logger '{name}' in {where}{closest(str(name), list(LOGGERS))}. "
@@ -333,11 +333,12 @@ def _wrong_direction(monitor: str, mode: str) -> str | None:
     return "a loss (lower is better)" if certain == "min" else "a score where higher is better"
 
 
-def early_stopping_entries(cfg: dict, model_monitor: tuple[str, str] | None) -> list[tuple[str, str | None]]:
-    """(monitor, mode) of each early-stopping callback of the run, as it will watch them (mode None: not known)."""
+def early_stopping_entries(callbacks: list[tuple[str, str, dict]],
+                           model_monitor: tuple[str, str] | None) -> list[tuple[str, str | None]]:
+    """(monitor, mode) of each early-stopping callback of the run (``check_callbacks``' entries), as it will watch
+    them (mode None: not known)."""
     found = []
-    for item in cfg.get("callbacks") or []:
-        name, target, spec = resolve(item)
+    for name, target, spec in callbacks:
         if not is_early_stopping(name, target):
             continue
         if spec.get("monitor"):
@@ -347,10 +348,12 @@ def early_stopping_entries(cfg: dict, model_monitor: tuple[str, str] | None) -> 
     return found
 
 
-def check_validation_and_test(cfg: dict, model_monitor: tuple[str, str] | None) -> None:
+def check_validation_and_test(cfg: dict, model_monitor: tuple[str, str] | None,
+                              callbacks: list[tuple[str, str, dict]]) -> None:
     """Settings that leave the run's test or validation empty where the run relies on them, and a best
     checkpoint or early stopping judged in the wrong direction (a loss maximised), before anything is built.
-    ``model_monitor``: the model's own (monitor, mode), None where not known before it is built."""
+    ``model_monitor``: the model's own (monitor, mode), None where not known before it is built; ``callbacks``:
+    ``check_callbacks``' entries."""
     trainer, ck = cfg["trainer"], cfg["checkpoint"]
     limit = trainer.get("limit_test_batches")
     if cfg["test_after_fit"] and _is_zero(limit):  # the run trained, tested nothing and wrote metrics.json {}
@@ -358,7 +361,7 @@ def check_validation_and_test(cfg: dict, model_monitor: tuple[str, str] | None) 
                         "without testing, set test_after_fit=false (and test later: python -m zoo.evaluate "
                         "RUN/checkpoints/last.ckpt); to test on part of the test set, give a number of batches or a "
                         "fraction above 0 (e.g. 0.25)")
-    stoppers = early_stopping_entries(cfg, model_monitor)
+    stoppers = early_stopping_entries(callbacks, model_monitor)
     off = validation_off(trainer)
     if off is not None:
         why, fix = off

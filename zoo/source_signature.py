@@ -126,60 +126,51 @@ def evaluate(module: str, node: ast.expr, depth: int = 0) -> Any:
         return Any
 
 
-@functools.lru_cache(maxsize=32)
-def init_signature(target: str) -> SourceSignature | None:
-    """``package.module:Class``'s ``__init__`` (its own, or the nearest base's in the same package), read from
-    source; None where the source is not there or not followed (then the caller imports the class)."""
-    module, _, cls_name = target.partition(":")
-    for _ in range(8):
-        tree = _parsed(module)
-        cls = next((n for n in (tree.body if tree else []) if isinstance(n, ast.ClassDef) and n.name == cls_name),
-                   None)
-        if cls is None:  # re-exported: follow the import
-            entry = next(((_absolute(module, n), a.name) for n in (tree.body if tree else [])
-                          if isinstance(n, ast.ImportFrom) for a in n.names if (a.asname or a.name) == cls_name),
-                         None)
-            if entry is None or entry[0].split(".")[0] != module.split(".")[0]:
-                return None
-            module, cls_name = entry
-            continue
-        init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
-        if init is not None:
-            return _signature(module, init)
-        if len(cls.bases) != 1 or not isinstance(cls.bases[0], ast.Name):
-            return None
-        base = _where_defined(module, cls.bases[0].id)
-        if base is None:
-            return None
-        module, cls_name = base
-    return None
-
-
-def class_lineage(target: str) -> list[str] | None:
-    """``package.module:Class`` and its bases, each as ``module:Class`` where it is defined, read from source
-    (re-exports followed, one base per class); None where a class has several bases, a base that is not a plain
-    name, or no source to read (then the caller imports the class)."""
+def _lineage(target: str, across_packages: bool) -> tuple[list[tuple[str, ast.ClassDef]], bool]:
+    """The classes from ``package.module:Class`` up its bases, each with the module that defines it, read from
+    source (re-exports followed: into other packages too where ``across_packages``), and whether the walk reached
+    a class without bases (False: it stopped at several bases, a base that is not a plain name, or no source)."""
     module, _, name = target.partition(":")
-    lineage: list[str] = []
+    found: list[tuple[str, ast.ClassDef]] = []
     for _ in range(16):
         tree = _parsed(module)
         cls = next((n for n in (tree.body if tree else []) if isinstance(n, ast.ClassDef) and n.name == name), None)
         if cls is None:  # re-exported: follow the import
-            found = _where_defined(module, name)
-            if found is None or found == (module, name):
-                return None
-            module, name = found
+            entry = _where_defined(module, name)
+            if entry is None or entry == (module, name):
+                return found, False
+            if not across_packages and entry[0].split(".")[0] != module.split(".")[0]:
+                return found, False
+            module, name = entry
             continue
-        lineage.append(f"{module}:{name}")
+        found.append((module, cls))
         if not cls.bases:
-            return lineage
+            return found, True
         if len(cls.bases) != 1 or not isinstance(cls.bases[0], ast.Name):
-            return None
-        found = _where_defined(module, cls.bases[0].id)
-        if found is None:
-            return None
-        module, name = found
+            return found, False
+        entry = _where_defined(module, cls.bases[0].id)
+        if entry is None:
+            return found, False
+        module, name = entry
+    return found, False
+
+
+@functools.lru_cache(maxsize=32)
+def init_signature(target: str) -> SourceSignature | None:
+    """``package.module:Class``'s ``__init__`` (its own, or the nearest base's), read from source; None where the
+    source is not there or not followed (then the caller imports the class)."""
+    for module, cls in _lineage(target, across_packages=False)[0]:
+        init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        if init is not None:
+            return _signature(module, init)
     return None
+
+
+def class_lineage(target: str) -> list[str] | None:
+    """``package.module:Class`` and its bases, each as ``module:Class`` where it is defined, read from source;
+    None where the walk did not reach a class without bases (then the caller imports the class)."""
+    classes, complete = _lineage(target, across_packages=True)
+    return [f"{module}:{cls.name}" for module, cls in classes] if complete else None
 
 
 def _where_defined(module: str, name: str) -> tuple[str, str] | None:

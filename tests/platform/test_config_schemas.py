@@ -253,3 +253,22 @@ def test_a_typo_is_answered_in_a_fraction_of_a_second():
         times.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         assert out.returncode == 2 and "unknown key 'lrr'" in out.stderr, out.stderr
     assert min(times) <= 0.3, times
+
+
+def test_a_recipes_callbacks_are_resolved_once_by_the_check(monkeypatch):
+    """load_config resolves each callbacks: entry once; the checks of the run's settings (early stopping's
+    direction) read what that resolution returned."""
+    from zoo.callbacks import named
+    from zoo.config import load_config
+    from zoo.errors import UserError
+
+    calls = []
+    real = named.resolve
+    monkeypatch.setattr(named, "resolve", lambda item: calls.append(item) or real(item))
+    load_config("vae_digits", ["callbacks=[{name: early_stopping, monitor: val/loss}, grad_variance]"])
+    assert len(calls) == 2, calls
+    calls.clear()
+    with pytest.raises(UserError, match="watches val/loss, a loss"):  # the direction check still sees it
+        load_config("vae_digits", ["callbacks=[{name: 'lightning.pytorch.callbacks:EarlyStopping', "
+                                   "monitor: val/loss, mode: max}]"])
+    assert len(calls) == 1, calls

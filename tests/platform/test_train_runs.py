@@ -50,7 +50,7 @@ def test_log_train_logs_only_the_steps_the_loggers_write(toy_recipe, tmp_path):
 def test_last_ckpt_is_the_latest_state_even_without_a_new_best(toy_recipe, tmp_path, monkeypatch):
     # mode=max on a falling loss: the "best" stays at epoch 0, last.ckpt must still move on (a loss maximised is
     # refused with the recipe: that check is left out here, to test the checkpoints themselves)
-    monkeypatch.setattr("zoo.config.check_validation_and_test", lambda cfg, monitor: None)
+    monkeypatch.setattr("zoo.config.check_validation_and_test", lambda cfg, monitor, callbacks: None)
     result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=4", "checkpoint.mode=max"])
     last = torch.load(result.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["epoch"] == 3 and last["global_step"] == 4 * 8

@@ -69,11 +69,11 @@ def _as_list(items: Any, where: str) -> list:
     return items
 
 
-def check_callbacks(items: Any, where: str = "the recipe") -> None:
+def check_callbacks(items: Any, where: str = "the recipe") -> list[tuple[str, str, dict]]:
     """Check a recipe's ``callbacks:`` before anything is imported or built: each entry resolves and its
-    class's signature accepts the options (the class's own checks run when the run builds it)."""
-    for item in _as_list(items, where):
-        resolve(item)
+    class's signature accepts the options (the class's own checks run when the run builds it). Returns each
+    entry's (name, dotted path, options), for the checks of the run's settings that read them."""
+    return [resolve(item) for item in _as_list(items, where)]
 
 
 def build_callbacks(items: Any) -> list:
