@@ -59,7 +59,9 @@ def main() -> None:
                       "wall_s": [round(w, 3) for w, _ in runs], "cpu_s": [round(c, 3) for _, c in runs]}
         print(f"{name:22s} wall {rows[name]['median_wall_s']:.3f} s  cpu {rows[name]['median_cpu_s']:.3f} s")
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"command": "python " + " ".join(sys.argv), "checkout": os.getcwd(),
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    argv = [os.path.relpath(x) if os.path.isabs(x) else x for x in sys.argv]  # no path of this machine on record
+    Path(a.out).write_text(json.dumps({"command": "python " + " ".join(argv), "checkout": commit or "not git",
                                        "device": str(device), "machine": processor(), "repeats": a.repeats,
                                        "load": os.getloadavg(), "rows": rows}, indent=1) + "\n")
 
