@@ -59,6 +59,13 @@ CASES = [  # (recipe, override, what the one-line error says): one model key and
 ]
 
 
+def run_python(code: str) -> subprocess.CompletedProcess:
+    """``python -c code`` in a fresh interpreter (what it imports is its own), which must exit 0."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 @pytest.mark.parametrize("recipe, override, expected", CASES)
 def test_a_mistyped_model_or_data_key_is_refused_before_torch_is_imported(recipe, override, expected):
     code = ("import sys\n"
@@ -69,8 +76,7 @@ def test_a_mistyped_model_or_data_key_is_refused_before_torch_is_imported(recipe
             "except UserError as err:\n"
             "    print('refused:', err)\n"
             "print('torch imported:', 'torch' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
+    out = run_python(code)
     assert "refused:" in out.stdout and expected in out.stdout, out.stdout
     assert "torch imported: False" in out.stdout, out.stdout
 
@@ -89,8 +95,7 @@ def test_every_recipe_is_checked_without_importing_torch():
             "        heavy.append(name)\n"
             "        break\n"
             "print('recipes:', len(names), 'torch after:', heavy)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
+    out = run_python(code)
     assert "torch after: []" in out.stdout, out.stdout
     assert int(out.stdout.split()[1]) >= 30, out.stdout
 
@@ -142,8 +147,7 @@ def test_zoo_estimators_imports_its_modules_when_a_name_is_used():
             "print(E.Reinforce.__module__, E.reinforce.RLOO.__name__, sorted(E.__all__)[:2])\n"
             "from zoo.estimators import get_estimator\n"
             "print(type(get_estimator('rloo')).__name__)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
+    out = run_python(code)
     assert "torch after import: False" in out.stdout
     assert "zoo.estimators.reinforce RLOO ['ARM', 'BeamResult']" in out.stdout and "\nRLOO\n" in out.stdout, out.stdout
 
@@ -234,8 +238,7 @@ def test_every_recipe_mistake_and_print_config_are_answered_without_torch():
             "    assert expected in out.getvalue() and status == (0 if 'print_config=true' in argv else 2), "
             "(argv, status, out.getvalue())\n"
             "print('heavy:', sorted(m for m in ('torch', 'lightning') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
+    out = run_python(code)
     assert "heavy: []" in out.stdout, out.stdout
 
 
