@@ -246,3 +246,24 @@ def test_gradient_variance_probe_measures_the_hard_estimator(dm, batch):
     assert stats["grad_var"] > 0 and stats["grad_norm"] > 0
     soft = model(dm, dropout=0.0).train()
     assert probe.measure(soft, batch)["grad_var"] < 1e-12  # deterministic: no estimator noise
+
+
+def test_attention_overlay_is_brightest_on_the_attended_cell():
+    """A word's overlay puts magma's brightest colour where its attention is, over a grey image;
+    a figure is one axes per image, with a title per word."""
+    from zoo.models.captioning.plots import attention_figure, overlays
+
+    image = torch.full((3, 32, 32), 0.5, dtype=torch.float64)
+    weights = torch.zeros(2, 16)
+    weights[0, 5] = 1.0  # grid (4, 4): cell (1, 1), pixels 8..15 both ways
+    weights[1, 15] = 1.0  # cell (3, 3), pixels 24..31
+    out = overlays(image, weights, (4, 4))  # (2, 3, 32, 32)
+    assert out.shape == (2, 3, 32, 32) and out.dtype == torch.float32
+    brightness = out.sum(1)  # (2, 32, 32)
+    assert brightness[0, 8:16, 8:16].mean() > brightness[0].mean() + 0.5
+    assert brightness[1, 24:, 24:].mean() > brightness[1, :16, :16].mean() + 0.5
+    fig = attention_figure(image[None].expand(2, -1, -1, -1), [["a", "red"], ["b"]], weights[None].expand(2, -1, -1),
+                           (4, 4))
+    assert len(fig.axes) == 2
+    assert [t.get_text() for t in fig.axes[0].texts] == ["image", "a", "red"]
+    assert [t.get_text() for t in fig.axes[1].texts] == ["image", "b"]

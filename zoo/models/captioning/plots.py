@@ -20,29 +20,47 @@ def displayable(images: Tensor, normalize: str) -> Tensor:
     return images.clamp(0, 1)
 
 
+def overlays(image: Tensor, weights: Tensor, grid: tuple[int, int], alpha: float = 0.6) -> Tensor:
+    """image (3, H, W) in [0, 1], weights (K, L) -> (K, 3, H, W): each word's attention, scaled to
+    its maximum and upsampled, in the magma colour map over the image."""
+    import matplotlib
+
+    H, W = image.shape[-2:]
+    att = weights.detach().float().cpu().view(-1, 1, *grid)  # (K, 1, gh, gw)
+    att = att / att.flatten(1).amax(1).clamp_min(1e-12).view(-1, 1, 1, 1)
+    up = F.interpolate(att, size=(H, W), mode="bilinear", align_corners=False)[:, 0]  # (K, H, W)
+    colours = matplotlib.colormaps["magma"](up.clamp(0, 1).numpy())[..., :3]  # (K, H, W, 3)
+    colours = torch.from_numpy(colours).float().permute(0, 3, 1, 2)
+    return (1 - alpha) * image.detach().float().cpu() + alpha * colours
+
+
 def attention_figure(images: Tensor, captions: list[list[str]], weights: Tensor, grid: tuple[int, int],
                      max_words: int = 16, titles: list[str] | None = None):
-    """images (N, 3, H, W) in [0, 1]; captions: words per image; weights (N, T, L) per word."""
+    """images (N, 3, H, W) in [0, 1]; captions: words per image; weights (N, T, L) per word.
 
+    Each row is one picture (the image, then its overlays side by side, a white gap between), so
+    a figure is N axes rather than N x (1 + words): many small axes take seconds to lay out and
+    save, and the figure is drawn at every validation epoch."""
     n = len(captions)
     cols = 1 + min(max_words, max((len(c) for c in captions), default=0))
-    fig = Figure(figsize=(1.6 * cols, 1.8 * n))
-    axes = fig.subplots(n, cols, squeeze=False)
     H, W = images.shape[-2:]
+    gap = max(1, W // 16)
+    fig = Figure(figsize=(1.6 * cols, 1.8 * n))
+    axes = fig.subplots(n, 1, squeeze=False)[:, 0]
     for r in range(n):
-        img = images[r].detach().float().cpu().permute(1, 2, 0).numpy()
-        axes[r, 0].imshow(img)
-        axes[r, 0].set_title(titles[r] if titles else "image", fontsize=7)
-        for j in range(1, cols):
-            ax = axes[r, j]
-            if j - 1 < len(captions[r]):
-                att = weights[r, j - 1].detach().float().cpu().view(1, 1, *grid)
-                up = F.interpolate(att / att.max().clamp_min(1e-12), size=(H, W), mode="bilinear",
-                                   align_corners=False)[0, 0].numpy()
-                ax.imshow(img)
-                ax.imshow(up, cmap="magma", alpha=0.6, vmin=0, vmax=1)
-                ax.set_title(captions[r][j - 1], fontsize=9)
-        for ax in axes[r]:
-            ax.axis("off")
+        words = captions[r][:cols - 1]
+        panels = torch.ones(cols, 3, H, W)  # no word: a white panel
+        panels[0] = images[r].detach().float().cpu()
+        if words:
+            panels[1:1 + len(words)] = overlays(panels[0], weights[r, :len(words)], grid)
+        row = torch.ones(3, H, cols * (W + gap) - gap)
+        for j in range(cols):
+            row[:, :, j * (W + gap):j * (W + gap) + W] = panels[j]
+        axes[r].imshow(row.permute(1, 2, 0).numpy(), interpolation="nearest")
+        axes[r].axis("off")
+        labels = [titles[r] if titles else "image", *words]
+        for j, label in enumerate(labels):
+            axes[r].text(j * (W + gap) + W / 2, -H * 0.04, label, ha="center", va="bottom",
+                         fontsize=7 if j == 0 else 9)
     fig.tight_layout()
     return fig
