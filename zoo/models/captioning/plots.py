@@ -3,6 +3,7 @@ the attention used for that word drawn over it (soft: the weights; hard: the cho
 
 from __future__ import annotations
 
+import matplotlib
 import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
@@ -23,8 +24,6 @@ def displayable(images: Tensor, normalize: str) -> Tensor:
 def overlays(image: Tensor, weights: Tensor, grid: tuple[int, int], alpha: float = 0.6) -> Tensor:
     """image (3, H, W) in [0, 1], weights (K, L) -> (K, 3, H, W): each word's attention, scaled to
     its maximum and upsampled, in the magma colour map over the image."""
-    import matplotlib
-
     H, W = image.shape[-2:]
     att = weights.detach().float().cpu().view(-1, 1, *grid)  # (K, 1, gh, gw)
     att = att / att.flatten(1).amax(1).clamp_min(1e-12).view(-1, 1, 1, 1)
