@@ -87,6 +87,24 @@ def test_bleu_and_self_bleu():
     assert 0 < self_bleu(samples)[2] < 1
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bleu_and_self_bleu_equal_torchmetrics_counting_every_reference_for_every_sample(seed):
+    """BLEU and self-BLEU count each n-gram's largest reference count once; torchmetrics' BLEUScore counts
+    the references again for each sample. Random sentences over 4 words, 1-7 long (repeated n-grams within
+    a sentence, repeated sentences, ties in the closest reference length), must give its numbers to 1e-9."""
+    import random
+
+    rng = random.Random(seed)
+    sents = [" ".join(rng.choice("a b c d".split()) for _ in range(rng.randint(1, 7))) for _ in range(40)]
+    sents += sents[:3]  # a few repeats: a sample's n-grams then also occur in another
+    samples, refs = sents[:25], sents[25:]
+    want = bleu_orders(samples, [refs] * len(samples))
+    assert bleu(samples, refs) == pytest.approx(want, abs=1e-9)
+    others = [sents[:i] + sents[i + 1:] for i in range(len(sents))]
+    assert self_bleu(sents) == pytest.approx(bleu_orders(sents, others), abs=1e-9)
+    assert 0 < want[2] < 1
+
+
 def test_text_training_and_predict(tmp_path, capsys):
     from zoo.predict import main as predict_main
     from zoo.train import train
