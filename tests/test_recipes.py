@@ -53,6 +53,15 @@ def _one_recipe_per_model_and_data() -> list[str]:
 
 PAIR_RECIPES = _one_recipe_per_model_and_data()  # loads every recipe once, at collection
 
+# Evaluations sized down for the precision runs: the same code in the same dtype, on fewer samples, tasks and
+# ODIN settings (at the recipes' sizes these four took half the precision cases' time).
+SMALL_EVALUATION = {
+    "seqgan_oracle_small": ["model.eval_samples=200", "model.test_samples=200"],
+    "maml_nav2d": ["data.val_tasks=4", "data.test_tasks=4"],
+    "ood_digits_ce": ["model.odin_temperatures=[1000.0]", "model.odin_eps=[0.001]"],
+    "ood_cifar10_ce": ["model.odin_temperatures=[1000.0]", "model.odin_eps=[0.001]"],
+}
+
 
 @pytest.mark.parametrize("precision", ["bf16-mixed", "64-true"])
 @pytest.mark.parametrize("name", PAIR_RECIPES)
@@ -67,7 +76,7 @@ def test_recipe_in_other_precisions_on_the_cpu(name, precision, tmp_path: Path):
     result = train([f"recipe={name}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1",
                     "trainer.limit_train_batches=1", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1",
                     "trainer.accelerator=cpu", f"trainer.precision={precision}", "trainer.num_sanity_val_steps=0",
-                    "trainer.enable_progress_bar=false", *overrides])
+                    "trainer.enable_progress_bar=false", *SMALL_EVALUATION.get(name, []), *overrides])
     assert result.model.trainer.precision == precision
     params = list(result.model.parameters())
     assert all(torch.isfinite(p).all() for p in params), "non-finite weights after one step"
