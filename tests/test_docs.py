@@ -16,14 +16,13 @@ The README's block of the models' inference methods (marked ``<!-- api-snippets 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
 import shlex
 from pathlib import Path
 
 import pytest
-from platform_testlib import exec_in_child  # tests/platform, on sys.path via conftest
+from platform_testlib import exec_in_child, forkserver  # tests/platform, on sys.path via conftest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -77,9 +76,7 @@ def run_blocks(page: Path, code_blocks: list[tuple[int, str]], tmp_path: Path) -
     runner = f"PAGE = {page.relative_to(ROOT).as_posix()!r}\nBLOCKS = {code_blocks!r}\n" + RUNNER
     work, log = tmp_path / "work", tmp_path / "output.log"
     work.mkdir()
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["platform_testlib", "torch", "lightning.pytorch", "zoo.train"])
-    p = ctx.Process(target=exec_in_child, args=(runner, str(work), str(log)))
+    p = forkserver().Process(target=exec_in_child, args=(runner, str(work), str(log)))
     p.start()
     p.join(600)
     if p.is_alive():

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import csv
 import json
-import multiprocessing
 import signal
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
-from platform_testlib import train_in_child  # tests/platform, on sys.path via conftest
+from platform_testlib import forkserver, train_in_child  # tests/platform, on sys.path via conftest
 
 from zoo.config import load_config
 from zoo.recipe_files import all_recipes
@@ -220,9 +219,7 @@ def killed(argv: list[str], log: Path, timeout: float = 600.0) -> None:
     """``train(argv)`` in another process, which KillAt ends with SIGKILL. A forkserver's child: the server, a
     fresh interpreter, imports torch and Lightning once for all cases (a new interpreter each would take seconds a
     case), and its children do not inherit this process's state (see ``train_in_child``)."""
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["platform_testlib", "torch", "lightning.pytorch", "zoo.train"])
-    p = ctx.Process(target=train_in_child, args=(argv, str(log)))
+    p = forkserver().Process(target=train_in_child, args=(argv, str(log)))
     p.start()
     p.join(timeout)
     if p.is_alive():

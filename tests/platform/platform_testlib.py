@@ -2,6 +2,8 @@
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 PLATFORM = Path(__file__).resolve().parent
@@ -74,3 +76,94 @@ def exec_in_child(code: str, cwd: str, log: str) -> None:
 
     torch.set_num_threads(1)
     exec(compile(code, "<runner>", "exec"), {"__name__": "__main__"})
+
+
+# what a test forkserver imports once (a fresh interpreter: ~7 s of CPU for torch and Lightning), so that each
+# child it forks starts in milliseconds
+PRELOAD = ["platform_testlib", "torch", "lightning.pytorch", "zoo.train"]
+
+
+def forkserver():
+    """multiprocessing's forkserver context with the zoo preloaded. One server per test process, started by the
+    first child; every caller names the same modules (the server keeps the first list it was given)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def command_in_child(module: str, argv: list[str], env: dict, log: str) -> None:
+    """``python -m MODULE ARGV`` with environment ``env`` in a forkserver's child, stdout and stderr in ``log``.
+    The exit handlers run before the child ends, as the interpreter's exit runs them (a forked child skips them)."""
+    import atexit
+    import runpy
+
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(fd, 1), os.dup2(fd, 2)
+    os.environ.clear()
+    os.environ.update(env)
+    import torch
+
+    torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1")))
+    sys.argv = [module, *argv]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    finally:
+        atexit._run_exitfuncs()
+
+
+class ForkedCommand:
+    """``python -m MODULE ARGV`` started as a forkserver's child rather than a new interpreter (milliseconds
+    rather than seconds), with the part of ``subprocess.Popen(..., stdout=PIPE, stderr=STDOUT, text=True)`` the
+    tests use: ``pid``, ``poll``, ``wait``, ``send_signal``, ``kill``, ``communicate`` and ``returncode``. The
+    command runs as it would from the shell, signal handlers, exit status and output included; what it cannot
+    show is what happens while an interpreter starts (warnings at import, an environment read at start-up):
+    tests of those start a real ``python``."""
+
+    def __init__(self, module: str, argv: list[str], env: dict, log_dir: Path):
+        import tempfile
+
+        fd, log = tempfile.mkstemp(prefix="command-", suffix=".log", dir=log_dir)  # output; one per command
+        os.close(fd)
+        self.log = Path(log)
+        self._process = forkserver().Process(target=command_in_child, args=(module, argv, env, str(self.log)))
+        self._process.start()
+        self.pid = self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(f"python -m ... (pid {self.pid})", timeout)
+        return self._process.exitcode
+
+    def send_signal(self, sig: int) -> None:
+        if self._process.exitcode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self._process.kill()
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, None]:
+        self.wait(timeout)
+        return self.log.read_text(errors="replace"), None
+
+
+def run_forked(module: str, argv: list[str], env: dict, log_dir: Path,
+               timeout: float = 600) -> subprocess.CompletedProcess:
+    """``subprocess.run([python, -m, MODULE, *ARGV], env=env, capture_output=True, text=True)`` through a
+    ``ForkedCommand``: ``stdout`` and ``stderr`` both hold the command's whole output."""
+    command = ForkedCommand(module, argv, env, log_dir)
+    try:
+        out, _ = command.communicate(timeout)
+    except subprocess.TimeoutExpired:
+        command.kill()
+        raise
+    return subprocess.CompletedProcess([module, *argv], command.returncode, out, out)

@@ -99,10 +99,7 @@ def test_a_stop_on_an_epochs_last_batch_keeps_the_validation_after_it(toy_recipe
     does not run again on resume: the validation's RNG draws (here its loader's seed) would be lost and the
     resumed run drift (the OOD recipe by up to 0.065). The signal's save, and a step save
     (checkpoint.every_n_train_steps) falling there, are made after the validation."""
-    import subprocess
-    import sys
-
-    from platform_testlib import subprocess_env
+    from platform_testlib import run_forked, subprocess_env
 
     opts = ["trainer.max_epochs=3", *COMMON, "model.val_draws=true"]
     straight = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/straight", *opts])
@@ -113,9 +110,9 @@ def test_a_stop_on_an_epochs_last_batch_keeps_the_validation_after_it(toy_recipe
     resumed = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/signal", *opts, "ckpt_path=last"])
     assert_same(want, load(resumed.run_dir / "checkpoints" / "last.ckpt")["state_dict"])
     steps = [f"recipe={toy_recipe}", *opts, "checkpoint.every_n_train_steps=8"]
-    p = subprocess.run([sys.executable, "-m", "zoo.train", *steps, f"run_dir={tmp_path}/killed",
-                        "callbacks=[{name: 'toymodel:KillAt', step: 10}]"], env=subprocess_env(), capture_output=True)
-    assert p.returncode == -9
+    kill = "callbacks=[{name: 'toymodel:KillAt', step: 10}]"
+    p = run_forked("zoo.train", [*steps, f"run_dir={tmp_path}/killed", kill], subprocess_env(), tmp_path)
+    assert p.returncode == -9, p.stdout[-3000:]
     resumed = train([*steps, f"run_dir={tmp_path}/killed", "ckpt_path=last"])
     assert_same(want, load(resumed.run_dir / "checkpoints" / "last.ckpt")["state_dict"])
 

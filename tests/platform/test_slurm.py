@@ -10,11 +10,10 @@ arguments, and the signals come from a callback (tests/platform/slurm_signals.py
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import torch
-from platform_testlib import subprocess_env
+from platform_testlib import run_forked, subprocess_env
 
 from zoo.runs import resolve_run_dir
 from zoo.train import train
@@ -42,8 +41,9 @@ def assert_same_weights(a: dict, b: dict) -> None:
 
 
 def run_job(toy_recipe: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "zoo.train", f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", *COMMON, *extra]
-    return subprocess.run(cmd, env=slurm_env(tmp_path), capture_output=True, text=True, timeout=600)
+    """``python -m zoo.train`` as SLURM would start it (a forkserver's child: its own process and signals)."""
+    argv = [f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", *COMMON, *extra]
+    return run_forked("zoo.train", argv, slurm_env(tmp_path), tmp_path)
 
 
 def test_sigusr1_requeue_saves_then_the_requeued_job_resumes(toy_recipe, tmp_path, monkeypatch):

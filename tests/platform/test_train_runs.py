@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import torch
-from platform_testlib import subprocess_env
+from platform_testlib import ForkedCommand, subprocess_env
 
 from zoo.train import main, train
 
@@ -70,12 +70,17 @@ HANG = 600  # seconds after which a run that should have ended is called hung: a
 
 
 def _launch(recipe, run_dir, *extra, hold: str = ""):
-    """``python -m zoo.train`` in a subprocess; with ``hold`` (the toy's ``hold_at``), the run waits there for the
-    test's handshake in ``run_dir`` (see ``Toy.hold``): a signal sent then lands in that phase, however slowly
-    this process is scheduled."""
+    """``python -m zoo.train`` started in the background; with ``hold`` (the toy's ``hold_at``), the run waits there
+    for the test's handshake in ``run_dir`` (see ``Toy.hold``): a signal sent then lands in that phase, however
+    slowly this process is scheduled. A forkserver's child (``ForkedCommand``: its own process, signal handlers and
+    exit status, without a new interpreter's ~7 s of imports); under DDP a new interpreter, as Lightning's launcher
+    starts the other rank by running the command line again."""
     gate = [f"model.hold_at={hold}", f"model.hold_dir={run_dir}"] if hold else []
-    cmd = [sys.executable, "-m", "zoo.train", f"recipe={recipe}", f"run_dir={run_dir}", *gate, *extra]
-    return subprocess.Popen(cmd, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    argv = [f"recipe={recipe}", f"run_dir={run_dir}", *gate, *extra]
+    if "trainer.devices=2" not in extra:
+        return ForkedCommand("zoo.train", argv, subprocess_env(), Path(run_dir).parent)
+    return subprocess.Popen([sys.executable, "-m", "zoo.train", *argv], env=subprocess_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
 
 
 def _wait_for_file(path: Path, proc) -> None:
