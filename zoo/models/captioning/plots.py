@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch import Tensor
+from torchvision.utils import make_grid
 
 from .images import IMAGENET_MEAN, IMAGENET_STD
 
@@ -37,7 +38,7 @@ def attention_figure(images: Tensor, captions: list[list[str]], weights: Tensor,
                      max_words: int = 16, titles: list[str] | None = None):
     """images (N, 3, H, W) in [0, 1]; captions: words per image; weights (N, T, L) per word.
 
-    Each row is one picture (the image, then its overlays side by side, a white gap between), so
+    Each row is one picture (the image, then its overlays side by side: torchvision's grid), so
     a figure is N axes rather than N x (1 + words): many small axes take seconds to lay out and
     save, and the figure is drawn at every validation epoch."""
     n = len(captions)
@@ -52,14 +53,12 @@ def attention_figure(images: Tensor, captions: list[list[str]], weights: Tensor,
         panels[0] = images[r].detach().float().cpu()
         if words:
             panels[1:1 + len(words)] = overlays(panels[0], weights[r, :len(words)], grid)
-        row = torch.ones(3, H, cols * (W + gap) - gap)
-        for j in range(cols):
-            row[:, :, j * (W + gap):j * (W + gap) + W] = panels[j]
+        row = make_grid(panels, nrow=cols, padding=gap, pad_value=1.0)  # (3, H + 2 gap, cols (W + gap) + gap)
         axes[r].imshow(row.permute(1, 2, 0).numpy(), interpolation="nearest")
         axes[r].axis("off")
         labels = [titles[r] if titles else "image", *words]
         for j, label in enumerate(labels):
-            axes[r].text(j * (W + gap) + W / 2, -H * 0.04, label, ha="center", va="bottom",
+            axes[r].text(gap + j * (W + gap) + W / 2, gap - H * 0.02, label, ha="center", va="bottom",
                          fontsize=7 if j == 0 else 9)
     fig.tight_layout()
     return fig
