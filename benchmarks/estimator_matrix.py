@@ -194,7 +194,7 @@ def records_of(folder: Path) -> dict[tuple[str, int, int], dict]:
 def score(rec: dict | None, higher: bool) -> float:
     """A run's validation score for the step-size pick: its last validation value, larger is better (a failed or
     diverged run scores -inf)."""
-    v = rec.get("val_last") if rec else None
+    v = rec.get("val_last") if rec and not rec.get("failure") else None
     if v is None or not math.isfinite(v):
         return -math.inf
     return v if higher else -v
@@ -311,6 +311,406 @@ def run_columns(columns: list[str], records: Path, runs: Path, extra: list[str],
         subprocess.run([sys.executable, __file__, "--collect", column, "--records", str(records)], check=False)
 
 
+# ---------------------------------------------------------------- a column from its records
+
+
+def claim(diffs: list[float], higher: bool) -> str:
+    """'better' or 'worse' than the default when the paired difference (row - default, by seed) exceeds 2
+    standard errors and has the mean's sign on most seeds; else 'ties'."""
+    d = [x for x in diffs if x is not None and math.isfinite(x)]
+    if len(d) < 2:
+        return "ties"
+    mean, se = statistics.fmean(d), statistics.stdev(d) / math.sqrt(len(d))
+    same_sign = sum(1 for x in d if x * mean > 0)
+    if mean == 0 or abs(mean) <= 2 * se or same_sign * 2 <= len(d):
+        return "ties"
+    return "better" if (mean > 0) == higher else "worse"
+
+
+def at_budget(rec: dict, budget: float | None) -> float | None:
+    """The run's last validation value within ``budget`` training seconds (None: no validation by then)."""
+    if budget is None:
+        return None
+    inside = [p["value"] for p in rec["curve"] if p["train_s"] <= budget]
+    return inside[-1] if inside else None
+
+
+def cell(recs: dict, row: str, k: int, seeds: tuple[int, ...], base: dict | None, higher: bool,
+         budget: float | None) -> dict:
+    """A row at one step size: per-seed test values, their spread, the paired difference against the default
+    (Δ, its standard error, the verdict), gradient variance, training seconds, the value within the budget."""
+    from zoo.spread import paired, spread
+
+    runs = [recs.get((row, k, s)) for s in seeds]
+    test = [r["test"] if r and not r["failure"] else None for r in runs]
+    out = {"lr": runs[0]["lr"] if runs[0] else None, "lr_step": k, "seeds": list(seeds), "test": spread(test),
+           "grad_var": spread([r["grad_var"] if r else None for r in runs]),
+           "train_s": spread([r["train_s"] if r else None for r in runs]),
+           "at_budget": spread([at_budget(r, budget) if r else None for r in runs]),
+           "failures": [{"seed": r["seed"], **r["failure"]} for r in runs if r and r["failure"]]}
+    if base is not None and row != "default":
+        b = base["test"]["values"]
+        pairs = [(a, c) for a, c in zip(test, b) if a is not None and c is not None]
+        out["vs_default"] = paired([a for a, _ in pairs], [c for _, c in pairs])
+        out["verdict"] = claim(out["vs_default"]["diffs"], higher)
+    return out
+
+
+def in_spread(column: str, default: dict) -> dict:
+    """The default's test values against the recipe's seed record (benchmarks/results/seeds_<recipe>_cpu.json):
+    inside when its mean lies within the record's mean ± 2 sd (or its min..max when wider)."""
+    col = COLUMNS[column]
+    path = RESULTS / col["seed_record"]
+    rec = json.loads(path.read_text())["summary"][col["headline"]]
+    lo = min(rec["min"], rec["mean"] - 2 * (rec["sd"] or 0))
+    hi = max(rec["max"], rec["mean"] + 2 * (rec["sd"] or 0))
+    mean = default["test"]["mean"]
+    return {"record": col["seed_record"], "mean": rec["mean"], "sd": rec["sd"], "values": rec["values"],
+            "range": [lo, hi], "inside": mean is not None and lo <= mean <= hi}
+
+
+def collect(column: str, records: Path = RECORDS, seeds: tuple[int, ...] = SEEDS, figures: Path | None = None) -> dict:
+    """The column's part file (<records>/<column>.json), table (.md) and curves figure from its run records."""
+    col = COLUMNS[column]
+    fits, why, same = rows_for(column)
+    recs = records_of(records / column)
+    rows = [r for r in fits if any(key[0] == r for key in recs)]
+    higher = col["higher"]
+    base = cell(recs, "default", 0, seeds, None, higher, None)
+    budget = base["train_s"]["values"]
+    budget = statistics.median([b for b in budget if b is not None]) if any(b is not None for b in budget) else None
+    base["at_budget"] = cell(recs, "default", 0, seeds, None, higher, budget)["at_budget"]
+    cells = {"default": {"spec": spec_text(fits["default"]["spec"]), "recipe_lr": base, "lr_search": {}}}
+    for row in rows:
+        if row == "default":
+            continue
+        pick, _ = lr_pick(recs, row, higher)
+        search = {f"{r['lr']:g}": {"lr_step": k, "val_last": r["val_last"], "test": r["test"],
+                                   "failure": r["failure"]}
+                  for (rw, k, s), r in sorted(recs.items(), key=lambda kv: kv[0][1]) if rw == row and s == 0}
+        c = {"spec": spec_text(fits[row]["spec"]) + ("" if not fits[row]["settings"] else
+                                                     " with " + " ".join(fits[row]["settings"])),
+             "lr_search": search, "picked_lr_step": pick,
+             "recipe_lr": cell(recs, row, 0, seeds, base, higher, budget)}
+        if pick is not None:
+            c["best_lr"] = cell(recs, row, pick, seeds, base, higher, budget)
+        cells[row] = c
+    todo = plan(column, recs, list(fits), seeds)
+    part = {"column": column, "recipe": col["recipe"], "headline": col["headline"], "val": col["val"],
+            "higher_is_better": higher, "lr_key": col["lr_key"], "recipe_lr": recipe_lr(column),
+            "settings": ["threads=1", "logger=[csv]", "trainer.enable_progress_bar=false",
+                         f"callbacks=[CurveTimer, grad_variance every {col['probe_every']} steps x {REPEATS}]",
+                         *col["settings"]],
+            "budget_s": budget, "complete": not todo and all(
+                r == "default" or c.get("best_lr") is not None for r, c in cells.items()) and set(rows) == set(fits),
+            "runs": len(recs), "runs_left": len(todo),
+            "cpu_min": round(sum(r["wall_s"] for r in recs.values()) / 60, 1),
+            "spread": in_spread(column, base) if base["test"]["n"] else None, "cells": cells, "cannot_fit": why,
+            "same_as_default": same, "note": NOTES.get(column, ""),
+            "command": f"python benchmarks/estimator_matrix.py --run {column}; --collect {column}",
+            "extra": sorted({x for r in recs.values() for x in r.get("extra", [])})}
+    times = records / f"{column}_step_times.json"
+    if times.is_file():
+        part["step_times"] = json.loads(times.read_text())
+    (records / f"{column}.json").write_text(json.dumps(part, indent=1) + "\n")
+    (records / f"{column}.md").write_text(column_table(part) + "\n")
+    figure(column, recs, part, (figures or FIGURES) / f"matrix_{column}.png")
+    return part
+
+
+FIGURES = ROOT / "docs" / "estimators"
+
+
+def figure(column: str, recs: dict, part: dict, path: Path) -> None:
+    """Each row's validation metric (at its picked step size) against steps and against training seconds: the
+    mean over seeds, the band their min..max."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for row, c in part["cells"].items():
+        k = 0 if row == "default" else c.get("picked_lr_step")
+        runs = [recs.get((row, k, s)) for s in SEEDS] if k is not None else []
+        curves = [r["curve"] for r in runs if r and r["curve"] and not r["failure"]]
+        if not curves:
+            continue
+        n = min(len(cv) for cv in curves)
+        values = [[cv[i]["value"] if cv[i]["value"] is not None else math.nan for cv in curves] for i in range(n)]
+        mean = [statistics.fmean(v) for v in values]
+        lo, hi = [min(v) for v in values], [max(v) for v in values]
+        lr = f"lr {curves and runs[0]['lr']:g}" if runs[0] else ""
+        label = f"{row} ({lr}, {len(curves)} seeds)"
+        for ax, key in zip(axes, ("step", "train_s")):
+            x = [statistics.fmean(cv[i][key] for cv in curves) for i in range(n)]
+            (line,) = ax.plot(x, mean, label=label)
+            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
+    if part["budget_s"]:
+        axes[1].axvline(part["budget_s"], color="gray", ls=":", lw=1)
+    axes[0].set_xlabel("optimizer step")
+    axes[1].set_xlabel("training seconds (one thread; probes and validation excluded)")
+    axes[0].set_ylabel(f"{part['val']} ({'higher' if part['higher_is_better'] else 'lower'} is better)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{column} ({part['recipe']} at its own length): each row at its picked step size, mean and "
+                 "min..max over seeds", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "—"
+    if x != 0 and (abs(x) < 1e-2 or abs(x) >= 1e5):
+        return f"{x:.2e}"
+    return f"{x:.{digits}f}"
+
+
+def seeds_text(s: dict, digits: int = 3) -> str:
+    return " / ".join(num(v, digits) if v is not None else "failed" for v in s["values"])
+
+
+def cell_text(c: dict) -> str:
+    """A cell of the column table: mean ± sd, the per-seed values, Δ ± se and the verdict."""
+    from zoo.spread import fmt
+
+    text = f"{fmt(c['test'], 3)} ({seeds_text(c['test'])})"
+    d = c.get("vs_default")
+    if d and d["mean"] is not None:
+        text += f"<br>Δ {d['mean']:+.3f}" + (f" ± {d['se']:.3f}" if d["se"] is not None else "") + f", {c['verdict']}"
+    if c["failures"]:
+        text += f"<br>{len(c['failures'])} failed"
+    return text
+
+
+def column_table(part: dict, link: str = "../../../docs") -> str:
+    """Markdown: one row per estimator, at the recipe's step size and at its picked one."""
+    better = "higher" if part["higher_is_better"] else "lower"
+    sp = part.get("spread")
+    lines = [f"### {part['column']}: {part['recipe']} at its own length, {part['headline']} ({better} is better)", ""]
+    if sp:
+        mean = part["cells"]["default"]["recipe_lr"]["test"]["mean"]
+        lines.append(f"The default's {part['headline']} {num(mean)} is {'inside' if sp['inside'] else 'OUTSIDE'} "
+                     f"the recipe's seed spread ({num(sp['mean'])} ± {num(sp['sd'])}, {sp['record']}: "
+                     f"{num(sp['range'][0])}..{num(sp['range'][1])}).")
+    lines.append(f"{'Complete' if part['complete'] else 'Incomplete'}: {part['runs']} runs recorded "
+                 f"({part['cpu_min']} CPU-min), {part['runs_left']} decidable left. Step size: {part['lr_key']} "
+                 f"(the recipe's {part['recipe_lr']:g}); Δ is the paired difference against the default by seed ± its "
+                 "standard error; 'better'/'worse' where it exceeds 2 standard errors with the same sign on most "
+                 f"seeds, else 'ties'. Budget: the default's training seconds ({num(part['budget_s'], 1)} s).")
+    times = part.get("step_times", {}).get("rows", {})
+    lines += ["", "| row | at the recipe's lr | at its best lr | lrs tried (last val) | grad var | train s | "
+              "val within the budget | ms/step (evaluations) |", "|---|---|---|---|---|---|---|---|"]
+    for row, c in part["cells"].items():
+        best = c.get("best_lr") or (c["recipe_lr"] if row == "default" else None)
+        tried = ", ".join(f"{lr}: {num(v['val_last'])}" for lr, v in c["lr_search"].items()) or "the recipe's"
+        shown = best or c["recipe_lr"]
+        t = times.get(row)
+        lines.append(f"| {row}" + (f" `{c['spec']}`" if row == "default" else "") + f" | {cell_text(c['recipe_lr'])} | "
+                     + (f"lr {best['lr']:g}: {cell_text(best)}" if best and row != "default" else
+                        "(the recipe's)" if row == "default" else "not picked yet")
+                     + f" | {tried} | {num(shown['grad_var']['mean'])} | {num(shown['train_s']['mean'], 1)} | "
+                     f"{num(shown['at_budget']['mean'])} | "
+                     + (f"{t['ms']:.1f} ({t['evaluations']})" if t else "—") + " |")
+    for row, why in part["cannot_fit"].items():
+        lines.append(f"| {row} | cannot fit: {why} | | | | | | |")
+    if part["same_as_default"]:
+        lines.append(f"| {part['same_as_default']} | = the default | | | | | | |")
+    lines += ["", f"- {part['note']}" if part["note"] else "",
+              f"- curves: [docs/estimators/matrix_{part['column']}.png]({link}/estimators/matrix_{part['column']}.png)"]
+    return "\n".join(x for x in lines if x is not None)
+
+
+# ---------------------------------------------------------------- the published record and the guide
+
+DOCS = ROOT / "docs" / "estimators.md"
+GUIDE_START, GUIDE_END = "<!-- matrix-guide: generated by estimator_matrix.py --publish -->", "<!-- /matrix-guide -->"
+GUIDE = {  # column -> the node it answers for (the guide's bullet)
+    "dvae": "**Discrete latents, differentiable cost** (the discrete VAE's 20 × 10 categoricals, column `dvae`)",
+    "seqgan": "**Token sequences** (SeqGAN's generator, column `seqgan`)",
+    "sat_hard": "**Attention locations** (hard attention, column `sat_hard`)",
+    "vae": "**Continuous latents** (the Gaussian VAE, column `vae`)",
+    "maml_rl": "**Policies** (MAML-RL's Gaussian actions, column `maml_rl`)",
+}
+OLD_NOTE = ("the short settings of 2026-11-29 (dvae and vae 300 steps, sat_hard 30 steps, maml_rl 15 "
+            "meta-iterations of 10 tasks, seqgan 3 adversarial iterations after 3 MLE epochs on 640 sequences), "
+            "every row at the recipe's step size; kept until the column is re-measured at its recipe's length; "
+            "they support no conclusion (issue 75)")
+
+
+def old_record(out: Path) -> dict:
+    """The 2026-11-29 record's columns (the earlier format: "models"), as kept in the published JSON."""
+    if not out.is_file():
+        return {"note": OLD_NOTE, "models": {}}
+    rec = json.loads(out.read_text())
+    if "models" in rec:  # the earlier record itself
+        return {"note": OLD_NOTE, "command": rec.get("command"), "parts": rec.get("parts", []),
+                "models": rec["models"]}
+    return rec.get("old_short_settings") or {"note": OLD_NOTE, "models": {}}
+
+
+def old_table(old: dict) -> str:
+    """The old columns' headline values (mean ± sd over their seeds), nothing more."""
+    from zoo.spread import fmt
+
+    cols = list(old["models"])
+    if not cols:
+        return ""
+    rows = sorted({r for c in cols for r in old["models"][c]["cells"]}, key=lambda r: (r != "default", r))
+    lines = ["| row | " + " | ".join(f"{c}: {old['models'][c]['headline']}" for c in cols) + " |",
+             "|---" * (len(cols) + 1) + "|"]
+    for row in rows:
+        lines.append(f"| {row} | " + " | ".join(fmt(old["models"][c]["cells"][row]["headline"], 3)
+                                                 if row in old["models"][c]["cells"] else "—" for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def publish(records: Path = RECORDS, out: Path = OUT, docs: Path = DOCS) -> dict:
+    """estimator_matrix.json and .md from the complete columns' part files (the old short columns not re-measured
+    yet kept apart, marked), and the guide in docs/estimators.md between its markers."""
+    parts = {c: json.loads((records / f"{c}.json").read_text()) for c in ORDER if (records / f"{c}.json").is_file()}
+    old = old_record(out)
+    done = {c: p for c, p in parts.items() if p["complete"]}
+    record = {"command": "python benchmarks/estimator_matrix.py --publish", "columns": done,
+              "in_progress": {c: {"runs": p["runs"], "runs_left": p["runs_left"], "cpu_min": p["cpu_min"]}
+                              for c, p in parts.items() if not p["complete"]},
+              "old_short_settings": {**old, "models": {c: v for c, v in old["models"].items() if c not in done}},
+              "dropped": DROPPED}
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    md = ["# The estimator matrix", "", "Each column its recipe at its own length, each row at its best step size "
+          "(`python benchmarks/estimator_matrix.py --publish`; the runs' records under "
+          "`benchmarks/results/estimator_matrix/`).", ""]
+    for c in ORDER:
+        if c in done:
+            md += [column_table(done[c], link="../../docs"), ""]
+        elif c in parts:
+            md += [f"### {c}: being re-measured ({parts[c]['runs']} runs recorded, {parts[c]['runs_left']} "
+                   "decidable left)", ""]
+    if record["old_short_settings"]["models"]:
+        old_cols = ", ".join(record["old_short_settings"]["models"])
+        md += ["## Old short settings, not re-measured yet", "", f"Columns {old_cols}: {OLD_NOTE}.", "",
+               old_table(record["old_short_settings"]), ""]
+    md += [f"- {c} (no column): {why}" for c, why in DROPPED.items()]
+    out.with_suffix(".md").write_text("\n".join(md) + "\n")
+    text = docs.read_text()
+    a, b = text.index(GUIDE_START) + len(GUIDE_START), text.index(GUIDE_END)
+    docs.write_text(text[:a] + "\n" + guide(record) + "\n" + text[b:])
+    return record
+
+
+def guide(record: dict) -> str:
+    """The guide's bullets: per column, the default, then the rows the paired differences call better or worse
+    than it (at each row's best step size), the ties, the gradient variances; a column not re-measured says so."""
+    lines = []
+    for c in ORDER:
+        part = record["columns"].get(c)
+        if part is None:
+            left = record["in_progress"].get(c)
+            lines.append(f"- {GUIDE[c]}: being re-measured at the recipe's length"
+                         + (f" ({left['runs']} runs recorded so far)" if left else "") + "; no conclusion yet.")
+            continue
+        d = part["cells"]["default"]["recipe_lr"]
+        sp = part["spread"]
+        text = (f"- {GUIDE[c]}: the default `{part['cells']['default']['spec']}` {num(d['test']['mean'])} "
+                f"± {num(d['test']['sd'])} {part['headline']} (the recipe's seeds {num(sp['mean'])} ± "
+                f"{num(sp['sd'])}).")
+        groups: dict[str, list[str]] = {"better": [], "worse": [], "ties": []}
+        for row, cl in part["cells"].items():
+            if row == "default":
+                continue
+            b = cl["best_lr"]
+            v = b["vs_default"]
+            groups[b["verdict"]].append(
+                f"`{row}` (lr {b['lr']:g}: Δ {v['mean']:+.3f} ± {v['se']:.3f}, seeds "
+                f"{' / '.join(f'{x:+.3f}' for x in v['diffs'])}; var {num(b['grad_var']['mean'])})")
+        for verdict, what in (("better", "Better than the default"), ("worse", "Worse"), ("ties", "Ties")):
+            if groups[verdict]:
+                text += f" {what}: " + ", ".join(groups[verdict]) + "."
+        text += f" The default's gradient variance: {num(d['grad_var']['mean'])}."
+        lines.append(text)
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- step times, apart from training
+
+STEP_SETTINGS = {"sat_hard": ["model.expected_context_prob=0.0"]}  # hard attention from the first step (the
+# recipe's soft start would time the expected context, which samples nothing)
+
+
+def evaluations(column: str, spec_settings: dict, cfg: dict) -> str:
+    """What one estimator step evaluates: the batch, the samples per input, SeqGAN's rollouts."""
+    from zoo.estimators.seam import resolve
+
+    m, d = cfg["model"], cfg["data"]
+    name, _, opts = resolve(spec_settings["spec"])
+    if column == "seqgan":
+        group = int(m.get("group_size") or 1)
+        rollouts = int(m.get("rollouts") or 0)
+        return (f"{int(d['batch_size']) * group} sequences of {d['seq_len']} tokens"
+                + (f", {rollouts} rollouts a token" if rollouts else ", the final D score (no rollouts)"))
+    if column == "maml_rl":
+        return f"{d['meta_batch']} tasks x {m['trajectories']} trajectories x {m['horizon']} steps, inner + outer"
+    _, node, _, _ = node_of(COLUMNS[column]["recipe"])
+    n = node.samples or getattr(opts, "n", None) or 1
+    text = f"batch {d['batch_size']}, {n} sample{'s' if n > 1 else ''} per input"
+    if name == "relax":
+        text += " + the control variate at z and z~"
+    return text
+
+
+def step_times(column: str, records: Path = RECORDS, repeats: int = 15) -> dict:
+    """ms per estimator step (estimator_loss on one batch and its gradient to the node's parameters, as the
+    gradient-variance probe takes it) of every row, in one process on one thread, rows interleaved, repeated;
+    the median and the range. Written to <records>/<column>_step_times.json (the part file shows it)."""
+    import torch
+
+    from zoo.config import load_config
+    from zoo.runner import build
+
+    torch.set_num_threads(1)
+    col = COLUMNS[column]
+    fits, _, _ = rows_for(column)
+    models, batch = {}, None
+    for row, r in fits.items():
+        spec = r["spec"]
+        cfg = load_config(col["recipe"], [f"model.estimator={json.dumps(spec) if isinstance(spec, dict) else spec}",
+                                          *r["settings"], *STEP_SETTINGS.get(column, [])])
+        torch.manual_seed(0)
+        dm, model = build(cfg)
+        if batch is None:
+            batch = next(iter(dm.train_dataloader()))  # one batch for every row
+        params = [p for p in (model.estimator_parameters() if hasattr(model, "estimator_parameters")
+                              else model.parameters()) if p.requires_grad]
+        models[row] = (model.train(), params, evaluations(column, r, cfg))
+
+    def one(row: str) -> float:
+        model, params, _ = models[row]
+        t0 = time.perf_counter()
+        loss = model.estimator_loss(batch)
+        torch.autograd.grad(loss, params, allow_unused=True)
+        return 1000 * (time.perf_counter() - t0)
+
+    rows = list(models)
+    for row in rows:  # warm-up
+        one(row)
+    ms: dict[str, list[float]] = {row: [] for row in rows}
+    for i in range(repeats):
+        for row in rows[i % len(rows):] + rows[:i % len(rows)]:  # each repeat starts at another row
+            ms[row].append(one(row))
+    out = {"command": f"python benchmarks/estimator_matrix.py --step-times {column}", "repeats": repeats,
+           "threads": 1, "machine": f"{platform.node()}, {platform.machine()}",
+           "load_1min": os.getloadavg()[0], "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "rows": {row: {"ms": statistics.median(v), "min": min(v), "max": max(v), "evaluations": models[row][2]}
+                    for row, v in ms.items()}}
+    records.mkdir(parents=True, exist_ok=True)
+    (records / f"{column}_step_times.json").write_text(json.dumps(out, indent=1) + "\n")
+    for row, t in out["rows"].items():
+        print(f"{column} {row}: {t['ms']:.1f} ms ({t['min']:.1f}..{t['max']:.1f}), {t['evaluations']}")
+    return out
+
+
 # ---------------------------------------------------------------- the command line
 
 
@@ -357,7 +757,7 @@ def main() -> None:
         return
     if args.collect:
         for c in args.collect.split(","):
-            collect(c, records)
+            print(column_table(collect(c, records)))
         return
     if args.publish:
         publish(records)
