@@ -499,7 +499,10 @@ def column_table(part: dict, link: str = "../../../docs") -> str:
                  f"({part['cpu_min']} CPU-min), {part['runs_left']} decidable left. Step size: {part['lr_key']} "
                  f"(the recipe's {part['recipe_lr']:g}); Δ is the paired difference against the default by seed ± its "
                  "standard error; 'better'/'worse' where it exceeds 2 standard errors with the same sign on most "
-                 f"seeds, else 'ties'. Budget: the default's training seconds ({num(part['budget_s'], 1)} s).")
+                 f"seeds, else 'ties'. Budget: the default's training seconds ({num(part['budget_s'], 1)} s, the "
+                 "median over its seeds; seconds of training steps on one thread of a shared machine, probes and "
+                 "validation excluded). ms/step: --step-times (one batch, rows interleaved in one process, the "
+                 "median).")
     times = part.get("step_times", {}).get("rows", {})
     lines += ["", "| row | at the recipe's lr | at its best lr | lrs tried (last val) | grad var | train s | "
               "val within the budget | ms/step (evaluations) |", "|---|---|---|---|---|---|---|---|"]
@@ -648,6 +651,8 @@ def evaluations(column: str, spec_settings: dict, cfg: dict) -> str:
     if column == "seqgan":
         group = int(m.get("group_size") or 1)
         rollouts = int(m.get("rollouts") or 0)
+        if name in ("gumbel_softmax", "straight_through"):  # through D's score of the relaxed sequence
+            return f"{int(d['batch_size']) * group} sequences of {d['seq_len']} tokens, D's score (no rollouts)"
         return (f"{int(d['batch_size']) * group} sequences of {d['seq_len']} tokens"
                 + (f", {rollouts} rollouts a token" if rollouts else ", the final D score (no rollouts)"))
     if column == "maml_rl":
@@ -660,7 +665,10 @@ def evaluations(column: str, spec_settings: dict, cfg: dict) -> str:
     return text
 
 
-def step_times(column: str, records: Path = RECORDS, repeats: int = 15) -> dict:
+STEP_REPEATS = {"maml_rl": 5, "seqgan": 5, "sat_hard": 10}  # fewer where a step takes seconds (else 15)
+
+
+def step_times(column: str, records: Path = RECORDS, repeats: int | None = None) -> dict:
     """ms per estimator step (estimator_loss on one batch and its gradient to the node's parameters, as the
     gradient-variance probe takes it) of every row, in one process on one thread, rows interleaved, repeated;
     the median and the range. Written to <records>/<column>_step_times.json (the part file shows it)."""
@@ -670,6 +678,7 @@ def step_times(column: str, records: Path = RECORDS, repeats: int = 15) -> dict:
     from zoo.runner import build
 
     torch.set_num_threads(1)
+    repeats = repeats or STEP_REPEATS.get(column, 15)
     col = COLUMNS[column]
     fits, _, _ = rows_for(column)
     models, batch = {}, None
@@ -757,7 +766,8 @@ def main() -> None:
         return
     if args.collect:
         for c in args.collect.split(","):
-            print(column_table(collect(c, records)))
+            # a scratch records folder keeps its figures beside it
+            print(column_table(collect(c, records, figures=None if records == RECORDS else records)))
         return
     if args.publish:
         publish(records)
