@@ -489,6 +489,8 @@ def column_table(part: dict, link: str = "../../../docs") -> str:
     """Markdown: one row per estimator, at the recipe's step size and at its picked one."""
     better = "higher" if part["higher_is_better"] else "lower"
     sp = part.get("spread")
+    load = part.get("step_times", {}).get("load_1min")
+    load = "—" if load is None else f"{load:.1f}"
     lines = [f"### {part['column']}: {part['recipe']} at its own length, {part['headline']} ({better} is better)", ""]
     if sp:
         mean = part["cells"]["default"]["recipe_lr"]["test"]["mean"]
@@ -496,13 +498,14 @@ def column_table(part: dict, link: str = "../../../docs") -> str:
                      f"the recipe's seed spread ({num(sp['mean'])} ± {num(sp['sd'])}, {sp['record']}: "
                      f"{num(sp['range'][0])}..{num(sp['range'][1])}).")
     lines.append(f"{'Complete' if part['complete'] else 'Incomplete'}: {part['runs']} runs recorded "
-                 f"({part['cpu_min']} CPU-min), {part['runs_left']} decidable left. Step size: {part['lr_key']} "
+                 f"({part['cpu_min']} min of runs, wall clock), {part['runs_left']} decidable left. Step size: "
+                 f"{part['lr_key']} "
                  f"(the recipe's {part['recipe_lr']:g}); Δ is the paired difference against the default by seed ± its "
                  "standard error; 'better'/'worse' where it exceeds 2 standard errors with the same sign on most "
                  f"seeds, else 'ties'. Budget: the default's training seconds ({num(part['budget_s'], 1)} s, the "
                  "median over its seeds; seconds of training steps on one thread of a shared machine, probes and "
                  "validation excluded). ms/step: --step-times (one batch, rows interleaved in one process, the "
-                 "median).")
+                 f"median and the fastest; 1-minute load average {load} while measured).")
     times = part.get("step_times", {}).get("rows", {})
     lines += ["", "| row | at the recipe's lr | at its best lr | lrs tried (last val) | grad var | train s | "
               "val within the budget | ms/step (evaluations) |", "|---|---|---|---|---|---|---|---|"]
@@ -516,7 +519,7 @@ def column_table(part: dict, link: str = "../../../docs") -> str:
                         "(the recipe's)" if row == "default" else "not picked yet")
                      + f" | {tried} | {num(shown['grad_var']['mean'])} | {num(shown['train_s']['mean'], 1)} | "
                      f"{num(shown['at_budget']['mean'])} | "
-                     + (f"{t['ms']:.1f} ({t['evaluations']})" if t else "—") + " |")
+                     + (f"{t['ms']:.1f}, min {t['min']:.1f} ({t['evaluations']})" if t else "—") + " |")
     for row, why in part["cannot_fit"].items():
         lines.append(f"| {row} | cannot fit: {why} | | | | | | |")
     if part["same_as_default"]:
