@@ -668,20 +668,20 @@ def evaluations(column: str, spec_settings: dict, cfg: dict) -> str:
     return text
 
 
-STEP_REPEATS = {"maml_rl": 5, "seqgan": 5, "sat_hard": 10}  # fewer where a step takes seconds (else 15)
+STEP_BUDGET_S = 60.0  # a column's timing rounds take about this long (at least 5 and at most 200 rounds)
 
 
 def step_times(column: str, records: Path = RECORDS, repeats: int | None = None) -> dict:
     """ms per estimator step (estimator_loss on one batch and its gradient to the node's parameters, as the
-    gradient-variance probe takes it) of every row, in one process on one thread, rows interleaved, repeated;
-    the median and the range. Written to <records>/<column>_step_times.json (the part file shows it)."""
+    gradient-variance probe takes it) of every row, in one process on one thread, rows interleaved, repeated
+    (5 to 200 rounds, about STEP_BUDGET_S seconds); the median and the range. Written to
+    <records>/<column>_step_times.json (the part file shows it)."""
     import torch
 
     from zoo.config import load_config
     from zoo.runner import build
 
     torch.set_num_threads(1)
-    repeats = repeats or STEP_REPEATS.get(column, 15)
     col = COLUMNS[column]
     fits, _, _ = rows_for(column)
     models, batch = {}, None
@@ -705,8 +705,10 @@ def step_times(column: str, records: Path = RECORDS, repeats: int | None = None)
         return 1000 * (time.perf_counter() - t0)
 
     rows = list(models)
-    for row in rows:  # warm-up
+    t0 = time.perf_counter()
+    for row in rows:  # warm-up; its time sizes the rounds
         one(row)
+    repeats = repeats or max(5, min(200, int(STEP_BUDGET_S / (time.perf_counter() - t0))))
     ms: dict[str, list[float]] = {row: [] for row in rows}
     for i in range(repeats):
         for row in rows[i % len(rows):] + rows[:i % len(rows)]:  # each repeat starts at another row
@@ -777,7 +779,7 @@ def main() -> None:
         return
     if args.step_times:
         for c in args.step_times.split(","):
-            step_times(c)
+            step_times(c, records)
         return
     ap.print_help()
 
