@@ -319,7 +319,7 @@ def claim(diffs: list[float], higher: bool) -> str:
     standard errors and has the mean's sign on most seeds; else 'ties'."""
     d = [x for x in diffs if x is not None and math.isfinite(x)]
     if len(d) < 2:
-        return "ties"
+        return "too few seeds"
     mean, se = statistics.fmean(d), statistics.stdev(d) / math.sqrt(len(d))
     same_sign = sum(1 for x in d if x * mean > 0)
     if mean == 0 or abs(mean) <= 2 * se or same_sign * 2 <= len(d):
@@ -347,7 +347,8 @@ def cell(recs: dict, row: str, k: int, seeds: tuple[int, ...], base: dict | None
            "grad_var": spread([r["grad_var"] if r else None for r in runs]),
            "train_s": spread([r["train_s"] if r else None for r in runs]),
            "at_budget": spread([at_budget(r, budget) if r else None for r in runs]),
-           "failures": [{"seed": r["seed"], **r["failure"]} for r in runs if r and r["failure"]]}
+           "failures": [{"seed": r["seed"], **r["failure"]} for r in runs if r and r["failure"]],
+           "not_run": [s for s, r in zip(seeds, runs) if r is None]}
     if base is not None and row != "default":
         b = base["test"]["values"]
         pairs = [(a, c) for a, c in zip(test, b) if a is not None and c is not None]
@@ -430,6 +431,7 @@ def figure(column: str, recs: dict, part: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    shown: list[float] = []
     for row, c in part["cells"].items():
         k = 0 if row == "default" else c.get("picked_lr_step")
         runs = [recs.get((row, k, s)) for s in SEEDS] if k is not None else []
@@ -440,12 +442,18 @@ def figure(column: str, recs: dict, part: dict, path: Path) -> None:
         values = [[cv[i]["value"] if cv[i]["value"] is not None else math.nan for cv in curves] for i in range(n)]
         mean = [statistics.fmean(v) for v in values]
         lo, hi = [min(v) for v in values], [max(v) for v in values]
+        shown += [m for m in mean if math.isfinite(m)]
         lr = f"lr {curves and runs[0]['lr']:g}" if runs[0] else ""
         label = f"{row} ({lr}, {len(curves)} seeds)"
         for ax, key in zip(axes, ("step", "train_s")):
             x = [statistics.fmean(cv[i][key] for cv in curves) for i in range(n)]
             (line,) = ax.plot(x, mean, label=label)
             ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
+    if shown:  # the first validations' values (an untrained model) would squeeze the rest: 85 % of them in view
+        ordered = sorted(shown, reverse=part["higher_is_better"])
+        end, cut = ordered[0], ordered[int(0.85 * (len(ordered) - 1))]
+        pad = 0.05 * abs(cut - end) or 1.0
+        axes[0].set_ylim(*sorted((end - pad if end < cut else end + pad, cut)))
     if part["budget_s"]:
         axes[1].axvline(part["budget_s"], color="gray", ls=":", lw=1)
     axes[0].set_xlabel("optimizer step")
@@ -468,15 +476,18 @@ def num(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
-def seeds_text(s: dict, digits: int = 3) -> str:
-    return " / ".join(num(v, digits) if v is not None else "failed" for v in s["values"])
+def seeds_text(c: dict, digits: int = 3) -> str:
+    """The per-seed test values ('not run' where the seed has no record yet)."""
+    missing = set(c.get("not_run", []))
+    return " / ".join(num(v, digits) if v is not None else "not run" if seed in missing else "failed"
+                      for seed, v in zip(c["seeds"], c["test"]["values"]))
 
 
 def cell_text(c: dict) -> str:
     """A cell of the column table: mean ± sd, the per-seed values, Δ ± se and the verdict."""
     from zoo.spread import fmt
 
-    text = f"{fmt(c['test'], 3)} ({seeds_text(c['test'])})"
+    text = f"{fmt(c['test'], 3)} ({seeds_text(c)})"
     d = c.get("vs_default")
     if d and d["mean"] is not None:
         text += f"<br>Δ {d['mean']:+.3f}" + (f" ± {d['se']:.3f}" if d["se"] is not None else "") + f", {c['verdict']}"
@@ -622,16 +633,19 @@ def guide(record: dict) -> str:
         text = (f"- {GUIDE[c]}: the default `{part['cells']['default']['spec']}` {num(d['test']['mean'])} "
                 f"± {num(d['test']['sd'])} {part['headline']} (the recipe's seeds {num(sp['mean'])} ± "
                 f"{num(sp['sd'])}).")
-        groups: dict[str, list[str]] = {"better": [], "worse": [], "ties": []}
+        groups: dict[str, list[str]] = {"better": [], "worse": [], "ties": [], "too few seeds": []}
         for row, cl in part["cells"].items():
             if row == "default":
                 continue
             b = cl["best_lr"]
             v = b["vs_default"]
+            delta = "no seed pair" if v["mean"] is None else f"Δ {v['mean']:+.3f}" + (
+                f" ± {v['se']:.3f}" if v["se"] is not None else "")
             groups[b["verdict"]].append(
-                f"`{row}` (lr {b['lr']:g}: Δ {v['mean']:+.3f} ± {v['se']:.3f}, seeds "
-                f"{' / '.join(f'{x:+.3f}' for x in v['diffs'])}; var {num(b['grad_var']['mean'])})")
-        for verdict, what in (("better", "Better than the default"), ("worse", "Worse"), ("ties", "Ties")):
+                f"`{row}` (lr {b['lr']:g}: {delta}, seeds {' / '.join(f'{x:+.3f}' for x in v['diffs'])}; "
+                f"var {num(b['grad_var']['mean'])})")
+        for verdict, what in (("better", "Better than the default"), ("worse", "Worse"), ("ties", "Ties"),
+                              ("too few seeds", "Too few seeds trained (failed runs)")):
             if groups[verdict]:
                 text += f" {what}: " + ", ".join(groups[verdict]) + "."
         text += f" The default's gradient variance: {num(d['grad_var']['mean'])}."

@@ -52,7 +52,7 @@ def test_claim_needs_two_standard_errors_and_the_direction_of_better():
     assert em.claim([0.5, 0.6, 0.4], higher=True) == "better"
     assert em.claim([-0.5, -0.6, -0.4], higher=False) == "better"
     assert em.claim([0.5, -0.6, 0.4], higher=False) == "ties"  # within 2 standard errors
-    assert em.claim([0.5, None], higher=False) == "ties"  # one seed: no standard error
+    assert em.claim([0.5, None], higher=False) == "too few seeds"  # one seed: no standard error
     # 2 standard errors exceeded, but the sign of the mean on 2 seeds of 5 only
     assert em.claim([10.0, 10.0, -0.1, -0.1, -0.1], higher=False) == "ties"
 
@@ -144,3 +144,24 @@ def test_the_docs_guide_is_the_one_generated_from_the_published_json():
     record = json.loads(em.OUT.read_text())
     assert text[start:end].strip() == em.guide(record).strip(), (
         "docs/estimators.md's guide differs from the JSON's: python benchmarks/estimator_matrix.py --publish")
+
+
+def test_a_column_part_way_says_which_seeds_are_not_run_and_is_not_published(tmp_path, monkeypatch):
+    folder = tmp_path / "records" / "dvae"
+    for s in range(3):
+        write_record(folder, "default", 0, s, 20.0 + s)
+    for k in (0, -1, 1):
+        write_record(folder, "rloo", k, 0, 21.0 + k * k)
+    monkeypatch.setattr(em, "rows_for", lambda column: ({r: {"spec": r, "settings": []} for r in ("default", "rloo")},
+                                                        {}, None))
+    part = em.collect("dvae", tmp_path / "records", figures=tmp_path)
+    assert not part["complete"] and part["runs_left"] == 2  # seeds 1 and 2 at the pick (the recipe's rate)
+    assert part["cells"]["rloo"]["recipe_lr"]["verdict"] == "too few seeds"
+    assert "21.000 (21.000 / not run / not run)" in (tmp_path / "records" / "dvae.md").read_text()
+    out = tmp_path / "estimator_matrix.json"
+    shutil.copy(em.OUT, out)
+    docs = tmp_path / "estimators.md"
+    docs.write_text(f"{em.GUIDE_START}\n{em.GUIDE_END}\n")
+    record = em.publish(tmp_path / "records", out, docs)
+    assert record["columns"] == {} and record["in_progress"]["dvae"]["runs"] == 6
+    assert "column `dvae`): being re-measured at the recipe's length (6 runs recorded so far)" in docs.read_text()
