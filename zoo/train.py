@@ -54,8 +54,15 @@ def split_args(argv: list[str]) -> tuple[str, list[str]]:
         else:
             overrides.append(arg)
     if not recipe:
-        raise UserError("no recipe given: python -m zoo.train recipe=NAME (see --list, and --help)")
+        named = [arg for arg in overrides if "=" not in arg and is_recipe(arg)]
+        hint = f"did you mean recipe={named[0]}? " if named else ""
+        raise UserError(f"no recipe given: {hint}python -m zoo.train recipe=NAME (see --list, and --help)")
     return recipe, overrides
+
+
+def is_recipe(word: str) -> bool:
+    """``word`` names a recipe (under recipes/) or a recipe file."""
+    return word in all_recipes() or word.endswith((".yaml", ".yml")) and Path(word).is_file()
 
 
 def train(argv: list[str]) -> Any:
