@@ -27,6 +27,9 @@ usage: python -m zoo.train recipe=NAME [key=value ...]
   key=value            override any recipe key, OmegaConf dotlist syntax:
                          trainer.max_epochs=3 model.attention=hard data.batch_size=64
                          'logger=[csv,wandb]' trainer.devices=2 trainer.strategy=ddp
+  model.estimator=rloo model.estimator.n=4
+                       a key that names a thing picks it whole (the recipe's options do
+                       not carry over); KEY.OPTION=VALUE refines it, in any order
   print_config=true    print the resolved config and exit
   ckpt_path=last       resume the latest run of this recipe (or ckpt_path=PATH/TO.ckpt)
   run_dir=runs         where runs are written: <run_dir>/<recipe>/<timestamp>/
