@@ -128,13 +128,17 @@ def picked_names(given: list[tuple[str, str, Any]]) -> dict[str, tuple[str, Any]
 
 
 def _check_yaml_spaces(item: str, value: Any) -> None:
-    """``{name:rloo,n:1}``: YAML reads ``name:rloo`` as one word (a key without a value), not ``name: rloo``."""
+    """``{name:rloo,n:1}``: YAML reads ``name:rloo`` as one key without a value, not ``name: rloo``."""
     glued = _glued_keys(value)
     if glued:
-        key, _, text = item.partition("=")
-        fixed = re.sub(r"([:,])(?=[^\s:,])", r"\1 ", text)
-        raise UserError(f"malformed override '{item}': YAML reads '{glued[0]}' as one word, not a key and its "
-                        f"value; write a space after each colon: '{key}={fixed}'")
+        text = item.split("=", 1)[1]
+        for key in glued:  # its first colon: the one meant to end the key (a dotted path's value keeps its own)
+            text = text.replace(key, key.replace(":", ": ", 1))
+        spaced = glued[0].replace(":", ": ", 1)
+        mapping = next((m for m in re.findall(r"\{[^{}]*\}", text) if spaced in m), text)
+        mapping = re.sub(r",(?=\S)", ", ", mapping)
+        raise UserError(f"malformed override '{item}': YAML reads '{glued[0]}' as one key because no space "
+                        f"follows its colon, write {mapping}")
 
 
 def _glued_keys(value: Any) -> list[str]:
@@ -233,10 +237,10 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
     the run's constructors take as given (``zoo.runner.build``), so a section's checks run once."""
     path = find_recipe(recipe)
     where = f"recipe {path}"
-    recipe = load_recipe(path)
+    from_file = load_recipe(path)
     parsed = parse_overrides(overrides or [])
     try:
-        merged = merge_replacing(recipe, parsed)
+        merged = merge_replacing(from_file, parsed)
     except UserError:
         raise
     except Exception as err:  # e.g. a value where the recipe has a section
@@ -264,7 +268,7 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
         model, model_made = _section(raw, "model", MODELS, where)
         data, data_made = _section(raw, "data", DATAMODULES, where)
     except UserError as err:  # an option the thing an override names or refines does not have
-        raise UserError(f"{err}{_option_hint(str(err), overrides or [], recipe, parsed)}") from None
+        raise UserError(f"{err}{_option_hint(str(err), overrides or [], from_file, parsed)}") from None
     callbacks = check_callbacks(raw.get("callbacks", []), where)  # (name, dotted path, options) each
     top = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
     top = validate_options(RunConfig, top, where)

@@ -93,8 +93,10 @@ def test_a_sweep_over_estimators_trains_the_estimator_each_run_names(tmp_path):
      r"model.estimator.baseline=ema\)"),
     # YAML reads name:rloo (no space) as one word
     (["model.estimator={name:rloo,n:1}"],
-     r"YAML reads 'name:rloo' as one word.*write a space after each colon: 'model.estimator=\{name: rloo, n: 1\}'"),
-    (["callbacks=[{name:grad_variance}]"], r"YAML reads 'name:grad_variance' as one word"),
+     r"YAML reads 'name:rloo' as one key because no space follows its colon, write \{name: rloo, n: 1\}$"),
+    (["callbacks=[{name:grad_variance,every_n_steps:5}]"],
+     r"YAML reads 'name:grad_variance' as one key .*write \{name: grad_variance, every_n_steps: 5\}$"),
+    (["model.estimator={name:zoo.estimators:RLOO, n: 2}"], r"write \{name: zoo.estimators:RLOO, n: 2\}$"),
 ])
 def test_a_mix_that_cannot_be_resolved_is_refused(overrides, expected, tmp_path, capsys):
     code, err = run_main(["recipe=dvae_digits", f"run_dir={tmp_path}/runs", *overrides], capsys)
