@@ -55,6 +55,14 @@ def test_an_option_alone_refines_the_recipes_choice(tmp_path, capsys):
     recipe.write_text("base: dvae_digits\nmodel: {estimator: rloo}\n")
     cfg = printed_config([f"recipe={recipe}", "model.estimator.n=4"], capsys)
     assert cfg["model"]["estimator"] == {"name": "rloo", "n": 4}
+    # a recipe that names no estimator: the model's default (dvae: gumbel_softmax) is refined
+    recipe = tmp_path / "default.yaml"
+    recipe.write_text("description: t\nmodel: {name: dvae}\ndata: {name: digits}\n")
+    cfg = printed_config([f"recipe={recipe}", "model.estimator.tau=0.5"], capsys)
+    assert cfg["model"]["estimator"] == {"name": "gumbel_softmax", "tau": 0.5}
+    code, err = run_main([f"recipe={recipe}", f"run_dir={tmp_path}/runs", "model.estimator.baseline=ema"], capsys)
+    assert_refused(code, err, r"model.estimator.baseline=ema refines the model's default estimator gumbel_softmax: "
+                   r"to pick another estimator, name it too", tmp_path / "runs")
 
 
 def test_other_named_options_follow_the_same_rule():
