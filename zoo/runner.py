@@ -21,6 +21,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
+from torch.nn.parameter import is_lazy
 
 from zoo.callbacks.named import build_callbacks
 from zoo.callbacks.safety import (
@@ -77,7 +78,9 @@ def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None)
     own = model.state_dict()
     fix = f"Resume with the model options the run was trained with (its config.yaml){changed_options(saved, cfg)}"
     for key, value in saved["state_dict"].items():
-        if key in own and tuple(value.shape) != tuple(own[key].shape):
+        # a lazy parameter (a layer of the user's own sized at its first batch) has no shape yet: loading the
+        # checkpoint gives it the saved one (torch's LazyModuleMixin); the zoo's models size theirs when built
+        if key in own and not is_lazy(own[key]) and tuple(value.shape) != tuple(own[key].shape):
             raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "
                             f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. {fix}")
     missing = sorted(set(own) - set(saved["state_dict"]))  # e.g. another estimator: its baseline's state
