@@ -218,7 +218,8 @@ def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict |
             set_float32_precision(cfg["matmul_precision"])
         L.seed_everything(cfg["seed"], workers=True, verbose=False)
         saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
-        quiet_lightning()  # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
+        # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
+        quiet_lightning(resumed=run_dir / "checkpoints" if ckpt is not None else None)
         command = "python -m zoo.train " + shlex.join(argv)
         plain = thaw(cfg)  # in every checkpoint (loaded with weights_only=True) and sent to the loggers
         record = run_record((validated or {}).get("model"))  # code, versions, machine, estimator: run.json
