@@ -212,7 +212,7 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
     online = mode in ("online", "shared")
     problem = unreachable(url) if online else None
     if problem is not None:
-        mode, why, warn, online = "offline", f"its server {url} cannot be reached ({problem})", True, False
+        mode, why, warn, online = "offline", f"its server {url} cannot be reached: {problem}", True, False
     # Lightning refuses log_model with offline mode; artifacts only make sense online.
     logger = WandbLogger(mode=mode, log_model="all" if (online and opts["log_model"]) else False,
                          settings=_settings(), **common)
