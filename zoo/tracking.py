@@ -148,12 +148,13 @@ def unreachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     environment's proxies, bounded as a whole by ``timeout`` (the name lookup included, which a socket timeout
     does not bound): without it, a compute node without network waited wandb's init_timeout (60 s) to fail."""
     answer: list = []
+    opener = urllib.request.build_opener(_NotFollowed)
 
     def head() -> None:
         try:
-            urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
+            opener.open(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
             answer.append(None)
-        except urllib.error.HTTPError:  # an answer
+        except urllib.error.HTTPError:  # an answer, a redirect too
             answer.append(None)
         except urllib.error.URLError as err:
             answer.append(None if isinstance(err.reason, ssl.SSLError) else str(err.reason))
@@ -164,6 +165,13 @@ def unreachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     thread.start()
     thread.join(timeout)
     return answer[0] if answer else f"no answer in {timeout:g} s"
+
+
+class _NotFollowed(urllib.request.HTTPRedirectHandler):
+    """A redirect is the server's answer: where it points (a web page elsewhere) is not asked."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 def say_offline(run_dir: Path, why: str, warn: bool) -> None:

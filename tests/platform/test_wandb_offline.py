@@ -21,28 +21,36 @@ KEY = "k" * 40  # an API key of W&B's length: credentials found, never sent anyw
 
 class _Answers(http.server.BaseHTTPRequestHandler):
     """Answers every request with 404: the probe's HEAD is answered; wandb's start (its GraphQL POSTs) fails,
-    and its telemetry, told the server has no such endpoint, sends nothing."""
+    and its telemetry, told the server has no such endpoint, sends nothing. With ``location``: a redirect there."""
 
-    def _not_found(self) -> None:
-        self.send_response(404)
+    location = ""
+
+    def _answer(self) -> None:
+        self.send_response(302 if self.location else 404)
+        if self.location:
+            self.send_header("Location", self.location)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    do_HEAD = do_GET = do_POST = _not_found
+    do_HEAD = do_GET = do_POST = _answer
 
     def log_message(self, *args) -> None:
         pass
 
 
-@pytest.fixture
-def answering() -> Iterator[str]:
-    """The URL of a local HTTP server that answers every request with 404."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
+def serve(handler: type) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def answering() -> Iterator[str]:
+    """The URL of a local HTTP server that answers every request with 404."""
+    yield from serve(_Answers)
 
 
 @pytest.fixture
@@ -69,6 +77,9 @@ def test_the_probe_refused_and_unanswered_and_answered(refusing, silent, answeri
     assert said is not None and ("timed out" in said or "no answer in 0.5 s" in said), said
     assert time.monotonic() - start < 5, "bounded by its timeout"
     assert zoo.tracking.unreachable(answering, timeout=5) is None, "a 404 is an answer: the server is there"
+    redirects = type("Redirects", (_Answers,), {"location": refusing + "/elsewhere"})
+    for url in serve(redirects):
+        assert zoo.tracking.unreachable(url, timeout=5) is None, "a redirect is an answer; where it points is not asked"
 
 
 @pytest.fixture
