@@ -89,6 +89,7 @@ def credentials(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("WANDB_API_KEY", KEY)
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.setenv("WANDB_ERROR_REPORTING", "false")  # wandb's reports of its own errors go to another host
 
 
 def train_logged(toy_recipe, tmp_path, capsys) -> tuple[int, str]:
