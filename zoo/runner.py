@@ -43,6 +43,7 @@ from zoo.core.files import remove_empty
 from zoo.core.memory import AllocationGuard, check_step_fits
 from zoo.errors import UserError
 from zoo.options import thaw
+from zoo.record import RunRecord, run_record
 from zoo.registry import DATAMODULES, MODELS
 from zoo.runs import changed_options, check_writable, claim_run_dir, read_resume_checkpoint, resolve_run_dir
 from zoo.tracking import HeldMessages, console_callbacks, make_loggers, quiet_lightning, set_float32_precision
@@ -176,6 +177,8 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
             if ckpt is not None and (run_dir / name).is_file():
                 name = f"config.resume-{1 + len(list(run_dir.glob('config.resume-*.yaml')))}.yaml"
             (run_dir / name).write_text(f"# {command}\n" + to_yaml(cfg))
+            next(c for c in trainer.callbacks if isinstance(c, RunRecord)).path = run_dir / name.replace(
+                "config", "run", 1).replace(".yaml", ".json")  # run.json, run.resume-N.json: written as fit starts
         except OSError as err:
             raise UserError(f"cannot write the run folder {run_dir}: {err.strerror or err}; "
                             "choose another run_dir=") from None
@@ -218,11 +221,13 @@ def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict |
             set_float32_precision(cfg["matmul_precision"])
         L.seed_everything(cfg["seed"], workers=True, verbose=False)
         saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
-        quiet_lightning()  # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
+        # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
+        quiet_lightning(resumed=run_dir / "checkpoints" if ckpt is not None else None)
         command = "python -m zoo.train " + shlex.join(argv)
         plain = thaw(cfg)  # in every checkpoint (loaded with weights_only=True) and sent to the loggers
+        record = run_record((validated or {}).get("model"))  # code, versions, machine, estimator: run.json
         info = {"format": 1, "model": cfg["model"]["name"], "data": plain["data"], "recipe": cfg["recipe"],
-                "command": command, "config": plain}
+                "command": command, "config": plain, "record": record}
         # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
         # it finds before then (in the data, or inside fit: a validation interval longer than the epoch) is the
         # only line
@@ -230,8 +235,8 @@ def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict |
             # the run's one Trainer, before any data is built or cached: Lightning's own checks of the trainer:
             # section (an accelerator this machine lacks, a strategy name that does not exist) come first
             trainer = make_trainer(cfg, run_dir, MODELS.get(cfg["model"]["name"]),
-                                   [RunInfo(info), ReleaseHeldMessages(held)], resumed=ckpt is not None,
-                                   notes=repeated_overrides(given))
+                                   [RunInfo(info), RunRecord(record), ReleaseHeldMessages(held)],
+                                   resumed=ckpt is not None, notes=repeated_overrides(given))
             datamodule, model = build(cfg, validated)
             # the training loader's own checks (a batch larger than the data) before Lightning prints its device
             # lines and model summary: a mistake found there is then the only line on the screen

@@ -44,14 +44,17 @@ def test_tensorboard_logger(toy_recipe, tmp_path):
     assert list((result.run_dir / "tensorboard").glob("events.out.tfevents.*"))
 
 
-def test_wandb_without_credentials_falls_back_to_offline(monkeypatch, tmp_path, capsys):
+def test_wandb_without_credentials_falls_back_to_offline(monkeypatch, tmp_path):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
     monkeypatch.setenv("NETRC", str(tmp_path / "none"))
-    assert wandb_mode(None) == "offline"
-    assert wandb_mode("online") == "offline" and "no credentials" in capsys.readouterr().err
-    assert wandb_mode("disabled") == "disabled"
+    assert wandb_mode(None)[0] == "offline"
+    assert wandb_mode("online") == ("offline", "no credentials: `wandb login` to log online")
+    assert wandb_mode("disabled") == ("disabled", "")
+    (tmp_path / ".netrc").write_text("machine api.example.test login user password k\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    assert wandb_mode(None, "https://api.example.test") == ("online", ""), "`wandb login --host`'s key is found"
 
 
 @pytest.fixture
