@@ -16,7 +16,6 @@ from lightning.pytorch.loggers import CSVLogger
 from matplotlib.figure import Figure
 
 
-
 def is_loss(name: str) -> bool:
     """A logged loss, by its name: train/loss, val/nll_oracle, train/g_mle_nll, train/loss_epoch."""
     leaf = name.rsplit("/", 1)[-1]

@@ -60,9 +60,9 @@ def line_interval() -> float:
 
 
 def run_console(trainer_opts: dict, callbacks: list, run_dir: Path) -> list:
-    """The run's ``RunLog`` and ``Curves`` (zoo.callbacks.curves), and Lightning's own bar turned off (``trainer_opts['enable_progress_bar']``) where
-    the lines replace it. A progress bar among ``callbacks`` (a recipe naming Lightning's RichProgressBar) is left
-    to do its work: no lines then."""
+    """The run's ``RunLog`` and ``Curves`` (zoo.callbacks.curves), and Lightning's own bar turned off
+    (``trainer_opts['enable_progress_bar']``) where the lines replace it. A progress bar among ``callbacks`` (a
+    recipe naming Lightning's RichProgressBar) is left to do its work: no lines then."""
     named_bar = any(isinstance(c, ProgressBar) for c in callbacks)
     lines = not named_bar and (progress_mode() == "lines" or trainer_opts.get("enable_progress_bar") is False)
     if lines:
