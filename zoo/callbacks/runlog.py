@@ -164,12 +164,16 @@ def end_summary(trainer: L.Trainer, run_dir: Path, tested: bool) -> list[str]:
     if log is not None and log.fit_s is not None:
         first = f" (resumed at epoch {log.first[0] + 1}, step {log.first[1]})" if any(log.first) else ""
         test = f", test {clock(log.test_s)}" if log.test_s is not None else ""
-        lines.append(f"  trained: {trainer.current_epoch} epochs, {trainer.global_step} steps{first} in "
-                     f"{clock(log.fit_s)}{test}")
+        lines.append(f"  trained: {count(trainer.current_epoch, 'epoch')}, {count(trainer.global_step, 'step')}"
+                     f"{first} in {clock(log.fit_s)}{test}")
     lines.append(f"  best checkpoint: {best_checkpoint(trainer, run_dir)}")
     if tested:
         lines.append(f"  test used: {tested_weights(trainer)}")
     return lines
+
+
+def count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def best_checkpoint(trainer: L.Trainer, run_dir: Path) -> str:
@@ -180,7 +184,9 @@ def best_checkpoint(trainer: L.Trainer, run_dir: Path) -> str:
     ck = best[0]
     if not ck.best_model_path:
         every = getattr(ck, "_every_n_epochs", 1) or 1
-        hint = f": one is saved every checkpoint.every_n_epochs={every} epochs" if every > trainer.current_epoch else ""
+        hint = (f": {ck.monitor} was never logged" if ck.monitor not in trainer.callback_metrics
+                else f": one is saved every checkpoint.every_n_epochs={every} epochs" if every > trainer.current_epoch
+                else "")
         return f"none saved (by {ck.monitor}){hint}"
     path = Path(ck.best_model_path)
     shown = path.relative_to(run_dir) if path.is_relative_to(run_dir) else path
