@@ -159,3 +159,22 @@ def test_curves_join_a_resumed_run_and_draw_a_line_per_logged_loss(tmp_path):
              for line in ax.get_lines()}
     assert drawn == {k: tuple(map(list, zip(*v))) for k, v in curves.items()}
     assert sorted(ax.get_title() for ax in fig.axes if ax.get_visible()) == ["loss", "nll"]
+
+
+def test_the_curves_are_logged_to_wandb_and_tensorboard_as_the_models_figures_are(toy_recipe, tmp_path, monkeypatch):
+    import importlib.util
+
+    from zoo.train import train
+
+    if importlib.util.find_spec("wandb") is None:
+        pytest.skip("wandb is not installed (tests/platform/test_tracking_and_hub.py checks the message)")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "logger=[csv,wandb,tensorboard]",
+                    "trainer.max_epochs=2"])
+    assert (result.run_dir / "plots" / "curves.png").is_file()
+    offline = next((result.run_dir / "wandb").glob("offline-run-*"))
+    assert list(offline.rglob("media/images/plots/curves_*.png")), "the curves logged to W&B"
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(result.run_dir / "tensorboard")).Reload()
+    assert "plots/curves" in events.Tags()["images"]
