@@ -6,7 +6,6 @@ import csv
 import io
 import re
 from pathlib import Path
-
 from unittest.mock import ANY
 
 import pytest

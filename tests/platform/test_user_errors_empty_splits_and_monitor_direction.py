@@ -47,8 +47,9 @@ def test_a_run_without_a_test_says_so(tmp_path, capsys):
     out = capsys.readouterr()
     run = next(tmp_path.glob("vae_digits/*"))
     end = out.out.splitlines()[-4:]  # after the run's lines (zoo/callbacks/runlog.py)
-    assert [end[0], *end[2:]] == [f"run folder: {run}", "  best checkpoint: none saved (by val/loss): val/loss was never "
-                                  "logged", "  not tested (test_after_fit=false): python -m zoo.evaluate "
+    assert [end[0], *end[2:]] == [f"run folder: {run}",
+                                  "  best checkpoint: none saved (by val/loss): val/loss was never logged",
+                                  "  not tested (test_after_fit=false): python -m zoo.evaluate "
                                   f"{run / 'checkpoints' / 'last.ckpt'} tests it"], out
     assert (run / "checkpoints" / "last.ckpt").is_file() and not (run / "metrics.json").exists()
 
