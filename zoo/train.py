@@ -33,6 +33,8 @@ usage: python -m zoo.train recipe=NAME [key=value ...]
   seed=0               seeds python, numpy, torch
 
 User mistakes exit with status 2 and one message; Ctrl-C / SIGTERM save last.ckpt first.
+Progress: Lightning's bar on a terminal, a plain line per epoch otherwise (a file, SLURM's output);
+ZOO_PROGRESS=bar|lines forces either, ZOO_PROGRESS_EVERY=30 (seconds) spaces the lines inside an epoch.
 """
 
 

@@ -112,14 +112,14 @@ class RunLog(L.Callback):
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.sanity_checking:
-            self.val = {k: float(v) for k, v in trainer.callback_metrics.items()
-                        if k.startswith("val/") and v.numel() == 1}
+            self.val = scalars(trainer.callback_metrics, lambda k: k.startswith("val/"))
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        last = batch_idx + 1 >= trainer.num_training_batches  # the epoch's line follows at once
+        total = trainer.num_training_batches  # inf for an iterable dataset of unknown length
+        last = batch_idx + 1 >= total  # the epoch's line follows at once
         if self.lines and not last and time.monotonic() - self.last_line >= self.every:
-            self.say(trainer, f"batch {batch_idx + 1}/{trainer.num_training_batches}")
+            self.say(trainer, f"batch {batch_idx + 1}" + (f"/{total}" if total != float("inf") else ""))
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.lines:
@@ -148,12 +148,21 @@ class RunLog(L.Callback):
         metrics when one ran since the last line, and the time since fit started."""
         epochs = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
         parts = [f"epoch {trainer.current_epoch + 1}{epochs}", within, f"step {trainer.global_step}"]
-        train = {k: float(v) for k, v in trainer.callback_metrics.items()
-                 if k.startswith("train/") and is_loss(k) and v.numel() == 1}
+        train = scalars(trainer.callback_metrics, lambda k: k.startswith("train/") and is_loss(k))
         shown = [*sorted(train.items()), *self.val.items()][:MAX_SHOWN]
         parts += [f"{k} {v:.4g}" for k, v in shown]
         parts.append(clock(time.monotonic() - self.started) if self.started is not None else "")
         return "  ".join(p for p in parts if p)
+
+
+def scalars(metrics: dict, keep: Any) -> dict[str, float]:
+    """{name: value} of the one-number metrics whose names ``keep`` takes (Lightning holds them as tensors)."""
+    out = {}
+    for key, value in metrics.items():
+        numel = getattr(value, "numel", None)
+        if keep(key) and (numel is None or numel() == 1):
+            out[key] = float(value)
+    return out
 
 
 def end_summary(trainer: L.Trainer, run_dir: Path, tested: bool) -> list[str]:
