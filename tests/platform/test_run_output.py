@@ -177,3 +177,27 @@ def test_the_curves_are_logged_to_wandb_and_tensorboard_as_the_models_figures_ar
 
     events = EventAccumulator(str(result.run_dir / "tensorboard")).Reload()
     assert "plots/curves" in events.Tags()["images"]
+
+
+def test_the_summary_of_a_resumed_run_with_an_average(tmp_path):
+    """A resumed run says where it resumed; an averaging callback's average is what the test scored."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from zoo.callbacks.ema import EMAWeights
+
+    log = runlog.RunLog(tmp_path, lines=True)
+    log.fit_s, log.test_s, log.first = 65.4, 2.0, (6, 114)
+    best = ModelCheckpoint(dirpath=tmp_path / "checkpoints", monitor="val/acc", mode="max")
+    best.best_model_path, best.best_model_score = str(tmp_path / "checkpoints" / "best-8-170.ckpt"), 0.953125
+    trainer = SimpleNamespace(callbacks=[log, EMAWeights(), best], checkpoint_callbacks=[best], current_epoch=12,
+                              global_step=228, callback_metrics={})
+    assert runlog.end_summary(trainer, tmp_path, tested=True) == [
+        "  trained: 12 epochs, 228 steps (resumed at epoch 7, step 114) in 0:01:05, test 0:00:02",
+        "  best checkpoint: checkpoints/best-8-170.ckpt (val/acc 0.9531, max)",
+        "  test used: the average of EMAWeights, copied into the weights when training ended (not the best "
+        "checkpoint)"]
+    trainer.checkpoint_callbacks = []  # validation off: no checkpoint chooses a best one
+    assert runlog.end_summary(trainer, tmp_path, tested=False)[1:] == [
+        "  best checkpoint: none (no checkpoint chooses one by a metric in this run)"]
