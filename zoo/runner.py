@@ -24,6 +24,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch.nn.parameter import is_lazy
 
 from zoo.callbacks.named import build_callbacks
+from zoo.callbacks.runlog import run_console
 from zoo.callbacks.safety import (
     AtomicCheckpointIO,
     FinalCheckpoint,
@@ -147,6 +148,7 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
                  *build_callbacks(thaw(cfg["callbacks"])), SignalCheckpoint(last),
                  *([Notes(notes)] if notes else [])]
     trainer_opts = thaw(cfg["trainer"])  # a plain copy: the strategy may change below
+    callbacks[:0] = run_console(trainer_opts, callbacks, run_dir)  # first: the run folder's line before Lightning's
     callbacks += console_callbacks(trainer_opts, callbacks)
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net

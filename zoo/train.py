@@ -36,6 +36,8 @@ usage: python -m zoo.train recipe=NAME [key=value ...]
   seed=0               seeds python, numpy, torch
 
 User mistakes exit with status 2 and one message; Ctrl-C / SIGTERM save last.ckpt first.
+Progress: Lightning's bar on a terminal, a plain line per epoch otherwise (a file, SLURM's output);
+ZOO_PROGRESS=bar|lines forces either, ZOO_PROGRESS_EVERY=30 (seconds) spaces the lines inside an epoch.
 """
 
 
@@ -124,6 +126,9 @@ def run(argv: list[str]) -> int:
         return 1
     if result is not None and result.rank_zero:
         print(f"run folder: {result.run_dir}")
+        from zoo.callbacks.runlog import end_summary  # Lightning's: imported once a run has trained
+
+        print("\n".join(end_summary(result.model.trainer, result.run_dir, tested=result.untested is None)))
         if result.untested:  # said, where a tested run lists its metrics
             last = result.run_dir / "checkpoints" / "last.ckpt"
             print(f"  not tested ({result.untested})"

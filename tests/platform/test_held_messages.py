@@ -113,6 +113,7 @@ def test_the_same_console_output_with_rich_installed(tmp_path, monkeypatch, ligh
     from zoo.train import train
 
     monkeypatch.setattr(callback_connector, "_RICH_AVAILABLE", True)
+    monkeypatch.setenv("ZOO_PROGRESS", "bar")  # the progress bar, as on a terminal (else plain lines: no bar)
     result = train(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "trainer.max_steps=2",
                     "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"])
     kinds = [type(c) for c in result.model.trainer.callbacks]
