@@ -3,7 +3,8 @@
 The repository is written to be read on a repository page: README.md links ``docs/vae.md``, docs/ pages link
 ``../studies/....md``. The site is built from docs/, so these hooks
 
-- add README.md (as the overview page; docs/index.md is the site's home page), CHANGELOG.md, studies/*.md, benchmarks/README.md and data/README.md to the
+- add README.md (as the overview page; docs/index.md is the site's home page), CHANGELOG.md, studies/*.md,
+  benchmarks/README.md and data/README.md to the
   site as generated pages, their text read from the repository (nothing is copied by hand);
 - rewrite each relative link of a page from the page's place in the repository to its place in the site;
   a link to something that is no page or picture of the site (a folder, a script) becomes the link's text
