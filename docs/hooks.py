@@ -32,7 +32,7 @@ OUTSIDE = {"README.md": "overview.md", "CHANGELOG.md": "changelog.md", "benchmar
 LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)|`[^`\n]*`")  # a link, or a code span (no links inside)
 FENCE = re.compile(r"^\s*(```|~~~)")
 PATH_TEXT = re.compile(r"^`?[\w.\-/]*(\.md|/)`?$")  # a link text that is a file or folder path
-MATHJAX = "javascripts/mathjax/tex-svg.js"  # where mkdocs.yml's extra_javascript expects it
+MATHJAX = "javascripts/mathjax/tex-svg.js"  # where docs/javascripts/mathjax-config.js loads it from
 
 
 def _root(config) -> Path:
