@@ -172,34 +172,33 @@ def system_chromium() -> tuple[str, str]:
 
 def look_at(folder: Path, shots: Path, narrow: tuple[str, ...] = NARROW, base: str = "/") -> tuple[list[str],
                                                                                                  dict[str, int]]:
-    """Every page of ``folder`` served under ``base`` and opened in Chromium 1280 px wide, and the pages of
-    ``narrow`` again 390 px wide, a screenshot of each saved into ``shots``: (the problems found, {page: pictures
-    on it})."""
+    """Every page of ``folder`` served under ``base`` and opened in Chromium 1280 px wide, the pages of ``narrow``
+    looked at again in a window narrowed to 390 px, a screenshot of each saved into ``shots``: (the problems
+    found, {page: pictures on it})."""
     problems, shown = [], {}
     with Server(folder, base) as server:
         driver = browser_driver(*system_chromium())
         driver.set_script_timeout(30)
         try:
-            for width, suffix, names in ((1280, "", pages(folder)), (390, "_390", [p for p in pages(folder)
-                                                                                  if p in narrow])):
-                driver.set_window_size(width, 900)
-                for page in names:
-                    before = len(server.answers)
-                    driver.get(f"{server.url}{base}{page}")  # returns once the page and its pictures loaded
-                    untypeset = driver.execute_async_script(MATH)
-                    broken = driver.execute_script(BROKEN_IMAGES)
-                    shown[page] = driver.execute_script("return document.images.length;")
-                    unreadable = driver.execute_script(LAYOUT, width >= 1280)
-                    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-                    failed = [f"{path} -> {code}" for path, code in server.answers[before:] if code >= 400]
-                    name = page.replace("/", "__").removesuffix(".html") + suffix + ".png"
-                    driver.save_screenshot(str(shots / name))
-                    at = f"{page} ({width} px)"
-                    problems += [f"{at}: broken picture {src}" for src in broken]
-                    problems += [f"{at}: console error {msg}" for msg in errors]
-                    problems += [f"{at}: request {f}" for f in failed]
-                    problems += [f"{at}: {what}" for what in unreadable]
-                    problems += [f"{at}: math not typeset: {what}" for what in untypeset]
+            for page in pages(folder):
+                before = len(server.answers)
+                driver.get(f"{server.url}{base}{page}")  # returns once the page and its pictures loaded
+                stem = page.replace("/", "__").removesuffix(".html")
+                at = f"{page} (1280 px)"
+                problems += [f"{at}: math not typeset: {what}" for what in driver.execute_async_script(MATH)]
+                problems += [f"{at}: broken picture {src}" for src in driver.execute_script(BROKEN_IMAGES)]
+                shown[page] = driver.execute_script("return document.images.length;")
+                problems += [f"{at}: {what}" for what in driver.execute_script(LAYOUT, True)]
+                driver.save_screenshot(str(shots / f"{stem}.png"))
+                if page in narrow:  # the same page in a phone's width: the layout follows the window
+                    driver.set_window_size(390, 900)
+                    problems += [f"{page} (390 px): {what}" for what in driver.execute_script(LAYOUT, False)]
+                    driver.save_screenshot(str(shots / f"{stem}_390.png"))
+                    driver.set_window_size(1280, 900)
+                errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+                failed = [f"{path} -> {code}" for path, code in server.answers[before:] if code >= 400]
+                problems += [f"{at}: console error {msg}" for msg in errors]
+                problems += [f"{at}: request {f}" for f in failed]
         finally:
             driver.quit()
     return problems, shown
