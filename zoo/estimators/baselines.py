@@ -24,9 +24,30 @@ from zoo.estimators.options import BASELINES
 
 
 class Baseline(nn.Module):
-    """forward(cost (n, *C) detached, context) -> (b broadcastable to (n, *C), detached; aux loss or None)."""
+    """A control variate for REINFORCE: ``forward(cost, context) -> (b, aux)``. This base class is the
+    ``none`` baseline (b = 0); ``make_baseline`` builds the others by their option names.
+
+    Examples:
+        ```python
+        import torch
+        from zoo.estimators.baselines import make_baseline
+
+        b, aux = make_baseline("rloo", decay=0.9, context_dim=None, hidden=64)(torch.tensor([[1.0], [3.0]]), None)
+        assert b.tolist() == [[3.0], [1.0]] and aux is None   # each sample's baseline: the other's cost
+        ```
+    """
 
     def forward(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """The baseline for these costs.
+
+        Args:
+            cost: ``(n, *C)``, detached: the cost of each sample.
+            context: ``(*C, F)`` features of each input, or None (only ``learned`` reads them).
+
+        Returns:
+            ``b``, broadcastable to ``(n, *C)`` and detached (the estimator uses ``cost - b``), and ``aux``, a
+            scalar loss that trains the baseline's own parameters (``learned``: its MSE to the cost), or None.
+        """
         return torch.zeros((), dtype=cost.dtype, device=cost.device), None
 
 
