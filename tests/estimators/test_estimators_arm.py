@@ -129,7 +129,7 @@ def test_misuse_gets_a_clear_error():
 
 @pytest.mark.parametrize("override, why, fits", [
     (["model.estimator=disarm"], "at most 2 categories, and this node's have 10 (2 would fit)",
-     "gumbel_softmax"),
+     "dr_grpo, grpo, gumbel_softmax"),
     (["model.estimator=arm", "model.n_classes=2", "model.n_samples=3"], "n must be even, got n=3", "arm, disarm"),
 ])
 def test_the_seam_refuses_them_where_they_cannot_train_and_names_what_fits(override, why, fits):

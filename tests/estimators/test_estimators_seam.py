@@ -16,12 +16,12 @@ from zoo.registry import MODELS
 
 # what each model's node accepts with default options: the fit of every registered estimator
 EXPECTED_FITS = {
-    "vae": ["reinforce", "reparam", "rloo"],
-    "dvae": ["gumbel_softmax", "reinforce", "relax", "rloo", "straight_through"],
-    "sat": ["gumbel_softmax", "reinforce", "relax", "rloo", "straight_through"],
-    "seqgan": ["gumbel_softmax", "reinforce", "relax", "straight_through"],
-    "ood": ["reinforce", "reparam"],
-    "maml_rl": ["reinforce", "rloo"],
+    "vae": ["dr_grpo", "grpo", "reinforce", "reinforce_pp", "reparam", "rloo"],
+    "dvae": ["dr_grpo", "grpo", "gumbel_softmax", "reinforce", "reinforce_pp", "relax", "rloo", "straight_through"],
+    "sat": ["dr_grpo", "grpo", "gumbel_softmax", "reinforce", "reinforce_pp", "relax", "rloo", "straight_through"],
+    "seqgan": ["gumbel_softmax", "reinforce", "reinforce_pp", "relax", "straight_through"],
+    "ood": ["reinforce", "reinforce_pp", "reparam"],
+    "maml_rl": ["dr_grpo", "grpo", "reinforce", "reinforce_pp", "rloo"],
 }
 SAMPLING = {"sat": {"attention": "hard"}, "ood": {"mode": "joint"}}  # the options under which they sample
 NODE_MODELS = [m for m in MODELS.list() if MODELS.get(m).stochastic_node(MODELS.get(m).Config(**SAMPLING.get(m, {})))]
@@ -144,5 +144,5 @@ def test_a_misfit_exits_2_before_anything_is_written(tmp_path, capsys):
 
     code = main(["recipe=dvae_digits", "model.estimator=expectation", f"run_dir={tmp_path}/runs"])
     assert code == 2
-    assert "Estimators that fit: gumbel_softmax" in capsys.readouterr().err
+    assert "Estimators that fit: dr_grpo, grpo, gumbel_softmax" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
