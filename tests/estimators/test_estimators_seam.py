@@ -146,3 +146,18 @@ def test_a_misfit_exits_2_before_anything_is_written(tmp_path, capsys):
     assert code == 2
     assert "Estimators that fit: dr_grpo, grpo, gumbel_softmax" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_docs_seqgan_refusals_are_the_tools_words():
+    """docs/estimators.md's SeqGAN column quotes the reason the recipe check gives for each estimator it refuses."""
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "estimators.md").read_text()
+    rows = [line.strip("| ").split(" | ") for line in page.splitlines() if "| refused: " in line]
+    assert len(rows) == 2, rows
+    for names, cell in rows:
+        for name in names.split(", "):
+            with pytest.raises(UserError) as err:
+                load_config("seqgan_oracle_small", [f"model.estimator={name}"])
+            why = str(err.value).split("[estimator]: ")[1].split(". Estimators that fit")[0]
+            assert cell.removeprefix("refused: ") == why, (name, why)
