@@ -181,21 +181,30 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> tuple[dict, Any]
     validated = None
     if entry.config is not None:
         options, validated = validate_options(entry.config, options, at, instance=True)
-        check_stochastic_node(registry, section["name"], validated, at)
     return {"name": section["name"], **options}, validated
 
 
-def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str) -> None:
+def known_data_info(name: str, options: Any) -> dict | None:
+    """What the data's validated ``options`` state of the data info before any data are read (a data module's
+    ``known_info``, e.g. the oracle's vocabulary size), else None."""
+    known = DATAMODULES.fact(name, "known_info") if options is not None else None
+    return known(options) if callable(known) else None
+
+
+def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str, data_info: dict | None = None) -> None:
     """A model's estimator option (its validated options ``cfg``) against the stochastic node those options give:
-    the declaration's ``node`` (the zoo's own models, no torch), else the class's ``stochastic_node``. The node's
-    sizes that come from the data (context_dim, ...) do not decide the fit; the model fills them in."""
+    the declaration's ``node`` (the zoo's own models, no torch), else the class's ``stochastic_node``, given what
+    the data's options state of the data (``known_data_info``). The node's sizes that come from the data alone
+    (context_dim, ...) do not decide the fit; the model fills them in."""
     entry = registry.entry(name)
     if isinstance(entry.target, str):
         state, model = entry.facts.get("node"), entry.target.rpartition(":")[2]
     else:
         state, model = getattr(entry.obj, "stochastic_node", None), getattr(entry.obj, "__name__", "model")
-    node = state(cfg) if state is not None else None  # a plain LightningModule named by dotted path has none
-    if node is None:
+    if state is None:  # a plain LightningModule named by dotted path has none
+        return
+    node = state(cfg, data_info) if data_info else state(cfg)
+    if node is None:  # the options leave nothing to sample
         return
     spec = cfg.estimator if cfg.estimator is not None else type(cfg)().estimator
     keep_checked(cfg, spec, check_spec(spec, node, f"{where} [estimator]", model=model))
@@ -267,6 +276,9 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
     try:
         model, model_made = _section(raw, "model", MODELS, where)
         data, data_made = _section(raw, "data", DATAMODULES, where)
+        if model_made is not None:  # the estimator against the node the model's and the data's options give
+            check_stochastic_node(MODELS, model["name"], model_made, f"{where} [model: {model['name']}]",
+                                  known_data_info(data["name"], data_made))
     except UserError as err:  # an option the thing an override names or refines does not have
         raise UserError(f"{err}{_option_hint(str(err), overrides or [], from_file, parsed)}") from None
     callbacks = check_callbacks(raw.get("callbacks", []), where)  # (name, dotted path, options) each

@@ -157,23 +157,27 @@ def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = Non
                     "variables (1 would fit)")
         why = f" ({node.coupling})" if node.coupling else ""
         return f"it needs one cost per categorical variable, and this node's cost couples its variables{why}"
-    if req.min_samples > 1 and not node.multi_sample:
-        return f"it needs n >= {req.min_samples} samples per input, and this model draws one"
-    if req.min_samples > 1 and n is not None and n < req.min_samples:
-        return f"it needs n >= {req.min_samples} samples per input, got n={n}"
-    if req.paired_samples and n is not None and n % 2:
-        return f"it draws its samples in antithetic pairs, so n must be even, got n={n}"
+    # the variables' own kind first: no sample count fixes it
     if req.max_categories is not None and node.categories is None:
         return (f"it handles variables of at most {req.max_categories} categories, and this node does not state "
                 "how many its variables have")
     if req.max_categories is not None and node.categories > req.max_categories:
         return (f"it handles variables of at most {req.max_categories} categories, and this node's have "
                 f"{node.categories} ({req.max_categories} would fit)")
+    if req.min_samples > 1 and not node.multi_sample:
+        return f"it needs n >= {req.min_samples} samples per input, and this model draws one"
+    if req.min_samples > 1 and n is not None and n < req.min_samples:
+        return f"it needs n >= {req.min_samples} samples per input, got n={n}"
+    if req.paired_samples and n is not None and n % 2:
+        return f"it draws its samples in antithetic pairs, so n must be even, got n={n}"
     if req.cost_function and not node.cost_function:
         return "it evaluates the cost at relaxed samples (REBAR's term), and this model gives no cost function"
     if req.own_samples and not node.own_samples:
         return ("it scores only samples from its own sample() (it keeps their Gumbel noise), and this model "
                 "draws or assembles its samples itself")
+    if not req.sequential and node.sequential and req.paired_samples:
+        return ("its antithetic pairs share one uniform per variable under the same logits, so the variables must be "
+                "drawn independently given the input, and this node draws each given the earlier draws")
     if not req.sequential and node.sequential:
         return ("its control variate reads all the variables of a cost at once, which is biased when each is drawn "
                 "given the earlier draws, as this node's are (relax: control: per_variable fits)")
