@@ -26,7 +26,7 @@ from typing import Any
 
 from zoo.errors import UserError
 from zoo.paths import sha256
-from zoo.registry import MODELS
+from zoo.registry import MODELS, loaded_config
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -233,10 +233,14 @@ def build(card: dict, state: dict, source: str, expected: type | None = None) ->
     return model
 
 
-def from_pretrained(target: str | Path, revision: str | None = None, expected: type | None = None) -> Any:
-    """A model from a folder written by ``save_pretrained`` or a Hub repository (``owner/repo``)."""
-    card, state, source = fetch(target, revision)
-    return build(card, state, source, expected)
+def from_pretrained(target: str | Path, revision: str | None = None, expected: type | None = None,
+                    trust_code: bool = False) -> Any:
+    """A model from a folder written by ``save_pretrained`` or a Hub repository (``owner/repo``). Its config's
+    model and estimator resolve to the zoo's own and the installed plugins; a dotted path is refused before it
+    is imported unless ``trust_code`` (``zoo.registry.loaded_config``)."""
+    with loaded_config(str(target), trust_code):
+        card, state, source = fetch(target, revision)
+        return build(card, state, source, expected)
 
 
 def push_to_hub(model: Any, repo: str, private: bool | None = None, token: str | None = None,
