@@ -183,11 +183,12 @@ def load_pretrained(name: str) -> tuple[Any, dict]:
     if actual != card["sha256"]:
         if folder != PRETRAINED_DIR:
             raise UserError(f"refusing {weights}: its sha256 does not match its card's, so the file was changed or "
-                            f"damaged after it was exported; export it again (--replace)\n  sha256 {actual}, "
-                            f"card: {card['sha256']}")
-        raise UserError(f"refusing {weights}: sha256 {actual} does not match the card's {card['sha256']}, so "
-                        "the file was changed or damaged since its release. Restore the released file (in a git "
-                        f"clone of the zoo: `git checkout -- {weights}`) or reinstall the zoo")
+                            "damaged after it was exported; export it again (--replace)",
+                            details=[f"sha256 {actual}, its card's {card['sha256']}"])
+        raise UserError(f"refusing the weights of '{name}': their sha256 does not match the card's, so the file was "
+                        "changed or damaged since its release. Restore the released file, or reinstall the zoo",
+                        details=[f"file {weights}", f"sha256 {actual}, its card's {card['sha256']}",
+                                 f"in a git clone of the zoo: git checkout -- {weights}"])
     try:
         state = load_file(str(weights))
     except Exception as err:

@@ -120,13 +120,14 @@ def loaded_config(source: str, trust_code: bool = False) -> Iterator[None]:
         _LOADED_FROM.reset(token)
 
 
-def untrusted_code(kind: str, name: str, source: str) -> str:
-    """The refusal of a dotted path read from ``source``: the fix first, the details below."""
-    return (f"refusing {source}: it names the {kind} '{name}' by a dotted path, which would import and run that "
-            "module's code; if you trust its author, load it with trust_code=True (on the command line: --trust-code)\n"
-            f"  or install the package that publishes '{name.split(':')[-1]}' under the entry point group "
-            f"zoo.{kind}s. A loaded checkpoint, model folder or card resolves only the zoo's own names and the "
-            "installed plugins, as the Hub's trust_remote_code=False does.")
+def untrusted_code(kind: str, name: str, source: str) -> UserError:
+    """The refusal of a dotted path read from ``source``: what and the fix first, the other fix below."""
+    return UserError(f"refusing to import the {kind} '{name}' that a loaded file names by dotted path (importing "
+                     "runs its code): pass trust_code=True (--trust-code) if you trust its author",
+                     details=[f"named in {source}",
+                              f"or install the package that publishes it under the entry point group zoo.{kind}s: "
+                              "a loaded checkpoint, model folder or card resolves only the zoo's own names and the "
+                              "installed plugins, as the Hub's trust_remote_code=False does"])
 
 
 def _entry_points(group: str) -> Any:
@@ -199,7 +200,7 @@ class Registry:
         if ":" in name:  # a user's own class by dotted path; its schema is its `Config` attribute
             source = _LOADED_FROM.get()
             if source is not None:  # read from someone else's file: nothing imported
-                raise UserError(untrusted_code(self.kind, name, source))
+                raise untrusted_code(self.kind, name, source)
             obj = import_dotted(name)
             self._check_base(name, obj)
             return Entry(name, obj, getattr(obj, "Config", None))

@@ -8,12 +8,12 @@ import uuid
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
+from platform_testlib import released_checkpoint
+from safetensors.torch import save_file
 
 import zoo
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.hub import PRETRAINED_DIR, pretrained_cards
 from zoo.paths import sha256
 
 
@@ -27,20 +27,6 @@ def planted(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     yield name, marker
     monkeypatch.delitem(__import__("sys").modules, name, raising=False)
-
-
-def dvae_checkpoint(path, model="dvae", estimator=None, data=None):
-    """A zoo checkpoint of the released dvae-digits weights, its run info naming ``model``, ``estimator`` and
-    ``data`` (the datamodule)."""
-    card = pretrained_cards()["dvae-digits"]
-    hparams = json.loads(json.dumps(card["hyper_parameters"]))
-    if estimator is not None:
-        hparams["cfg"]["estimator"] = {"name": estimator}
-    info = {"format": 1, "model": model, "data": {**card["data"], "name": data or card["data"]["name"]},
-            "recipe": "dvae_digits", "command": "python -m zoo.train recipe=dvae_digits", "config": {"seed": 0}}
-    torch.save({"zoo": info, "state_dict": load_file(str(PRETRAINED_DIR / card["weights"])),
-                "hyper_parameters": hparams}, path)
-    return str(path)
 
 
 def model_folder(folder, model):
@@ -64,7 +50,7 @@ def refused(load, marker, kind, name):
 
 def test_a_checkpoint_naming_a_dotted_model_is_refused_before_its_import(planted, tmp_path):
     module, marker = planted
-    ckpt = dvae_checkpoint(tmp_path / "m.ckpt", model=f"{module}:Model")
+    ckpt = released_checkpoint(tmp_path / "m.ckpt", model=f"{module}:Model")
     refused(lambda: zoo.load(ckpt), marker, "model", f"{module}:Model")
     with pytest.raises(UserError, match="not a model"):  # trusted: imported, then found not to be a model
         zoo.load(ckpt, trust_code=True)
@@ -73,7 +59,7 @@ def test_a_checkpoint_naming_a_dotted_model_is_refused_before_its_import(planted
 
 def test_a_checkpoint_naming_a_dotted_estimator_is_refused_before_its_import(planted, tmp_path):
     module, marker = planted
-    ckpt = dvae_checkpoint(tmp_path / "e.ckpt", estimator=f"{module}:Est")
+    ckpt = released_checkpoint(tmp_path / "e.ckpt", estimator=f"{module}:Est")
     refused(lambda: zoo.load(ckpt), marker, "estimator", f"{module}:Est")
     with pytest.raises(UserError, match="sample"):  # trusted: imported, then found to lack sample() and loss()
         zoo.load(ckpt, trust_code=True)
@@ -95,7 +81,7 @@ def test_the_command_lines_refuse_it_and_take_trust_code(planted, tmp_path, caps
     from zoo.predict import main as predict_main
 
     module, marker = planted
-    ckpt = dvae_checkpoint(tmp_path / "m.ckpt", model=f"{module}:Model")
+    ckpt = released_checkpoint(tmp_path / "m.ckpt", model=f"{module}:Model")
     for command in (evaluate_main, predict_main):
         assert command([ckpt]) == 2
         assert "--trust-code" in capsys.readouterr().err.splitlines()[0]
@@ -108,7 +94,7 @@ def test_evaluate_refuses_a_dotted_datamodule_of_the_checkpoint_but_takes_the_us
     from zoo.evaluate import evaluate
 
     module, marker = planted
-    ckpt = dvae_checkpoint(tmp_path / "d.ckpt", data=f"{module}:Data")
+    ckpt = released_checkpoint(tmp_path / "d.ckpt", data=f"{module}:Data")
     refused(lambda: evaluate(ckpt), marker, "datamodule", f"{module}:Data")
     with pytest.raises(UserError, match="not a datamodule"):  # data.name= on the command line: the user's own
         evaluate(ckpt, {"data.name": f"{module}:Data"})
