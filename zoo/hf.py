@@ -161,9 +161,9 @@ def read_folder(folder: str | Path, source: str | None = None) -> tuple[dict, di
         raise UserError(f"{source} has no {WEIGHTS} beside its {CONFIG}: an incomplete copy or upload?")
     actual = sha256(weights)
     if actual != card.get("sha256"):
-        raise UserError(f"refusing {source}: the sha256 of its {WEIGHTS} ({actual}) does not match its {CONFIG}'s "
-                        f"({card.get('sha256')}), so the file was changed or damaged after it was saved; save or "
-                        "download the model again")
+        raise UserError(f"refusing {source}: the sha256 of its {WEIGHTS} does not match its {CONFIG}'s (changed or "
+                        "damaged since it was saved); save or download it again",
+                        details=[f"sha256 {actual}, its {CONFIG}'s {card.get('sha256')}"])
     try:
         state = load_file(str(weights))
     except Exception as err:  # safetensors raises its own SafetensorError, and OSError

@@ -143,8 +143,10 @@ def _where(data: Published, folder: Path, files: list[Remote]) -> list[str]:
 
 
 def _found(missing: UserError | None) -> list[str]:
-    """The reader's own message (the layouts it looked for), a details line of the refusal."""
-    return [" ".join(str(missing).split())] if missing else []
+    """The reader's own message (the layouts it looked for) and its details, among the refusal's details."""
+    if missing is None:
+        return []
+    return [" ".join(missing.message.split()), *(f"  {line}" for line in missing.details)]
 
 
 def _present(folder: Path, remote: Remote) -> bool:
@@ -207,8 +209,8 @@ def _fetch_one(data: Published, remote: Remote, folder: Path, missing: UserError
                 part.unlink(missing_ok=True)
                 got = re.search(r"but got (\w+)", str(err))
                 raise UserError(f"{remote.name} does not match its published checksum; the file was removed. Fetch "
-                                f"it again, or from another address, into {folder}/",
-                                details=[f"{remote.name} from {url}: {remote.checksum} published, "
+                                "it again, or from another address, into the folder below",
+                                details=[f"into {folder}/", f"{remote.name} from {url}: {remote.checksum} published, "
                                          f"{got.group(1) if got else str(err)[:100]} received", *_found(missing)]
                                 ) from None
         else:
