@@ -161,9 +161,9 @@ def read_folder(folder: str | Path, source: str | None = None) -> tuple[dict, di
         raise UserError(f"{source} has no {WEIGHTS} beside its {CONFIG}: an incomplete copy or upload?")
     actual = sha256(weights)
     if actual != card.get("sha256"):
-        raise UserError(f"refusing {source}: the sha256 of its {WEIGHTS} does not match its {CONFIG}'s (changed or "
-                        "damaged since it was saved); save or download it again",
-                        details=[f"sha256 {actual}, its {CONFIG}'s {card.get('sha256')}"])
+        raise UserError(f"refusing a model folder: the sha256 of its {WEIGHTS} does not match its {CONFIG}'s (changed "
+                        "or damaged since it was saved); save or download it again",
+                        details=[f"folder {source}", f"sha256 {actual}, its {CONFIG}'s {card.get('sha256')}"])
     try:
         state = load_file(str(weights))
     except Exception as err:  # safetensors raises its own SafetensorError, and OSError
@@ -240,7 +240,9 @@ def from_pretrained(target: str | Path, revision: str | None = None, expected: t
     is imported unless ``trust_code`` (``zoo.registry.loaded_config``)."""
     with loaded_config(str(target), trust_code):
         card, state, source = fetch(target, revision)
-        return build(card, state, source, expected)
+        model = build(card, state, source, expected)
+    model.run_info.update(loaded_from=str(target), trust_code=trust_code)  # as zoo.load keeps them
+    return model
 
 
 def push_to_hub(model: Any, repo: str, private: bool | None = None, token: str | None = None,

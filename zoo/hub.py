@@ -219,9 +219,12 @@ def with_info(model: Any, info: dict) -> tuple[Any, dict]:
 def load_any(target: str, trust_code: bool = False) -> tuple[Any, dict]:
     """(model, run info) of a pretrained name, a checkpoint path, a model folder or ``hf://owner/repo``. The names
     its file states (model, estimator) resolve to the zoo's own and the installed plugins only; a dotted path is
-    refused before it is imported unless ``trust_code`` (``zoo.registry.loaded_config``)."""
+    refused before it is imported unless ``trust_code`` (``zoo.registry.loaded_config``). The run info keeps both
+    (``loaded_from``, ``trust_code``) for the names a model looks up later (the OOD model's datamodule)."""
     with loaded_config(str(target), trust_code):
-        return _load_any(target)
+        model, info = _load_any(target)
+    info.update(loaded_from=str(target), trust_code=trust_code)
+    return model, info
 
 
 def locate(target: str | Path) -> tuple[str, str]:

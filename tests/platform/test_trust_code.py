@@ -16,6 +16,8 @@ from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.paths import sha256
 
+pytestmark = pytest.mark.usefixtures("long_user_errors_lead_with_one_short_line")  # conftest.py
+
 
 @pytest.fixture
 def planted(tmp_path, monkeypatch):
@@ -99,3 +101,11 @@ def test_evaluate_refuses_a_dotted_datamodule_of_the_checkpoint_but_takes_the_us
     with pytest.raises(UserError, match="not a datamodule"):  # data.name= on the command line: the user's own
         evaluate(ckpt, {"data.name": f"{module}:Data"})
     assert marker.exists()
+
+
+def test_a_loaded_ood_model_looks_up_its_files_datamodule_as_zoo_load_did(planted):
+    """The OOD model fits a missing threshold on the data its run info names, after zoo.load returned."""
+    module, marker = planted
+    model = zoo.load("ood-digits-ce")
+    model.run_info["data"] = {**model.run_info["data"], "name": f"{module}:Data"}
+    refused(model.validation_inputs, marker, "datamodule", f"{module}:Data")

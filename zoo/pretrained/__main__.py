@@ -135,8 +135,10 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
     if name in pretrained_cards() and out_dir.resolve() != hub.PRETRAINED_DIR.resolve():
         raise UserError(f"'{name}' is the name of a released entry, which zoo.load(\"{name}\") loads before an "
                         "export of that name: choose another --name")
-    check_checkpoint_file(Path(ckpt_path))  # a mistyped path: answered before torch is imported
+    if not Path(ckpt_path).exists():  # a mistyped path: answered before a folder is made or torch imported
+        check_checkpoint_file(Path(ckpt_path))
     make_folder(out_dir, instead="choose another --out")  # safetensors fails only at the end
+    check_checkpoint_file(Path(ckpt_path))  # a folder, an empty or a foreign file: still before torch
     from safetensors.torch import save_file  # imported when used, once the arguments are checked: safetensors, torch
 
     ckpt = read_checkpoint(ckpt_path)

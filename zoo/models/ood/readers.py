@@ -90,7 +90,7 @@ def load_idx_dataset(root: Path, name: str) -> tuple[torch.Tensor, torch.Tensor,
     looked = ", ".join(str(root / s) for s in IDX_DIRS[name])
     raise UserError(f"{name} not found: copy its four IDX files into one of the folders below, or set data.root to "
                     "the folder holding them",
-                    details=[f"files: {', '.join(IDX_FILES)} (plain or .gz)", f"folders looked in: {looked}"])
+                    details=[f"files: {', '.join(IDX_FILES)} (plain or .gz)", f"looked in {looked}"])
 
 
 CIFAR_ARCHIVE = "cifar-10-binary.tar.gz"  # the binary release as downloaded (the batches read from it as they are)
