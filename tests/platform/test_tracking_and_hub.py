@@ -61,7 +61,8 @@ def test_wandb_without_credentials_falls_back_to_offline(monkeypatch, tmp_path):
 def exported(toy_recipe, tmp_path, monkeypatch):
     result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=2"])
     monkeypatch.setattr(zoo.hub, "PRETRAINED_DIR", tmp_path)
-    weights = export(str(result.run_dir / "checkpoints" / "last.ckpt"), "toy-test", "a toy", {}, out_dir=tmp_path)
+    weights = export(str(result.run_dir / "checkpoints" / "last.ckpt"), "toy-test", "a toy", {}, out_dir=tmp_path,
+                     trust_code=True)  # the toy model is named by dotted path (toymodel:Toy)
     return result, weights
 
 
@@ -72,12 +73,12 @@ def test_pretrained_roundtrip_and_card(exported, tmp_path):
     assert card["command"].startswith("python -m zoo.train recipe=")
     assert "run_dir" not in card["command"]  # the training machine's folder is left out
     assert card["checkpoint"] == {"file": "last.ckpt", "epoch": 1, "step": card["trained_steps"]}  # epochs from 0
-    model = zoo.load("toy-test")
+    model = zoo.load("toy-test", trust_code=True)
     x = torch.randn(4, 8)
     assert torch.allclose(model.net(x), result.model.eval().net(x))
     from zoo.evaluate import evaluate
 
-    assert evaluate("toy-test") == pytest.approx(card["metrics"], rel=1e-6)
+    assert evaluate("toy-test", trust_code=True) == pytest.approx(card["metrics"], rel=1e-6)
 
 
 def test_pretrained_hash_mismatch_and_unknown_name(exported):
@@ -88,7 +89,7 @@ def test_pretrained_hash_mismatch_and_unknown_name(exported):
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
     with pytest.raises(UserError, match="sha256"):
-        zoo.load("toy-test")
+        zoo.load("toy-test", trust_code=True)
 
 
 def test_a_re_export_that_fails_part_way_leaves_the_old_entry_whole(exported, tmp_path, monkeypatch):
@@ -107,10 +108,11 @@ def test_a_re_export_that_fails_part_way_leaves_the_old_entry_whole(exported, tm
     torch.save(retrained, tmp_path / "retrained.ckpt")
     with monkeypatch.context() as patch, pytest.raises(OSError):
         patch.setattr(pretrained_cli.json, "dumps", full_disk)
-        export(str(tmp_path / "retrained.ckpt"), "toy-test", "again", {}, out_dir=tmp_path, replace=True)
+        export(str(tmp_path / "retrained.ckpt"), "toy-test", "again", {}, out_dir=tmp_path, replace=True,
+               trust_code=True)
     assert {p.name: p.read_bytes() for p in tmp_path.glob("toy-test.*")} == before  # weights and card as they were
     assert not list(tmp_path.glob(".toy-test.*"))  # no temporary file left
-    assert zoo.load("toy-test") is not None  # the hash still matches
+    assert zoo.load("toy-test", trust_code=True) is not None  # the hash still matches
 
 
 def test_help_list_and_print_config(toy_recipe, capsys):
@@ -154,4 +156,4 @@ def test_a_checkpoint_with_an_option_the_model_no_longer_has_is_one_message(toy_
     torch.save(ckpt, old)
     with pytest.raises(UserError, match=r"holds option 'hiddn' that model .* no longer has \(did you mean: hidden\?\)"
                                         r": it was written by another version of the zoo"):
-        load_any(str(old))
+        load_any(str(old), trust_code=True)

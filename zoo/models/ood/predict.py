@@ -35,7 +35,7 @@ from zoo.errors import UserError
 from zoo.models.ood import detect as det
 from zoo.models.ood.data import as_float
 from zoo.options import validate
-from zoo.registry import DATAMODULES
+from zoo.registry import DATAMODULES, loaded_config
 
 API_DETECTORS = ("msp", "odin", "energy", "mahalanobis")
 LATE_THRESHOLDS = ("odin_threshold", "energy_threshold", "mahalanobis_threshold")  # older checkpoints lack them
@@ -191,7 +191,9 @@ class OODAPI:
         if "name" not in data:
             raise UserError("this model has no stored threshold for the detector and no data options to fit one "
                             "(load it with zoo.load, or validate it with zoo.train / a Trainer first)")
-        entry = DATAMODULES.entry(data.pop("name"))
+        info = self.run_info
+        with loaded_config(info.get("loaded_from", ""), trust_code=info.get("trust_code", True)):  # as zoo.load did
+            entry = DATAMODULES.entry(data.pop("name"))
         dm = entry.obj(validate(entry.config, data, "the model's data options") if entry.config else data)
         dm.prepare_data()
         dm.setup("fit" if split == "train" else "validate")
