@@ -1,24 +1,24 @@
-"""Every estimator on every stochastic node: each model's stochastic node trained with every estimator
-of the registry that fits it, on short recipes, over seeds, through ``zoo.sweep``.
+"""Every estimator on every stochastic node, where the models have learned: each column is a recipe at its own
+length, each row an estimator of the registry that fits the node (or a column's own row), at its best step size.
 
-    python benchmarks/estimator_matrix.py --plan                 # the cells, and why a misfit does not fit
-    nice python benchmarks/estimator_matrix.py --seeds 0,1,2      # every cell (see --estimate first)
-    python benchmarks/estimator_matrix.py --models dvae,ood --seeds 0 --scale 0.2   # a quick look
-    python benchmarks/estimator_matrix.py --estimate             # one run a model: the whole matrix's time
-    python benchmarks/estimator_matrix.py --table                # the table again from the JSON
+    python benchmarks/estimator_matrix.py --plan                    # the rows of each column, and why a misfit does not
+    nice python benchmarks/estimator_matrix.py --run dvae,vae       # train what is missing (one run at a time)
+    python benchmarks/estimator_matrix.py --status                  # runs done / planned per column
+    python benchmarks/estimator_matrix.py --collect dvae            # part file, figure, table of a column's records
+    python benchmarks/estimator_matrix.py --publish                 # estimator_matrix.{json,md} from complete columns
+    python benchmarks/estimator_matrix.py --step-times dvae         # ms per estimator step, rows interleaved
 
-Rows: the registry's estimators with their default options, and each model's own estimator spec
-(its recipe's, "default"); columns: the models' stochastic nodes (the discrete VAE's latents, hard
-attention's locations, SeqGAN's tokens, MAML-RL's actions, the OOD GAN's generator noise). A cell is
-the model's headline test metric (mean ± sd over the seeds), the gradient variance of the node's
-parameters (the ``grad_variance`` callback: M repeated estimates on one batch every N steps, mean
-over the measurements), the time per training step (batch start to end, the probes excluded), and
-the paired difference by seed against the model's default estimator. A cell whose estimator cannot
-train the node gives the reason from the capability check (``zoo.estimators.seam.mismatch``).
+A run is a normal ``python -m zoo.train`` run of the column's recipe at its own length, with only what measuring
+needs changed (one torch thread, the csv logger, no progress bar, no figures, the gradient-variance probe and a
+timer of the validation curve). Each finished run writes a small record,
+benchmarks/results/estimator_matrix/<column>/<row>__lr<lr>__seed<seed>.json (the headline test metric, the
+validation curve against steps and training seconds, the gradient variance, the command, the wall time, the
+failure if any); --run skips the runs whose record exists, so a later session resumes from git. The runs' folders
+(--runs, default /work/matrix_runs) are disposable.
 
-Each run is a normal ``python -m zoo.train`` run (one torch thread) in a sweep per model, folder
-<--runs>/sweeps/matrix_<model>; started again, the runs that ended are skipped. Writes
-benchmarks/results/estimator_matrix.json and estimator_matrix.md.
+Step sizes: the default row (the recipe's own estimator) trains at the recipe's learning rate; every other row
+first at seed 0 at the recipe's rate, /3 and x3 (one more step out, /9 or x9, when the best is at an edge), picked
+on the last validation value, then seeds 1 and 2 at the recipe's rate and at the pick.
 """
 
 from __future__ import annotations
@@ -26,106 +26,76 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "estimator_matrix.json"
+RESULTS = HERE / "results"
+OUT = RESULTS / "estimator_matrix.json"
+RECORDS = RESULTS / "estimator_matrix"  # <column>/<run>.json, one per finished run
+SEEDS = (0, 1, 2)
+LR_FACTOR = 3.0  # the step-size grid: the recipe's rate times LR_FACTOR ** k
+REPEATS = 8  # gradient estimates a variance measurement
 
-# column -> recipe, the short settings (at --scale 1), the headline metric and whether higher is better.
-# Steps are the optimizer steps of the whole run (SeqGAN: its adversarial iterations, the phase where
-# the estimator trains the generator; its MLE and discriminator phases are shortened alike for every row).
-MODELS = {
-    "dvae": {"recipe": "dvae_digits", "headline": "test/loss", "higher": False, "steps": 300,
-             "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1", "model.kl_warmup_steps=200",
-                                 "model.iwae_samples=10", "model.plot_every_n_epochs=1000"],
-             "probe_every": 50},
-    "sat_hard": {"recipe": "sat_shapes_hard", "headline": "test/bleu4", "higher": True, "steps": 120,
-                 "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1", f"model.expected_context_hold="
-                                     f"{s // 3}", f"model.expected_context_anneal={s // 3}"],
-                 "probe_every": 50},
-    # SeqGAN's steps are its adversarial iterations (an epoch each: 10 D steps and a G step on 640 sequences),
-    # after 3 MLE epochs and one D pre-training epoch, the same for every row
-    "seqgan": {"recipe": "seqgan_oracle_small", "headline": "test/nll_oracle", "higher": False, "steps": 6,
-               "short": lambda s: ["data.num_train=640", "model.mle_epochs=3", "model.d_pretrain_rounds=1",
-                                   f"model.adv_iterations={s}", "model.eval_samples=500", "model.test_samples=1000"],
-               "probe_every": 50, "probe_steps": lambda s: 40 + 11 * s,
-               # rows that need model options of their own (a sweep each): a group of 4 sequences per start for
-               # rloo's leave-one-out baseline, with the final D score as every token's reward (no rollouts)
-               "variants": {"rloo_group4_norollouts": {"spec": "rloo",
-                                                       "settings": ["model.group_size=4", "model.rollouts=0"]},
-                            # relax draws the tokens (its own sample()), rewards from the paper's 16 rollouts
-                            "relax_rollouts16": {"spec": "relax", "settings": []}}},
-    "maml_rl": {"recipe": "maml_nav2d", "headline": "test/return_1", "higher": True, "steps": 60,
-                "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1", "data.meta_batch=10"],
-                "probe_every": 25, "rows": "baselines"},
-    "vae": {"recipe": "vae_digits", "headline": "test/loss", "higher": False, "steps": 300,
-            "short": lambda s: [f"trainer.max_steps={s}", "trainer.max_epochs=-1", "model.iwae_samples=10",
-                                "model.plot_every_n_epochs=1000"],
-            "probe_every": 50, "rows": "baselines"},
+# column -> its recipe, metrics, the option its estimator's step size is, its seed record and what measuring
+# changes; "rows": the column's own rows beside the registry's (row name -> estimator spec and model options;
+# adding a row is one line here).
+COLUMNS = {
+    "dvae": {"recipe": "dvae_digits", "headline": "test/loss", "val": "val/loss", "higher": False,
+             "lr_key": "model.lr", "seed_record": "seeds_dvae_digits_cpu.json", "probe_every": 250,
+             "settings": ["model.plot_every_n_epochs=100000"], "rows": {}},
+    "vae": {"recipe": "vae_digits", "headline": "test/loss", "val": "val/loss", "higher": False,
+            "lr_key": "model.lr", "seed_record": "seeds_vae_digits_cpu.json", "probe_every": 300,
+            "settings": ["model.plot_every_n_epochs=100000"],
+            "rows": {f"reinforce[{b}]": {"spec": {"name": "reinforce", "baseline": b}}
+                     for b in ("ema", "batch_mean", "learned")}},
+    "maml_rl": {"recipe": "maml_nav2d", "headline": "test/return_1", "val": "val/return_1", "higher": True,
+                "lr_key": "model.lr", "seed_record": "seeds_maml_nav2d_400iterations_cpu.json", "probe_every": 50,
+                "settings": [],
+                "rows": {f"reinforce[{b}]": {"spec": {"name": "reinforce", "baseline": b}}
+                         for b in ("ema", "batch_mean", "learned")}},
+    # the step size is the generator's adversarial one (the estimator's gradient feeds it; MLE and D keep theirs)
+    "seqgan": {"recipe": "seqgan_oracle_small", "headline": "test/nll_oracle", "val": "val/nll_oracle",
+               "higher": False, "lr_key": "model.adv_lr", "seed_record": "seeds_seqgan_oracle_small_cpu.json",
+               "probe_every": 500, "settings": [],
+               # a group of 4 sequences per start for rloo's leave-one-out baseline, the final D score as every
+               # token's reward (no rollouts)
+               "rows": {"rloo_group4_norollouts": {"spec": "rloo",
+                                                   "settings": ["model.group_size=4", "model.rollouts=0"]}}},
+    "sat_hard": {"recipe": "sat_shapes_hard", "headline": "test/bleu4", "val": "val/bleu4", "higher": True,
+                 "lr_key": "model.lr", "seed_record": "seeds_sat_shapes_hard_cpu.json", "probe_every": 400,
+                 "settings": [], "rows": {}},
 }
+ORDER = ("dvae", "vae", "maml_rl", "seqgan", "sat_hard")  # the background run's order: cheapest first
 # columns left out, and why (the sentence the table prints under it)
 DROPPED = {
     "ood_gan": "the OOD GAN's node z ~ N(0, I) has no parameters: G's weights get their gradient by "
                "backpropagation through G(z) whatever the estimator, so every row repeated one gradient to the "
                "last digit (2026-11-28's matrix); it has no column",
 }
-# extra rows for the columns marked "rows": "baselines": REINFORCE with each of its baselines (the registry's
-# own rows take its default options, baseline none)
-BASELINE_ROWS = {f"reinforce[{b}]": {"name": "reinforce", "baseline": b} for b in ("ema", "batch_mean", "learned")}
-REPEATS = 8  # gradient estimates a measurement
 NOTES = {  # what a reader of a column needs to know
     "maml_rl": "the variance is that of the meta-gradient to the policy (estimator_loss: a fresh meta-loss); the "
                "registry's rloo is the default's gradient (reinforce with a leave-one-out baseline over the "
                "trajectories); reinforce[learned] reads (goal, time)",
     "vae": "one Gaussian node z ~ N(mu(x), sigma(x)); reinforce[learned] reads the image",
+    "dvae": "20 categorical variables of 10 classes; one cost (the ELBO) couples them",
     "sat_hard": "relax's control variate is per word (control: auto = per_variable on this sequential node); "
                 "expectation and unordered_set need a location's own cost, which here is the rest of the caption",
-    "seqgan": "score-function rows draw with G's sampler and reward each token with the paper's 16 rollouts; "
-              "rloo_group4_norollouts draws 4 sequences per start (model.group_size=4) and rewards every token with "
-              "the sequence's final D score (model.rollouts=0); relax_rollouts16 is relax (the registry's row) "
-              "drawing the tokens with its own sample() and scoring them with the 16 rollouts; gumbel_softmax and "
-              "straight_through draw the tokens "
-              "themselves and backpropagate through D's score of the (relaxed) sequence (D reads one-hot rows "
-              "through its embedding); every row's gradient estimates grad E[-D(Y)] / T, so the variances share "
-              "one scale; a step is one training batch of the adversarial epochs (D steps, and the G step at the "
-              "first batch)",
+    "seqgan": "score-function rows draw with G's sampler and reward each token with the paper's 16 rollouts "
+              "(relax draws the tokens with its own sample()); rloo_group4_norollouts draws 4 sequences per start "
+              "(model.group_size=4: 4x the sequences of a step) and rewards every token with the sequence's final D "
+              "score (model.rollouts=0); gumbel_softmax and straight_through backpropagate through D's score of the "
+              "(relaxed) sequence; every row's gradient estimates grad E[-D(Y)] / T, so the variances share one "
+              "scale; the step size is model.adv_lr (G's adversarial steps)",
 }
-
-
-def __getattr__(name: str):
-    """``StepTimer`` (the runs' callback, ``estimator_matrix:StepTimer``), made when first asked for: Lightning is
-    imported by the runs, not by --merge, --plan or --table."""
-    if name != "StepTimer":
-        raise AttributeError(name)
-    import lightning as L
-
-    class StepTimer(L.Callback):
-        """Wall time of the training steps (batch start -> batch end, before the gradient-variance probe,
-        which comes after it in the callbacks), written to <run folder>/step_time.json at the end."""
-
-        def __init__(self):
-            self.total, self.steps, self._t0 = 0.0, 0, 0.0
-
-        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-            self._t0 = time.perf_counter()
-
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            self.total += time.perf_counter() - self._t0
-            self.steps += 1
-
-        def on_train_end(self, trainer, pl_module):
-            if trainer.is_global_zero:
-                out = Path(trainer.default_root_dir) / "step_time.json"
-                out.write_text(json.dumps({"steps": self.steps, "seconds": self.total}) + "\n")
-
-    globals()["StepTimer"] = StepTimer
-    return StepTimer
 
 
 def node_of(recipe: str):
@@ -142,27 +112,32 @@ def node_of(recipe: str):
     return cls, node, options, options.get("estimator") or cls.Config().estimator
 
 
-def rows_for(recipe: str) -> tuple[dict, dict, str | None]:
-    """({row: estimator spec} that fit the node, {row: why not} for those that do not, the registry row
-    the model's own spec equals, if one does). The model's own spec is the row 'default'."""
-    from zoo.estimators.seam import default_requirements, mismatch, resolve
+def rows_for(column: str) -> tuple[dict, dict, str | None]:
+    """({row: {"spec", "settings"}} that fit the node, {row: why not} for those that do not, the registry row the
+    model's own spec equals, if one does). The model's own spec is the row 'default'. A column's own row with
+    model options of its own (its "settings") changes the node, so it is not checked against the recipe's."""
+    from zoo.estimators.seam import mismatch, requirements, resolve
     from zoo.registry import ESTIMATORS
 
-    cls, node, options, default = node_of(recipe)
-    d_name, d_cls, d_opts = resolve(default)
-    fits, why, same = {"default": default}, {}, None
-    column = next((c for c, m in MODELS.items() if m["recipe"] == recipe), None)
-    extra = BASELINE_ROWS if column and MODELS[column].get("rows") == "baselines" else {}
-    for name, spec in [*((n, n) for n in ESTIMATORS.list()), *extra.items()]:
-        _, est_cls, opts = resolve(spec)
-        reason = mismatch(est_cls.requirements(opts) if hasattr(est_cls, "requirements") else
-                          default_requirements(est_cls), node, node.samples or getattr(opts, "n", None))
+    col = COLUMNS[column]
+    cls, node, options, default = node_of(col["recipe"])
+    d_name, _, d_opts = resolve(default)
+    d_cls = ESTIMATORS.get(d_name)
+    fits, why, same = {"default": {"spec": default, "settings": []}}, {}, None
+    own = {row: {"spec": r["spec"], "settings": r.get("settings", [])} for row, r in col["rows"].items()}
+    for name, row in [*((n, {"spec": n, "settings": []}) for n in ESTIMATORS.list()), *own.items()]:
+        if row["settings"]:
+            fits[name] = row
+            continue
+        est_name, est_cls, opts = resolve(row["spec"])
+        reason = mismatch(requirements(est_name, est_cls, opts), node, node.samples or getattr(opts, "n", None))
+        est_cls = ESTIMATORS.get(est_name)
         if reason:
             why[name] = reason
         elif same is None and same_gradient(d_cls, d_opts, est_cls, opts, node):
             same = name
         else:
-            fits[name] = spec
+            fits[name] = row
     return fits, why, same
 
 
@@ -187,213 +162,642 @@ def spec_text(spec) -> str:
     return str(spec)
 
 
-def grad_var(run_dir: Path) -> float | None:
-    """Mean of the run's grad_var measurements (metrics.csv)."""
+# ---------------------------------------------------------------- runs and their records
+
+
+def recipe_lr(column: str) -> float:
+    """The recipe's step size (its lr_key's value)."""
+    from zoo.config import load_config
+
+    node = load_config(COLUMNS[column]["recipe"])
+    for part in COLUMNS[column]["lr_key"].split("."):
+        node = node[part]
+    return float(node)
+
+
+def lr_at(lr0: float, k: int) -> float:
+    return float(f"{lr0 * LR_FACTOR ** k:.4g}")
+
+
+def slug(row: str, k: int, seed: int) -> str:
+    """A run's name: its row (brackets as underscores), its step on the lr grid and its seed."""
+    return f"{row.replace('[', '_').replace(']', '')}__lr{k:+d}__seed{seed}"
+
+
+def records_of(folder: Path) -> dict[tuple[str, int, int], dict]:
+    """(row, lr step k, seed) -> record of every finished run in a column's folder."""
+    out = {}
+    for path in sorted(folder.glob("*.json")):
+        rec = json.loads(path.read_text())
+        out[(rec["row"], rec["lr_step"], rec["seed"])] = rec
+    return out
+
+
+def score(rec: dict | None, higher: bool) -> float:
+    """A run's validation score for the step-size pick: its last validation value, larger is better (a failed or
+    diverged run scores -inf)."""
+    v = rec.get("val_last") if rec and not rec.get("failure") else None
+    if v is None or not math.isfinite(v):
+        return -math.inf
+    return v if higher else -v
+
+
+def lr_pick(recs: dict, row: str, higher: bool) -> tuple[int | None, list[int]]:
+    """(the picked lr step k, or None until decidable; the steps still to try at seed 0)."""
+    tried = {k for (r, k, s) in recs if r == row and s == 0}
+    todo = [k for k in (0, -1, 1) if k not in tried]
+    if todo:
+        return None, todo
+    best = max(sorted(tried, key=abs), key=lambda k: score(recs[(row, k, 0)], higher))
+    edge = best == min(tried) or best == max(tried)
+    further = best + (1 if best > 0 else -1)
+    if best != 0 and edge and abs(best) == 1 and further not in tried:
+        return None, [further]
+    return best, []
+
+
+def plan(column: str, recs: dict, rows: list[str], seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, int, int]]:
+    """The runs still to do that can be decided now, in order: the default's seeds and every row's step sizes
+    at seed 0 first, then the further step sizes, then the other seeds at the recipe's rate and at the pick."""
+    higher = COLUMNS[column]["higher"]
+    first, second, third = [], [], []
+    first += [("default", 0, s) for s in seeds]
+    for row in rows:
+        if row == "default":
+            continue
+        pick, todo = lr_pick(recs, row, higher)
+        if todo and not all(k in (0, -1, 1) for k in todo):
+            second += [(row, k, seeds[0]) for k in todo]
+        else:
+            first += [(row, k, seeds[0]) for k in todo]
+        if pick is not None:
+            third += [(row, k, s) for k in sorted({0, pick}) for s in seeds[1:]]
+    return [r for r in first + second + third if r not in recs]
+
+
+def grad_vars(run_dir: Path) -> list[dict]:
+    """The run's grad_var measurements (metrics.csv): [{step, grad_var, grad_snr}]."""
     path = run_dir / "logs" / "metrics.csv"
     if not path.is_file():
-        return None
+        return []
     with open(path) as f:
-        values = [float(r["grad_var"]) for r in csv.DictReader(f) if r.get("grad_var")]
-    return statistics.fmean(values) if values else None
+        return [{"step": int(float(r["step"])), "grad_var": float(r["grad_var"]),
+                 "grad_snr": float(r["grad_snr"]) if r.get("grad_snr") else None}
+                for r in csv.DictReader(f) if r.get("grad_var")]
 
 
-def step_time(run_dir: Path) -> float | None:
-    try:
-        t = json.loads((run_dir / "step_time.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return t["seconds"] / t["steps"] if t["steps"] else None
+def run_one(column: str, row: str, spec_settings: dict, k: int, seed: int, runs: Path, extra: list[str],
+            folder: Path) -> dict:
+    """Train one cell's run and write its record (also when it fails)."""
+    from zoo.sweep.runs import Run, execute
 
-
-def sweep_model(column: str, seeds: list[int], scale: float, runs: str, parallel: int, only: list[str] | None,
-                device_args: list[str]) -> dict:
-    """One model's column: a sweep over its fitting estimators x seeds, then each run's measures."""
-    from zoo.spread import paired, spread
-    from zoo.sweep import run_sweep
-
-    m = MODELS[column]
-    fits, why, same = rows_for(m["recipe"])
-    left_out = sorted(k for k in fits if only and k not in only and k != "default")
-    fits = {k: v for k, v in fits.items() if k not in left_out}
-    steps = max(2, int(m["steps"] * scale))
-    total = m["probe_steps"](steps) if "probe_steps" in m else steps  # optimizer steps of the whole run
-    probe = max(1, min(m["probe_every"], total // 2))
-    callbacks = (f"callbacks=[{{name: 'estimator_matrix:StepTimer'}}, "
-                 f"{{name: grad_variance, every_n_steps: {probe}, repeats: {REPEATS}}}]")
-    specs = {row: json.dumps(spec) if isinstance(spec, dict) else spec for row, spec in fits.items()}
-    fixed = [f"run_dir={runs}", "threads=1", *device_args, *m["short"](steps), callbacks,
-             "trainer.enable_progress_bar=false", "logger=[csv]"]
+    col = COLUMNS[column]
+    lr = lr_at(recipe_lr(column), k)
+    spec = spec_settings["spec"]
+    name = slug(row, k, seed)
+    run_folder = runs / column / name
+    shutil.rmtree(run_folder, ignore_errors=True)  # a try stopped before its record: start it afresh
+    callbacks = (f"callbacks=[{{name: 'matrix_timer:CurveTimer'}}, "
+                 f"{{name: grad_variance, every_n_steps: {col['probe_every']}, repeats: {REPEATS}}}]")
+    overrides = [f"model.estimator={json.dumps(spec) if isinstance(spec, dict) else spec}", f"{col['lr_key']}={lr}",
+                 f"seed={seed}", "threads=1", "logger=[csv]", "trainer.enable_progress_bar=false", callbacks,
+                 *col["settings"], *spec_settings["settings"], *extra]
     env = {"PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    model_node = "model.estimator"  # every model names its estimator so (zoo.options.estimator_option)
-    t0 = time.time()
-    summary = run_sweep(m["recipe"], {model_node: list(specs.values()), "seed": [str(s) for s in seeds]}, fixed,
-                        parallel, name=f"matrix_{column}", yes=True, env=env)
-    by_spec = {v: k for k, v in specs.items()}
-    runs_of = [(by_spec[r["values"][model_node]], spec_text(fits[by_spec[r["values"][model_node]]]), r)
-               for r in summary["runs"]]
-    for row, variant in m.get("variants", {}).items():  # rows with model options of their own
-        if only and row not in only:
-            left_out.append(row)
+    result = execute(col["recipe"], Run(label=name, values={}, overrides=overrides, threads=1), run_folder, env=env)
+    run_dir = Path(result["run_dir"]) if "run_dir" in result else None
+    curve = {}
+    if run_dir is not None and (run_dir / "curve.json").is_file():
+        curve = json.loads((run_dir / "curve.json").read_text())
+    points = [{"step": p["step"], "train_s": p["train_s"], "wall_s": p["wall_s"], "value": p.get(col["val"])}
+              for p in curve.get("points", [])]
+    gv = grad_vars(run_dir) if run_dir is not None else []
+    val_last = points[-1]["value"] if points else None
+    record = {"column": column, "recipe": col["recipe"], "row": row, "spec": spec, "settings":
+              spec_settings["settings"], "lr_key": col["lr_key"], "lr": lr, "lr_step": k, "seed": seed,
+              "headline": col["headline"], "test": result["metrics"].get(col["headline"]),
+              "test_metrics": result["metrics"], "val": col["val"], "val_last": val_last, "curve": points,
+              "grad_var": statistics.fmean(g["grad_var"] for g in gv) if gv else None, "grad_var_points": gv,
+              "train_s": curve.get("train_s"), "batches": curve.get("batches"), "wall_s": result["wall_s"],
+              "command": result["command"].replace(str(runs), "<runs>"), "extra": extra,
+              "machine": f"{platform.node()}, {platform.machine()}, {platform.python_version()}",
+              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "failure": None if result["rc"] == 0 else {"rc": result["rc"], "error": result.get("error", "")}}
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f"{name}.json.tmp"
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    tmp.replace(folder / f"{name}.json")
+    return record
+
+
+def run_columns(columns: list[str], records: Path, runs: Path, extra: list[str], only: list[str] | None,
+                seeds: tuple[int, ...]) -> None:
+    """Every column in turn: its missing runs one at a time (the plan is read again after each run, so the step
+    size is picked as soon as seed 0's runs are in), then its part file and figure (--collect, a fresh process)."""
+    for column in columns:
+        fits, _, _ = rows_for(column)
+        rows = [r for r in fits if not only or r == "default" or r in only]
+        folder = records / column
+        while True:
+            recs = records_of(folder)
+            todo = plan(column, recs, rows, seeds)
+            if not todo:
+                break
+            row, k, seed = todo[0]
+            t0 = time.time()
+            print(f"{time.strftime('%H:%M:%S')} {column} {row} lr step {k:+d} seed {seed} "
+                  f"({len(recs)} done, {len(todo)} decidable left)", flush=True)
+            rec = run_one(column, row, fits[row], k, seed, runs, extra, folder)
+            print(f"    {rec['headline']} {rec['test']} val {rec['val_last']} in {time.time() - t0:.0f} s"
+                  + (f" FAILED {rec['failure']}" if rec["failure"] else ""), flush=True)
+        print(f"{time.strftime('%H:%M:%S')} {column}: every run has its record", flush=True)
+        subprocess.run([sys.executable, __file__, "--collect", column, "--records", str(records)], check=False)
+
+
+# ---------------------------------------------------------------- a column from its records
+
+
+def claim(diffs: list[float], higher: bool) -> str:
+    """'better' or 'worse' than the default when the paired difference (row - default, by seed) exceeds 2
+    standard errors and has the mean's sign on most seeds; else 'ties'."""
+    d = [x for x in diffs if x is not None and math.isfinite(x)]
+    if len(d) < 2:
+        return "too few seeds"
+    mean, se = statistics.fmean(d), statistics.stdev(d) / math.sqrt(len(d))
+    same_sign = sum(1 for x in d if x * mean > 0)
+    if mean == 0 or abs(mean) <= 2 * se or same_sign * 2 <= len(d):
+        return "ties"
+    return "better" if (mean > 0) == higher else "worse"
+
+
+def at_budget(rec: dict, budget: float | None) -> float | None:
+    """The run's last validation value within ``budget`` training seconds (None: no validation by then)."""
+    if budget is None:
+        return None
+    inside = [p["value"] for p in rec["curve"] if p["train_s"] <= budget]
+    return inside[-1] if inside else None
+
+
+def cell(recs: dict, row: str, k: int, seeds: tuple[int, ...], base: dict | None, higher: bool,
+         budget: float | None) -> dict:
+    """A row at one step size: per-seed test values, their spread, the paired difference against the default
+    (Δ, its standard error, the verdict), gradient variance, training seconds, the value within the budget."""
+    from zoo.spread import paired, spread
+
+    runs = [recs.get((row, k, s)) for s in seeds]
+    test = [r["test"] if r and not r["failure"] else None for r in runs]
+    out = {"lr": runs[0]["lr"] if runs[0] else None, "lr_step": k, "seeds": list(seeds), "test": spread(test),
+           "grad_var": spread([r["grad_var"] if r else None for r in runs]),
+           "train_s": spread([r["train_s"] if r else None for r in runs]),
+           "at_budget": spread([at_budget(r, budget) if r else None for r in runs]),
+           "failures": [{"seed": r["seed"], **r["failure"]} for r in runs if r and r["failure"]],
+           "not_run": [s for s, r in zip(seeds, runs) if r is None]}
+    if base is not None and row != "default":
+        b = base["test"]["values"]
+        pairs = [(a, c) for a, c in zip(test, b) if a is not None and c is not None]
+        out["vs_default"] = paired([a for a, _ in pairs], [c for _, c in pairs])
+        out["verdict"] = claim(out["vs_default"]["diffs"], higher)
+    return out
+
+
+def in_spread(column: str, default: dict) -> dict:
+    """The default's test values against the recipe's seed record (benchmarks/results/seeds_<recipe>_cpu.json):
+    inside when its mean lies within the record's mean ± 2 sd (or its min..max when wider)."""
+    col = COLUMNS[column]
+    path = RESULTS / col["seed_record"]
+    rec = json.loads(path.read_text())["summary"][col["headline"]]
+    lo = min(rec["min"], rec["mean"] - 2 * (rec["sd"] or 0))
+    hi = max(rec["max"], rec["mean"] + 2 * (rec["sd"] or 0))
+    mean = default["test"]["mean"]
+    return {"record": col["seed_record"], "mean": rec["mean"], "sd": rec["sd"], "values": rec["values"],
+            "range": [lo, hi], "inside": mean is not None and lo <= mean <= hi}
+
+
+def collect(column: str, records: Path = RECORDS, seeds: tuple[int, ...] = SEEDS, figures: Path | None = None) -> dict:
+    """The column's part file (<records>/<column>.json), table (.md) and curves figure from its run records."""
+    col = COLUMNS[column]
+    fits, why, same = rows_for(column)
+    recs = records_of(records / column)
+    rows = [r for r in fits if any(key[0] == r for key in recs)]
+    higher = col["higher"]
+    base = cell(recs, "default", 0, seeds, None, higher, None)
+    budget = base["train_s"]["values"]
+    budget = statistics.median([b for b in budget if b is not None]) if any(b is not None for b in budget) else None
+    base["at_budget"] = cell(recs, "default", 0, seeds, None, higher, budget)["at_budget"]
+    cells = {"default": {"spec": spec_text(fits["default"]["spec"]), "recipe_lr": base, "lr_search": {}}}
+    for row in rows:
+        if row == "default":
             continue
-        spec = variant["spec"]
-        text = spec_text(spec) + " with " + " ".join(variant["settings"])
-        vs = run_sweep(m["recipe"], {model_node: [json.dumps(spec) if isinstance(spec, dict) else spec],
-                                     "seed": [str(s) for s in seeds]}, fixed + variant["settings"], parallel,
-                       name=f"matrix_{column}_{row}", yes=True, env=env)
-        runs_of += [(row, text, r) for r in vs["runs"]]
-    cells: dict[str, dict] = {}
-    for row, text, r in runs_of:
-        cell = cells.setdefault(row, {"spec": text, "seeds": [], "headline": [], "grad_var": [],
-                                      "step_s": [], "failures": []})
-        ok = r["rc"] == 0 and "run_dir" in r
-        run_dir = Path(r["run_dir"]) if ok else None
-        cell["seeds"].append(int(r["values"]["seed"]))
-        cell["headline"].append(r["metrics"].get(m["headline"]) if ok else None)
-        cell["grad_var"].append(grad_var(run_dir) if ok else None)
-        cell["step_s"].append(step_time(run_dir) if ok else None)
-        if not ok:
-            cell["failures"].append({"seed": r["values"]["seed"], "rc": r["rc"], "error": r.get("error", "")})
-    base = cells.get("default")
-    for row, cell in cells.items():
-        for key in ("headline", "grad_var", "step_s"):
-            cell[key] = spread(cell[key])
-        if row != "default" and base is not None:
-            pairs = [(a, b) for a, b in zip(cell["headline"]["values"], base["headline"]["values"])
-                     if a is not None and b is not None]
-            cell["vs_default"] = paired([a for a, _ in pairs], [b for _, b in pairs])
-    return {"recipe": m["recipe"], "headline": m["headline"], "higher_is_better": m["higher"],
-            "settings": [f for f in fixed if not f.startswith("run_dir=")], "steps": steps, "node": model_node,
-            "cells": cells, "cannot_fit": why,
-            "same_as_default": same, "left_out": left_out,
-            "sweep": summary["name"], "wall_s": round(time.time() - t0, 1)}
+        pick, _ = lr_pick(recs, row, higher)
+        search = {f"{r['lr']:g}": {"lr_step": k, "val_last": r["val_last"], "test": r["test"],
+                                   "failure": r["failure"]}
+                  for (rw, k, s), r in sorted(recs.items(), key=lambda kv: kv[0][1]) if rw == row and s == 0}
+        c = {"spec": spec_text(fits[row]["spec"]) + ("" if not fits[row]["settings"] else
+                                                     " with " + " ".join(fits[row]["settings"])),
+             "lr_search": search, "picked_lr_step": pick,
+             "recipe_lr": cell(recs, row, 0, seeds, base, higher, budget)}
+        if pick is not None:
+            c["best_lr"] = cell(recs, row, pick, seeds, base, higher, budget)
+        cells[row] = c
+    todo = plan(column, recs, list(fits), seeds)
+    part = {"column": column, "recipe": col["recipe"], "headline": col["headline"], "val": col["val"],
+            "higher_is_better": higher, "lr_key": col["lr_key"], "recipe_lr": recipe_lr(column),
+            "settings": ["threads=1", "logger=[csv]", "trainer.enable_progress_bar=false",
+                         f"callbacks=[CurveTimer, grad_variance every {col['probe_every']} steps x {REPEATS}]",
+                         *col["settings"]],
+            "budget_s": budget, "complete": not todo and all(
+                r == "default" or c.get("best_lr") is not None for r, c in cells.items()) and set(rows) == set(fits),
+            "runs": len(recs), "runs_left": len(todo),
+            "cpu_min": round(sum(r["wall_s"] for r in recs.values()) / 60, 1),
+            "spread": in_spread(column, base) if base["test"]["n"] else None, "cells": cells, "cannot_fit": why,
+            "same_as_default": same, "note": NOTES.get(column, ""),
+            "command": f"python benchmarks/estimator_matrix.py --run {column}; --collect {column}",
+            "extra": sorted({x for r in recs.values() for x in r.get("extra", [])})}
+    times = records / f"{column}_step_times.json"
+    if times.is_file():
+        part["step_times"] = json.loads(times.read_text())
+    (records / f"{column}.json").write_text(json.dumps(part, indent=1) + "\n")
+    (records / f"{column}.md").write_text(column_table(part) + "\n")
+    figure(column, recs, part, (figures or FIGURES) / f"matrix_{column}.png")
+    return part
 
 
-def fmt_cell(cell: dict) -> str:
+FIGURES = ROOT / "docs" / "estimators"
+
+
+def figure(column: str, recs: dict, part: dict, path: Path) -> None:
+    """Each row's validation metric (at its picked step size) against steps and against training seconds: the
+    mean over seeds, the band their min..max."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    shown: list[float] = []
+    for row, c in part["cells"].items():
+        k = 0 if row == "default" else c.get("picked_lr_step")
+        runs = [recs.get((row, k, s)) for s in SEEDS] if k is not None else []
+        curves = [r["curve"] for r in runs if r and r["curve"] and not r["failure"]]
+        if not curves:
+            continue
+        n = min(len(cv) for cv in curves)
+        values = [[cv[i]["value"] if cv[i]["value"] is not None else math.nan for cv in curves] for i in range(n)]
+        mean = [statistics.fmean(v) for v in values]
+        lo, hi = [min(v) for v in values], [max(v) for v in values]
+        shown += [m for m in mean if math.isfinite(m)]
+        lr = f"lr {curves and runs[0]['lr']:g}" if runs[0] else ""
+        label = f"{row} ({lr}, {len(curves)} seeds)"
+        for ax, key in zip(axes, ("step", "train_s")):
+            x = [statistics.fmean(cv[i][key] for cv in curves) for i in range(n)]
+            (line,) = ax.plot(x, mean, label=label)
+            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
+    if shown:  # the first validations' values (an untrained model) would squeeze the rest: 85 % of them in view
+        ordered = sorted(shown, reverse=part["higher_is_better"])
+        end, cut = ordered[0], ordered[int(0.85 * (len(ordered) - 1))]
+        pad = 0.05 * abs(cut - end) or 1.0
+        axes[0].set_ylim(*sorted((end - pad if end < cut else end + pad, cut)))
+    if part["budget_s"]:
+        axes[1].axvline(part["budget_s"], color="gray", ls=":", lw=1)
+    axes[0].set_xlabel("optimizer step")
+    axes[1].set_xlabel("training seconds (one thread; probes and validation excluded)")
+    axes[0].set_ylabel(f"{part['val']} ({'higher' if part['higher_is_better'] else 'lower'} is better)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{column} ({part['recipe']} at its own length): each row at its picked step size, mean and "
+                 "min..max over seeds", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "—"
+    if x != 0 and (abs(x) < 1e-2 or abs(x) >= 1e5):
+        return f"{x:.2e}"
+    return f"{x:.{digits}f}"
+
+
+def seeds_text(c: dict, digits: int = 3) -> str:
+    """The per-seed test values ('not run' where the seed has no record yet)."""
+    missing = set(c.get("not_run", []))
+    return " / ".join(num(v, digits) if v is not None else "not run" if seed in missing else "failed"
+                      for seed, v in zip(c["seeds"], c["test"]["values"]))
+
+
+def cell_text(c: dict) -> str:
+    """A cell of the column table: mean ± sd, the per-seed values, Δ ± se and the verdict."""
     from zoo.spread import fmt
 
-    h, g, t = cell["headline"], cell["grad_var"], cell["step_s"]
-    text = fmt(h, 3)
-    if g["mean"] is not None:
-        text += f"<br>var {g['mean']:.2e}"
-    if t["mean"] is not None:
-        text += f"<br>{1000 * t['mean']:.0f} ms/step"
-    d = cell.get("vs_default")
+    text = f"{fmt(c['test'], 3)} ({seeds_text(c)})"
+    d = c.get("vs_default")
     if d and d["mean"] is not None:
-        text += f"<br>Δ {d['mean']:+.3f}" + (f" ± {d['se']:.3f}" if d["se"] is not None else "")
-    if cell["failures"]:
-        text += f"<br>{len(cell['failures'])} failed"
+        text += f"<br>Δ {d['mean']:+.3f}" + (f" ± {d['se']:.3f}" if d["se"] is not None else "") + f", {c['verdict']}"
+    if c["failures"]:
+        text += f"<br>{len(c['failures'])} failed"
     return text
 
 
-def table(record: dict) -> str:
-    """Markdown: rows estimators, columns models."""
-    cols = list(record["models"])
-    named = {r for c in cols for r in (*record["models"][c]["cells"], *record["models"][c]["cannot_fit"],
-                                       *record["models"][c]["left_out"], record["models"][c]["same_as_default"])}
-    rows = ["default"] + sorted(named - {"default", None})
-    better = {c: "higher" if record["models"][c]["higher_is_better"] else "lower" for c in cols}
-    head = [f"{c}: {record['models'][c]['headline']} ({better[c]} is better)" for c in cols]
-    lines = ["| estimator | " + " | ".join(head) + " |", "|---" * (len(cols) + 1) + "|"]
+def column_table(part: dict, link: str = "../../../docs") -> str:
+    """Markdown: one row per estimator, at the recipe's step size and at its picked one."""
+    better = "higher" if part["higher_is_better"] else "lower"
+    sp = part.get("spread")
+    load = part.get("step_times", {}).get("load_1min")
+    load = "—" if load is None else f"{load:.1f}"
+    lines = [f"### {part['column']}: {part['recipe']} at its own length, {part['headline']} ({better} is better)", ""]
+    if sp:
+        mean = part["cells"]["default"]["recipe_lr"]["test"]["mean"]
+        lines.append(f"The default's {part['headline']} {num(mean)} is {'inside' if sp['inside'] else 'OUTSIDE'} "
+                     f"the recipe's seed spread ({num(sp['mean'])} ± {num(sp['sd'])}, {sp['record']}: "
+                     f"{num(sp['range'][0])}..{num(sp['range'][1])}).")
+    lines.append(f"{'Complete' if part['complete'] else 'Incomplete'}: {part['runs']} runs recorded "
+                 f"({part['cpu_min']} min of runs, wall clock), {part['runs_left']} decidable left. Step size: "
+                 f"{part['lr_key']} "
+                 f"(the recipe's {part['recipe_lr']:g}); Δ is the paired difference against the default by seed ± its "
+                 "standard error; 'better'/'worse' where it exceeds 2 standard errors with the same sign on most "
+                 f"seeds, else 'ties'. Budget: the default's training seconds ({num(part['budget_s'], 1)} s, the "
+                 "median over its seeds; seconds of training steps on one thread of a shared machine, probes and "
+                 "validation excluded). ms/step: --step-times (one batch, rows interleaved in one process, the "
+                 f"median and the fastest; 1-minute load average {load} while measured).")
+    times = part.get("step_times", {}).get("rows", {})
+    lines += ["", "| row | at the recipe's lr | at its best lr | lrs tried (last val) | grad var | train s | "
+              "val within the budget | ms/step (evaluations) |", "|---|---|---|---|---|---|---|---|"]
+    for row, c in part["cells"].items():
+        best = c.get("best_lr") or (c["recipe_lr"] if row == "default" else None)
+        tried = ", ".join(f"{lr}: {num(v['val_last'])}" for lr, v in c["lr_search"].items()) or "the recipe's"
+        shown = best or c["recipe_lr"]
+        t = times.get(row)
+        lines.append(f"| {row}" + (f" `{c['spec']}`" if row == "default" else "") + f" | {cell_text(c['recipe_lr'])} | "
+                     + (f"lr {best['lr']:g}: {cell_text(best)}" if best and row != "default" else
+                        "(the recipe's)" if row == "default" else "not picked yet")
+                     + f" | {tried} | {num(shown['grad_var']['mean'])} | {num(shown['train_s']['mean'], 1)} | "
+                     f"{num(shown['at_budget']['mean'])} | "
+                     + (f"{t['ms']:.1f}, min {t['min']:.1f} ({t['evaluations']})" if t else "—") + " |")
+    for row, why in part["cannot_fit"].items():
+        lines.append(f"| {row} | cannot fit: {why} | | | | | | |")
+    if part["same_as_default"]:
+        lines.append(f"| {part['same_as_default']} | = the default | | | | | | |")
+    lines += ["", f"- {part['note']}" if part["note"] else "",
+              f"- curves: [docs/estimators/matrix_{part['column']}.png]({link}/estimators/matrix_{part['column']}.png)"]
+    return "\n".join(x for x in lines if x is not None)
+
+
+# ---------------------------------------------------------------- the published record and the guide
+
+DOCS = ROOT / "docs" / "estimators.md"
+GUIDE_START, GUIDE_END = "<!-- matrix-guide: generated by estimator_matrix.py --publish -->", "<!-- /matrix-guide -->"
+GUIDE = {  # column -> the node it answers for (the guide's bullet)
+    "dvae": "**Discrete latents, differentiable cost** (the discrete VAE's 20 × 10 categoricals, column `dvae`)",
+    "seqgan": "**Token sequences** (SeqGAN's generator, column `seqgan`)",
+    "sat_hard": "**Attention locations** (hard attention, column `sat_hard`)",
+    "vae": "**Continuous latents** (the Gaussian VAE, column `vae`)",
+    "maml_rl": "**Policies** (MAML-RL's Gaussian actions, column `maml_rl`)",
+}
+OLD_NOTE = ("the short settings of 2026-11-29 (dvae and vae 300 steps, sat_hard 30 steps, maml_rl 15 "
+            "meta-iterations of 10 tasks, seqgan 3 adversarial iterations after 3 MLE epochs on 640 sequences), "
+            "every row at the recipe's step size; kept until the column is re-measured at its recipe's length; "
+            "they support no conclusion (issue 75)")
+
+
+def old_record(out: Path) -> dict:
+    """The 2026-11-29 record's columns (the earlier format: "models"), as kept in the published JSON."""
+    if not out.is_file():
+        return {"note": OLD_NOTE, "models": {}}
+    rec = json.loads(out.read_text())
+    if "models" in rec:  # the earlier record itself
+        return {"note": OLD_NOTE, "command": rec.get("command"), "parts": rec.get("parts", []),
+                "models": rec["models"]}
+    return rec.get("old_short_settings") or {"note": OLD_NOTE, "models": {}}
+
+
+def old_table(old: dict) -> str:
+    """The old columns' headline values (mean ± sd over their seeds), nothing more."""
+    from zoo.spread import fmt
+
+    cols = list(old["models"])
+    if not cols:
+        return ""
+    rows = sorted({r for c in cols for r in old["models"][c]["cells"]}, key=lambda r: (r != "default", r))
+    lines = ["| row | " + " | ".join(f"{c}: {old['models'][c]['headline']}" for c in cols) + " |",
+             "|---" * (len(cols) + 1) + "|"]
     for row in rows:
-        cells = []
-        for c in cols:
-            col = record["models"][c]
-            if row in col["cells"]:
-                cell = col["cells"][row]
-                cells.append((f"`{cell['spec']}`: " if row == "default" else "") + fmt_cell(cell))
-            elif row in col["cannot_fit"]:
-                cells.append(f"cannot fit: {col['cannot_fit'][row]}")
-            elif row == col.get("same_as_default"):
-                cells.append("= the default")
-            elif row in col.get("left_out", {}) or row in MODELS.get(c, {}).get("variants", {}):
-                cells.append("fits; not run (--estimators)")
-            else:  # another column's own row (a variant with model options of that model)
-                cells.append("—")
-        lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    lines += ["", *(f"- {c}: {NOTES[c]}" for c in cols if c in NOTES)]
-    lines += [f"- {c} (no column): {why}" for c, why in record.get("dropped", {}).items()]
-    lines += ["", f"{count_cells(record)} non-default cells measured (rows x columns with numbers, the default "
-                  "and '= the default' aside)"]
+        lines.append(f"| {row} | " + " | ".join(fmt(old["models"][c]["cells"][row]["headline"], 3)
+                                                 if row in old["models"][c]["cells"] else "—" for c in cols) + " |")
     return "\n".join(lines)
 
 
-def count_cells(record: dict) -> int:
-    return sum(1 for col in record["models"].values() for row in col["cells"] if row != "default")
-
-
-def merge(paths: list[str]) -> dict:
-    """One record from part files (this script's --out, or another's in its format: SeqGAN's column): their
-    columns side by side, each part's command and machine kept with its columns."""
-    record: dict = {"parts": [], "models": {}, "dropped": dict(DROPPED)}
-    for path in paths:
-        part = json.loads(Path(path).read_text())
-        record["parts"].append({k: v for k, v in part.items() if k not in ("models", "dropped")} | {"file": path})
-        for column, data in part["models"].items():
-            if column in record["models"]:
-                raise SystemExit(f"column {column} is in two parts ({path} and an earlier one)")
-            record["models"][column] = data
-    record["command"] = "python benchmarks/estimator_matrix.py --merge " + " ".join(paths)
+def publish(records: Path = RECORDS, out: Path = OUT, docs: Path = DOCS) -> dict:
+    """estimator_matrix.json and .md from the complete columns' part files (the old short columns not re-measured
+    yet kept apart, marked), and the guide in docs/estimators.md between its markers."""
+    parts = {c: json.loads((records / f"{c}.json").read_text()) for c in ORDER if (records / f"{c}.json").is_file()}
+    old = old_record(out)
+    done = {c: p for c, p in parts.items() if p["complete"]}
+    record = {"command": "python benchmarks/estimator_matrix.py --publish", "columns": done,
+              "in_progress": {c: {"runs": p["runs"], "runs_left": p["runs_left"], "cpu_min": p["cpu_min"]}
+                              for c, p in parts.items() if not p["complete"]},
+              "old_short_settings": {**old, "models": {c: v for c, v in old["models"].items() if c not in done}},
+              "dropped": DROPPED}
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    md = ["# The estimator matrix", "", "Each column its recipe at its own length, each row at its best step size "
+          "(`python benchmarks/estimator_matrix.py --publish`; the runs' records under "
+          "`benchmarks/results/estimator_matrix/`).", ""]
+    for c in ORDER:
+        if c in done:
+            md += [column_table(done[c], link="../../docs"), ""]
+        elif c in parts:
+            md += [f"### {c}: being re-measured ({parts[c]['runs']} runs recorded, {parts[c]['runs_left']} "
+                   "decidable left)", ""]
+    if record["old_short_settings"]["models"]:
+        old_cols = ", ".join(record["old_short_settings"]["models"])
+        md += ["## Old short settings, not re-measured yet", "", f"Columns {old_cols}: {OLD_NOTE}.", "",
+               old_table(record["old_short_settings"]), ""]
+    md += [f"- {c} (no column): {why}" for c, why in DROPPED.items()]
+    out.with_suffix(".md").write_text("\n".join(md) + "\n")
+    text = docs.read_text()
+    a, b = text.index(GUIDE_START) + len(GUIDE_START), text.index(GUIDE_END)
+    docs.write_text(text[:a] + "\n" + guide(record) + "\n" + text[b:])
     return record
+
+
+def guide(record: dict) -> str:
+    """The guide's bullets: per column, the default, then the rows the paired differences call better or worse
+    than it (at each row's best step size), the ties, the gradient variances; a column not re-measured says so."""
+    lines = []
+    for c in ORDER:
+        part = record["columns"].get(c)
+        if part is None:
+            left = record["in_progress"].get(c)
+            lines.append(f"- {GUIDE[c]}: being re-measured at the recipe's length"
+                         + (f" ({left['runs']} runs recorded so far)" if left else "") + "; no conclusion yet.")
+            continue
+        d = part["cells"]["default"]["recipe_lr"]
+        sp = part["spread"]
+        text = (f"- {GUIDE[c]}: the default `{part['cells']['default']['spec']}` {num(d['test']['mean'])} "
+                f"± {num(d['test']['sd'])} {part['headline']} (the recipe's seeds {num(sp['mean'])} ± "
+                f"{num(sp['sd'])}).")
+        groups: dict[str, list[str]] = {"better": [], "worse": [], "ties": [], "too few seeds": []}
+        for row, cl in part["cells"].items():
+            if row == "default":
+                continue
+            b = cl["best_lr"]
+            v = b["vs_default"]
+            delta = "no seed pair" if v["mean"] is None else f"Δ {v['mean']:+.3f}" + (
+                f" ± {v['se']:.3f}" if v["se"] is not None else "")
+            groups[b["verdict"]].append(
+                f"`{row}` (lr {b['lr']:g}: {delta}, seeds {' / '.join(f'{x:+.3f}' for x in v['diffs'])}; "
+                f"var {num(b['grad_var']['mean'])})")
+        for verdict, what in (("better", "Better than the default"), ("worse", "Worse"), ("ties", "Ties"),
+                              ("too few seeds", "Too few seeds trained (failed runs)")):
+            if groups[verdict]:
+                text += f" {what}: " + ", ".join(groups[verdict]) + "."
+        text += f" The default's gradient variance: {num(d['grad_var']['mean'])}."
+        lines.append(text)
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- step times, apart from training
+
+STEP_SETTINGS = {"sat_hard": ["model.expected_context_prob=0.0"]}  # hard attention from the first step (the
+# recipe's soft start would time the expected context, which samples nothing)
+
+
+def evaluations(column: str, spec_settings: dict, cfg: dict) -> str:
+    """What one estimator step evaluates: the batch, the samples per input, SeqGAN's rollouts."""
+    from zoo.estimators.seam import resolve
+
+    m, d = cfg["model"], cfg["data"]
+    name, _, opts = resolve(spec_settings["spec"])
+    if column == "seqgan":
+        group = int(m.get("group_size") or 1)
+        rollouts = int(m.get("rollouts") or 0)
+        if name in ("gumbel_softmax", "straight_through"):  # through D's score of the relaxed sequence
+            return f"{int(d['batch_size']) * group} sequences of {d['seq_len']} tokens, D's score (no rollouts)"
+        return (f"{int(d['batch_size']) * group} sequences of {d['seq_len']} tokens"
+                + (f", {rollouts} rollouts a token" if rollouts else ", the final D score (no rollouts)"))
+    if column == "maml_rl":
+        return f"{d['meta_batch']} tasks x {m['trajectories']} trajectories x {m['horizon']} steps, inner + outer"
+    _, node, _, _ = node_of(COLUMNS[column]["recipe"])
+    n = node.samples or getattr(opts, "n", None) or 1
+    text = f"batch {d['batch_size']}, {n} sample{'s' if n > 1 else ''} per input"
+    if name == "relax":
+        text += " + the control variate at z and z~"
+    return text
+
+
+STEP_BUDGET_S = 60.0  # a column's timing rounds take about this long (at least 5 and at most 200 rounds)
+
+
+def step_times(column: str, records: Path = RECORDS, repeats: int | None = None) -> dict:
+    """ms per estimator step (estimator_loss on one batch and its gradient to the node's parameters, as the
+    gradient-variance probe takes it) of every row, in one process on one thread, rows interleaved, repeated
+    (5 to 200 rounds, about STEP_BUDGET_S seconds); the median and the range. Written to
+    <records>/<column>_step_times.json (the part file shows it)."""
+    import torch
+
+    from zoo.config import load_config
+    from zoo.runner import build
+
+    torch.set_num_threads(1)
+    col = COLUMNS[column]
+    fits, _, _ = rows_for(column)
+    models, batch = {}, None
+    for row, r in fits.items():
+        spec = r["spec"]
+        cfg = load_config(col["recipe"], [f"model.estimator={json.dumps(spec) if isinstance(spec, dict) else spec}",
+                                          *r["settings"], *STEP_SETTINGS.get(column, [])])
+        torch.manual_seed(0)
+        dm, model = build(cfg)
+        if batch is None:
+            batch = next(iter(dm.train_dataloader()))  # one batch for every row
+        params = [p for p in (model.estimator_parameters() if hasattr(model, "estimator_parameters")
+                              else model.parameters()) if p.requires_grad]
+        models[row] = (model.train(), params, evaluations(column, r, cfg))
+
+    def one(row: str) -> float:
+        model, params, _ = models[row]
+        t0 = time.perf_counter()
+        loss = model.estimator_loss(batch)
+        torch.autograd.grad(loss, params, allow_unused=True)
+        return 1000 * (time.perf_counter() - t0)
+
+    rows = list(models)
+    t0 = time.perf_counter()
+    for row in rows:  # warm-up; its time sizes the rounds
+        one(row)
+    repeats = repeats or max(5, min(200, int(STEP_BUDGET_S / (time.perf_counter() - t0))))
+    ms: dict[str, list[float]] = {row: [] for row in rows}
+    for i in range(repeats):
+        for row in rows[i % len(rows):] + rows[:i % len(rows)]:  # each repeat starts at another row
+            ms[row].append(one(row))
+    out = {"command": f"python benchmarks/estimator_matrix.py --step-times {column}", "repeats": repeats,
+           "threads": 1, "machine": f"{platform.node()}, {platform.machine()}",
+           "load_1min": os.getloadavg()[0], "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "rows": {row: {"ms": statistics.median(v), "min": min(v), "max": max(v), "evaluations": models[row][2]}
+                    for row, v in ms.items()}}
+    records.mkdir(parents=True, exist_ok=True)
+    (records / f"{column}_step_times.json").write_text(json.dumps(out, indent=1) + "\n")
+    for row, t in out["rows"].items():
+        print(f"{column} {row}: {t['ms']:.1f} ms ({t['min']:.1f}..{t['max']:.1f}), {t['evaluations']}")
+    return out
+
+
+# ---------------------------------------------------------------- the command line
 
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(HERE))
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("--device", default="cpu", help="where the runs train: cpu (default), cuda, cuda:1, ... (recorded)")
-    ap.add_argument("--models", default=",".join(c for c in MODELS if c not in DROPPED),
-                    help=f"comma-separated, of {', '.join(MODELS)}")
-    ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--estimators", default="", help="only these rows (and the default), comma-separated")
-    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every model's training steps")
-    ap.add_argument("--parallel", type=int, default=1, help="runs at once (one torch thread each)")
-    ap.add_argument("--runs", default="runs/bench_estimator_matrix", help="the sweeps' folders go here")
-    ap.add_argument("--plan", action="store_true",
-                    help="print the cells (and why a misfit does not fit); train nothing")
-    ap.add_argument("--table", action="store_true", help="print the table of the recorded JSON; train nothing")
-    ap.add_argument("--out", default=str(OUT))
-    ap.add_argument("--merge", nargs="+", metavar="PART",
-                    help="merge these part files (columns) into --out (JSON and .md); train nothing")
+    ap.add_argument("--plan", action="store_true", help="print each column's rows (and why a misfit does not fit)")
+    ap.add_argument("--run", metavar="COLUMNS", help=f"train the missing runs of these columns ({','.join(ORDER)})")
+    ap.add_argument("--status", action="store_true", help="runs done and decidable left, per column")
+    ap.add_argument("--collect", metavar="COLUMNS", help="part file, table and figure of these columns' records")
+    ap.add_argument("--publish", action="store_true",
+                    help="estimator_matrix.{json,md} and the docs' guide from the complete columns' part files")
+    ap.add_argument("--step-times", metavar="COLUMNS", help="ms per estimator step of every row, interleaved")
+    ap.add_argument("--rows", default="", help="only these rows (and the default), comma-separated")
+    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    ap.add_argument("--records", default=str(RECORDS), help="the runs' records (committed)")
+    ap.add_argument("--runs", default="/work/matrix_runs", help="the runs' folders (disposable)")
+    ap.add_argument("--extra", action="append", default=[],
+                    help="an override every run gets (a quick look at a tiny scale; recorded)")
     args = ap.parse_args()
-    out = Path(args.out)
-    if args.merge:
-        record = merge(args.merge)
-        out.write_text(json.dumps(record, indent=1) + "\n")
-        out.with_suffix(".md").write_text(table(record) + "\n")
-        print(table(record))
-        return
-    if args.table:
-        print(table(json.loads(out.read_text())))
-        return
-    columns = args.models.split(",")
+    records, seeds = Path(args.records), tuple(int(s) for s in args.seeds.split(","))
+    only = [r for r in args.rows.split(",") if r] or None
     if args.plan:
-        for c in columns:
-            fits, why, same = rows_for(MODELS[c]["recipe"])
-            print(f"{c} ({MODELS[c]['recipe']}): " + ", ".join(f"{k}={spec_text(v)}" for k, v in fits.items())
-                  + (f" (the default is {same})" if same else ""))
+        for c in ORDER:
+            fits, why, same = rows_for(c)
+            print(f"{c} ({COLUMNS[c]['recipe']}, {COLUMNS[c]['lr_key']}={recipe_lr(c)}): "
+                  + ", ".join(f"{k}={spec_text(v['spec'])}" + (f" {' '.join(v['settings'])}" if v["settings"] else "")
+                              for k, v in fits.items()) + (f" (the default is {same})" if same else ""))
             for k, v in why.items():
                 print(f"    {k}: cannot fit: {v}")
         return
-    from bench.devices import accelerator, describe, processor, resolve_device  # torch: for the runs only
-
-    device = resolve_device(args.device)
-    acc, devices = accelerator(device)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    only = [e for e in args.estimators.split(",") if e] or None
-    t0 = time.time()
-    record = {"command": " ".join(["python", "benchmarks/estimator_matrix.py", *sys.argv[1:]]),
-              "device": str(device), "device_name": describe(device), "processor": processor(),
-              "machine": f"{platform.machine()}, {platform.python_version()}", "threads": 1,
-              "parallel": args.parallel, "seeds": seeds, "scale": args.scale, "models": {},
-              "dropped": {c: DROPPED[c] for c in DROPPED if c not in columns}}
-    for c in columns:
-        record["models"][c] = sweep_model(c, seeds, args.scale, args.runs, args.parallel, only,
-                                          [f"trainer.accelerator={acc}", f"trainer.devices={devices}"])
-        record["total_s"] = round(time.time() - t0, 1)
-        out.write_text(json.dumps(record, indent=1) + "\n")  # after each column: a partial record survives
-    out.with_suffix(".md").write_text(table(record) + "\n")
-    print(table(record))
-    print(f"{record['total_s']:.0f} s -> {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    if args.status:
+        for c in ORDER:
+            fits, _, _ = rows_for(c)
+            recs = records_of(records / c)
+            todo = plan(c, recs, [r for r in fits if not only or r == "default" or r in only], seeds)
+            spent = sum(r["wall_s"] for r in recs.values())
+            print(f"{c}: {len(recs)} runs recorded ({spent / 60:.0f} min), {len(todo)} decidable left"
+                  + (f", next {todo[0]}" if todo else ""))
+        return
+    if args.run:
+        run_columns(args.run.split(","), records, Path(args.runs), args.extra, only, seeds)
+        return
+    if args.collect:
+        for c in args.collect.split(","):
+            # a scratch records folder keeps its figures beside it
+            print(column_table(collect(c, records, figures=None if records == RECORDS else records)))
+        return
+    if args.publish:
+        publish(records)
+        return
+    if args.step_times:
+        for c in args.step_times.split(","):
+            step_times(c, records)
+        return
+    ap.print_help()
 
 
 if __name__ == "__main__":
