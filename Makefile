@@ -65,8 +65,15 @@ lint: install
 .PHONY: install demo test test-slow test-oldest test-newest test-gpu reproduce lint
 
 # the documentation site (mkdocs.yml) into build/site, strictly: a broken link, a missing page or an unreadable
-# docstring fails the build
-docs: install
+# docstring fails the build. It needs the docs extra only, not torch: mkdocstrings reads zoo's source files
+# (griffe, statically) and imports nothing of it. In a .venv that `make install` made, the dev extra has them.
+$(VENV)/.docs-installed: pyproject.toml | $(BIN)/activate
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['docs'], sep='\n')" > $(VENV)/docs-requirements.txt
+	$(BIN)/pip install -q -r $(VENV)/docs-requirements.txt
+	touch $@
+
+docs: $(VENV)/.docs-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # the gallery (docs/gallery.md, docs/gallery/*.png): pictures from every released model's weights

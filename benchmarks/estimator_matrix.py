@@ -100,13 +100,15 @@ NOTES = {  # what a reader of a column needs to know
 
 def node_of(recipe: str):
     """(model class, its StochasticNode, the recipe's model options, the recipe's estimator spec)."""
-    from zoo.config import load_config
+    from zoo.config import known_data_info, load_config
     from zoo.registry import MODELS as REGISTRY
 
-    cfg = load_config(recipe)
+    made: dict = {}
+    cfg = load_config(recipe, made=made)
     cls = REGISTRY.entry(cfg["model"]["name"]).obj
     options = {k: v for k, v in cfg["model"].items() if k != "name"}
-    node = cls.stochastic_node(cls.Config(**options))
+    node = cls.stochastic_node(cls.Config(**options), known_data_info(cfg["data"]["name"], made["data"]))  # the
+    # data's sizes its options state (the oracle's vocabulary), as the recipe check reads them
     return cls, node, options, options.get("estimator") or cls.Config().estimator
 
 

@@ -35,6 +35,27 @@ trainer: {max_epochs: 3, accelerator: cpu, enable_progress_bar: false, enable_mo
 
 
 @pytest.fixture
+def long_user_errors_lead_with_one_short_line(monkeypatch):
+    """Every UserError a test provokes in its own process reads as zoo.errors asks: a message longer than
+    LONG_MESSAGE characters says what is wrong and the fix in a first line of at most FIRST_LINE, its details
+    (files, sizes, checksums, addresses) on the lines below."""
+    from zoo.errors import FIRST_LINE, LONG_MESSAGE, UserError, reads_well
+
+    made = []
+    init = UserError.__init__
+
+    def recorded(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(UserError, "__init__", recorded)
+    yield
+    long = [str(err) for err in made if not reads_well(err)]
+    assert not long, (f"a UserError over {LONG_MESSAGE} characters whose first line is over {FIRST_LINE} "
+                      f"(give it details=[...]): {long[0]!r}")
+
+
+@pytest.fixture
 def toy_recipe(tmp_path: Path) -> Path:
     path = tmp_path / "toy.yaml"
     path.write_text(TOY_RECIPE)

@@ -10,12 +10,20 @@ recipe folder: a new recipe is covered here or excluded by name with a reason
 (``test_every_recipe_is_covered_or_excluded``). Hogwild skip-gram, which no run repeats to the bit, and a
 2-process DDP run have their own tests below. About 110 s of CPU in all (2026-11-28, 2-core machine).
 
+Every estimator that fits a model's stochastic node (the registry's, with their defaults, and ``VARIANTS``: the
+options that give an estimator state of its own) is run on that model too, killed at step 7 after a step save and
+resumed (``test_every_estimator_resumes_after_a_kill_as_the_straight_run``): the pairs in ``FAST`` in ``make test``,
+the others in ``make test-slow``; every pair's model is built in ``make test``, where none may leave an estimator's
+layer to be sized at the first batch (a checkpoint is loaded into layers that exist).
+
 The MAML cases check ``EpochSampler`` (were its order read when Lightning makes the iterator,
 before ``set_epoch``, a run resumed from an epoch-end checkpoint would train its first epoch on epoch 0's tasks)."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
+import functools
 import json
 import signal
 from dataclasses import dataclass
@@ -26,6 +34,7 @@ import torch
 from platform_testlib import forkserver, train_in_child  # tests/platform, on sys.path via conftest
 
 from zoo.config import load_config
+from zoo.options import thaw
 from zoo.recipe_files import all_recipes
 from zoo.train import train
 
@@ -309,3 +318,170 @@ def test_a_ddp_run_stopped_killed_and_resumed_ends_as_the_straight_one(tmp_path)
     run(parts, "ckpt_path=last")
     [straight] = (tmp_path / "straight").glob(f"{recipe}/*")
     compare(straight, last.parent.parent, steps)
+
+
+# ---- every estimator on every stochastic node ------------------------------------------------------------------
+# model with a stochastic node -> the cases (of CASES, or case:variant with settings of its own below) whose settings
+# train it; an estimator runs on the first of them its node fits (arm and disarm need binary latents, expectation
+# and unordered_set one latent, rloo on SeqGAN a group of sequences per start)
+ESTIMATOR_HOSTS: dict[str, list[str]] = {
+    "vae": ["vae_digits"],
+    "dvae": ["dvae_digits", "dvae_digits_binary", "dvae_digits:one_latent"],
+    "sat": ["sat_shapes_hard"],
+    "seqgan": ["seqgan_oracle_small:adversarial", "seqgan_oracle_small:group"],
+    "maml_rl": ["maml_nav2d"],
+    "ood": ["ood_toy2d"],
+}
+HOST_SETTINGS = {  # the hosts that are not cases of their own: a case's settings and these
+    "dvae_digits:one_latent": ("dvae_digits", ["model.n_latents=1"]),
+    "seqgan_oracle_small:group": ("seqgan_oracle_small:adversarial", ["model.group_size=2"]),
+}
+# each registered estimator with its defaults, and these options: the ones that give an estimator state of its own
+VARIANTS: list[dict] = [
+    {"name": "reinforce", "baseline": "ema"},  # a running mean of the cost
+    {"name": "reinforce", "baseline": "batch_mean"},
+    {"name": "reinforce", "baseline": "learned"},  # an MLP of the model's features
+    {"name": "reinforce", "baseline": "learned", "context_dim": 0},  # a learned constant (a model without features)
+    {"name": "relax", "rebar": True},  # the control variate's learned scale of the relaxed cost
+    {"name": "gumbel_softmax", "anneal_rate": 0.1},  # a temperature that falls with the step
+    {"name": "straight_through", "anneal_rate": 0.1},
+]
+# the pairs `make test` runs (the others, about 150 s of CPU: `make test-slow`): estimator state of a kind, or kept by a
+# training loop, that no recipe's own case above has (those: gumbel_softmax's schedule and relax with REBAR on the
+# discrete VAE, its learned baseline, hard attention's EMA baseline)
+FAST = {
+    "sat-relax",  # a control variate per word (per_variable), sized by the node's L locations
+    "seqgan-relax",  # a control variate reading G's hidden state, in SeqGAN's manual optimisation
+    "seqgan-reinforce[baseline=ema]",  # an EMA baseline updated at the adversarial G steps only
+    "seqgan-gumbel_softmax[anneal_rate=0.1]",  # a temperature set from SeqGAN's own count of G steps
+    "maml_rl-reinforce[baseline=learned]",  # a learned baseline of (goal, time) in MAML-RL's inner and outer losses
+}
+
+
+def spec_id(spec: dict) -> str:
+    """{name: reinforce, baseline: learned, context_dim: 0} -> 'reinforce[baseline=learned,context_dim=0]'."""
+    options = ",".join(f"{k}={v}" for k, v in spec.items() if k != "name")
+    return f"{spec['name']}[{options}]" if options else spec["name"]
+
+
+def host_settings(host: str) -> tuple[str, list[str]]:
+    """(the case whose settings a host starts from, its own settings on top)."""
+    return HOST_SETTINGS.get(host, (host, []))
+
+
+@functools.cache
+def host_config(host: str) -> tuple[dict, dict]:
+    """The host's config and its validated options objects (``load_config``'s ``made``: model and data)."""
+    case, extra = host_settings(host)
+    made: dict = {}
+    return load_config(recipe_of(case), [*CASES[case], *extra], made=made), made
+
+
+def host_node(host: str):
+    """The StochasticNode the host's model states from its options, as the recipe check sees it (no data read)."""
+    from zoo.registry import MODELS
+
+    cfg, made = host_config(host)
+    return MODELS.entry(cfg["model"]["name"]).facts["node"](made["model"])
+
+
+def estimator_fits(host: str, spec: dict) -> bool:
+    """Whether the recipe check accepts ``spec`` on the host's node: ``zoo.estimators.seam``'s check of its options
+    (a mistake there is an error here, not a misfit) and its fit to the node the model states."""
+    from zoo.estimators.seam import mismatch, requirements, resolve
+
+    node = host_node(host)
+    name, cls, opts = resolve(spec, "VARIANTS")
+    return mismatch(requirements(name, cls, opts), node, node.samples or getattr(opts, "n", None)) is None
+
+
+def estimator_pairs() -> list:
+    """pytest params (model, host, spec): each model with every estimator spec its node fits, on its first host that
+    fits; the pairs outside FAST marked slow."""
+    from zoo.registry import ESTIMATORS
+
+    specs = [{"name": name} for name in ESTIMATORS.list()] + VARIANTS
+    pairs = []
+    for model, hosts in ESTIMATOR_HOSTS.items():
+        for spec in specs:
+            host = next((h for h in hosts if estimator_fits(h, spec)), None)
+            if host is not None:
+                row = f"{model}-{spec_id(spec)}"
+                marks = () if row in FAST else (pytest.mark.slow,)
+                pairs.append(pytest.param(model, host, spec, id=row, marks=marks))
+    return pairs
+
+
+PAIRS = estimator_pairs()
+
+
+def test_every_model_with_a_stochastic_node_and_every_estimator_and_variant_has_resume_pairs():
+    from zoo.registry import ESTIMATORS, MODELS
+
+    sampling = {name for name in MODELS.list() if MODELS.entry(name).facts.get("node")}
+    assert set(ESTIMATOR_HOSTS) == sampling, "a model with a stochastic node needs hosts in ESTIMATOR_HOSTS"
+    specs = [p.values[2] for p in PAIRS]
+    for name in ESTIMATORS.list():
+        assert {"name": name} in specs, f"estimator '{name}' fits no host: add a host whose node it fits"
+    for spec in VARIANTS:
+        assert spec in specs, f"variant {spec} fits no host"
+    assert FAST <= {p.id for p in PAIRS}, "a FAST pair that is not a pair"
+
+
+@functools.cache
+def host_data_info(host: str) -> dict:
+    """The host's datamodule's ``info()`` (set up once): the sizes its model is built with."""
+    from zoo.registry import DATAMODULES
+
+    cfg, made = host_config(host)
+    datamodule = DATAMODULES.get(cfg["data"]["name"])(made["data"])
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    return datamodule.info()
+
+
+def test_every_estimators_layers_exist_at_their_size_once_the_model_is_built():
+    """Built for its node (``zoo.estimators.seam.build_for_node`` hands it the sizes the node states), no estimator
+    leaves a layer to be sized at the first batch (nn.LazyLinear): a checkpoint is loaded into, and a resume's
+    check compares, parameters that exist. The cheap half of the resume pairs below, over every pair."""
+    from torch.nn.parameter import is_lazy
+
+    from zoo.registry import MODELS
+
+    for param in PAIRS:
+        _, host, spec = param.values
+        cfg, made = host_config(host)
+        options = dataclasses.replace(made["model"], estimator=spec)  # the model checks the spec as it builds it
+        model = MODELS.get(cfg["model"]["name"])(options, host_data_info(host))
+        lazy = [name for name, t in [*model.named_parameters(), *model.named_buffers()] if is_lazy(t)]
+        assert not lazy, f"{param.id}: {lazy} have no size until the first batch"
+
+
+def run_killed(opts: list[str], recipe: str, folder: Path, steps: Steps) -> Path:
+    """Killed with SIGKILL in another process at steps.kill_at (mid-epoch 1, after a step save at steps.save_at),
+    then resumed from that save to the end. Returns the run folder."""
+    folder.mkdir()
+    killed([*opts, f"run_dir={folder}", callbacks(recipe, f"{{name: 'toymodel:KillAt', step: {steps.kill_at}}}")],
+           folder / "killed.log")
+    [last] = folder.glob(f"{recipe}/*/checkpoints/last.ckpt")
+    saved = load(last)
+    assert saved["global_step"] == steps.save_at
+    assert 0 < saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["batches"] < EPOCH  # mid-epoch 1
+    resumed = train([*opts, f"run_dir={folder}", "ckpt_path=last", callbacks(recipe)])
+    assert resumed.run_dir == last.parent.parent
+    return resumed.run_dir
+
+
+@pytest.mark.parametrize(("model", "host", "spec"), PAIRS)
+def test_every_estimator_resumes_after_a_kill_as_the_straight_run(model, host, spec, tmp_path):
+    """Each (model, estimator) pair the recipe check accepts: a run killed at a saved step and resumed ends as the
+    straight run, bit for bit (weights with the estimator's own state: baselines, control variates, temperatures)."""
+    case, extra = host_settings(host)
+    recipe = recipe_of(case)
+    steps = STEPS.get(case, Steps())
+    estimator = f"model.estimator={json.dumps(spec)}"
+    opts = [f"recipe={recipe}", *COMMON, f"checkpoint.every_n_train_steps={steps.save_at}", *CASES[case], *extra,
+            estimator]
+    assert thaw(load_config(recipe, [*CASES[case], *extra, estimator])["model"]["estimator"]) == spec
+    straight = train([*opts, f"run_dir={tmp_path}/straight", callbacks(recipe)])
+    compare(straight.run_dir, run_killed(opts, recipe, tmp_path / "parts", steps), steps)

@@ -39,6 +39,35 @@ def test_recipe_smoke(name, tmp_path: Path):
     result = train([f"recipe={name}", f"run_dir={tmp_path}/runs", "trainer.fast_dev_run=true",
                     "trainer.enable_progress_bar=false", *overrides])
     assert result is not None and result.run_dir.is_dir()
+    assert_curves_drawn(result)
+
+
+def logged_losses_in_csv(run_dir: Path) -> dict[str, list[float]]:
+    """{train/ or val/ loss: its logged values} read from the run's logs/metrics.csv with the csv module alone."""
+    import csv
+
+    with open(run_dir / "logs" / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    losses: dict[str, list[float]] = {}
+    for row in rows:
+        for key, value in row.items():
+            leaf = key.rsplit("/", 1)[-1]
+            if key.startswith(("train/", "val/")) and ("loss" in leaf or "nll" in leaf) and value:
+                losses.setdefault(key, []).append(float(value))
+    return losses
+
+
+def assert_curves_drawn(result) -> None:
+    """plots/curves.png of the run, and the figure drawn into it: a line per logged train/ and val/ loss, holding
+    the values metrics.csv holds."""
+    from zoo.callbacks.curves import Curves
+
+    assert (result.run_dir / "plots" / "curves.png").is_file()
+    drawn = next(c for c in result.model.trainer.callbacks if isinstance(c, Curves)).figure
+    lines = {line.get_label(): list(line.get_ydata()) for ax in drawn.axes for line in ax.get_lines()}
+    expected = logged_losses_in_csv(result.run_dir)
+    assert any(k.startswith("train/") for k in expected), expected  # every model logs a training loss
+    assert lines == expected
 
 
 def _one_recipe_per_model_and_data() -> list[str]:

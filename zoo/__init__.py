@@ -23,28 +23,33 @@ if _sys.argv[:1] == ["-m"] or _os.path.basename(_sys.argv[0] if _sys.argv else "
 
 
 def list_pretrained() -> dict[str, str]:
-    """The released pretrained models: {name: one-line description}, e.g. {"vae-digits": "...", ...}."""
-    from zoo.hub import pretrained_cards  # imported when used: `import zoo` stays light (zoo.hub reads files)
+    """The pretrained models ``load`` takes by name: {name: one-line description}, e.g. {"vae-digits": "...", ...};
+    the released ones, then those ``python -m zoo.pretrained export`` wrote into the working folder's
+    ``pretrained/``."""
+    from zoo.hub import entries  # imported when used: `import zoo` stays light (zoo.hub reads files)
 
-    return {name: card.get("description", "") for name, card in pretrained_cards().items()}
+    return {name: card.get("description", "") for name, (card, _) in entries().items()}
 
 
-def load(name_or_path: str, device: str | None = None):
+def load(name_or_path: str, device: str | None = None, trust_code: bool = False):
     """A model ready for inference (eval mode, no gradients needed) from a pretrained name (``list_pretrained``)
     or the path of a ``.ckpt`` written by ``python -m zoo.train``, a folder written by ``model.save_pretrained``
     or a Hugging Face Hub repository ``"hf://owner/repo"`` (docs/api.md); on ``device`` ("cuda", "cpu", ...; default:
-    the CPU). Each model's inference methods are documented in docs/api.md (``sample``, ``caption``, ...)."""
+    the CPU). Each model's inference methods are documented in docs/api.md (``sample``, ``caption``, ...).
+    The model and estimator its file names resolve to the zoo's own and the installed plugins; one named by a
+    dotted path (``"mypkg.models:MyModel"``) is refused before its module is imported, unless ``trust_code=True``
+    (as the Hub's ``trust_remote_code``)."""
     from zoo.hub import load as _load  # imported when used: `import zoo` stays light (zoo.hub reads files)
 
-    model = _load(name_or_path)
+    model = _load(name_or_path, trust_code)
     return model if device is None else model.to(device)
 
 
-def transforms(name_or_path: str):
+def transforms(name_or_path: str, trust_code: bool = False):
     """The input transforms of an image model (like torchvision's ``weights.transforms()``): what a user's
     picture goes through before the model sees it, as the card states it (size, channels, resampling, value
     range, polarity, ...), read from the card without loading the weights; for a checkpoint or an older card,
     derived from the model's config. Callable: ``zoo.transforms("vae-digits")("digit.png")`` -> (1, 8, 8)."""
     from zoo.hub import transforms as _transforms  # imported when used: `import zoo` stays light (zoo.hub reads files)
 
-    return _transforms(name_or_path)
+    return _transforms(name_or_path, trust_code)

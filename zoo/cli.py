@@ -195,9 +195,9 @@ class CommandLineParser(argparse.ArgumentParser):
 def exit_status(run: Callable[[], int]) -> int:
     """``run()``'s exit status under the zoo's rule for failures, shared by every command: a user's
     mistake (or an allocation, a permission or a full disk it caused: ``as_user_error``) is one
-    'error:' line and status 2; Ctrl-C outside training (which saves and stops on its own) is one
-    line and 130, as the shell gives a command stopped by SIGINT; anything else is a bug and keeps
-    its traceback."""
+    'error:' line (its details, where it has any, indented below) and status 2; Ctrl-C outside
+    training (which saves and stops on its own) is one line and 130, as the shell gives a command
+    stopped by SIGINT; anything else is a bug and keeps its traceback."""
     try:
         check_thread_variables()
         return run()
@@ -208,8 +208,8 @@ def exit_status(run: Callable[[], int]) -> int:
         user = as_user_error(err)
         if user is None:
             raise
-        one_line = " ".join(line.strip() for line in str(user).splitlines() if line.strip())  # Lightning's may wrap
-        print(f"error: {one_line}", file=sys.stderr)
+        one_line = " ".join(line.strip() for line in user.message.splitlines() if line.strip())  # Lightning's may wrap
+        print(f"error: {one_line}", *(f"  {line}" for line in user.details), sep="\n", file=sys.stderr)
         return user.exit_code
 
 

@@ -23,7 +23,7 @@ from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choic
 from zoo.options import validate as validate_options
 from zoo.recipe_files import find_recipe, load_recipe, merge_replacing
 from zoo.registry import DATAMODULES, MODELS, closest
-from zoo.trainer_options import check_trainer_options
+from zoo.trainer_options import check_trainer_options, trainer_arguments
 
 LOGGERS = ("csv", "wandb", "tensorboard")
 WANDB_MODES = ("online", "offline", "disabled", "shared")
@@ -87,7 +87,68 @@ class RunConfig:
 
 
 def parse_overrides(items: list[str]) -> Any:
-    return parse_dotlist(items)
+    """``key=value`` items -> the nested config merged over the recipe (``merge_replacing``). A key that names
+    a thing (``X=NAME``, ``X={name: NAME, ...}``, ``X.name=NAME``) picks it whole, so the recipe's choice and
+    its options do not carry over; the items ``X.OPTION=VALUE`` refine the thing named, wherever they stand
+    on the command line. ``X.OPTION=VALUE`` alone refines the recipe's choice."""
+    parse_dotlist(items)  # the syntax, each item on its own
+    given = [(item, item.split("=", 1)[0], _value(item)) for item in items]
+    for item, _, value in given:
+        _check_yaml_spaces(item, value)
+    picks = picked_names(given)
+    ordered = [(key, {"name": value} if isinstance(value, str) else value) for key, (_, value) in picks.items()]
+    ordered += [(key, value) for _, key, value in given if key not in picks]  # refinements after their pick
+    out = OmegaConf.create({})
+    for key, value in ordered:
+        OmegaConf.update(out, key, value, merge=True)  # as OmegaConf.from_dotlist does, item by item
+    return out
+
+
+def _value(item: str) -> Any:
+    """The value of one ``key=value`` item as OmegaConf reads it (YAML; a ``${...}`` kept as written)."""
+    return OmegaConf.to_container(OmegaConf.from_dotlist([f"value={item.split('=', 1)[1]}"]))["value"]
+
+
+def picked_names(given: list[tuple[str, str, Any]]) -> dict[str, tuple[str, Any]]:
+    """{X: (item, value)} for each key X among the overrides ``given`` ((item, key, value) each) whose last
+    value names a thing (``X=NAME`` refined by an ``X.OPTION=...`` item, or ``X={name: NAME, ...}``); a name
+    that an ``X.name=...`` item contradicts is refused."""
+    last = {key: (item, value) for item, key, value in given}
+    picks = {}
+    for key, (item, value) in last.items():
+        refined = any(other.startswith(f"{key}.") for _, other, _ in given)
+        if isinstance(value, dict) and "name" in value or isinstance(value, str) and value and refined:
+            picks[key] = (item, value)
+            name = value["name"] if isinstance(value, dict) else value
+            other = last.get(f"{key}.name")
+            if other is not None and other[1] != name:
+                raise UserError(f"'{item}' and '{other[0]}' name two things for {key}: name one, "
+                                f"e.g. {key}={other[1]}, and give its options as {key}.OPTION=VALUE")
+    return picks
+
+
+def _check_yaml_spaces(item: str, value: Any) -> None:
+    """``{name:rloo,n:1}``: YAML reads ``name:rloo`` as one key without a value, not ``name: rloo``."""
+    glued = _glued_keys(value)
+    if glued:
+        text = item.split("=", 1)[1]
+        for key in glued:  # its first colon: the one meant to end the key (a dotted path's value keeps its own)
+            text = text.replace(key, key.replace(":", ": ", 1))
+        spaced = glued[0].replace(":", ": ", 1)
+        mapping = next((m for m in re.findall(r"\{[^{}]*\}", text) if spaced in m), text)
+        mapping = re.sub(r",(?=\S)", ", ", mapping)
+        raise UserError(f"malformed override '{item}': YAML reads '{glued[0]}' as one key because no space "
+                        f"follows its colon, write {mapping}")
+
+
+def _glued_keys(value: Any) -> list[str]:
+    """Keys of the mappings in ``value`` written ``key:value`` without a space (YAML: a key, no value)."""
+    if isinstance(value, list):
+        return [k for v in value for k in _glued_keys(v)]
+    if not isinstance(value, dict):
+        return []
+    own = [k for k, v in value.items() if isinstance(k, str) and ":" in k and v is None]
+    return own + [k for v in value.values() for k in _glued_keys(v)]
 
 
 def repeated_overrides(overrides: list[str]) -> list[str]:
@@ -120,21 +181,30 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> tuple[dict, Any]
     validated = None
     if entry.config is not None:
         options, validated = validate_options(entry.config, options, at, instance=True)
-        check_stochastic_node(registry, section["name"], validated, at)
     return {"name": section["name"], **options}, validated
 
 
-def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str) -> None:
+def known_data_info(name: str, options: Any) -> dict | None:
+    """What the data's validated ``options`` state of the data info before any data are read (a data module's
+    ``known_info``, e.g. the oracle's vocabulary size), else None."""
+    known = DATAMODULES.fact(name, "known_info") if options is not None else None
+    return known(options) if callable(known) else None
+
+
+def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str, data_info: dict | None = None) -> None:
     """A model's estimator option (its validated options ``cfg``) against the stochastic node those options give:
-    the declaration's ``node`` (the zoo's own models, no torch), else the class's ``stochastic_node``. The node's
-    sizes that come from the data (context_dim, ...) do not decide the fit; the model fills them in."""
+    the declaration's ``node`` (the zoo's own models, no torch), else the class's ``stochastic_node``, given what
+    the data's options state of the data (``known_data_info``). The node's sizes that come from the data alone
+    (context_dim, ...) do not decide the fit; the model fills them in."""
     entry = registry.entry(name)
     if isinstance(entry.target, str):
         state, model = entry.facts.get("node"), entry.target.rpartition(":")[2]
     else:
         state, model = getattr(entry.obj, "stochastic_node", None), getattr(entry.obj, "__name__", "model")
-    node = state(cfg) if state is not None else None  # a plain LightningModule named by dotted path has none
-    if node is None:
+    if state is None:  # a plain LightningModule named by dotted path has none
+        return
+    node = state(cfg, data_info) if data_info else state(cfg)
+    if node is None:  # the options leave nothing to sample
         return
     spec = cfg.estimator if cfg.estimator is not None else type(cfg)().estimator
     keep_checked(cfg, spec, check_spec(spec, node, f"{where} [estimator]", model=model))
@@ -176,10 +246,10 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
     the run's constructors take as given (``zoo.runner.build``), so a section's checks run once."""
     path = find_recipe(recipe)
     where = f"recipe {path}"
-    raw = load_recipe(path)
+    from_file = load_recipe(path)
     parsed = parse_overrides(overrides or [])
     try:
-        merged = merge_replacing(raw, parsed)
+        merged = merge_replacing(from_file, parsed)
     except UserError:
         raise
     except Exception as err:  # e.g. a value where the recipe has a section
@@ -196,11 +266,21 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
     for key in raw:
         if key not in top_schema:
             sections = [s for s in ("trainer", "model", "data") if isinstance(raw.get(s), dict) and key in raw[s]]
-            hint = f" (did you mean {sections[0]}.{key}?)" if sections else closest(key, list(top_schema))
+            if not sections and key in trainer_arguments():  # a lightning.Trainer argument, without its section
+                sections = ["trainer"]
+            given = [item for item in overrides or [] if item.split("=", 1)[0] == key]
+            written = given[-1] if given else key  # the override as it was given, under its section
+            hint = f" (did you mean {sections[0]}.{written}?)" if sections else closest(key, list(top_schema))
             raise UserError(f"unknown key '{key}' in {where}{hint}. Valid top-level keys: {', '.join(top_schema)}")
     trainer = check_trainer_options(raw.get("trainer") or {}, where)  # read from Lightning's source: no torch
-    model, model_made = _section(raw, "model", MODELS, where)
-    data, data_made = _section(raw, "data", DATAMODULES, where)
+    try:
+        model, model_made = _section(raw, "model", MODELS, where)
+        data, data_made = _section(raw, "data", DATAMODULES, where)
+        if model_made is not None:  # the estimator against the node the model's and the data's options give
+            check_stochastic_node(MODELS, model["name"], model_made, f"{where} [model: {model['name']}]",
+                                  known_data_info(data["name"], data_made))
+    except UserError as err:  # an option the thing an override names or refines does not have
+        raise UserError(f"{err}{_option_hint(str(err), overrides or [], from_file, parsed)}") from None
     callbacks = check_callbacks(raw.get("callbacks", []), where)  # (name, dotted path, options) each
     top = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
     top = validate_options(RunConfig, top, where)
@@ -229,6 +309,33 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
     if made is not None:
         made.update(model=model_made, data=data_made)
     return cfg
+
+
+def _option_hint(message: str, overrides: list[str], recipe: Any, parsed: Any) -> str:
+    """For "unknown option 'OPT' in estimator 'NAME'" caused by an override ``X.OPT=V``: whether ``X``'s
+    thing was picked on the command line (its options are its own: the recipe's do not carry over) or is the
+    recipe's (refined: another is picked by naming it too)."""
+    found = re.match(r"unknown option '([^']+)' in (\w+) '([^']+)'", message)
+    if found is None:
+        return ""
+    option, kind, name = found.groups()
+    for item in overrides:
+        thing, _, last = item.split("=", 1)[0].rpartition(".")
+        if last != option or "." not in thing:  # a model's or datamodule's own key: a typo, said as it is
+            continue
+        mine = OmegaConf.select(parsed, thing, default=None)
+        before = OmegaConf.select(recipe, thing, default=None)
+        was = before.get("name") if OmegaConf.is_dict(before) else before
+        if OmegaConf.is_dict(mine) and "name" in mine:  # picked by the overrides
+            if mine["name"] != name:
+                continue
+            article = "an" if kind[0] in "aeiou" else "a"
+            namer = [i for i in overrides if i.split("=", 1)[0] in (thing, f"{thing}.name")][-1]
+            carried = f" (the recipe's {was} and its options do not carry over)" if was and was != name else ""
+            return f"; {namer} picks {name}{carried}: drop {item}, or pick {article} {kind} that has {option}"
+        whose = f"the recipe's {kind} {was}" if was else f"the model's default {kind} {name}"
+        return f"; {item} refines {whose}: to pick another {kind}, name it too ({thing}=NAME {item})"
+    return ""
 
 
 def run_monitor(name: str, cfg: dict) -> tuple[str, str] | None:

@@ -1,15 +1,41 @@
-"""User mistakes vs bugs: a UserError becomes one message and exit status 2, no traceback."""
+"""User mistakes vs bugs: a UserError becomes one message (its details, if any, on the lines below) and exit
+status 2, no traceback."""
 
 import errno
 import os
 import re
 from pathlib import Path
 
+LONG_MESSAGE = 300  # characters: a message longer than this puts its details (files, sizes, checksums, addresses)
+FIRST_LINE = 200  # on the lines below a first line of at most this many, which says what is wrong and the fix
+
 
 class UserError(Exception):
-    """A mistake the user can fix (bad recipe, bad key, missing data, bad checkpoint)."""
+    """A mistake the user can fix (bad recipe, bad key, missing data, bad checkpoint). ``message``: what is wrong
+    and the fix, one line; ``details``: lines shown below it (files, sizes, checksums, addresses), each indented."""
 
     exit_code = 2
+
+    def __init__(self, message: str = "", details: list[str] | None = None):
+        super().__init__(message, *([list(details)] if details else []))  # both in args: it pickles as it is
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    @property
+    def details(self) -> list[str]:
+        return list(self.args[1]) if len(self.args) > 1 else []
+
+    def __str__(self) -> str:
+        return "\n".join([self.message, *(f"  {line}" for line in self.details)])
+
+
+def reads_well(err: UserError) -> bool:
+    """A long message (over LONG_MESSAGE characters) has a first line of at most FIRST_LINE: what is wrong and the
+    fix, its details below."""
+    text = str(err)
+    return len(text) <= LONG_MESSAGE or len(text.splitlines()[0]) <= FIRST_LINE
 
 
 def as_user_error(err: BaseException) -> UserError | None:

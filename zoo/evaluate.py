@@ -11,6 +11,8 @@ every ``test/*`` metric as a table (or one JSON object with --json).
   plots_dir=PATH        where the model writes its test figures (default: not kept)
   matmul_precision=highest|high|medium
                         float32 products and convolutions on a GPU (as zoo.train's; default: torch's)
+  --trust-code          import the modules a checkpoint or model folder names by dotted path (its author's
+                        code; refused without it)
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from zoo import cli
 from zoo.cli import CommandLineParser, build_trainer, ctrl_c_in_lightning, exit_status, format_table, user_error_in_fit
 from zoo.config import MATMUL_PRECISIONS, repeated_overrides
 from zoo.errors import UserError
-from zoo.hub import load_any
+from zoo.hub import load_any, locate
 from zoo.messages import HeldMessages
 from zoo.options import SEED_MAX, between, choice, parse_kv, validate
-from zoo.registry import DATAMODULES
+from zoo.registry import DATAMODULES, loaded_config
 from zoo.trainer_options import check_trainer_options
 
 
@@ -62,14 +64,17 @@ def split_options(options: dict[str, Any], target: str) -> tuple[dict, dict, Eva
     return data_opts, trainer_opts, EvaluateOptions(**validate(EvaluateOptions, own, where, what="option"))
 
 
-def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, float]:
-    import lightning as L  # the front (options, --help) stays light: torch and Lightning from here on
+def evaluate(target: str, options: dict[str, Any] | None = None, trust_code: bool = False) -> dict[str, float]:
+    """The test metrics of ``target``. ``trust_code``: import the modules its file names by dotted path (model,
+    estimator, datamodule); else they are refused (``zoo.registry.loaded_config``)."""
+    data_opts, trainer_opts, own = split_options(options or {}, target)
+    locate(target)  # a mistyped name or path: answered before torch is imported
+    import lightning as L  # the front (options, target, --help) stays light: torch and Lightning from here on
 
     from zoo.callbacks.safety import ReleaseHeldMessages
     from zoo.tracking import set_float32_precision
 
-    data_opts, trainer_opts, own = split_options(options or {}, target)
-    model, info = load_any(target)
+    model, info = load_any(target, trust_code)
     data_cfg = {**info["data"], **data_opts}
     trainer_opts = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False,
                     "enable_model_summary": False, **trainer_opts}
@@ -85,7 +90,8 @@ def evaluate(target: str, options: dict[str, Any] | None = None) -> dict[str, fl
         raise UserError(f"plots_dir={plots_dir} is a file, not a folder; choose another plots_dir=")
     given = set(data_opts)  # the data options named on the command line
     name = data_cfg.pop("name")
-    entry = DATAMODULES.entry(name)
+    with loaded_config(target, trust_code or "name" in given):  # a data.name= of the user's own is trusted
+        entry = DATAMODULES.entry(name)
     if name != info["data"]["name"] and entry.config is not None:
         data_cfg = _carried_over(data_cfg, given, entry.config)
     opts = validate(entry.config, data_cfg, f"data options of {target}") if entry.config else data_cfg
@@ -132,13 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", default=[], metavar="key=value",
                         help="data.KEY=, trainer.KEY=, seed=, plots_dir=, matmul_precision=")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--trust-code", action="store_true",
+                        help="import the modules the checkpoint or model folder names by dotted path "
+                        "(its author's code)")
     try:
         args = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
     except SystemExit as exit:  # argparse: --help (0) or a usage error (2, message printed)
         return int(exit.code or 0)
 
     def run() -> int:
-        metrics = evaluate(args.target, parse_kv(args.overrides))
+        metrics = evaluate(args.target, parse_kv(args.overrides), trust_code=args.trust_code)
         for note in repeated_overrides(args.overrides):  # after the test, as zoo.train's: a mistake is the only line
             print(f"note: {note}", file=sys.stderr)
         print(json.dumps(metrics) if args.json else format_table(metrics))

@@ -26,7 +26,7 @@ from typing import Any
 
 from zoo.errors import UserError
 from zoo.paths import sha256
-from zoo.registry import MODELS
+from zoo.registry import MODELS, loaded_config
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -161,9 +161,9 @@ def read_folder(folder: str | Path, source: str | None = None) -> tuple[dict, di
         raise UserError(f"{source} has no {WEIGHTS} beside its {CONFIG}: an incomplete copy or upload?")
     actual = sha256(weights)
     if actual != card.get("sha256"):
-        raise UserError(f"refusing {source}: the sha256 of its {WEIGHTS} ({actual}) does not match its {CONFIG}'s "
-                        f"({card.get('sha256')}), so the file was changed or damaged after it was saved; save or "
-                        "download the model again")
+        raise UserError(f"refusing a model folder: the sha256 of its {WEIGHTS} does not match its {CONFIG}'s (changed "
+                        "or damaged since it was saved); save or download it again",
+                        details=[f"folder {source}", f"sha256 {actual}, its {CONFIG}'s {card.get('sha256')}"])
     try:
         state = load_file(str(weights))
     except Exception as err:  # safetensors raises its own SafetensorError, and OSError
@@ -233,10 +233,16 @@ def build(card: dict, state: dict, source: str, expected: type | None = None) ->
     return model
 
 
-def from_pretrained(target: str | Path, revision: str | None = None, expected: type | None = None) -> Any:
-    """A model from a folder written by ``save_pretrained`` or a Hub repository (``owner/repo``)."""
-    card, state, source = fetch(target, revision)
-    return build(card, state, source, expected)
+def from_pretrained(target: str | Path, revision: str | None = None, expected: type | None = None,
+                    trust_code: bool = False) -> Any:
+    """A model from a folder written by ``save_pretrained`` or a Hub repository (``owner/repo``). Its config's
+    model and estimator resolve to the zoo's own and the installed plugins; a dotted path is refused before it
+    is imported unless ``trust_code`` (``zoo.registry.loaded_config``)."""
+    with loaded_config(str(target), trust_code):
+        card, state, source = fetch(target, revision)
+        model = build(card, state, source, expected)
+    model.run_info.update(loaded_from=str(target), trust_code=trust_code)  # as zoo.load keeps them
+    return model
 
 
 def push_to_hub(model: Any, repo: str, private: bool | None = None, token: str | None = None,

@@ -5,7 +5,9 @@
   ``hf://owner/repo`` (``zoo.hf``; from the local cache when offline);
 - a pretrained entry shipped in ``zoo/pretrained/``: ``<name>.safetensors`` (the weights) next to
   ``<name>.json`` (the card: model, hyperparameters, data, recipe, exact command, metrics with
-  their split, sha256, size). The file's sha256 is checked before loading.
+  their split, sha256, size). The file's sha256 is checked before loading;
+- an entry of the user's own, written by ``python -m zoo.pretrained export`` into ``./pretrained/`` (the
+  working folder's, as ``runs/`` and ``data/``): loaded by name as the released ones, which come first.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from typing import Any
 from zoo import hf
 from zoo.errors import UserError
 from zoo.paths import sha256
-from zoo.registry import MODELS, closest
+from zoo.registry import MODELS, closest, loaded_config
 
-PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"  # the released entries (in the package)
+EXPORTS_DIR = Path("pretrained")  # the user's exports (zoo.pretrained export's default --out): the working folder's
+CARD_KEYS = ("name", "model", "weights", "sha256")  # what makes a JSON file in EXPORTS_DIR a zoo card
 
 
 def first_line(err: Exception) -> str:
@@ -51,23 +55,39 @@ def pretrained_cards(directory: Path | None = None) -> dict[str, dict]:
     return cards
 
 
+def exported_cards(directory: Path | None = None) -> dict[str, dict]:
+    """{name: card} of the entries exported into ``directory`` (default: ``./pretrained/``); its other files
+    (another tool's JSON in a folder of that common name) are not the zoo's and are passed over."""
+    directory = EXPORTS_DIR if directory is None else directory
+    if not directory.is_dir() or directory.resolve() == PRETRAINED_DIR.resolve():
+        return {}
+    cards = {}
+    for path in sorted(directory.glob("*.json")):
+        try:
+            card = json.loads(path.read_text())
+        except (ValueError, OSError):
+            continue
+        if isinstance(card, dict) and all(isinstance(card.get(k), str) for k in CARD_KEYS):
+            cards[card["name"]] = card
+    return cards
+
+
+def entries() -> dict[str, tuple[dict, Path]]:
+    """{name: (card, folder)} of every entry ``zoo.load`` finds by name: the released ones, then the user's
+    exports in ``./pretrained/`` (a released name is the released entry)."""
+    found = {name: (card, PRETRAINED_DIR) for name, card in pretrained_cards().items()}
+    for name, card in exported_cards().items():
+        found.setdefault(name, (card, EXPORTS_DIR))
+    return found
+
+
 def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
     """A zoo checkpoint, loaded safely. ``mmap``: map the tensors instead of reading them, for checks
     that look only at the metadata and shapes (a resume reads the file again in Lightning)."""
-    import torch  # imported when used: torch
-
     path = Path(path)
-    if path.is_dir():
-        raise not_a_checkpoint(path)
-    if not path.is_file():
-        raise UserError(f"checkpoint not found: {path}")
-    with open(path, "rb") as f:
-        head = f.read(2)
-    is_zip = head == b"PK"  # torch.save's format; b"\x80" opens its older plain pickle one
-    if not is_zip and head[:1] != b"\x80":
-        what = "empty" if not head else "neither a zip archive nor a pickle, as torch.save writes"
-        raise UserError(f"checkpoint {path} is corrupt or not a PyTorch file (it is {what}); "
-                        "pass a .ckpt written by `python -m zoo.train`")
+    is_zip = check_checkpoint_file(path)
+    import torch  # imported when used, once the path's own mistakes are answered: torch
+
     try:
         with warnings.catch_warnings():  # torch's note on the pickle protocol of a file refused anyway
             warnings.simplefilter("ignore")
@@ -86,6 +106,23 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
         raise UserError(f"{path} is not a zoo checkpoint (no 'zoo' section): only checkpoints written by "
                         "`python -m zoo.train` can be loaded")
     return ckpt
+
+
+def check_checkpoint_file(path: Path) -> bool:
+    """A checkpoint path's mistakes (a folder, no file, not a PyTorch file), found without torch; True for
+    torch.save's zip format, False for its older plain pickle one."""
+    if path.is_dir():
+        raise not_a_checkpoint(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint not found: {path}")
+    with open(path, "rb") as f:
+        head = f.read(2)
+    is_zip = head == b"PK"  # torch.save's format; b"\x80" opens its older plain pickle one
+    if not is_zip and head[:1] != b"\x80":
+        what = "empty" if not head else "neither a zip archive nor a pickle, as torch.save writes"
+        raise UserError(f"checkpoint {path} is corrupt or not a PyTorch file (it is {what}); "
+                        "pass a .ckpt written by `python -m zoo.train`")
+    return is_zip
 
 
 def not_a_checkpoint(folder: Path) -> UserError:
@@ -126,22 +163,32 @@ def load_checkpoint(path: str | Path) -> tuple[Any, dict]:
     return with_info(build_model(info["model"], ckpt["hyper_parameters"], ckpt["state_dict"], str(path)), info)
 
 
+def find_entry(name: str) -> tuple[dict, Path]:
+    """(card, folder) of the pretrained entry ``name``; an unknown name is a UserError (no torch needed)."""
+    found = entries()
+    if name not in found:
+        raise UserError(f"unknown pretrained model '{name}'{closest(name, list(found))}. "
+                        f"Available: {', '.join(found) or 'none'} (python -m zoo.pretrained)")
+    return found[name]
+
+
 def load_pretrained(name: str) -> tuple[Any, dict]:
+    card, folder = find_entry(name)
     from safetensors.torch import load_file  # imported when used: safetensors
 
-    cards = pretrained_cards()
-    if name not in cards:
-        raise UserError(f"unknown pretrained model '{name}'{closest(name, list(cards))}. "
-                        f"Available: {', '.join(cards) or 'none'} (python -m zoo.pretrained)")
-    card = cards[name]
-    weights = PRETRAINED_DIR / card["weights"]
+    weights = folder / card["weights"]
     if not weights.is_file():
         raise UserError(f"weights file of '{name}' is missing: {weights}")
     actual = sha256(weights)
     if actual != card["sha256"]:
-        raise UserError(f"refusing {weights}: sha256 {actual} does not match the card's {card['sha256']}, so "
-                        "the file was changed or damaged since its release. Restore the released file (in a git "
-                        f"clone of the zoo: `git checkout -- {weights}`) or reinstall the zoo")
+        if folder != PRETRAINED_DIR:
+            raise UserError(f"refusing {weights}: its sha256 does not match its card's, so the file was changed or "
+                            "damaged after it was exported; export it again (--replace)",
+                            details=[f"sha256 {actual}, its card's {card['sha256']}"])
+        raise UserError(f"refusing the weights of '{name}': their sha256 does not match the card's, so the file was "
+                        "changed or damaged since its release. Restore the released file, or reinstall the zoo",
+                        details=[f"file {weights}", f"sha256 {actual}, its card's {card['sha256']}",
+                                 f"in a git clone of the zoo: git checkout -- {weights}"])
     try:
         state = load_file(str(weights))
     except Exception as err:
@@ -169,24 +216,49 @@ def with_info(model: Any, info: dict) -> tuple[Any, dict]:
     return model, info
 
 
-def load_any(target: str) -> tuple[Any, dict]:
+def load_any(target: str, trust_code: bool = False) -> tuple[Any, dict]:
+    """(model, run info) of a pretrained name, a checkpoint path, a model folder or ``hf://owner/repo``. The names
+    its file states (model, estimator) resolve to the zoo's own and the installed plugins only; a dotted path is
+    refused before it is imported unless ``trust_code`` (``zoo.registry.loaded_config``). The run info keeps both
+    (``loaded_from``, ``trust_code``) for the names a model looks up later (the OOD model's datamodule)."""
+    with loaded_config(str(target), trust_code):
+        model, info = _load_any(target)
+    info.update(loaded_from=str(target), trust_code=trust_code)
+    return model, info
+
+
+def locate(target: str | Path) -> tuple[str, str]:
+    """What ``target`` names: ("hf", a model folder or hf://owner/repo), ("checkpoint", a .ckpt path) or
+    ("pretrained", an entry's name). Every mistake in it (empty, no such file or entry, a folder, a card's file,
+    a file that is not a checkpoint) is a UserError found without torch: the commands answer it at once."""
     if isinstance(target, Path):
         target = str(target)
     if not isinstance(target, str) or not target.strip():
         got = "an empty name" if isinstance(target, str) else f"{type(target).__name__} {target!r}"
-        raise UserError(f"nothing to load ({got}): give a pretrained name ({', '.join(pretrained_cards()) or 'none'}) "
+        raise UserError(f"nothing to load ({got}): give a pretrained name ({', '.join(entries()) or 'none'}) "
                         "or the path of a .ckpt written by `python -m zoo.train`")
     path = Path(target)
     if target.startswith(hf.PREFIX) or hf.is_model_folder(path):
-        return load_hf(target)
+        return "hf", target
     if path.suffix in (".json", ".safetensors") and path.is_file():  # a card's own file: named as its entry
         raise entry_file(path)
     if target.endswith(".ckpt") or path.is_file():
-        return load_checkpoint(path)
-    if path.is_dir() and ("/" in target or target not in pretrained_cards()):
+        check_checkpoint_file(path)
+        return "checkpoint", target
+    if path.is_dir() and ("/" in target or target not in entries()):
         raise not_a_checkpoint(path)
     if "/" in target or target.endswith((".ckpt", ".safetensors")):
         raise UserError(f"no such file: {target}")
+    find_entry(target)
+    return "pretrained", target
+
+
+def _load_any(target: str) -> tuple[Any, dict]:
+    kind, target = locate(target)
+    if kind == "hf":
+        return load_hf(target)
+    if kind == "checkpoint":
+        return load_checkpoint(target)
     return load_pretrained(target)
 
 
@@ -199,7 +271,7 @@ def entry_file(path: Path) -> UserError:
             name = str(json.loads(path.read_text())["name"])
         except (ValueError, OSError, KeyError, TypeError):
             pass
-    cards = pretrained_cards()
+    cards = entries()
     if name in cards:
         return UserError(f"{path} is the pretrained {'card' if path.suffix == '.json' else 'weights'} of "
                          f"'{name}': give its name, {name} (python -m zoo.pretrained lists the entries)")
@@ -207,20 +279,20 @@ def entry_file(path: Path) -> UserError:
                      f"`python -m zoo.train` or a pretrained name ({', '.join(cards) or 'none'})")
 
 
-def load(target: str) -> Any:
+def load(target: str, trust_code: bool = False) -> Any:
     """A ready-to-use model (eval mode, CPU) from a pretrained name, a checkpoint path, a model folder or
-    ``hf://owner/repo``."""
-    return load_any(target)[0]
+    ``hf://owner/repo``; ``trust_code``: import the modules its file names by dotted path."""
+    return load_any(target, trust_code)[0]
 
 
-def transforms(name_or_path: str) -> Any:
+def transforms(name_or_path: str, trust_code: bool = False) -> Any:
     """``zoo.transforms``: the card's input transforms (no weights loaded), else the loaded model's."""
     from zoo.core.transforms import ImageTransforms  # imported when used: torch (zoo.hub lists the cards without it)
 
-    card = pretrained_cards().get(name_or_path) if isinstance(name_or_path, str) else None
+    card = entries().get(name_or_path, (None,))[0] if isinstance(name_or_path, str) else None
     if card and card.get("transforms"):
         return ImageTransforms.from_dict(card["transforms"])
-    model = load(name_or_path)
+    model = load(name_or_path, trust_code)
     if not hasattr(model, "transforms"):
         raise UserError(f"{name_or_path} is a {type(model).__name__}, which takes no pictures: it has no image "
                         "transforms (the image models: vae, ood, sat)")

@@ -5,6 +5,8 @@ is the only line. Plain ``logging``: no torch or Lightning imported (``zoo.cli``
 from __future__ import annotations
 
 import logging
+import os
+import re
 import warnings
 
 
@@ -22,21 +24,30 @@ class _DropNoise(logging.Filter):
         return not any(text in message for text in self.DROPPED)
 
 
-def quiet_lightning() -> None:
-    """Drop four messages Lightning prints on every run that a zoo user cannot act on: the
-    advertisement for its cloud logger, its note that the model summary was given (by
-    ``console_callbacks``), torch's deprecation of ``LeafSpec`` raised from Lightning's
-    own code, and "does not have many workers" on a machine of more than 2 cores (the datamodules
-    choose their workers: 0 where the data are tensors in memory, which workers only slow down, and
-    2 where images are decoded from disk; ``data.num_workers=`` changes it). Under
-    PYTHONWARNINGS=error that last warning would end every run on such a machine. Everything else
-    Lightning says is kept."""
+def quiet_lightning(resumed: str | os.PathLike | None = None) -> None:
+    """Drop the messages Lightning prints that a zoo user cannot act on or that the zoo says better: the
+    advertisement for its cloud logger, its note that the model summary was given (by ``console_callbacks``),
+    torch's deprecation of ``LeafSpec`` raised from Lightning's own code, "does not have many workers" on a
+    machine of more than 2 cores (the datamodules choose their workers: 0 where the data are tensors in memory,
+    which workers only slow down, and 2 where images are decoded from disk; ``data.num_workers=`` changes it),
+    and its "could not find the monitored key ... HINT: Did you call log" for a val/ metric of a run stopped
+    before its first validation (a Ctrl-C, max_steps inside the first epoch: Lightning only warns before
+    validation has run, and the zoo's MonitorCheck says "the run ended before its first validation, so no best
+    checkpoint was chosen"). ``resumed``: the checkpoint folder of a run resumed in place (``ckpt_path=last``, a
+    SLURM requeue), whose "Checkpoint directory ... exists and is not empty" is its resume, not a clash; a fresh
+    run into a folder with checkpoints still gets it. Under PYTHONWARNINGS=error the workers' warning would end
+    every run on such a machine. Everything else Lightning says is kept."""
     for name in RANK_ZERO_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropNoise) for f in logger.filters):
             logger.addFilter(_DropNoise())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated")
     warnings.filterwarnings("ignore", message=r"The '\w+' does not have many workers")
+    warnings.filterwarnings("ignore", message=r"`ModelCheckpoint\(monitor='val/[^']*'\)` could not find the "
+                            r"monitored key in the returned metrics")
+    if resumed is not None:  # Lightning names the folder by its real path
+        folder = os.path.realpath(os.path.expanduser(resumed))
+        warnings.filterwarnings("ignore", message=re.escape(f"Checkpoint directory {folder} exists and is not empty"))
 
 
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")

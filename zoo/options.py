@@ -162,7 +162,8 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key", pref
     for key in options:
         if key not in names:
             raise unknown_key(key, names, where, what)
-    specs = {f.name: options.pop(f.name) for f in fields if f.metadata.get("estimator") and f.name in options}
+    specs = {f.name: refined_spec(f, options.pop(f.name)) for f in fields
+             if f.metadata.get("estimator") and f.name in options}
     for key, annotation in _bool_fields(schema).items():  # OmegaConf would read -1, 2, 'yes' or 'on' as true
         if key in options and not conforms(options[key], annotation):
             raise UserError(f"bad value for '{key}' in {where}: must be true or false, got {options[key]!r}")
@@ -373,6 +374,17 @@ def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
         else:
             out[f"{prefix}{key}"] = value
     return out
+
+
+def refined_spec(field: dataclasses.Field, spec: Any) -> Any:
+    """An estimator field's ``spec``; options without a ``name`` (``model.estimator.n=4`` where the recipe names
+    no estimator) refine the field's default estimator."""
+    if not isinstance(spec, Mapping) or "name" in spec or field.default_factory is dataclasses.MISSING:
+        return spec
+    default = field.default_factory()
+    if isinstance(default, str):
+        return {"name": default, **spec}
+    return {**default, **spec} if isinstance(default, Mapping) and "name" in default else spec
 
 
 def estimator_option(default: EstimatorSpec, doc: str = "") -> Any:

@@ -7,6 +7,9 @@ generator that samples. Examples:
   python -m zoo.predict vae-digits n=64 out=samples.png
   python -m zoo.predict sat-shapes-soft scene.png beam=3
   python -m zoo.predict seqgan-oracle-small n=5
+
+--trust-code imports the modules a checkpoint or model folder names by dotted path (its author's code;
+refused without it).
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import sys
 
 from zoo import cli
 from zoo.cli import CommandLineParser, exit_status
-from zoo.hub import load_any
+from zoo.hub import load_any, locate
 from zoo.options import parse_kv
+
+TRUST_CODE = "--trust-code"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,18 +32,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target", help="a checkpoint path or a pretrained name")
     parser.add_argument("args", nargs="*", metavar="input | key=value",
                         help="the model's inputs (files, words) and options")
+    parser.add_argument("--trust-code", action="store_true",
+                        help="import the modules the checkpoint or model folder names by dotted path "
+                        "(its author's code)")
     argv = sys.argv[1:] if argv is None else argv
-    try:  # inputs may start with '-' (a point "-4,1.5"): only -h/--help is a flag here
+    trust_code = TRUST_CODE in argv
+    argv = [a for a in argv if a != TRUST_CODE]
+    try:  # inputs may start with '-' (a point "-4,1.5"): only -h/--help and --trust-code are flags here
         args = parser.parse_args(argv if {"-h", "--help"} & set(argv) else ["--", *argv])
     except SystemExit as exit:  # argparse: --help (0) or a usage error (2, message printed)
         return int(exit.code or 0)
 
     def run() -> int:
+        locate(args.target)  # a mistyped name or path: answered before torch is imported
         import torch  # imported when used: torch
 
         options = parse_kv([a for a in args.args if "=" in a])
         inputs = [a for a in args.args if "=" not in a]
-        model, _ = load_any(args.target)
+        model, _ = load_any(args.target, trust_code)
         with torch.inference_mode():
             model.predict_cli(inputs, options)
         return 0

@@ -114,13 +114,32 @@ def named_keys(cfg: Any, prefix: str = "") -> list[str]:
     return out
 
 
+def named_refinements(base: Any, top: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted key, name) of the mappings without a ``name`` in ``top`` over a name alone in ``base``
+    (``estimator: {n: 4}`` over ``estimator: rloo``): options of the thing ``base`` names."""
+    out = []
+    if isinstance(top, dict) and isinstance(base, dict):
+        for key, value in top.items():
+            below = base.get(key)
+            if isinstance(value, dict) and "name" not in value and isinstance(below, str) and below:
+                out.append((f"{prefix}{key}", below))
+            else:
+                out += named_refinements(below, value, f"{prefix}{key}.")
+    return out
+
+
 def merge_replacing(base: Any, top: Any) -> Any:
     """OmegaConf.merge, except that a mapping with a ``name`` in ``top`` replaces the one in ``base``
     instead of merging into it: it picks a new thing, whose options must not mix with the old one's
-    (``model.estimator={name: rloo, n: 4}`` over a gumbel_softmax with tau)."""
+    (``model.estimator={name: rloo, n: 4}`` over a gumbel_softmax with tau); and a mapping of options
+    without a ``name`` over a name alone refines the thing named (``{n: 4}`` over ``rloo``: ``{name: rloo, n: 4}``)."""
     merged = OmegaConf.merge(base, top)
-    for key in named_keys(OmegaConf.to_container(top)):
+    plain_top = OmegaConf.to_container(top)
+    for key in named_keys(plain_top):
         OmegaConf.update(merged, key, OmegaConf.select(top, key), merge=False)
+    for key, name in named_refinements(OmegaConf.to_container(base), plain_top):
+        OmegaConf.update(merged, key, {"name": name, **OmegaConf.to_container(OmegaConf.select(top, key))},
+                         merge=False)
     return merged
 
 

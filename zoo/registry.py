@@ -15,6 +15,11 @@ checked before torch loads::
 A user's package registers with ``@MODELS.register("name")`` on the class, or through the Python
 entry point group ``zoo.<kind>s`` (e.g. ``[project.entry-points."zoo.models"] mymodel =
 "mypkg.models:MyModel"``).
+
+Names read from a file someone else wrote (a checkpoint's run info, a ``save_pretrained`` folder, a card) are
+resolved inside ``loaded_config(source)``: the zoo's own entries and the installed plugins only; a dotted path
+there is refused before its module is imported (importing runs the module's code), unless the user passed
+``trust_code=True`` (as the Hub's ``trust_remote_code``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +105,31 @@ def unknown_entry(kind: str, name: str, names: list[str]) -> str:
             f"{article} {kind} of your own can be named by dotted path 'package.module:Name'.")
 
 
+# the file whose names are being resolved (None: the user's own recipe, command line or code)
+_LOADED_FROM: ContextVar[str | None] = ContextVar("zoo_loaded_from", default=None)
+
+
+@contextmanager
+def loaded_config(source: str, trust_code: bool = False) -> Iterator[None]:
+    """Names looked up inside come from ``source``, a file someone else may have written: a dotted path among
+    them is refused before it is imported, unless ``trust_code`` (the user trusts the file's author)."""
+    token = _LOADED_FROM.set(None if trust_code else str(source))
+    try:
+        yield
+    finally:
+        _LOADED_FROM.reset(token)
+
+
+def untrusted_code(kind: str, name: str, source: str) -> UserError:
+    """The refusal of a dotted path read from ``source``: what and the fix first, the other fix below."""
+    return UserError(f"refusing to import the {kind} '{name}' that a loaded file names by dotted path (importing "
+                     "runs its code): pass trust_code=True (--trust-code) if you trust its author",
+                     details=[f"named in {source}",
+                              f"or install the package that publishes it under the entry point group zoo.{kind}s: "
+                              "a loaded checkpoint, model folder or card resolves only the zoo's own names and the "
+                              "installed plugins, as the Hub's trust_remote_code=False does"])
+
+
 def _entry_points(group: str) -> Any:
     """The installed packages' entry points of ``group``."""
     from importlib.metadata import entry_points  # imported when used: importlib.metadata (~40 ms, plugins only)
@@ -166,6 +198,9 @@ class Registry:
         if name in self._entries:
             return self._entries[name]
         if ":" in name:  # a user's own class by dotted path; its schema is its `Config` attribute
+            source = _LOADED_FROM.get()
+            if source is not None:  # read from someone else's file: nothing imported
+                raise untrusted_code(self.kind, name, source)
             obj = import_dotted(name)
             self._check_base(name, obj)
             return Entry(name, obj, getattr(obj, "Config", None))

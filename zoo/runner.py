@@ -21,8 +21,10 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
+from torch.nn.parameter import is_lazy
 
 from zoo.callbacks.named import build_callbacks
+from zoo.callbacks.runlog import run_console
 from zoo.callbacks.safety import (
     AtomicCheckpointIO,
     FinalCheckpoint,
@@ -42,6 +44,7 @@ from zoo.core.files import remove_empty
 from zoo.core.memory import AllocationGuard, check_step_fits
 from zoo.errors import UserError
 from zoo.options import thaw
+from zoo.record import RunRecord, run_record
 from zoo.registry import DATAMODULES, MODELS
 from zoo.runs import changed_options, check_writable, claim_run_dir, read_resume_checkpoint, resolve_run_dir
 from zoo.tracking import HeldMessages, console_callbacks, make_loggers, quiet_lightning, set_float32_precision
@@ -77,7 +80,9 @@ def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None)
     own = model.state_dict()
     fix = f"Resume with the model options the run was trained with (its config.yaml){changed_options(saved, cfg)}"
     for key, value in saved["state_dict"].items():
-        if key in own and tuple(value.shape) != tuple(own[key].shape):
+        # a lazy parameter (a layer of the user's own sized at its first batch) has no shape yet: loading the
+        # checkpoint gives it the saved one (torch's LazyModuleMixin); the zoo's models size theirs when built
+        if key in own and not is_lazy(own[key]) and tuple(value.shape) != tuple(own[key].shape):
             raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "
                             f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. {fix}")
     missing = sorted(set(own) - set(saved["state_dict"]))  # e.g. another estimator: its baseline's state
@@ -143,6 +148,7 @@ def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, r
                  *build_callbacks(thaw(cfg["callbacks"])), SignalCheckpoint(last),
                  *([Notes(notes)] if notes else [])]
     trainer_opts = thaw(cfg["trainer"])  # a plain copy: the strategy may change below
+    callbacks[:0] = run_console(trainer_opts, callbacks, run_dir)  # first: the run folder's line before Lightning's
     callbacks += console_callbacks(trainer_opts, callbacks)
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
@@ -173,6 +179,8 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
             if ckpt is not None and (run_dir / name).is_file():
                 name = f"config.resume-{1 + len(list(run_dir.glob('config.resume-*.yaml')))}.yaml"
             (run_dir / name).write_text(f"# {command}\n" + to_yaml(cfg))
+            next(c for c in trainer.callbacks if isinstance(c, RunRecord)).path = run_dir / name.replace(
+                "config", "run", 1).replace(".yaml", ".json")  # run.json, run.resume-N.json: written as fit starts
         except OSError as err:
             raise UserError(f"cannot write the run folder {run_dir}: {err.strerror or err}; "
                             "choose another run_dir=") from None
@@ -215,11 +223,13 @@ def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict |
             set_float32_precision(cfg["matmul_precision"])
         L.seed_everything(cfg["seed"], workers=True, verbose=False)
         saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
-        quiet_lightning()  # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
+        # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
+        quiet_lightning(resumed=run_dir / "checkpoints" if ckpt is not None else None)
         command = "python -m zoo.train " + shlex.join(argv)
         plain = thaw(cfg)  # in every checkpoint (loaded with weights_only=True) and sent to the loggers
+        record = run_record((validated or {}).get("model"))  # code, versions, machine, estimator: run.json
         info = {"format": 1, "model": cfg["model"]["name"], "data": plain["data"], "recipe": cfg["recipe"],
-                "command": command, "config": plain}
+                "command": command, "config": plain, "record": record}
         # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
         # it finds before then (in the data, or inside fit: a validation interval longer than the epoch) is the
         # only line
@@ -227,8 +237,8 @@ def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict |
             # the run's one Trainer, before any data is built or cached: Lightning's own checks of the trainer:
             # section (an accelerator this machine lacks, a strategy name that does not exist) come first
             trainer = make_trainer(cfg, run_dir, MODELS.get(cfg["model"]["name"]),
-                                   [RunInfo(info), ReleaseHeldMessages(held)], resumed=ckpt is not None,
-                                   notes=repeated_overrides(given))
+                                   [RunInfo(info), RunRecord(record), ReleaseHeldMessages(held)],
+                                   resumed=ckpt is not None, notes=repeated_overrides(given))
             datamodule, model = build(cfg, validated)
             # the training loader's own checks (a batch larger than the data) before Lightning prints its device
             # lines and model summary: a mistake found there is then the only line on the screen

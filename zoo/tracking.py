@@ -1,9 +1,10 @@
 """Loggers for a run: CSV (default), TensorBoard, Weights & Biases.
 
-W&B never crashes or hangs a run: without credentials it runs offline (sync later with
-`wandb sync <run_dir>/wandb/offline-run-*`); if an online start fails it falls back to offline
-with a warning. A run folder keeps its W&B run id in ``<run_dir>/wandb/run-id``: a resumed run
-(``ckpt_path=last``, a SLURM requeue) continues the same W&B run, online and offline."""
+W&B never crashes or hangs a run: without credentials it runs offline; with them, a server that does not
+answer a short probe (a compute node without network) is offline at once, and an online start that fails
+falls back to offline. An offline run says once, in one line, where it is and the `wandb sync` command that
+uploads it. A run folder keeps its W&B run id in ``<run_dir>/wandb/run-id``: a resumed run (``ckpt_path=last``,
+a SLURM requeue) continues the same W&B run, online and offline."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ import contextlib
 import netrc
 import os
 import secrets
+import ssl
 import string
 import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +26,7 @@ from typing import Any
 import torch
 from lightning.pytorch.callbacks import ModelSummary, ProgressBar, TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from zoo.errors import UserError
 from zoo.messages import HeldMessages, _DropNoise, quiet_lightning  # noqa: F401  (zoo.tracking's names too)
@@ -77,7 +84,7 @@ def wandb_run_id(run_dir: Path) -> str:
     given = os.environ.get("WANDB_RUN_ID", "").strip()
     if not path.is_file() or given:
         path.parent.mkdir(parents=True, exist_ok=True)
-        new = given or "".join(secrets.choice(RUN_ID_ALPHABET) for _ in range(8))
+        new = given or new_run_id()
         try:
             with open(path, "x") as f:
                 f.write(new + "\n")
@@ -93,22 +100,86 @@ def wandb_run_id(run_dir: Path) -> str:
     return found
 
 
-def wandb_logged_in() -> bool:
+def new_run_id() -> str:
+    return "".join(secrets.choice(RUN_ID_ALPHABET) for _ in range(8))
+
+
+def wandb_logged_in(url: str | None = None) -> bool:
+    """An API key in WANDB_API_KEY, or in ~/.netrc for the server at ``url`` (``wandb login`` writes it there)
+    or for api.wandb.ai."""
     if os.environ.get("WANDB_API_KEY"):
         return True
+    hosts = {"api.wandb.ai", urllib.parse.urlsplit(url).hostname if url else None} - {None}
     try:
-        auth = netrc.netrc().authenticators("api.wandb.ai")
+        found = netrc.netrc()
     except (FileNotFoundError, netrc.NetrcParseError, OSError):
         return False
-    return auth is not None
+    return any(found.authenticators(host) is not None for host in hosts)
 
 
-def wandb_mode(requested: str | None) -> str:
-    mode = requested or os.environ.get("WANDB_MODE") or ("online" if wandb_logged_in() else "offline")
-    if mode == "online" and not wandb_logged_in():
-        print("warning: W&B has no credentials (run `wandb login`); logging offline", file=sys.stderr)
-        mode = "offline"
-    return mode
+def wandb_mode(requested: str | None, url: str | None = None) -> tuple[str, str]:
+    """(the W&B mode, why it is offline: '' where it is not, or where the user chose it)."""
+    mode = requested or os.environ.get("WANDB_MODE") or ""
+    if mode in ("", "online", "shared") and not wandb_logged_in(url):
+        return "offline", "no credentials: `wandb login` to log online"
+    return mode or "online", ""
+
+
+def wandb_base_url() -> str:
+    """The W&B server a run logs to, as wandb finds it: WANDB_BASE_URL, else the one ``wandb login --host``
+    saved in its settings file, else wandb's default."""
+    import wandb  # imported when used: wandb
+
+    try:
+        settings = wandb.Settings()
+        settings.update_from_system_settings()
+        settings.update_from_env_vars(dict(os.environ))
+        return str(settings.base_url)
+    except Exception:  # a wandb release whose Settings reads its sources otherwise
+        return os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai"
+
+
+PROBE_TIMEOUT_S = 3.0  # how long the W&B server has to answer before a run logs offline
+
+
+def unreachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """Why the server at ``url`` cannot be reached, or None where it answers (any HTTP status, or a TLS
+    handshake whose certificate this Python does not trust: wandb may trust it). A HEAD request through the
+    environment's proxies, bounded as a whole by ``timeout`` (the name lookup included, which a socket timeout
+    does not bound): without it, a compute node without network waited wandb's init_timeout (60 s) to fail."""
+    answer: list = []
+    opener = urllib.request.build_opener(_NotFollowed)
+
+    def head() -> None:
+        try:
+            opener.open(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
+            answer.append(None)
+        except urllib.error.HTTPError:  # an answer, a redirect too
+            answer.append(None)
+        except urllib.error.URLError as err:
+            answer.append(None if isinstance(err.reason, ssl.SSLError) else str(err.reason))
+        except (OSError, ValueError) as err:  # a timeout while reading, a malformed URL
+            answer.append(str(err) or type(err).__name__)
+
+    thread = threading.Thread(target=head, name="zoo-wandb-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return answer[0] if answer else f"no answer in {timeout:g} s"
+
+
+class _NotFollowed(urllib.request.HTTPRedirectHandler):
+    """A redirect is the server's answer: where it points (a web page elsewhere) is not asked."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def say_offline(run_dir: Path, why: str, warn: bool) -> None:
+    """One line (rank 0): where the offline W&B run is, and the command that uploads it."""
+    if rank_zero_only.rank == 0:
+        level = "warning" if warn else "note"
+        print(f"{level}: W&B logs offline{f' ({why})' if why else ''} to {run_dir / 'wandb'}; upload it later "
+              f"with: wandb sync {run_dir / 'wandb' / 'offline-run-*'}", file=sys.stderr)
 
 
 _STARTED: list = []  # the WandbLoggers made in this process, whose runs the next one finishes
@@ -125,14 +196,18 @@ def finish_earlier_wandb_runs() -> None:
 
 
 def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
-
+    """The run's WandbLogger: online where credentials are found and the server answers the probe (started now,
+    so a failure shows before training), else offline, said in one line."""
     try:
         import wandb  # noqa: F401
     except ImportError:
         raise UserError("logger 'wandb' needs the wandb package: pip install wandb") from None
     finish_earlier_wandb_runs()
     opts = cfg["wandb"]
-    mode = wandb_mode(opts["mode"])
+    url = wandb_base_url()
+    mode, why = wandb_mode(opts["mode"], url)
+    asked = opts["mode"] or os.environ.get("WANDB_MODE")
+    warn = mode == "offline" and asked in ("online", "shared")  # asked for online, and not given it
     cache = home_folder("XDG_CACHE_HOME", ".cache")
     if cache is None or not writable(cache):
         # wandb's core keeps its logs and cache there: without HOME (a container, a cron job) or with a
@@ -142,17 +217,27 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
     # continues the run (online: its steps and history; offline: `wandb sync` joins the folders into one run)
     common = dict(project=opts["project"], entity=opts["entity"], save_dir=str(run_dir), tags=opts["tags"],
                   name=f"{cfg['recipe']}/{run_dir.name}", config=thaw(cfg), id=wandb_run_id(run_dir))
+    online = mode in ("online", "shared")
+    problem = unreachable(url) if online else None
+    if problem is not None:
+        mode, why, warn, online = "offline", f"its server {url} cannot be reached: {problem}", True, False
     # Lightning refuses log_model with offline mode; artifacts only make sense online.
-    logger = WandbLogger(mode=mode, log_model="all" if (mode == "online" and opts["log_model"]) else False,
+    logger = WandbLogger(mode=mode, log_model="all" if (online and opts["log_model"]) else False,
                          settings=_settings(), **common)
     _drop_anonymous(logger)
-    if mode == "online":
+    if online:
         try:
             _ = logger.experiment  # start now, so a network failure shows here and not mid-run
         except Exception as err:  # wandb raises many kinds of errors for a dead network
-            print(f"warning: W&B online start failed ({type(err).__name__}: {err}); logging offline",
-                  file=sys.stderr)
+            # wandb's service keeps the failed start's id ("run ID ... is in use"): this start takes its own;
+            # the run folder's id stays the one its next starts continue
+            common["id"] = new_run_id()
+            mode, warn = "offline", True
+            said = (str(err).strip().splitlines() or [""])[0]
+            why = f"the online start failed: {type(err).__name__}: {said}; this start's W&B run id is {common['id']}"
             logger = _drop_anonymous(WandbLogger(mode="offline", log_model=False, settings=_settings(), **common))
+    if mode == "offline":
+        say_offline(run_dir, why, warn)
     _STARTED.append(logger)
     return logger
 

@@ -27,12 +27,17 @@ usage: python -m zoo.train recipe=NAME [key=value ...]
   key=value            override any recipe key, OmegaConf dotlist syntax:
                          trainer.max_epochs=3 model.attention=hard data.batch_size=64
                          'logger=[csv,wandb]' trainer.devices=2 trainer.strategy=ddp
+  model.estimator=rloo model.estimator.n=4
+                       a key that names a thing picks it whole (the recipe's options do
+                       not carry over); KEY.OPTION=VALUE refines it, in any order
   print_config=true    print the resolved config and exit
   ckpt_path=last       resume the latest run of this recipe (or ckpt_path=PATH/TO.ckpt)
   run_dir=runs         where runs are written: <run_dir>/<recipe>/<timestamp>/
   seed=0               seeds python, numpy, torch
 
 User mistakes exit with status 2 and one message; Ctrl-C / SIGTERM save last.ckpt first.
+Progress: Lightning's bar on a terminal, a plain line per epoch otherwise (a file, SLURM's output);
+ZOO_PROGRESS=bar|lines forces either, ZOO_PROGRESS_EVERY=30 (seconds) spaces the lines inside an epoch.
 """
 
 
@@ -54,8 +59,15 @@ def split_args(argv: list[str]) -> tuple[str, list[str]]:
         else:
             overrides.append(arg)
     if not recipe:
-        raise UserError("no recipe given: python -m zoo.train recipe=NAME (see --list, and --help)")
+        named = [arg for arg in overrides if "=" not in arg and is_recipe(arg)]
+        hint = f"did you mean recipe={named[0]}? " if named else ""
+        raise UserError(f"no recipe given: {hint}python -m zoo.train recipe=NAME (see --list, and --help)")
     return recipe, overrides
+
+
+def is_recipe(word: str) -> bool:
+    """``word`` names a recipe (under recipes/) or a recipe file."""
+    return word in all_recipes() or word.endswith((".yaml", ".yml")) and Path(word).is_file()
 
 
 def train(argv: list[str]) -> Any:
@@ -114,6 +126,9 @@ def run(argv: list[str]) -> int:
         return 1
     if result is not None and result.rank_zero:
         print(f"run folder: {result.run_dir}")
+        from zoo.callbacks.runlog import end_summary  # Lightning's: imported once a run has trained
+
+        print("\n".join(end_summary(result.model.trainer, result.run_dir, tested=result.untested is None)))
         if result.untested:  # said, where a tested run lists its metrics
             last = result.run_dir / "checkpoints" / "last.ckpt"
             print(f"  not tested ({result.untested})"

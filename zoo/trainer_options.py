@@ -11,7 +11,7 @@ import datetime
 import os
 
 from zoo.errors import UserError
-from zoo.options import validate_call
+from zoo.options import signature_types, validate_call
 from zoo.source_signature import init_signature
 
 # Ranges of lightning.Trainer's numeric arguments where they differ from the zoo's ">= 0" rule:
@@ -39,6 +39,13 @@ def trainer_signature() -> object:
     import lightning as L  # imported when used: lightning (its source is not where Lightning 2 keeps it)
 
     return L.Trainer.__init__
+
+
+def trainer_arguments() -> list[str]:
+    """The keyword arguments of lightning.Trainer a recipe may set under ``trainer:``."""
+    params, _, _ = signature_types(trainer_signature())
+    return [k for k, p in params.items() if k not in (*RESERVED_TRAINER_KEYS, "self")
+            and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
 
 
 def check_trainer_options(options: dict, where: str) -> dict:

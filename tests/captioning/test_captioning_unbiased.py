@@ -84,20 +84,30 @@ def test_hard_attention_gradient_is_unbiased(estimator, R, B):
 
 def test_relax_per_word_control_variate_is_unbiased_through_the_model():
     """RELAX on hard attention (control: per_variable, the node's choice: a location is drawn given the
-    earlier words'): seed 0, R = 20 estimates of B = 1000 copies, the same Bonferroni t-test as above. Its
-    control variate is made far from zero first (output layer N(0, 1), hidden 16), so the per-word correction
-    terms c(z_t) - c(z~_t) are large; the exact gradient is the enumeration's."""
+    earlier words'): seed 0, R = 20 estimates of B = 2000 copies, the same Bonferroni t-test as above. Its
+    control variate is made far from zero first (output layer N(0, 1), hidden 16, in units of 2 nats, held fixed:
+    the estimator in eval mode), so the per-word correction terms c(z_t) - c(z~_t) are large, and the attention
+    is made to lean on the earlier words' locations (att_hid x 6, att_out x 4, the LSTM's input x 3), so that
+    what is biased over sequential draws shows. The check has power: with one control variate of the three words
+    at once (control: joint) the same draws are 23.9 standard errors off, with the words' Gumbel noise in reverse
+    order 15.0, without the correction terms 178.7; this estimate 4.1 (t = 7.05)."""
     from scipy.stats import t as student_t
 
     m = tiny({"name": "relax", "hidden": 16})
     assert m.estimator.per_variable
+    with torch.no_grad():
+        m.decoder.att_hid.weight.mul_(6)
+        m.decoder.att_out.weight.mul_(4)
+        m.decoder.lstm.weight_ih.mul_(3)
     torch.manual_seed(0)
     feats = 3 * torch.randn(1, L_LOC, D, dtype=torch.float64)
     m.hard_attention_loss(feats.expand(2, -1, -1), CAPTION.expand(2, -1))  # builds the control variate
     torch.nn.init.normal_(m.estimator.control.net[2].weight)
+    m.estimator.eval()  # its origin and unit stay as set here: c = m + 2 MLP
+    m.estimator.control.cost_scale.fill_(2.0)
     params = [p for n, p in m.named_parameters() if n.startswith("decoder.")]
     exact = flat_grad(exact_objective(m, feats), params)
-    R, B = 20, 1000
+    R, B = 20, 2000
     estimates = torch.stack([flat_grad(m.hard_attention_loss(feats.expand(B, -1, -1), CAPTION.expand(B, -1)),
                                        params) for _ in range(R)])  # (R, P)
     mean, se = estimates.mean(0), estimates.std(0) / R**0.5

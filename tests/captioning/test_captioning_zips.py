@@ -80,7 +80,8 @@ def test_zip_mistakes_are_user_errors(tmp_path):
     _, images = write_tiny_karpathy(base, "flickr8k")
     shutil.rmtree(images)
     opts = {**OPTS, "root": str(tmp_path)}
-    with pytest.raises(UserError, match=r"image folder not found .* or the zips as downloaded in .*flickr8k"):
+    with pytest.raises(UserError, match=r"(?s)image folder not found .*\(or their zips.*"
+                                        r"the zips as downloaded, in .*flickr8k"):
         KarpathyData(opts).setup()
     archive = base / "Flickr8k_Dataset.zip"
     archive.write_bytes(b"PK\x03\x04" + b"\x00" * 64)  # a zip's first bytes, then nothing of one

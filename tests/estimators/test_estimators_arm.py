@@ -129,7 +129,7 @@ def test_misuse_gets_a_clear_error():
 
 @pytest.mark.parametrize("override, why, fits", [
     (["model.estimator=disarm"], "at most 2 categories, and this node's have 10 (2 would fit)",
-     "gumbel_softmax"),
+     "dr_grpo, grpo, gumbel_softmax"),
     (["model.estimator=arm", "model.n_classes=2", "model.n_samples=3"], "n must be even, got n=3", "arm, disarm"),
 ])
 def test_the_seam_refuses_them_where_they_cannot_train_and_names_what_fits(override, why, fits):
@@ -149,3 +149,29 @@ def test_a_binary_discrete_vae_takes_them_and_lists_them_as_fits():
     dvae = MODELS.get("dvae")
     assert {"arm", "disarm"} <= set(compatible(dvae.stochastic_node(dvae.Config(n_classes=2))))
     assert not {"arm", "disarm"} & set(compatible(dvae.stochastic_node(dvae.Config(n_classes=10))))
+
+
+def test_seqgan_refuses_them_for_what_its_tokens_are_and_its_hint_leads_to_a_recipe_that_loads():
+    """The oracle's vocabulary (data.vocab_size) is G's tokens' categories before any data are read; the hint of
+    the refusal (a group per start) gives a command that loads; binary tokens drawn one after another are refused
+    before anything runs (antithetic pairs need independent draws), not at the first generator step."""
+    with pytest.raises(UserError) as err:
+        load_config("seqgan_oracle_small", ["model.estimator=arm"])
+    msg = str(err.value)
+    assert "at most 2 categories, and this node's have 1000 (2 would fit)" in msg
+    hint = msg.split("; ")[-1]
+    assert hint.startswith("model.group_size=4") and "model.estimator=rloo" in hint
+    load_config("seqgan_oracle_small", ["model.group_size=4", "model.estimator=rloo"])  # the hint's command
+    with pytest.raises(UserError, match="have 1000 \\(2 would fit\\)"):
+        load_config("seqgan_oracle_small", ["model.group_size=4", "model.estimator=arm"])
+    with pytest.raises(UserError, match="drawn independently given the input, and this node draws each given"):
+        load_config("seqgan_oracle_small", ["data.vocab_size=2", "model.group_size=2", "model.estimator=arm"])
+
+
+def test_seqgan_with_binary_tokens_and_arm_exits_2_before_training(tmp_path, capsys):
+    from zoo.train import main
+
+    code = main(["recipe=seqgan_oracle_small", "data.vocab_size=2", "model.group_size=2", "model.estimator=disarm",
+                 f"run_dir={tmp_path}/runs"])
+    assert code == 2 and "antithetic pairs" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

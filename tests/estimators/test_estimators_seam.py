@@ -16,12 +16,12 @@ from zoo.registry import MODELS
 
 # what each model's node accepts with default options: the fit of every registered estimator
 EXPECTED_FITS = {
-    "vae": ["reinforce", "reparam", "rloo"],
-    "dvae": ["gumbel_softmax", "reinforce", "relax", "rloo", "straight_through"],
-    "sat": ["gumbel_softmax", "reinforce", "relax", "rloo", "straight_through"],
-    "seqgan": ["gumbel_softmax", "reinforce", "relax", "straight_through"],
-    "ood": ["reinforce", "reparam"],
-    "maml_rl": ["reinforce", "rloo"],
+    "vae": ["dr_grpo", "grpo", "reinforce", "reinforce_pp", "reparam", "rloo"],
+    "dvae": ["dr_grpo", "grpo", "gumbel_softmax", "reinforce", "reinforce_pp", "relax", "rloo", "straight_through"],
+    "sat": ["dr_grpo", "grpo", "gumbel_softmax", "reinforce", "reinforce_pp", "relax", "rloo", "straight_through"],
+    "seqgan": ["gumbel_softmax", "reinforce", "reinforce_pp", "relax", "straight_through"],
+    "ood": ["reinforce", "reinforce_pp", "reparam"],
+    "maml_rl": ["dr_grpo", "grpo", "reinforce", "reinforce_pp", "rloo"],
 }
 SAMPLING = {"sat": {"attention": "hard"}, "ood": {"mode": "joint"}}  # the options under which they sample
 NODE_MODELS = [m for m in MODELS.list() if MODELS.get(m).stochastic_node(MODELS.get(m).Config(**SAMPLING.get(m, {})))]
@@ -144,5 +144,20 @@ def test_a_misfit_exits_2_before_anything_is_written(tmp_path, capsys):
 
     code = main(["recipe=dvae_digits", "model.estimator=expectation", f"run_dir={tmp_path}/runs"])
     assert code == 2
-    assert "Estimators that fit: gumbel_softmax" in capsys.readouterr().err
+    assert "Estimators that fit: dr_grpo, grpo, gumbel_softmax" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_docs_seqgan_refusals_are_the_tools_words():
+    """docs/estimators.md's SeqGAN column quotes the reason the recipe check gives for each estimator it refuses."""
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "estimators.md").read_text()
+    rows = [line.strip("| ").split(" | ") for line in page.splitlines() if "| refused: " in line]
+    assert len(rows) == 2, rows
+    for names, cell in rows:
+        for name in names.split(", "):
+            with pytest.raises(UserError) as err:
+                load_config("seqgan_oracle_small", [f"model.estimator={name}"])
+            why = str(err.value).split("[estimator]: ")[1].split(". Estimators that fit")[0]
+            assert cell.removeprefix("refused: ") == why, (name, why)

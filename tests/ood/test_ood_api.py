@@ -26,7 +26,7 @@ def parts(joint):
     return model_datamodule(joint).parts
 
 
-@pytest.mark.parametrize("detector", ["msp", "energy", "odin"])
+@pytest.mark.parametrize("detector", ["msp", "energy", "odin", "mahalanobis"])
 def test_detect_scores_give_the_cards_test_metrics(joint, parts, detector):
     """The card's metrics are zoo.evaluate's (tests/ood/test_ood_pretrained.py checks that to 1e-4)."""
     card = joint.run_info["card"]["metrics"]
@@ -49,10 +49,11 @@ def test_predict_proba_gives_the_cards_accuracy_and_calibrated_nll(joint, parts)
     assert torch.equal(d.labels, p.argmax(-1)) and torch.allclose(d.confidence, p.max(-1).values)
 
 
-@pytest.mark.parametrize("detector", ["msp", "energy", "odin"])
+@pytest.mark.parametrize("detector", ["msp", "energy", "odin", "mahalanobis"])
 def test_threshold_accepts_95_percent_of_the_validation_data(joint, parts, detector):
-    """msp's threshold is the stored buffer (fitted in validation); energy's and odin's are fitted lazily here
-    (the released checkpoint predates them) the same way: the 5 % quantile of the validation scores."""
+    """msp's threshold is the stored buffer (fitted in validation); mahalanobis' is fitted lazily here (the
+    released checkpoint predates it, and its Gaussians) the same way: the 5 % quantile of the validation
+    scores."""
     x_val = as_float(parts["val"][0])
     d = joint.detect(x_val, detector)
     accepted, n = int(d.is_in.sum()), len(x_val)  # 180 validation digits: 171 is 95 %
@@ -92,6 +93,39 @@ def test_training_stores_every_detectors_threshold(tmp_path, capsys):
     assert "computed it on the validation split" not in capsys.readouterr().err  # stored, not fitted here
 
 
+def test_mahalanobis_gaussians_travel_in_the_state_dict_and_old_ones_load(joint):
+    """The released model predates the Gaussians: they load nan, the first detect fits them on the training
+    split (features of the training digits: each class mean is the mean of its class's features), and a
+    state dict with them restores them as they were."""
+    older = zoo.load("ood-digits-ce")
+    assert torch.isnan(older.mahalanobis_means).all() and torch.isnan(older.mahalanobis_precision).all()
+    x = torch.rand(3, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    d = older.detect(x, "mahalanobis")
+    means = older.mahalanobis_means.clone()
+    x_train, y_train = model_datamodule(older, "fit").parts["train"]
+    with torch.no_grad():
+        feats = older.classifier.embed(as_float(x_train))
+    assert torch.allclose(means[3], feats[y_train == 3].mean(0), atol=1e-5)
+    fresh = zoo.load("ood-digits-ce")
+    fresh.load_state_dict(older.state_dict())
+    assert torch.equal(fresh.mahalanobis_means, means)
+    assert torch.allclose(fresh.detect(x, "mahalanobis").score, d.score)
+    assert d.threshold == fresh.threshold("mahalanobis")
+
+
+def test_training_fits_the_mahalanobis_gaussians_and_threshold(tmp_path):
+    """With the ODIN search, validation fits Mahalanobis' Gaussians and threshold: the checkpoint needs no lazy
+    fit, and its threshold accepts 95 % of the validation digits."""
+    from zoo.train import train
+
+    train(["recipe=ood_digits_ce", f"run_dir={tmp_path}", "trainer.max_epochs=1", "trainer.enable_progress_bar=false",
+           "model.odin_temperatures=[1000]", "model.odin_eps=[0]", "test_after_fit=false"])
+    model = zoo.load(str(next(tmp_path.glob("ood_digits_ce/*/checkpoints/last.ckpt"))))
+    assert torch.isfinite(model.mahalanobis_means).all() and torch.isfinite(model.mahalanobis_threshold)
+    x_val = as_float(model_datamodule(model).parts["val"][0])
+    assert 171 <= int(model.detect(x_val, "mahalanobis").is_in.sum()) <= 173  # 95 % of 180
+
+
 def test_detect_without_a_threshold_or_data_is_a_clear_error(joint):
     model = type(joint)(**joint.hparams)  # built by hand: no stored thresholds, no data options
     with pytest.raises(UserError, match="no stored threshold for the detector and no data options"):
@@ -129,7 +163,7 @@ def test_inputs_as_files_pil_numpy_and_tensors(joint, tmp_path):
     (lambda m: m.preprocess(np.zeros((8, 8, 3), np.uint8), resize=False), r"3 channel\(s\) \(RGB\); the model takes 1"),
     (lambda m: m.detect(np.full((8, 8), 300.0)), r"values in \[0, 1\] \(or be uint8 0..255\), got 300..300: divide"),
     (lambda m: m.preprocess(np.zeros((8, 8)), invert="maybe"), "invert must be auto, true or false"),
-    (lambda m: m.detect(torch.zeros(2, 1, 8, 8), detector="mahalanobis"), "detector must be one of msp, odin"),
+    (lambda m: m.detect(torch.zeros(2, 1, 8, 8), detector="knn"), "detector must be one of msp, odin, energy, maha"),
     (lambda m: m.predict_proba(torch.zeros(1, 8, 8)), "add the batch dimension"),
 ])
 def test_bad_input_is_one_clear_error(joint, call, expected):

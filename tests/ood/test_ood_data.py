@@ -101,7 +101,7 @@ def test_missing_or_empty_data_names_the_path(tmp_path):
         OODImages({"root": str(tmp_path), "dataset": "cifar10"}).setup()
     with pytest.raises(UserError, match=rf"train_32x32.mat and test_32x32.mat in {root}/svhn"):
         OODImages({"root": str(tmp_path), "dataset": "svhn"}).setup()
-    with pytest.raises(UserError, match=rf"train-images-idx3-ubyte.*t10k-labels-idx1-ubyte.*in {root}/mnist"):
+    with pytest.raises(UserError, match=rf"(?s)train-images-idx3-ubyte.*t10k-labels-idx1-ubyte.*in {root}/mnist"):
         OODImages({"root": str(tmp_path), "dataset": "mnist"}).setup()
     with pytest.raises(UserError, match=rf"in {root}/fashion_mnist, {root}/fashion_mnist/FashionMNIST/raw, "
                                         rf"{root}/FashionMNIST/raw"):

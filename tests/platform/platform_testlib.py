@@ -167,3 +167,24 @@ def run_forked(module: str, argv: list[str], env: dict, log_dir: Path,
         command.kill()
         raise
     return subprocess.CompletedProcess([module, *argv], command.returncode, out, out)
+
+
+def released_checkpoint(path: Path, model: str = "dvae", estimator: str | None = None, data: str | None = None) -> str:
+    """A zoo checkpoint (as zoo.train writes it) of the released dvae-digits weights, no training needed; its run
+    info names ``model``, ``estimator`` and ``data`` (the datamodule), e.g. a dotted path of someone else's."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file
+
+    from zoo.hub import PRETRAINED_DIR, pretrained_cards
+
+    card = pretrained_cards()["dvae-digits"]
+    hparams = json.loads(json.dumps(card["hyper_parameters"]))
+    if estimator is not None:
+        hparams["cfg"]["estimator"] = {"name": estimator}
+    info = {"format": 1, "model": model, "data": {**card["data"], "name": data or card["data"]["name"]},
+            "recipe": "dvae_digits", "command": "python -m zoo.train recipe=dvae_digits", "config": {"seed": 0}}
+    torch.save({"zoo": info, "state_dict": load_file(str(PRETRAINED_DIR / card["weights"])),
+                "hyper_parameters": hparams, "epoch": 0, "global_step": 1}, path)
+    return str(path)

@@ -116,7 +116,7 @@ def test_every_declared_estimator_is_an_estimator_whose_config_is_the_declared_o
     from zoo.estimators import ESTIMATORS, Estimator
 
     declared = ESTIMATORS.declared()
-    assert len(declared) == 10, declared
+    assert len(declared) == 13, declared
     for name in declared:
         entry = ESTIMATORS.entry(name)
         assert issubclass(entry.obj, Estimator) and entry.obj.Config is entry.config, name

@@ -17,6 +17,7 @@ from platform_testlib import ROOT, run_main, subprocess_env
 from zoo.core import downloads as D
 from zoo.errors import UserError
 
+pytestmark = pytest.mark.usefixtures("long_user_errors_lead_with_one_short_line")  # conftest.py: every UserError here
 HANG = 600  # seconds after which a child that should have ended is called hung: a guard, never a window to hit
 
 
@@ -100,8 +101,9 @@ def test_a_file_arrives_checked_and_a_cut_off_transfer_resumes_where_it_stopped(
 def test_a_wrong_checksum_is_refused_and_the_file_removed(server, monkeypatch, tmp_path):
     server.files["/pub/a.bin"] = b"what the server has"
     publish(monkeypatch, "a", {"a.bin": ([server.url + "/pub/a.bin"], b"what the publisher published")})
-    with pytest.raises(UserError, match=r"a.bin from http://127.0.0.1:\d+/pub/a.bin does not match its published "
-                                        r"checksum md5:[0-9a-f]{32}.*the file was removed") as err:
+    with pytest.raises(UserError, match=r"(?s)a.bin does not match its published checksum; the file was "
+                                        r"removed.*\n  a.bin from http://127.0.0.1:\d+/pub/a.bin: "
+                                        r"md5:[0-9a-f]{32} published") as err:
         D.fetch("a", tmp_path)
     assert err.value.exit_code == 2
     assert [p.name for p in tmp_path.iterdir()] == [".a.fetch.lock"]  # neither the file nor a part of it
@@ -118,14 +120,18 @@ def test_no_server_is_one_error_naming_the_addresses_and_download_false_touches_
     with pytest.raises(UserError) as err:
         D.fetch("gone", tmp_path, missing=UserError("gone not found in here"))
     message = str(err.value)
-    assert message.startswith("gone not found in here. Could not fetch gone.bin; tried: "), message
-    assert f"http://127.0.0.1:{port}/gone.bin (ConnectionError" in message, message
-    assert "https://publisher.example.org/gone.bin (not tried: ZOO_OFFLINE=1)" in message, message
-    assert "\n" not in message and time.monotonic() - start < 60  # refused at once, no retry loop
+    lines = message.splitlines()  # what is wrong and the fix, then the details a line each
+    assert lines[0].startswith("gone is missing and could not be fetched: on a machine with internet"), message
+    assert lines[1:3] == ["  gone not found in here", "  gone.bin tried at:"], message
+    assert f"    http://127.0.0.1:{port}/gone.bin (ConnectionError" in lines[3], message
+    assert lines[4] == "    https://publisher.example.org/gone.bin (not tried: ZOO_OFFLINE=1)", message
+    assert lines[5:] == [f"  gone (https://example.org/gone) into {tmp_path}/:",
+                         f"    gone.bin (1 KB, {md5(b'x')}) from {' or '.join(urls)}"], message
+    assert time.monotonic() - start < 60  # refused at once, no retry loop
     server.files["/pub/b.bin"] = b"b"
     publish(monkeypatch, "b", {"b.bin": ([server.url + "/pub/b.bin"], b"b")})
-    with pytest.raises(UserError, match=rf"data.download=false: nothing is fetched. Fetch b \(.*\) into {tmp_path}/: "
-                                        rf"b.bin \(1 KB, md5:\w+\) from {server.url}/pub/b.bin"):
+    with pytest.raises(UserError, match=rf"b is missing and data.download=false: nothing is fetched.*\n  b \(.*\) "
+                                        rf"into {tmp_path}/:\n    b.bin \(1 KB, md5:\w+\) from {server.url}/pub/b.bin"):
         D.fetch("b", tmp_path, download=False)
     assert server.log == [] and not (tmp_path / "b.bin").exists()
 
@@ -149,6 +155,7 @@ WAITER = """
 import sys
 from pathlib import Path
 from zoo.core import downloads as D
+
 
 class Told(D.FileLock):  # says when it starts waiting for the lock the test holds
     def acquire(self, *args, **kwargs):
@@ -223,10 +230,12 @@ def test_vae_mnist_refuses_a_file_whose_checksum_differs_exit_status_2(server, m
     files = serve_mnist(server, monkeypatch, tmp_path, bad="t10k-images-idx3-ubyte.gz")
     code, err = run_main([*MNIST_ARGS, f"data.root={tmp_path / 'data'}", f"run_dir={tmp_path}/runs"], capsys)
     said = err.strip().splitlines()
-    assert code == 2 and "Traceback" not in err and said[-1].startswith("error: "), err
-    fetched = [line.split(" (")[0] for line in said[:-1]]
+    error = next(i for i, line in enumerate(said) if line.startswith("error: "))  # its details below it
+    assert code == 2 and "Traceback" not in err and all(line.startswith("  ") for line in said[error + 1:]), err
+    fetched = [line.split(" (")[0] for line in said[:error]]
     assert fetched == [f"fetching {n}" for n in list(files)[:3]], said  # the bad one is the third
     assert "MNIST not found" in err and "t10k-images-idx3-ubyte.gz from " + server.url in err, err
+    assert len(said[error]) <= len("error: ") + 200, said[error]
     assert "does not match its published checksum" in err and "the file was removed" in err, err
     kept = sorted(p.name for p in (tmp_path / "data" / "mnist").iterdir() if not p.name.startswith("."))
     assert kept == ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"]  # fetched before it; none after
@@ -262,10 +271,12 @@ def test_two_ddp_processes_fetch_the_data_once(server, tmp_path):
 def test_download_false_names_what_to_fetch_and_where_from_the_command_line(tmp_path, capsys):
     code, err = run_main(["recipe=maml_omniglot_5w1s", f"data.root={tmp_path}", "data.download=false",
                           f"run_dir={tmp_path}/runs"], capsys)
-    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    assert "Omniglot not found" in err and "data.download=false: nothing is fetched" in err, err
-    assert (f"into {tmp_path / 'omniglot'}/: images_background.zip (9.5 MB, md5:68d2efa1b9178cc56df9314c21c6e718) "
-            "from https://raw.githubusercontent.com/brendenlake/omniglot/master/python/images_background.zip") in err
+    first, *details = err.strip().splitlines()  # what is wrong and the fix; the files and addresses below
+    assert code == 2 and "Traceback" not in err and first.startswith("error: ") and len(first) < 200, err
+    assert "data.download=false: nothing is fetched" in first and "Omniglot not found" in details[0], err
+    assert details[-3].endswith(f" into {tmp_path / 'omniglot'}/:"), err
+    assert details[-2] == ("    images_background.zip (9.5 MB, md5:68d2efa1b9178cc56df9314c21c6e718) from "
+                           "https://raw.githubusercontent.com/brendenlake/omniglot/master/python/images_background.zip")
     assert not (tmp_path / "omniglot").exists()
 
 
@@ -273,28 +284,30 @@ def test_imagenet_weights_offline_say_where_to_put_them(monkeypatch, tmp_path):
     from zoo.models.captioning.nets import TorchvisionEncoder
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
-    with pytest.raises(UserError, match=r"ImageNet weights for resnet\w* not found at .*Copy the file there .*"
-                                        r"ZOO_OFFLINE=1: not fetched"):
+    with pytest.raises(UserError, match=r"ImageNet weights for resnet\w* not found: copy the file .*"
+                                        rf"ZOO_OFFLINE=1: not fetched\)\n.*\n  its place: {tmp_path}/"):
         TorchvisionEncoder("resnet50")
 
 
 @pytest.mark.parametrize("make, expected", [
     (lambda root: ("ood_images", {"root": root, "dataset": "svhn"}),
-     "SVHN not found.* into {root}/svhn/: train_32x32.mat \\(182 MB, md5:e26dedcc434d2e4c54c9b2d4a06d8373\\) from "
-     "http://ufldl.stanford.edu/housenumbers/train_32x32.mat; test_32x32.mat"),
+     "SVHN not found.* into {root}/svhn/:\n    train_32x32.mat "
+     "\\(182 MB, md5:e26dedcc434d2e4c54c9b2d4a06d8373\\) from "
+     "http://ufldl.stanford.edu/housenumbers/train_32x32.mat\n    test_32x32.mat"),
     (lambda root: ("ood_images", {"root": root, "dataset": "cifar10"}),
-     "CIFAR-10 not found.* into {root}/: cifar-10-binary.tar.gz \\(162 MB, md5:c32a1d4ab5d03f1284b67883e8d87530\\)"),
+     "CIFAR-10 not found.* into {root}/:\n    cifar-10-binary.tar.gz "
+     "\\(162 MB, md5:c32a1d4ab5d03f1284b67883e8d87530\\)"),
     (lambda root: ("ood_images", {"root": root, "dataset": "fashion_mnist"}),
-     "into {root}/fashion_mnist/: train-images-idx3-ubyte.gz .* from http://fashion-mnist"),
+     "into {root}/fashion_mnist/:\n    train-images-idx3-ubyte.gz .* from http://fashion-mnist"),
     (lambda root: ("karpathy", {"root": root, "dataset": "coco"}),
-     "into {root}/: caption_datasets.zip \\(36 MB\\) from https://cs.stanford.edu/people/karpathy/deepimagesent/"),
+     "into {root}/:\n    caption_datasets.zip \\(36 MB\\) from https://cs.stanford.edu/people/karpathy/deepimagesent/"),
 ])
 def test_each_datamodule_names_its_files_and_folder_with_download_false(make, expected, tmp_path):
     from zoo.registry import DATAMODULES
 
     name, cfg = make(str(tmp_path))
     dm = DATAMODULES.get(name)({**cfg, "download": False})
-    with pytest.raises(UserError, match=expected.format(root=tmp_path)):
+    with pytest.raises(UserError, match="(?s)" + expected.format(root=tmp_path)):
         dm.prepare_data()
     assert not any(tmp_path.iterdir())  # nothing written, nothing fetched
 
@@ -304,8 +317,9 @@ def test_coco_images_are_fetched_into_their_folder_once_the_splits_are_there(tmp
 
     (tmp_path / "caption_datasets.zip").write_bytes(b"")  # the split file is there: only the images are missing
     dm = KarpathyData({"root": str(tmp_path), "dataset": "coco", "download": False})
-    with pytest.raises(UserError, match=rf"into {tmp_path}/coco/: train2014.zip \(13 GB, md5:0da8c0bd3d6becc4dcb3275"
-                                        r"7491aca88\) from http://images.cocodataset.org/zips/train2014.zip; "
+    with pytest.raises(UserError, match=rf"into {tmp_path}/coco/:\n    train2014.zip \(13 GB, "
+                                        r"md5:0da8c0bd3d6becc4dcb32757491aca88\) from "
+                                        r"http://images.cocodataset.org/zips/train2014.zip\n    "
                                         r"val2014.zip \(6.2 GB"):
         dm.prepare_data()
 
@@ -370,7 +384,7 @@ def test_imagenet_weights_are_fetched_into_torch_hubs_cache_checked_by_the_hash_
     server.files["/weights/tiny-00000000.pth"] = buf.getvalue()
     fetch_weights("tiny", tmp_path / "hub" / "checkpoints" / name, f"{server.url}/weights/{name}")
     assert torch.equal(torch.load(tmp_path / "hub" / "checkpoints" / name, weights_only=True)["w"], torch.arange(3.0))
-    with pytest.raises(UserError, match=r"ImageNet weights for tiny not found .* Fetching it failed: .*hash"):
+    with pytest.raises(UserError, match=r"(?s)ImageNet weights for tiny not found: .*\n  fetching it failed: .*hash"):
         fetch_weights("tiny", tmp_path / "hub" / "checkpoints" / "tiny-00000000.pth",
                       f"{server.url}/weights/tiny-00000000.pth")
     assert not (tmp_path / "hub" / "checkpoints" / "tiny-00000000.pth").exists()  # refused, not kept

@@ -3,8 +3,11 @@ or testing starts: a mistake Lightning finds inside fit or test before then is t
 and a run that starts prints them once, in order."""
 
 import logging
+import os
+import signal
+import warnings
 
-import lightning  # noqa: F401  (imported before the tests: its log handler keeps the real stderr)
+import lightning as L  # imported before the tests: its log handler keeps the real stderr
 import pytest
 from platform_testlib import run_main
 
@@ -110,6 +113,7 @@ def test_the_same_console_output_with_rich_installed(tmp_path, monkeypatch, ligh
     from zoo.train import train
 
     monkeypatch.setattr(callback_connector, "_RICH_AVAILABLE", True)
+    monkeypatch.setenv("ZOO_PROGRESS", "bar")  # the progress bar, as on a terminal (else plain lines: no bar)
     result = train(["recipe=vae_digits", f"run_dir={tmp_path}/runs", "trainer.max_steps=2",
                     "trainer.limit_val_batches=1", "trainer.limit_test_batches=1"])
     kinds = [type(c) for c in result.model.trainer.callbacks]
@@ -151,3 +155,46 @@ def test_matmul_precision_sets_both_switches_and_answers_lightnings_tip(tmp_path
         assert "must be one of [None, 'highest', 'high', 'medium'], got 'fast'" in capsys.readouterr().err
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+class CtrlC(L.Callback):
+    """Presses Ctrl-C (SIGINT to this process) once the training step ``at`` is done."""
+
+    def __init__(self, at: int = 2):
+        self.at = at
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.at:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def train_warned(argv: list[str]) -> tuple[object, list[str]]:
+    """``zoo.train.train(argv)``: its result and the warnings that reached the screen (those the zoo's filters let
+    through)."""
+    from zoo.train import train
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = train(argv)
+    return result, [str(w.message) for w in caught]
+
+
+def test_an_early_ctrl_c_gets_the_zoos_note_alone(toy_recipe, tmp_path, capsys):
+    """Stopped before its first validation, a run has no val/ metric for its best checkpoint: the zoo's note says
+    so, without Lightning's "could not find the monitored key ... HINT: Did you call log" beside it."""
+    result, warned = train_warned([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "test_after_fit=false",
+                                   f"callbacks=[{{name: '{__name__}:CtrlC', at: 2}}]"])
+    err = capsys.readouterr().err
+    assert result.interrupted and (result.run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert "before its first validation, so no best checkpoint was chosen by val/loss" in err, err
+    assert not [w for w in warned if "monitored key" in w], warned
+
+
+def test_a_resumed_run_is_not_warned_of_its_own_checkpoint_folder(toy_recipe, tmp_path, monkeypatch):
+    common = [f"recipe={toy_recipe}", f"run_dir={tmp_path}", "test_after_fit=false"]
+    first, _ = train_warned([*common, "trainer.max_epochs=1"])
+    _, warned = train_warned([*common, "trainer.max_epochs=2", "ckpt_path=last"])
+    assert not [w for w in warned if "exists and is not empty" in w], warned
+    monkeypatch.setenv("ZOO_RUN_DIR", str(first.run_dir))  # a fresh run into that folder: a clash, still said
+    _, warned = train_warned([*common, "trainer.max_epochs=1"])
+    assert [w for w in warned if "exists and is not empty" in w], warned

@@ -39,6 +39,20 @@ def test_sigterm_mid_epoch_then_resume_matches_uninterrupted_run(toy_recipe, tmp
     assert_same(a["state_dict"], b["state_dict"])
 
 
+def test_a_lazy_layer_of_the_users_own_resumes_from_the_saved_shapes(toy_recipe, tmp_path):
+    """A layer sized at its first batch (nn.LazyLinear) has no shape when a resumed run builds the model: the
+    checkpoint's check skips it and loading the checkpoint gives it the saved one; the run ends as the straight one."""
+    opts = [f"recipe={toy_recipe}", "trainer.max_epochs=3", *COMMON, "model.lazy=true"]
+    straight = train([*opts, f"run_dir={tmp_path}/straight"])
+    cut = train([*opts, f"run_dir={tmp_path}/cut", f"callbacks=[{SIGNAL_AT_11}]"])
+    assert cut.interrupted
+    resumed = train([*opts, f"run_dir={tmp_path}/cut", "ckpt_path=last"])
+    a, b = (load(r.run_dir / "checkpoints" / "last.ckpt") for r in (straight, resumed))
+    assert a["global_step"] == b["global_step"] == 24
+    assert a["state_dict"]["net.0.weight"].shape == (16, 8)
+    assert_same(a["state_dict"], b["state_dict"])
+
+
 def test_ema_checkpoints_hold_the_live_weights_and_resume_exactly(toy_recipe, tmp_path):
     """With an averaging callback, last.ckpt's live weights are the trained ones, not the average the
     callback copies into the model at the end, and a resumed run goes on from them."""

@@ -86,7 +86,7 @@ def test_a_section_key_given_without_its_section_is_named_with_it(toy_recipe, tm
     code, err = run_main([f"recipe={toy_recipe}", "--max_epochs=1"], capsys)
     assert_refused(code, err, r"without dashes and with their section, section\.max_epochs=1", tmp_path / "runs")
     code, err = run_main([f"recipe={toy_recipe}", "max_epochs=1"], capsys)
-    assert_refused(code, err, r"unknown key 'max_epochs' .*\(did you mean trainer\.max_epochs\?\)", tmp_path / "runs")
+    assert_refused(code, err, r"unknown key 'max_epochs' .*\(did you mean trainer\.max_epochs=1\?\)", tmp_path / "runs")
 
 
 def test_recipe_given_twice_is_noted(toy_recipe, tmp_path, capsys):

@@ -124,7 +124,7 @@ def test_resuming_with_other_sizes_is_refused_before_the_run_folder(trained, tmp
 def test_evaluate_and_predict_bad_options(trained, capsys):
     assert evaluate.main([str(trained), "bogus=1"]) == 2
     assert "unknown option 'bogus'" in capsys.readouterr().err
-    assert evaluate.main([str(trained), "data.batch_sise=3"]) == 2
+    assert evaluate.main([str(trained), "data.batch_sise=3", "--trust-code"]) == 2  # toymodel:Toy, by dotted path
     assert "batch_size" in capsys.readouterr().err
     assert predict.main(["no-such-model"]) == 2
     assert "unknown pretrained model" in capsys.readouterr().err
@@ -138,7 +138,7 @@ def test_evaluate_and_predict_bad_options(trained, capsys):
 ])
 def test_evaluate_bad_options(option, expected, trained, tmp_path, capsys):
     (tmp_path / "file").write_text("x")
-    assert evaluate.main([str(trained), option.replace("FILE", str(tmp_path / "file"))]) == 2
+    assert evaluate.main([str(trained), option.replace("FILE", str(tmp_path / "file")), "--trust-code"]) == 2
     err = capsys.readouterr().err
     assert expected in err and len(err.strip().splitlines()) == 1, err
 
@@ -154,16 +154,20 @@ def test_export_refuses_a_name_that_is_not_a_file_stem(name, trained, capsys):
 
 
 def test_export_does_not_overwrite_an_entry_without_replace(trained, capsys):
-    """A released card (here vae-digits) is not overwritten by a reused --name."""
+    """A released card (here vae-digits) is not overwritten by a reused --name, nor shadowed by an export of
+    that name into ./pretrained/ (zoo.load would load the released one)."""
     from zoo.hub import PRETRAINED_DIR
     from zoo.pretrained.__main__ import main as pretrained_main
 
     card = PRETRAINED_DIR / "vae-digits.json"
     before = card.read_bytes()
-    assert pretrained_main(["export", str(trained), "--name", "vae-digits"]) == 2
+    assert pretrained_main(["export", str(trained), "--name", "vae-digits", "--out", str(PRETRAINED_DIR)]) == 2
     err = capsys.readouterr().err
     assert "exists" in err and "--replace" in err and len(err.strip().splitlines()) == 1, err
     assert card.read_bytes() == before
+    assert pretrained_main(["export", str(trained), "--name", "vae-digits"]) == 2
+    err = capsys.readouterr().err
+    assert "name of a released entry" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_predict_inputs_may_look_like_flags(capsys):

@@ -86,6 +86,7 @@ class ToyConfig:
     # (the first one after the sanity check) or "test"; "" never. See hold() for the handshake.
     hold_dir: str = ""  # the handshake's folder (a test's tmp_path)
     val_draws: bool = False  # validation draws from torch's RNG (as the OOD model's does), changing training's draws
+    lazy: bool = False  # the first layer is nn.LazyLinear, sized at the first batch (a layer of a user's own)
 
 
 class Toy(ZooModule):
@@ -95,7 +96,8 @@ class Toy(ZooModule):
 
     def __init__(self, cfg, data_info=None):
         super().__init__(cfg, data_info)
-        self.net = nn.Sequential(nn.Linear(self.data_info["dim"], self.cfg.hidden), nn.ReLU(),
+        first = nn.LazyLinear(self.cfg.hidden) if self.cfg.lazy else nn.Linear(self.data_info["dim"], self.cfg.hidden)
+        self.net = nn.Sequential(first, nn.ReLU(),
                                  nn.Dropout(self.cfg.dropout), nn.Linear(self.cfg.hidden, 1))
 
     def loss(self, batch):

@@ -118,7 +118,8 @@ def test_training_loss_is_the_estimators_surrogate():
 
 
 def test_estimator_choices_are_checked():
-    with pytest.raises(UserError, match="per categorical variable.*fit: gumbel_softmax, reinforce, relax, rloo"):
+    fits = "dr_grpo, grpo, gumbel_softmax, reinforce, reinforce_pp, relax, rloo"
+    with pytest.raises(UserError, match=f"per categorical variable.*fit: {fits}"):
         DiscreteVAE({"estimator": "expectation"}, INFO)
     with pytest.raises(UserError, match="rsample|continuous"):
         DiscreteVAE({"estimator": "reparam"}, INFO)

@@ -8,9 +8,9 @@ and the checked file is renamed into place (never half of one under its name). O
 at a time (a file lock in the folder): DDP ranks started together, or two runs sharing a data
 folder, wait for the first and then find the files there.
 
-Switches: ``data.download=false`` never touches the network (the error names each file, its
-addresses and the folder to put it in); ``ZOO_OFFLINE=1`` refuses every address outside 127.0.0.1
-(the test suite sets it); ``ZOO_DATA_MIRROR=URL`` is looked at first.
+Switches: ``data.download=false`` never touches the network (the error says what to do, then names
+each file, its addresses and the folder to put it in, a line each); ``ZOO_OFFLINE=1`` refuses every
+address outside 127.0.0.1 (the test suite sets it); ``ZOO_DATA_MIRROR=URL`` is looked at first.
 """
 
 from __future__ import annotations
@@ -134,11 +134,19 @@ def addresses(remote: Remote) -> list[str]:
     return ([f"{mirror.rstrip('/')}/{remote.name}"] if mirror else []) + list(remote.urls)
 
 
-def _where(data: Published, folder: Path, files: list[Remote]) -> str:
-    """One line: the files, their sizes, checksums and addresses, and the folder they go to."""
-    each = [f"{r.name} ({r.size}{', ' + r.checksum if r.checksum else ''}) from {' or '.join(addresses(r))}"
+def _where(data: Published, folder: Path, files: list[Remote]) -> list[str]:
+    """The details of a refused fetch, a line each: the folder the files go to, then each file with its size,
+    checksum and addresses, and the publisher's note."""
+    each = [f"  {r.name} ({r.size}{', ' + r.checksum if r.checksum else ''}) from {' or '.join(addresses(r))}"
             for r in files]
-    return f"{data.title} ({data.page}) into {folder}/: {'; '.join(each)}"
+    return [f"{data.title} ({data.page}) into {folder}/:", *each, *([data.note] if data.note else [])]
+
+
+def _found(missing: UserError | None) -> list[str]:
+    """The reader's own message (the layouts it looked for) and its details, among the refusal's details."""
+    if missing is None:
+        return []
+    return [" ".join(missing.message.split()), *(f"  {line}" for line in missing.details)]
 
 
 def _present(folder: Path, remote: Remote) -> bool:
@@ -151,32 +159,32 @@ def fetch(name: str, folder: str | Path, download: bool = True, missing: UserErr
     ``missing``: the reader's error (it leads every message, as it names the layouts looked for).
     Returns ``folder``."""
     data, folder = DATASETS[name], Path(folder)
-    lead = f"{str(missing).rstrip('.')}. " if missing else ""  # messages stay one line
     todo = [r for r in data.files if not _present(folder, r) and (only is None or r.name in only)]
     if not todo:
         return folder
     if not download:
-        raise UserError(f"{lead}data.download=false: nothing is fetched. Fetch {_where(data, folder, todo)}; "
-                        "or drop data.download=false to have them fetched (ZOO_DATA_MIRROR=URL is tried first)")
+        raise UserError(f"{data.title} is missing and data.download=false: nothing is fetched. Put the files below "
+                        "in place, or drop data.download=false to have them fetched (ZOO_DATA_MIRROR=URL first)",
+                        details=[*_found(missing), *_where(data, folder, todo)])
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UserError(f"{lead}cannot make {folder} to fetch {data.title} into ({err}): point data.root at a "
-                        "folder you may write in") from None
+        raise UserError(f"cannot make {folder} to fetch {data.title} into ({err}): point data.root at a "
+                        "folder you may write in", details=_found(missing)) from None
     try:
         with FileLock(str(folder / f".{name}.fetch.lock"), timeout=LOCK_WAIT):  # one process fetches, others wait
             for remote in todo:
                 if not _present(folder, remote):  # another process may have fetched it while this one waited
-                    _fetch_one(data, remote, folder, lead, todo)
+                    _fetch_one(data, remote, folder, missing, todo)
     except Timeout:
-        raise UserError(f"{lead}another process held {folder}/.{name}.fetch.lock for {LOCK_WAIT:.0f} s: if none "
-                        "is fetching any more, remove the lock file") from None
+        raise UserError(f"another process held {folder}/.{name}.fetch.lock for {LOCK_WAIT:.0f} s: if none "
+                        "is fetching any more, remove the lock file", details=_found(missing)) from None
     return folder
 
 
-def _fetch_one(data: Published, remote: Remote, folder: Path, lead: str, todo: list[Remote]) -> None:
+def _fetch_one(data: Published, remote: Remote, folder: Path, missing: UserError | None, todo: list[Remote]) -> None:
     """``remote`` into ``folder``, from the first address that serves it; ``todo``: every file still missing,
-    named in the error when none does."""
+    named in the error when none does; ``missing``: the reader's error, among the details."""
     pooch.get_logger().setLevel("WARNING")  # its lines go to a handler bound at import; the zoo says its own
     tried = []
     for url in addresses(remote):
@@ -200,19 +208,21 @@ def _fetch_one(data: Published, remote: Remote, folder: Path, lead: str, todo: l
             except ValueError as err:  # pooch: the checksum differs (the file is removed)
                 part.unlink(missing_ok=True)
                 got = re.search(r"but got (\w+)", str(err))
-                raise UserError(f"{lead}{remote.name} from {url} does not match its published checksum "
-                                f"{remote.checksum} (it has {got.group(1) if got else str(err)[:100]}); the file was "
-                                f"removed. Fetch it again, or from another address, into {folder}/") from None
+                raise UserError(f"{remote.name} does not match its published checksum; the file was removed. Fetch "
+                                "it again, or from another address, into the folder below",
+                                details=[f"into {folder}/", f"{remote.name} from {url}: {remote.checksum} published, "
+                                         f"{got.group(1) if got else str(err)[:100]} received", *_found(missing)]
+                                ) from None
         else:
             tried.append(f"{url} (cut off {1 + RESUMES} times; run again to resume from {part})")
             continue
         if (folder / remote.name).is_file():
             _unpack(remote, folder)
             return
-    note = f" {data.note}" if data.note else ""
-    raise UserError(f"{lead}Could not fetch {remote.name}; tried: " + "; ".join(tried) +
-                    f".{note} On a machine with internet, fetch {_where(data, folder, todo)}; "
-                    "or serve the files at a mirror (ZOO_DATA_MIRROR=URL looks for URL/<file name>)")
+    raise UserError(f"{data.title} is missing and could not be fetched: on a machine with internet, fetch the files "
+                    "below; or serve them at a mirror (ZOO_DATA_MIRROR=URL looks for URL/<file name>)",
+                    details=[*_found(missing), f"{remote.name} tried at:", *(f"  {t}" for t in tried),
+                             *_where(data, folder, todo)])
 
 
 REASONS = (("NameResolutionError", "host name not resolved: no network, or no DNS"),

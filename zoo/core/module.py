@@ -242,8 +242,11 @@ class ZooModule(L.LightningModule):
         return hf.push_to_hub(self, repo_id, private=private, token=token, commit_message=commit_message)
 
     @classmethod
-    def from_pretrained(cls, folder_or_repo: str | Path, revision: str | None = None) -> ZooModule:
+    def from_pretrained(cls, folder_or_repo: str | Path, revision: str | None = None,
+                        trust_code: bool = False) -> ZooModule:
         """The model saved in a folder by ``save_pretrained``, or in a Hub repository ``owner/name`` (downloaded
         into huggingface_hub's cache; from the cache when offline), in eval mode on the CPU. On a model class
-        (``LatentVAE.from_pretrained``) a folder of another model is refused."""
-        return hf.from_pretrained(folder_or_repo, revision, expected=None if cls is ZooModule else cls)
+        (``LatentVAE.from_pretrained``) a folder of another model is refused. ``trust_code``: import the modules
+        its config.json names by dotted path (else refused, as the Hub's ``trust_remote_code``)."""
+        return hf.from_pretrained(folder_or_repo, revision, expected=None if cls is ZooModule else cls,
+                                  trust_code=trust_code)

@@ -8,8 +8,8 @@
 Each estimator declares its ``Capabilities``; a model declares its ``StochasticNode`` and the recipe
 loader checks the pair (``seam.py``).
 
-Registered: reparam, reinforce, rloo, gumbel_softmax, straight_through, expectation, unordered_set, relax,
-arm, disarm.
+Registered: reparam, reinforce, rloo, grpo, dr_grpo, reinforce_pp, gumbel_softmax, straight_through, expectation,
+unordered_set, relax, arm, disarm.
 The built-ins are declared in ``options.py`` with their options (no torch). Your own:
 ``@register_estimator("mine", config=MyOptions)`` on an ``Estimator`` subclass, a dotted
 path ``"pkg.mod:MyEstimator"``, or the entry point group ``zoo.estimators``.
@@ -29,7 +29,7 @@ _EXPORTS = {
     "gumbel": ("gumbel_max_sample", "gumbel_topk", "gumbel_with_maximum", "sample_gumbel",
                "shift_gumbel_maximum", "truncated_gumbel"),
     "options": ("EstimatorOptions",),
-    "reinforce": ("RLOO", "Reinforce", "reward_to_go"),
+    "reinforce": ("DrGRPO", "GRPO", "RLOO", "Reinforce", "ReinforcePP", "reward_to_go"),
     "relax": ("Relax",),
     "relaxed": ("GumbelSoftmax", "StraightThrough"),
     "reparam": ("Reparam",),

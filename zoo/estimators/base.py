@@ -35,7 +35,33 @@ register_estimator = ESTIMATORS.register  # a user's own: @register_estimator("n
 
 @dataclass
 class StochasticSample:
-    """What ``Estimator.sample`` returns. Leading dim of every tensor is the sample dim n."""
+    """What ``Estimator.sample`` returns: the sample the model consumes, and what ``Estimator.loss`` needs to
+    score it. The leading dim of every tensor is the sample dim n; ``B`` is the distribution's batch shape,
+    ``K`` a categorical's number of categories, ``E`` a continuous distribution's event shape.
+
+    Attributes:
+        value: What the model consumes: ``(n, *B, K)`` one-hot (or relaxed, for ``gumbel_softmax``) for a
+            categorical; ``(n, *B, *E)`` for a continuous distribution (``rsample``, with the pathwise gradient).
+        log_prob: ``(n, *B)`` log-probability of the (hard) sample, with its gradient to the distribution's
+            parameters (what a score-function estimator multiplies by the cost).
+        dist: The distribution sampled from (an entropy bonus reads it).
+        index: ``(n, *B)`` integer category of each draw of a categorical; ``None`` for other distributions.
+        weights: ``(n, *B)`` how ``loss`` combines the n samples: ``None`` is the Monte Carlo mean (1/n each);
+            ``expectation`` sets the categories' exact probabilities.
+        extras: Estimator-specific tensors that travel with the sample (e.g. the Gumbel noise RELAX keeps):
+            a model that hands the sample on as it is keeps them.
+
+    Examples:
+        ```python
+        import torch
+        from zoo.estimators import get_estimator
+
+        logits = torch.zeros(4, 3, requires_grad=True)       # B = (4,), K = 3: a Categorical
+        s = get_estimator("reinforce").sample(logits, n=2)
+        assert s.value.shape == (2, 4, 3) and s.log_prob.shape == s.index.shape == (2, 4)
+        assert s.n == 2 and s.batch_shape == (4,)
+        ```
+    """
 
     value: Tensor  # what the model consumes: (n, *B, K) one-hot / relaxed, or (n, *B, *E) rsample
     log_prob: Tensor  # (n, *B) log-prob of the (hard) sample, with grad to the dist parameters
@@ -46,10 +72,12 @@ class StochasticSample:
 
     @property
     def n(self) -> int:
+        """The number of samples, ``log_prob.shape[0]``."""
         return self.log_prob.shape[0]
 
     @property
     def batch_shape(self) -> torch.Size:
+        """``B``, the distribution's batch shape: ``log_prob.shape[1:]``."""
         return self.log_prob.shape[1:]
 
 
@@ -99,8 +127,57 @@ def check_cost(s: StochasticSample, cost: Tensor, name: str) -> Tensor:
 
 
 class Estimator(nn.Module):
-    """Base class. Subclasses set ``Config`` (options dataclass), ``capabilities`` and implement
-    ``sample`` and ``loss``; ``requirements(options)`` refines the capabilities for given options."""
+    """The base class of every gradient estimator: it samples a stochastic node (``sample``) and turns the
+    cost the model pays for the samples into a surrogate loss whose gradient estimates ``grad E[cost]``
+    (``loss``). A subclass sets ``Config`` (its options, a dataclass) and ``capabilities``, and implements
+    ``sample`` and ``loss``; ``requirements(options)`` refines the capabilities for given options.
+
+    An estimator is an ``nn.Module``: its state (an EMA baseline, a learned baseline or control variate, a
+    temperature schedule) is saved in checkpoints, and trained by the model's optimizer when the model holds
+    the estimator as an attribute. Build one by name with ``get_estimator``; register your own with
+    ``@register_estimator("name", config=Options)``.
+
+    Attributes:
+        Config: The options dataclass; ``get_estimator`` validates a recipe's options against it and passes
+            the instance as ``options``.
+        capabilities: What the estimator can train (``Capabilities``), checked against a model's
+            ``StochasticNode`` when a recipe loads; ``None``: undeclared, never refused.
+        unbiased: Whether ``E[grad loss] == grad E[cost]``; set from ``capabilities.unbiased``.
+        name: The registry name, set by ``get_estimator``.
+        options: The validated options (an instance of ``Config``).
+
+    Examples:
+        A pathwise estimator, scaled (the README's "your own estimator in ~10 lines"):
+
+        ```python
+        from dataclasses import dataclass
+
+        import torch
+        from torch.distributions import Normal
+        from zoo.estimators import Capabilities, Estimator, StochasticSample, get_estimator, register_estimator
+
+        @dataclass
+        class ScaledOptions:
+            scale: float = 1.0  # multiplies the pathwise gradient
+
+        @register_estimator("scaled_reparam_example", config=ScaledOptions)
+        class ScaledReparam(Estimator):
+            Config = ScaledOptions
+            capabilities = Capabilities(distributions="continuous", differentiable_cost=True)
+
+            def sample(self, dist, n=None):
+                z = dist.rsample((self._n(n),))
+                return StochasticSample(value=z, log_prob=dist.log_prob(z), dist=dist)
+
+            def loss(self, s, cost, context=None):
+                return self.options.scale * cost.mean()
+
+        est = get_estimator("scaled_reparam_example", scale=2.0)
+        mu = torch.zeros(5, requires_grad=True)
+        s = est.sample(Normal(mu, 1.0), n=3)                 # s.value: (3, 5)
+        est.loss(s, s.value ** 2).backward()                 # mu.grad: (5,), 2x reparam's estimate
+        ```
+    """
 
     Config: type = EstimatorOptions
     capabilities: Capabilities | None = None  # None: undeclared (a user's estimator), never refused
@@ -133,9 +210,56 @@ class Estimator(nn.Module):
         self.wants_variable_cost = bool(required and required.per_variable_cost)
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
+        """Draw ``n`` samples of ``dist`` for the model to consume.
+
+        Args:
+            dist: A ``torch.distributions`` object of batch shape ``B``, or a logits tensor ``(*B, K)``
+                (a Categorical over its last dim).
+            n: Samples per input; ``None``: the estimator's option ``n`` (1 when it has none).
+
+        Returns:
+            The samples: ``value`` ``(n, *B, K)`` one-hot for a categorical or ``(n, *B, *E)``, and
+            ``log_prob`` ``(n, *B)`` (``StochasticSample``).
+
+        Examples:
+            ```python
+            import torch
+            from zoo.estimators import get_estimator
+
+            s = get_estimator("rloo", n=4).sample(torch.zeros(8, 10))   # logits: 8 inputs, 10 categories
+            assert s.value.shape == (4, 8, 10) and s.log_prob.shape == (4, 8)
+            ```
+        """
         raise NotImplementedError
 
     def loss(self, s: StochasticSample, cost: Tensor, context: Tensor | None = None) -> Tensor:
+        """The surrogate loss: a scalar whose gradient (to the distribution's parameters, and through
+        ``s.value`` to whatever the cost depends on) estimates ``grad E[cost]``.
+
+        Args:
+            s: What ``sample`` returned (or ``observe`` scored), with the graph to the distribution.
+            cost: ``(n, *C)``, one cost per sample and input, ``C`` a prefix of the sample's batch shape ``B``
+                (hard attention: ``B = (batch, T)``, one cost per caption ``C = (batch,)``). It keeps its
+                graph: the pathwise part of the gradient flows through it as usual.
+            context: ``(*C, F)`` features of each input, for an estimator that reads them (a learned
+                baseline); ``None`` otherwise.
+
+        Returns:
+            A scalar. For a score-function estimator its value is the mean cost, so logging the loss logs
+            the cost.
+
+        Examples:
+            ```python
+            import torch
+            from zoo.estimators import get_estimator
+
+            logits = torch.zeros(4, 3, requires_grad=True)
+            est = get_estimator("reinforce", baseline="ema", decay=0.9)
+            s = est.sample(logits, n=2)
+            cost = (s.index == 2).float()                    # (n, *B) = (2, 4): a cost for category 2
+            est.loss(s, cost).backward()                     # logits.grad: (4, 3), pushes category 2 down
+            ```
+        """
         raise NotImplementedError
 
     def set_step(self, step: int) -> None:
@@ -155,7 +279,27 @@ class Estimator(nn.Module):
 # ---- options ------------------------------------------------------------------------------------
 def get_estimator(spec: str | Mapping | Estimator, **options: Any) -> Estimator:
     """Build an estimator from a name, a ``{"name": ..., **options}`` mapping (a recipe's
-    ``estimator:`` section), or a dotted path ``"pkg.mod:Cls"``; an Estimator is returned as is."""
+    ``estimator:`` section), or a dotted path ``"pkg.mod:Cls"``; an Estimator is returned as is.
+
+    Args:
+        spec: A registered name (``python -m zoo.estimators list``), a mapping with ``name`` and options, a
+            dotted path to an ``Estimator`` subclass, or an ``Estimator`` (returned unchanged).
+        **options: The estimator's options (its ``Config`` fields), checked: an unknown option or a wrong
+            type is a ``UserError`` that names the options there are.
+
+    Returns:
+        The estimator, an ``nn.Module`` (hold it as an attribute of the model so that its state is saved and
+        trained).
+
+    Examples:
+        ```python
+        from zoo.estimators import get_estimator
+
+        a = get_estimator("reinforce", baseline="ema", decay=0.9)
+        b = get_estimator({"name": "rloo", "n": 4})          # a recipe's estimator: section
+        assert a.name == "reinforce" and b.options.n == 4
+        ```
+    """
     if isinstance(spec, Estimator):
         if options:
             raise UserError("get_estimator: options given together with an estimator instance")

@@ -2,7 +2,7 @@
 
 For any b that does not depend on the sample z, E[(f(z) - b) grad log p(z)] = E[f(z) grad log p(z)]
 because E[grad log p(z)] = grad sum_z p(z) = grad 1 = 0. A b close to E[f] removes most of the
-variance. Every baseline here is independent of the sample it is used with, so all stay unbiased:
+variance. These five are independent of the sample they are used with, so all stay unbiased:
 - ``none``: b = 0.
 - ``ema``: b <- decay * b + (1 - decay) * mean cost, updated *after* use (Show, Attend and Tell,
   decay 0.9); only updated in training mode.
@@ -11,6 +11,19 @@ variance. Every baseline here is independent of the sample it is used with, so a
 - ``rloo``: mean cost of the other n - 1 samples of the same input (Kool et al. 2019, "Buy 4
   REINFORCE samples, get a baseline for free"); needs n >= 2.
 - ``learned``: a small MLP b(context) regressed on the detached cost with MSE (Mnih & Gregor 2014).
+
+The group estimators of language-model RL practice (one group = the n samples of one input) change the
+advantage itself, and are biased for grad E[cost] (``tests/estimators/test_estimators_group.py`` shows it by
+exact enumeration):
+- ``grpo``: (f - mean of the group) / (std of the group + eps), the group's sample std ("DeepSeekMath: Pushing
+  the Limits of Mathematical Reasoning in Open Language Models"): dividing by a std computed from the
+  samples themselves reweights each group, which changes the direction of the expected gradient; n >= 2.
+- ``dr_grpo``: f - mean of the group, the sample's own cost included ("Understanding R1-Zero-Like Training: A
+  Critical Perspective"): exactly (n - 1) / n times the leave-one-out advantage, so its expectation is
+  (n - 1) / n grad E[cost] (the direction unbiased, the scale not); n >= 2.
+- ``reinforce_pp``: (f - mean of the batch) / (std of the batch + eps), over every sample, input and cost
+  position of the call ("REINFORCE++: A Simple and Efficient Approach for Aligning Large Language Models"):
+  the mean includes the sample itself and the std depends on the samples, so it is biased for a finite batch.
 """
 
 from __future__ import annotations
@@ -22,12 +35,41 @@ from torch import Tensor, nn
 from zoo.errors import UserError
 from zoo.estimators.options import BASELINES
 
+STD_EPS = 1e-4  # added to a group's or batch's std before dividing (TRL's GRPOTrainer's value): equal costs give 0
+
 
 class Baseline(nn.Module):
-    """forward(cost (n, *C) detached, context) -> (b broadcastable to (n, *C), detached; aux loss or None)."""
+    """A control variate for REINFORCE: ``forward(cost, context) -> (b, aux)``; ``advantage(cost, context) ->
+    (the advantage that weights grad log p, b, aux)``, ``cost - b`` unless the baseline rescales it (grpo,
+    reinforce_pp). This base class is the ``none`` baseline (b = 0); ``make_baseline`` builds the others by their
+    option names.
+
+    Examples:
+        ```python
+        import torch
+        from zoo.estimators.baselines import make_baseline
+
+        b, aux = make_baseline("rloo", decay=0.9, context_dim=None, hidden=64)(torch.tensor([[1.0], [3.0]]), None)
+        assert b.tolist() == [[3.0], [1.0]] and aux is None   # each sample's baseline: the other's cost
+        ```
+    """
 
     def forward(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """The baseline for these costs.
+
+        Args:
+            cost: ``(n, *C)``, detached: the cost of each sample.
+            context: ``(*C, F)`` features of each input, or None (only ``learned`` reads them).
+
+        Returns:
+            ``b``, broadcastable to ``(n, *C)`` and detached (the estimator uses ``cost - b``), and ``aux``, a
+            scalar loss that trains the baseline's own parameters (``learned``: its MSE to the cost), or None.
+        """
         return torch.zeros((), dtype=cost.dtype, device=cost.device), None
+
+    def advantage(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        b, aux = self(cost, context)
+        return cost - b, b, aux
 
 
 class EMABaseline(Baseline):
@@ -60,14 +102,48 @@ class BatchMeanBaseline(Baseline):
         return (total - cost) / (m - 1), None  # (n, *C) leave-one-out mean
 
 
+def check_group(cost: Tensor, name: str) -> int:
+    n = cost.shape[0]
+    if n < 2:
+        raise UserError(f"baseline '{name}' needs n >= 2 samples per input (est.sample(dist, n=...)); got n={n}")
+    return n
+
+
 class RLOOBaseline(Baseline):
     def forward(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        n = cost.shape[0]
-        if n < 2:
-            raise UserError(
-                "baseline 'rloo' needs n >= 2 samples per input (est.sample(dist, n=...)); got n=1"
-            )
+        n = check_group(cost, "rloo")
         return (cost.sum(0, keepdim=True) - cost) / (n - 1), None  # (n, *C)
+
+
+class GroupMeanBaseline(Baseline):
+    """Dr. GRPO's: the mean cost of the group, the sample's own included."""
+
+    def forward(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        check_group(cost, "dr_grpo")
+        return cost.mean(0, keepdim=True), None  # (1, *C)
+
+
+class GroupNormBaseline(Baseline):
+    """GRPO's: the group's mean, and the advantage divided by the group's sample std."""
+
+    def forward(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        check_group(cost, "grpo")
+        return cost.mean(0, keepdim=True), None  # (1, *C)
+
+    def advantage(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        b, _ = self(cost, context)
+        return (cost - b) / (cost.std(0, keepdim=True) + STD_EPS), b, None  # (n, *C)
+
+
+class BatchNormBaseline(Baseline):
+    """REINFORCE++'s: the mean and std of every cost of the call (samples, inputs, positions)."""
+
+    def forward(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        return cost.mean(), None
+
+    def advantage(self, cost: Tensor, context: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        b = cost.mean()
+        return (cost - b) / (cost.std(unbiased=False) + STD_EPS), b, None  # (n, *C)
 
 
 class LearnedBaseline(Baseline):
@@ -114,4 +190,10 @@ def make_baseline(kind: str, decay: float, context_dim: int | None, hidden: int)
         return RLOOBaseline()
     if kind == "learned":
         return LearnedBaseline(context_dim, hidden)
+    if kind == "grpo":
+        return GroupNormBaseline()
+    if kind == "dr_grpo":
+        return GroupMeanBaseline()
+    if kind == "reinforce_pp":
+        return BatchNormBaseline()
     raise UserError(f"unknown baseline '{kind}'; choose one of {', '.join(BASELINES)}")

@@ -13,7 +13,32 @@ DISTRIBUTIONS = ("continuous", "categorical", "any")
 @dataclass(frozen=True)
 class Capabilities:
     """What an estimator can do, declared on its class (``capabilities = Capabilities(...)``) and
-    checked against a model's ``StochasticNode`` when a recipe is loaded (``zoo.estimators.seam``)."""
+    checked against a model's ``StochasticNode`` when a recipe is loaded (``zoo.estimators.seam``): a
+    misfit is refused with a message that names the reason and the estimators that fit.
+
+    Attributes:
+        distributions: ``"continuous"``: needs ``rsample``; ``"categorical"``: needs logits; ``"any"``: needs
+            ``log_prob`` only.
+        differentiable_cost: True: the gradient goes through the sample into the cost.
+        per_variable_cost: True: needs one cost per categorical variable (exact enumeration).
+        min_samples: Samples per input it needs (a leave-one-out baseline: 2).
+        paired_samples: True: draws its samples in antithetic pairs, so n must be even.
+        max_categories: The most categories a variable may have (binary-only estimators: 2); None: any.
+        unbiased: Whether ``E[grad of the surrogate] == grad E[cost]``.
+        context: Reads per-position features from the model (a learned baseline).
+        own_samples: True: scores only samples from its own ``sample()``, whose noise it keeps.
+        cost_function: True: needs the cost at any (relaxed) value: the model passes ``cost_fn=`` to ``loss``.
+        sequential: False: unbiased only when the variables one cost scores are drawn independently given the
+            input (a control variate that reads them all at once).
+
+    Examples:
+        ```python
+        from zoo.estimators import Capabilities
+
+        caps = Capabilities(distributions="categorical", min_samples=2)   # e.g. a leave-one-out estimator
+        assert caps.describe() == "unbiased, categorical, n >= 2"
+        ```
+    """
 
     distributions: str = "any"  # continuous: needs rsample | categorical: logits | any: needs log_prob only
     differentiable_cost: bool = False  # True: the gradient goes through the sample into the cost
@@ -52,7 +77,40 @@ NODE_KINDS = ("continuous", "categorical", "discrete")
 @dataclass(frozen=True)
 class StochasticNode:
     """Where a model samples, and what the cost downstream of the sample allows: stated by the model from
-    its validated options (``stochastic_node(cfg, data_info)``), so every number is concrete."""
+    its validated options (``stochastic_node(cfg, data_info)``), so every number is concrete. The recipe
+    loader checks the recipe's estimator against it (its ``Capabilities``) before torch is imported.
+
+    Attributes:
+        kind: ``"continuous"`` (has ``rsample``), ``"categorical"`` (logits) or ``"discrete"`` (any other
+            ``log_prob``).
+        differentiable_cost: The cost is a differentiable function of the sample's value.
+        per_variable_cost: Each categorical variable has its own cost (exact enumeration works).
+        multi_sample: The model can draw n >= 2 samples per input (leave-one-out baselines).
+        own_samples: What ``est.loss`` scores carries what ``est.sample`` drew, its extras (the noise) included;
+            False: the model draws or assembles its samples itself (e.g. token by token).
+        sequential: The variables one cost scores are drawn one after another, each distribution depending on
+            the earlier draws (a caption's attention locations).
+        coupling: Why the cost couples the variables, when it does (said in a per-variable estimator's refusal).
+        cost_function: The model passes ``cost_fn(value) -> (n, *C)``, its cost at any (relaxed) value, to
+            ``est.loss`` when the estimator asks (REBAR's term).
+        context: The model passes features as ``est.loss(..., context=)`` (a learned baseline reads them).
+        context_dim: Their size (None: not known until the data are read).
+        variables: Categorical variables one cost scores (1: per-variable estimators fit); None: not stated.
+        categories: Categories of each categorical variable (binary-only estimators fit 2).
+        samples: Samples per input the model asks for (None: the estimator's own n).
+        sample_size: Values of the sample one cost scores: a control variate's input (relax).
+        hint: Appended to misfit errors, e.g. a model option that avoids sampling altogether.
+
+    Examples:
+        A model class states its node from its options; ``compatible`` lists the estimators that fit it:
+
+        ```python
+        from zoo.estimators import StochasticNode, compatible
+
+        node = StochasticNode(kind="categorical", differentiable_cost=False, variables=1, categories=3)
+        assert "rloo" in compatible(node) and "gumbel_softmax" not in compatible(node)
+        ```
+    """
 
     kind: str  # continuous (has rsample) | categorical (logits) | discrete (any other log_prob)
     differentiable_cost: bool  # the cost is a differentiable function of the sample's value
@@ -99,23 +157,27 @@ def mismatch(req: Capabilities | None, node: StochasticNode, n: int | None = Non
                     "variables (1 would fit)")
         why = f" ({node.coupling})" if node.coupling else ""
         return f"it needs one cost per categorical variable, and this node's cost couples its variables{why}"
-    if req.min_samples > 1 and not node.multi_sample:
-        return f"it needs n >= {req.min_samples} samples per input, and this model draws one"
-    if req.min_samples > 1 and n is not None and n < req.min_samples:
-        return f"it needs n >= {req.min_samples} samples per input, got n={n}"
-    if req.paired_samples and n is not None and n % 2:
-        return f"it draws its samples in antithetic pairs, so n must be even, got n={n}"
+    # the variables' own kind first: no sample count fixes it
     if req.max_categories is not None and node.categories is None:
         return (f"it handles variables of at most {req.max_categories} categories, and this node does not state "
                 "how many its variables have")
     if req.max_categories is not None and node.categories > req.max_categories:
         return (f"it handles variables of at most {req.max_categories} categories, and this node's have "
                 f"{node.categories} ({req.max_categories} would fit)")
+    if req.min_samples > 1 and not node.multi_sample:
+        return f"it needs n >= {req.min_samples} samples per input, and this model draws one"
+    if req.min_samples > 1 and n is not None and n < req.min_samples:
+        return f"it needs n >= {req.min_samples} samples per input, got n={n}"
+    if req.paired_samples and n is not None and n % 2:
+        return f"it draws its samples in antithetic pairs, so n must be even, got n={n}"
     if req.cost_function and not node.cost_function:
         return "it evaluates the cost at relaxed samples (REBAR's term), and this model gives no cost function"
     if req.own_samples and not node.own_samples:
         return ("it scores only samples from its own sample() (it keeps their Gumbel noise), and this model "
                 "draws or assembles its samples itself")
+    if not req.sequential and node.sequential and req.paired_samples:
+        return ("its antithetic pairs share one uniform per variable under the same logits, so the variables must be "
+                "drawn independently given the input, and this node draws each given the earlier draws")
     if not req.sequential and node.sequential:
         return ("its control variate reads all the variables of a cost at once, which is biased when each is drawn "
                 "given the earlier draws, as this node's are (relax: control: per_variable fits)")

@@ -15,7 +15,10 @@ from zoo.estimators.fit import Capabilities
 from zoo.options import between, choice, positive
 from zoo.registry import ESTIMATORS
 
-BASELINES = ("none", "ema", "batch_mean", "rloo", "learned")  # REINFORCE's baselines (baselines.py)
+BASELINES = ("none", "ema", "batch_mean", "rloo", "learned", "grpo", "dr_grpo", "reinforce_pp")  # REINFORCE's
+# baselines (baselines.py)
+GROUP_BASELINES = ("rloo", "grpo", "dr_grpo")  # need n >= 2 samples per input: a group
+BIASED_BASELINES = ("grpo", "dr_grpo", "reinforce_pp")  # rescale the advantage: biased for grad E[cost]
 
 
 @dataclass
@@ -27,10 +30,11 @@ class EstimatorOptions:
 class ReinforceOptions:
     """Checked by ``zoo.options.validate`` (choices, ranges; numbers without a range are >= 0)."""
 
-    baseline: str = choice("none", list(BASELINES))  # none | ema | batch_mean | rloo | learned (baselines.py)
+    baseline: str = choice("none", list(BASELINES))  # none | ema | batch_mean | rloo | learned | grpo | dr_grpo |
+    # reinforce_pp (baselines.py; the last three are biased)
     decay: float = between(0.9, 0.0, 1.0, high_open=True)  # EMA baseline: b <- decay * b + (1 - decay) * mean cost
     entropy_weight: float = 0.0  # entropy bonus: loss -= weight * mean entropy of the distribution
-    n: int = positive(1)  # samples per input when sample() is called without n (rloo needs >= 2)
+    n: int = positive(1)  # samples per input when sample() is called without n (rloo, grpo, dr_grpo need >= 2)
     context_dim: int | None = None  # learned baseline input size; None: the node's (seam) or lazily, 0: a constant
     hidden: int = positive(64)  # learned baseline MLP hidden width
     baseline_weight: float = 1.0  # weight of the learned baseline's MSE regression loss
@@ -40,6 +44,23 @@ class ReinforceOptions:
 class RLOOOptions(ReinforceOptions):
     baseline: str = choice("rloo", list(BASELINES))  # leave-one-out over the n samples of each input
     n: int = positive(2)  # samples per input when sample() is called without n (>= 2: requirements())
+
+
+@dataclass
+class GRPOOptions(ReinforceOptions):
+    baseline: str = choice("grpo", list(BASELINES))  # (f - the group's mean) / the group's std (biased)
+    n: int = positive(2)  # samples per input when sample() is called without n: the group (>= 2)
+
+
+@dataclass
+class DrGRPOOptions(ReinforceOptions):
+    baseline: str = choice("dr_grpo", list(BASELINES))  # f - the group's mean, its own cost included (biased)
+    n: int = positive(2)  # samples per input when sample() is called without n: the group (>= 2)
+
+
+@dataclass
+class ReinforcePPOptions(ReinforceOptions):
+    baseline: str = choice("reinforce_pp", list(BASELINES))  # (f - the batch's mean) / the batch's std (biased)
 
 
 @dataclass
@@ -104,16 +125,21 @@ REPARAM = Capabilities(distributions="continuous", differentiable_cost=True)
 EXPECTATION = Capabilities(distributions="categorical", per_variable_cost=True)
 REINFORCE = Capabilities(distributions="any", context=True)  # context: the learned baseline's
 RLOO = Capabilities(distributions="any", min_samples=2, context=True)
+GRPO = Capabilities(distributions="any", min_samples=2, context=True, unbiased=False)  # dr_grpo's too
+REINFORCE_PP = Capabilities(distributions="any", context=True, unbiased=False)
 GUMBEL_SOFTMAX = Capabilities(distributions="categorical", differentiable_cost=True, unbiased=False)
 RELAX = Capabilities(distributions="categorical", context=True, own_samples=True)
 UNORDERED_SET = Capabilities(distributions="categorical", per_variable_cost=True, min_samples=2)
-# own_samples: the estimate needs the uniform noise behind each pair
-ARM = Capabilities(distributions="categorical", max_categories=2, min_samples=2, paired_samples=True, own_samples=True)
+# own_samples: the estimate needs the uniform noise behind each pair; sequential=False: a pair shares one uniform
+# per variable under the same logits, so the variables must be drawn independently given the input
+ARM = Capabilities(distributions="categorical", max_categories=2, min_samples=2, paired_samples=True, own_samples=True,
+                   sequential=False)
 
 
 def reinforce_requirements(capabilities: Capabilities, options: ReinforceOptions) -> Capabilities:
-    return dataclasses.replace(capabilities, min_samples=2 if options.baseline == "rloo" else 1,
-                               context=options.baseline == "learned" and options.context_dim != 0)
+    return dataclasses.replace(capabilities, min_samples=2 if options.baseline in GROUP_BASELINES else 1,
+                               context=options.baseline == "learned" and options.context_dim != 0,
+                               unbiased=options.baseline not in BIASED_BASELINES)
 
 
 def relax_requirements(capabilities: Capabilities, options: RelaxOptions) -> Capabilities:
@@ -134,6 +160,12 @@ ESTIMATORS.declare("reinforce", "zoo.estimators.reinforce:Reinforce", config=Rei
                    requirements=reinforce_requirements)
 ESTIMATORS.declare("rloo", "zoo.estimators.reinforce:RLOO", config=RLOOOptions, capabilities=RLOO,
                    requirements=reinforce_requirements)
+ESTIMATORS.declare("grpo", "zoo.estimators.reinforce:GRPO", config=GRPOOptions, capabilities=GRPO,
+                   requirements=reinforce_requirements)
+ESTIMATORS.declare("dr_grpo", "zoo.estimators.reinforce:DrGRPO", config=DrGRPOOptions, capabilities=GRPO,
+                   requirements=reinforce_requirements)
+ESTIMATORS.declare("reinforce_pp", "zoo.estimators.reinforce:ReinforcePP", config=ReinforcePPOptions,
+                   capabilities=REINFORCE_PP, requirements=reinforce_requirements)
 ESTIMATORS.declare("gumbel_softmax", "zoo.estimators.relaxed:GumbelSoftmax", config=GumbelSoftmaxOptions,
                    capabilities=GUMBEL_SOFTMAX)
 ESTIMATORS.declare("straight_through", "zoo.estimators.relaxed:StraightThrough", config=StraightThroughOptions,

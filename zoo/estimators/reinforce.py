@@ -29,7 +29,17 @@ from zoo.estimators.base import (
     sum_trailing,
 )
 from zoo.estimators.baselines import make_baseline
-from zoo.estimators.options import REINFORCE, ReinforceOptions, RLOOOptions, reinforce_requirements
+from zoo.estimators.options import GRPO as GRPO_CAPABILITIES
+from zoo.estimators.options import (
+    REINFORCE,
+    REINFORCE_PP,
+    DrGRPOOptions,
+    GRPOOptions,
+    ReinforceOptions,
+    ReinforcePPOptions,
+    RLOOOptions,
+    reinforce_requirements,
+)
 from zoo.estimators.options import RLOO as RLOO_CAPABILITIES
 
 
@@ -53,7 +63,8 @@ def reward_to_go(rewards: Tensor, gamma: float = 1.0, dim: int = -1) -> Tensor:
 
 
 class Reinforce(Estimator):
-    """Score function cost * grad log p with a baseline (unbiased, high variance; any distribution)."""
+    """Score function cost * grad log p with a baseline (unbiased with none, ema, batch_mean, rloo or learned; high
+    variance; any distribution)."""
 
     Config = ReinforceOptions
     capabilities = REINFORCE  # context: the learned baseline's
@@ -67,6 +78,7 @@ class Reinforce(Estimator):
         super().__init__(options, **kwargs)
         o = self.options
         self.baseline = make_baseline(o.baseline, o.decay, o.context_dim, o.hidden)
+        self.unbiased = self.requirements(o).unbiased  # False with a baseline that rescales the advantage
         self.stats: dict[str, Tensor] = {}  # last call's diagnostics (baseline, advantage std)
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
@@ -95,8 +107,7 @@ class Reinforce(Estimator):
         cost = check_cost(s, cost, self.name)  # (n, *C)
         log_prob = sum_trailing(s.log_prob, cost.dim())  # (n, *C): joint log-prob of what each cost scores
         c = cost.detach()
-        b, aux = self.baseline(c, context)  # b broadcastable to (n, *C), no grad
-        adv = c - b  # (n, *C)
+        adv, b, aux = self.baseline.advantage(c, context)  # (n, *C); b broadcastable to it; no grad
         surrogate = cost + adv * (log_prob - log_prob.detach())  # value = cost, grad = pathwise + score
         loss = surrogate.mean(0).mean()
         if aux is not None:  # learned baseline regression: gradient only, zero value
@@ -124,3 +135,30 @@ class RLOO(Reinforce):
     Config = RLOOOptions
     capabilities = RLOO_CAPABILITIES
     name = "rloo"
+
+
+class GRPO(Reinforce):
+    """REINFORCE with GRPO's group-normalised advantage (f - mean) / std over n >= 2 samples per input (biased;
+    "DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language Models")."""
+
+    Config = GRPOOptions
+    capabilities = GRPO_CAPABILITIES
+    name = "grpo"
+
+
+class DrGRPO(Reinforce):
+    """REINFORCE with Dr. GRPO's advantage f - the group's mean, its own cost included: (n - 1) / n times rloo's
+    (biased by that factor; "Understanding R1-Zero-Like Training: A Critical Perspective")."""
+
+    Config = DrGRPOOptions
+    capabilities = GRPO_CAPABILITIES
+    name = "dr_grpo"
+
+
+class ReinforcePP(Reinforce):
+    """REINFORCE with REINFORCE++'s batch-normalised advantage (f - batch mean) / batch std (biased; "REINFORCE++:
+    A Simple and Efficient Approach for Aligning Large Language Models")."""
+
+    Config = ReinforcePPOptions
+    capabilities = REINFORCE_PP
+    name = "reinforce_pp"

@@ -132,6 +132,18 @@ def checked_estimator(options: Any, spec: Any) -> tuple[str, type | None, Any] |
     return kept[1] if kept is not None and kept[0] == spec else None
 
 
+def resolved_estimator(options: Any) -> dict | None:
+    """The estimator ``check_spec`` resolved for a model's validated options (``keep_checked``), as a mapping:
+    ``{"name": ..., every option: its value}``, the defaults of options the spec left out included; None where
+    none was checked (a model that samples nowhere with these options, or options not made by ``zoo.config``)."""
+    kept = getattr(options, "_checked_estimator", None)
+    if kept is None:
+        return None
+    name, _, opts = kept[1]
+    values = dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) else dict(opts)
+    return {"name": name, **values}
+
+
 def build_for_node(spec: Any, node: StochasticNode, where: str = "the model", model: str = "model",
                    checked: tuple[str, type | None, Any] | None = None) -> Any:
     """The estimator for ``node``: checked as ``check_spec`` does (``checked``: that check's result, made

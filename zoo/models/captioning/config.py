@@ -115,18 +115,35 @@ class KarpathyConfig(BatchedDataOptions):
     limit_images: int = 0  # >0: use only the first N images of each split (quick experiments)
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
+def cnn_side(image_size: int, stages: int) -> int:
+    """Side of the cnn encoder's grid for a square image: each stride-2 stage gives ceil(n / 2)."""
+    return -(-image_size // 2 ** stages)
+
+
+def locations(cfg: SATConfig, data_info: dict | None) -> int | None:
+    """L, the attention's locations (the encoder's grid cells); None while the image size is not known (the
+    recipe is checked before the data are read)."""
+    if cfg.encoder != "cnn":
+        return cfg.grid ** 2  # a torchvision encoder pools to grid x grid
+    size = (data_info or {}).get("image_size")
+    return None if size is None else cnn_side(int(size), cfg.cnn_stages) ** 2
+
+
 def sat_node(cfg: SATConfig, data_info: dict | None = None) -> StochasticNode | None:
-    """Hard attention's location s_t ~ Multinoulli(alpha_t), drawn word by word; soft attention samples nothing."""
+    """Hard attention's location s_t ~ Multinoulli(alpha_t) over the L locations, drawn word by word; soft
+    attention samples nothing. L stated: an estimator's layers that read a location's values (relax's control
+    variate) are built at their size with the model, before a checkpoint is loaded into them."""
     if cfg.attention != "hard":
         return None
     return StochasticNode(kind="categorical", differentiable_cost=True, sequential=True,
+                          categories=locations(cfg, data_info),
                           coupling="a word's location feeds the LSTM state of every later word, so one "
                                    "location's own cost is the rest of the caption's NLL: a decoder rollout "
                                    "for each of the L locations at every word",
                           hint="or model.attention=soft for the exact expected context")
 
 
+# the folder's entries, declared once: name, class (imported when first used), options
 MODELS.declare("sat", "zoo.models.captioning.module:ShowAttendTell", config=SATConfig, node=sat_node,
                monitor=("val/bleu4", "max"))
 DATAMODULES.declare("karpathy", "zoo.models.captioning.data:KarpathyData", config=KarpathyConfig)

@@ -195,9 +195,9 @@ class KarpathyData(_CaptionData):
                             "expected there: put the file itself in its place, or set data.json=PATH")
         if not json_path.is_file():
             raise UserError(
-                f"Karpathy split file not found at {json_path}. Download dataset_{c.dataset}.json "
-                f"(Karpathy's 'caption_datasets.zip') and put it there, or put caption_datasets.zip itself there or "
-                f"in {c.root}, or set data.json=PATH")
+                f"Karpathy split file not found at {json_path}: put dataset_{c.dataset}.json there (or the zip that "
+                "holds it, below), or set data.json=PATH",
+                details=[f"Karpathy's caption_datasets.zip holds it, and is read as it is there or in {c.root}"])
         zips = self.image_zips(image_dir)
         try:
             images = json.loads(self.split_file_bytes(json_path))["images"]  # bytes: UTF-8 whatever the locale
@@ -253,10 +253,11 @@ class KarpathyData(_CaptionData):
             zips = [] if c.image_dir or not base.is_dir() else sorted(
                 z for z in base.glob("*.zip") if z.name != KARPATHY_ZIP)
             if not zips:
-                raise UserError(f"image folder not found at {image_dir}: put the {c.dataset} images there "
-                                f"(COCO: train2014/ and val2014/ inside it), or the zips as downloaded in {base} "
-                                f"(Flickr8k_Dataset.zip; COCO: train2014.zip, val2014.zip), or set data.image_dir "
-                                "to a folder or zip")
+                raise UserError(f"image folder not found at {image_dir}: put the {c.dataset} images there (or their "
+                                "zips, below), or set data.image_dir to a folder or zip",
+                                details=["COCO: train2014/ and val2014/ inside it",
+                                         f"the zips as downloaded, in {base}: Flickr8k_Dataset.zip; COCO: "
+                                         "train2014.zip, val2014.zip"])
         return ImageZips(zips) if zips else None
 
     @staticmethod

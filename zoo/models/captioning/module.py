@@ -23,7 +23,7 @@ from zoo.estimators import StochasticNode, StochasticSample, reward_to_go
 from zoo.hub import load_any, mismatch_line
 
 from . import decode as D
-from .config import SATConfig, sat_node
+from .config import SATConfig, cnn_side, sat_node
 from .evaluation import CaptionEvaluation
 from .nets import AttentionDecoder, build_encoder, doubly_stochastic, token_nll
 from .predict import CaptionAPI, predict_cli
@@ -63,7 +63,7 @@ class ShowAttendTell(CaptionEvaluation, CaptionAPI, ZooModule):
         super().__init__(cfg, data_info)
         c, info = self.cfg, self.data_info
         self.check_data(info)
-        side = -(-info["image_size"] // 2 ** c.cnn_stages)  # the cnn's grid: each stride-2 stage gives ceil(n / 2)
+        side = cnn_side(info["image_size"], c.cnn_stages)  # the cnn's grid
         if c.encoder == "cnn" and side < 2:  # one location: nothing for the attention to choose
             raise UserError(f"model.cnn_stages={c.cnn_stages} leaves a {side}x{side} grid of a {info['image_size']}-px "
                             f"image: attention needs at least 2x2 locations (cnn_stages <= "

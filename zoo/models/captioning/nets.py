@@ -69,17 +69,18 @@ def imagenet_weights_path(name: str) -> tuple[Path, str]:
 def fetch_weights(name: str, path: Path, url: str) -> None:
     """torchvision's ImageNet weights into torch hub's cache (checked against the hash in their file
     name); with ZOO_OFFLINE=1, or when the download fails, a UserError saying where to put them."""
-    missing = (f"ImageNet weights for {name} not found at {path}. Copy the file there (it is {url}), "
-               f"or train the encoder from scratch with model.pretrained_encoder=false")
+    missing = (f"ImageNet weights for {name} not found: copy the file below to the place below, or train the "
+               "encoder from scratch with model.pretrained_encoder=false")
+    where = [f"the file: {url}", f"its place: {path}"]
     if offline() and urlsplit(url).hostname not in LOCAL_HOSTS:
-        raise UserError(f"{missing} (ZOO_OFFLINE=1: not fetched)")
+        raise UserError(f"{missing} (ZOO_OFFLINE=1: not fetched)", details=where)
     old = socket.getdefaulttimeout()
     socket.setdefaulttimeout(CONNECT_TIMEOUT * 6)  # torch hub's urllib has none: no network would hang
     try:
         torch.hub.load_state_dict_from_url(url, model_dir=str(path.parent), map_location="cpu", check_hash=True,
                                            weights_only=True)
     except (OSError, RuntimeError, ValueError) as err:  # URLError is an OSError; a wrong hash a RuntimeError
-        raise UserError(f"{missing}. Fetching it failed: {' '.join(str(err).split())[:200]}") from None
+        raise UserError(missing, details=[*where, f"fetching it failed: {' '.join(str(err).split())[:200]}"]) from None
     finally:
         socket.setdefaulttimeout(old)
 

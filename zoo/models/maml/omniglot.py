@@ -52,11 +52,12 @@ def find_omniglot(root: str | Path) -> Path:
             raise UserError(f"{folder} is not in Omniglot's layout: expected the folders {' and '.join(SPLITS)} "
                             f"inside it, i.e. {LAYOUT}, or the zips images_background.zip and "
                             "images_evaluation.zip from https://github.com/brendenlake/omniglot (python/ folder).")
-    raise UserError(f"Omniglot not found under {root} (looked in {', '.join(str(c) for c in candidates)}): expected "
-                    f"{LAYOUT}. Download images_background.zip and images_evaluation.zip from "
-                    "https://github.com/brendenlake/omniglot (python/ folder) into "
-                    f"{root / 'omniglot'} (read as they are, or unzipped there), or point data.root at the folder "
-                    "that holds omniglot/.")
+    raise UserError("Omniglot not found: put its two zips (below) in omniglot/ under data.root (read as they are, or "
+                    "unzipped), or point data.root at the folder that holds omniglot/",
+                    details=[f"data.root: {root}; folders looked in: {', '.join(str(c) for c in candidates)}",
+                             f"layout: {LAYOUT}",
+                             "images_background.zip and images_evaluation.zip from "
+                             "https://github.com/brendenlake/omniglot (python/ folder)"])
 
 
 def character_folders(folder: Path, split: str) -> list[Path]:

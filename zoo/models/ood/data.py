@@ -284,8 +284,9 @@ class OODImages(OODDataModule):
                     images, name = to_shape(self.load_dataset(root, spec)[2], shape), spec
                 except UserError as err:
                     rest = ",".join(str(s) for s in c.ood if str(s) != spec) or "uniform,gaussian"
-                    raise UserError(f"{str(err).rstrip('.')}. {spec} serves only as an OOD test set here: to run "
-                                    f"without it, drop it from data.ood (data.ood=[{rest}])") from None
+                    raise UserError(f"{spec} is missing, and serves only as an OOD test set here: to run without "
+                                    f"it, drop it from data.ood (data.ood=[{rest}])",
+                                    details=[err.message, *err.details]) from None
             else:
                 raise UserError(f"unknown OOD set '{spec}' in data.ood: use one of {', '.join(DATASETS)}, "
                                 "uniform, gaussian, or folder:PATH")

@@ -61,8 +61,25 @@ def odin_score(model: nn.Module, x: Tensor, temperature: float, eps: float) -> T
 class MahalanobisScorer:
     """Class means and shared covariance of features (B, F), fitted once; score = negated distance."""
 
-    def __init__(self, features: Tensor, labels: Tensor):
-        self.detector = Mahalanobis(None).fit_features(features.float(), labels)
+    def __init__(self, features: Tensor | None, labels: Tensor | None):
+        self.detector = Mahalanobis(None)
+        if features is not None:
+            self.detector.fit_features(features.float(), labels)
+
+    @classmethod
+    def from_gaussians(cls, means: Tensor, precision: Tensor) -> MahalanobisScorer:
+        """A scorer from fitted class means (K, F) and shared precision (F, F)."""
+        scorer = cls(None, None)
+        scorer.detector.mu, scorer.detector.precision = means.float(), precision.float()
+        return scorer
+
+    @property
+    def means(self) -> Tensor:
+        return self.detector.mu  # (K, F)
+
+    @property
+    def precision(self) -> Tensor:
+        return self.detector.precision  # (F, F)
 
     def __call__(self, features: Tensor) -> Tensor:
         return -self.detector.predict_features(features.float())  # (B,)

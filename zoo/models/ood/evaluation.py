@@ -33,7 +33,8 @@ class OODEvaluation:
     """Needs ``self.classifier`` (with ``embed`` and ``head``), ``self.cfg`` and ``self.data_info``."""
 
     fitted_buffers = ("temperature", "msp_threshold", "odin_temperature", "odin_eps", "odin_threshold",
-                      "energy_threshold")  # set on validation
+                      "energy_threshold", "mahalanobis_threshold", "mahalanobis_means",
+                      "mahalanobis_precision")  # set on validation
     temperature_unfit_said = False  # the note that validation gives the temperature no optimum, once a run
 
     def init_evaluation(self) -> None:
@@ -67,8 +68,9 @@ class OODEvaluation:
         logits = self.classifier.head(feats)  # (B, K)
         rec["logits"].append(logits)
         rec["labels"].append(y)
-        if split == "test":
+        if split == "test" or (self._odin_now and self.cfg.mahalanobis):
             rec["features"].append(feats)
+        if split == "test":
             T, eps = float(self.odin_temperature), float(self.odin_eps)
             rec["odin"].append(detect.odin_score(self.classifier, x, T, eps))
         elif self._odin_now:
@@ -113,6 +115,8 @@ class OODEvaluation:
                        "val/temperature": float(self.temperature)}, add_dataloader_idx=False, sync_dist=True)
         if self._odin_now:
             self._choose_odin(data)
+            if self.cfg.mahalanobis:
+                self._fit_mahalanobis(data[0]["features"])
         if (self.current_epoch + 1) % max(1, self.cfg.plot_every_n_epochs) == 0 or self._last_epoch():
             self.save_pictures()
 
@@ -131,6 +135,16 @@ class OODEvaluation:
         self.odin_threshold.fill_(float(torch.quantile(data[0][f"odin_{T}_{eps}"].float(), 0.05)))
         self.log_dict({"val/odin_tnr95": tnr, "val/odin_auroc": auroc, "val/odin_temperature": T,
                        "val/odin_eps": eps}, add_dataloader_idx=False, sync_dist=True)
+
+    def _fit_mahalanobis(self, val_features: Tensor) -> None:
+        """Mahalanobis' Gaussians on the training split and its threshold on the validation features (B, F)."""
+        train = self._train_features()
+        if train is None:
+            return
+        scorer = detect.MahalanobisScorer(*train)
+        self.mahalanobis_means.copy_(scorer.means)
+        self.mahalanobis_precision.copy_(scorer.precision)
+        self.mahalanobis_threshold.fill_(float(torch.quantile(scorer(val_features), 0.05)))
 
     # ---- test ------------------------------------------------------------------------------------
     def on_test_epoch_start(self) -> None:

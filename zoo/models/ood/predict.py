@@ -8,10 +8,16 @@
 ``is_in`` compares the detector's score with the threshold chosen on the validation data: the score that
 accepts 95 % of the validation in-distribution inputs (the TPR of the paper's TNR at 95 % TPR). The
 thresholds are buffers fitted at each validation (``msp_threshold``, ``odin_threshold``,
-``energy_threshold``) and travel in checkpoints and pretrained files. A model saved before a detector's
-threshold existed (the released ``ood-digits-*`` have only ``msp_threshold``) loads with that buffer
-unset (nan); the first ``detect`` with that detector then computes it the same way, on the validation
-split of the data the model was trained on (rebuilt from the data options stored with it), and keeps it.
+``energy_threshold``; ``mahalanobis_threshold`` with the ODIN search) and travel in checkpoints and
+pretrained files. A model saved before a detector's threshold existed (the released ``ood-digits-*`` have
+only ``msp_threshold``) loads with that buffer unset (nan); the first ``detect`` with that detector then
+computes it the same way, on the validation split of the data the model was trained on (rebuilt from the
+data options stored with it), and keeps it.
+
+Mahalanobis ("A Simple Unified Framework for Detecting Out-of-Distribution Samples and Adversarial
+Attacks") needs the class means and the shared precision matrix of the classifier's features on the
+training split: buffers ``mahalanobis_means`` (K, F) and ``mahalanobis_precision`` (F, F), fitted with the
+ODIN search in validation, or on first use from the training split like a missing threshold.
 """
 
 from __future__ import annotations
@@ -29,10 +35,11 @@ from zoo.errors import UserError
 from zoo.models.ood import detect as det
 from zoo.models.ood.data import as_float
 from zoo.options import validate
-from zoo.registry import DATAMODULES
+from zoo.registry import DATAMODULES, loaded_config
 
-API_DETECTORS = ("msp", "odin", "energy")  # mahalanobis needs the training set's features: zoo.evaluate only
-LATE_THRESHOLDS = ("odin_threshold", "energy_threshold")  # buffers checkpoints before 2026-11-28 lack
+API_DETECTORS = ("msp", "odin", "energy", "mahalanobis")
+LATE_THRESHOLDS = ("odin_threshold", "energy_threshold", "mahalanobis_threshold")  # older checkpoints lack them
+GAUSSIANS = ("mahalanobis_means", "mahalanobis_precision")  # (K, F) and (F, F); older checkpoints lack them
 TPR = 0.95  # the fraction of validation in-distribution inputs a threshold accepts
 
 
@@ -55,14 +62,18 @@ class OODAPI:
     """Needs ``classifier``, ``input_shape``, ``temperature`` and the threshold buffers (evaluation.py)."""
 
     def add_threshold_buffers(self) -> None:
-        """The buffers of ODIN's and energy's thresholds, nan until fitted; a state dict without them (a
-        checkpoint saved before they existed) loads with them left nan (``threshold`` fits them then)."""
+        """The buffers of ODIN's, energy's and Mahalanobis' thresholds and Mahalanobis' Gaussians, nan until
+        fitted; a state dict without them (a checkpoint saved before they existed) loads with them left nan
+        (``threshold`` and ``mahalanobis_gaussians`` fit them then)."""
         for name in LATE_THRESHOLDS:
             self.register_buffer(name, torch.tensor(float("nan")))  # cpu: moves with the module
+        k, f = self.classifier.head.out_features, self.classifier.head.in_features
+        self.register_buffer("mahalanobis_means", torch.full((k, f), float("nan")))  # cpu: moves with the module
+        self.register_buffer("mahalanobis_precision", torch.full((f, f), float("nan")))  # cpu: likewise
 
         def fill_missing(module, state_dict, prefix, *args) -> None:
-            for name in LATE_THRESHOLDS:
-                state_dict.setdefault(prefix + name, torch.tensor(float("nan")))  # cpu: copied into the buffer
+            for name in (*LATE_THRESHOLDS, *GAUSSIANS):  # cpu: copied into the buffer
+                state_dict.setdefault(prefix + name, torch.full_like(getattr(module, name), float("nan")))
 
         self.register_load_state_dict_pre_hook(fill_missing)
 
@@ -112,7 +123,9 @@ class OODAPI:
     def detect(self, x: Any, detector: str = "msp") -> Detections:
         """Class, calibrated confidence, the detector's score and the in/out verdict of each input, at the
         threshold that accepts 95 % of the validation in-distribution inputs. ``detector``: msp (maximum
-        softmax), odin (temperature and input perturbation chosen on validation data) or energy."""
+        softmax), odin (temperature and input perturbation chosen on validation data), energy, or
+        mahalanobis (the distance of the features to the nearest class mean, Gaussians fitted on the
+        training split)."""
         if detector not in API_DETECTORS:
             raise UserError(f"detector must be one of {', '.join(API_DETECTORS)}, got {detector!r}")
         x = self.preprocess(x)
@@ -129,6 +142,10 @@ class OODAPI:
         if detector == "odin":  # needs the input gradient: pytorch-ood leaves no_grad / inference mode for it
             with torch.enable_grad():
                 return det.odin_score(self.classifier, x, float(self.odin_temperature), float(self.odin_eps))
+        if detector == "mahalanobis":
+            means, precision = self.mahalanobis_gaussians()
+            with torch.no_grad():
+                return det.MahalanobisScorer.from_gaussians(means, precision)(self.classifier.embed(x))
         with torch.no_grad():
             logits = self.classifier(x) if logits is None else logits
             return det.msp_score(logits) if detector == "msp" else det.energy_score(logits)
@@ -145,17 +162,43 @@ class OODAPI:
                   f"validation split of its data ({len(x)} inputs): {float(buffer):.4g}", file=sys.stderr)
         return float(buffer)
 
+    def mahalanobis_gaussians(self) -> tuple[Tensor, Tensor]:
+        """The class means (K, F) and shared precision (F, F) of the training features (buffers; fitted here
+        once on the model's training split where the checkpoint predates them)."""
+        if torch.isnan(self.mahalanobis_means).any():
+            x, y = self.model_data("train")
+            self.fit_mahalanobis(x, y)
+            print(f"note: the model stores no Mahalanobis Gaussians (saved before they existed); fitted them on "
+                  f"the training split of its data ({len(x)} inputs)", file=sys.stderr)
+        return self.mahalanobis_means, self.mahalanobis_precision
+
+    @torch.no_grad()
+    def fit_mahalanobis(self, x: Tensor, y: Tensor) -> None:
+        """Fit the Gaussians on training inputs x (N, *input_shape) with labels y (N,)."""
+        feats = torch.cat([self.classifier.embed(x[i:i + 512]) for i in range(0, len(x), 512)])  # (N, F)
+        scorer = det.MahalanobisScorer(feats, y.to(feats.device))
+        self.mahalanobis_means.copy_(scorer.means)
+        self.mahalanobis_precision.copy_(scorer.precision)
+
     def validation_inputs(self) -> Tensor:
         """The validation in-distribution inputs of the data the model was trained on (B, *input_shape)."""
+        return self.model_data("val")[0]
+
+    def model_data(self, split: str) -> tuple[Tensor, Tensor]:
+        """A split's in-distribution inputs (B, *input_shape) and labels (B,) of the data the model was
+        trained on, rebuilt from the data options stored with it."""
         data = dict((getattr(self, "run_info", None) or {}).get("data") or {})
         if "name" not in data:
             raise UserError("this model has no stored threshold for the detector and no data options to fit one "
                             "(load it with zoo.load, or validate it with zoo.train / a Trainer first)")
-        entry = DATAMODULES.entry(data.pop("name"))
+        info = self.run_info
+        with loaded_config(info.get("loaded_from", ""), trust_code=info.get("trust_code", True)):  # as zoo.load did
+            entry = DATAMODULES.entry(data.pop("name"))
         dm = entry.obj(validate(entry.config, data, "the model's data options") if entry.config else data)
         dm.prepare_data()
-        dm.setup("validate")
-        return as_float(dm.parts["val"][0]).to(self.device, self.dtype)
+        dm.setup("fit" if split == "train" else "validate")
+        x, y = dm.parts[split]
+        return as_float(x).to(self.device, self.dtype), y.to(self.device)
 
 
 @dataclass

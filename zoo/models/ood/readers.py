@@ -88,8 +88,9 @@ def load_idx_dataset(root: Path, name: str) -> tuple[torch.Tensor, torch.Tensor,
             _check_labels(te_y, found[3], 0, 9)
             return tr_x[:, None], tr_y, te_x[:, None], te_y
     looked = ", ".join(str(root / s) for s in IDX_DIRS[name])
-    raise UserError(f"{name} not found: looked for {', '.join(IDX_FILES)} (plain or .gz) in {looked}. "
-                    "Copy the four IDX files there, or set data.root to the folder holding them")
+    raise UserError(f"{name} not found: copy its four IDX files into one of the folders below, or set data.root to "
+                    "the folder holding them",
+                    details=[f"files: {', '.join(IDX_FILES)} (plain or .gz)", f"looked in {looked}"])
 
 
 CIFAR_ARCHIVE = "cifar-10-binary.tar.gz"  # the binary release as downloaded (the batches read from it as they are)
@@ -127,11 +128,12 @@ def _cifar_batches(root: Path, names: list[str]) -> list[tuple[np.ndarray, np.nd
                 f"from {CIFAR_URL}") from None
     missing = [n for n in names if not (folder / n).is_file()]
     if missing:
-        pickled = " It holds cifar-10-batches-py/ (the pickled Python release, e.g. torchvision's), which is " \
-                  "never unpickled here." if (root / "cifar-10-batches-py").exists() else ""
-        raise UserError(f"CIFAR-10 not found: {folder} lacks {', '.join(missing)}.{pickled} Expected the binary "
-                        f"version: {CIFAR_ARCHIVE} ({CIFAR_URL}) in {root}, as downloaded or extracted "
-                        "(cifar-10-batches-bin/data_batch_1.bin .. test_batch.bin)")
+        pickled = [f"{root} holds cifar-10-batches-py/ (the pickled Python release, e.g. torchvision's), which is "
+                   "never unpickled here"] if (root / "cifar-10-batches-py").exists() else []
+        raise UserError(f"CIFAR-10 not found: put its binary version, {CIFAR_ARCHIVE}, in {root} (as downloaded, or "
+                        "extracted)",
+                        details=[f"{folder} lacks {', '.join(missing)}", *pickled, f"from {CIFAR_URL}",
+                                 "extracted: cifar-10-batches-bin/data_batch_1.bin .. test_batch.bin"])
     return [_cifar_records(np.fromfile(folder / n, dtype=np.uint8), str(folder / n)) for n in names]
 
 
@@ -162,8 +164,8 @@ def load_svhn(root: Path):
     for folder in (root / "svhn", root):
         if (folder / "train_32x32.mat").is_file() and (folder / "test_32x32.mat").is_file():
             return (*_svhn_file(folder / "train_32x32.mat"), *_svhn_file(folder / "test_32x32.mat"))
-    raise UserError(f"SVHN not found: looked for train_32x32.mat and test_32x32.mat in {root / 'svhn'} and {root} "
-                    f"(the 'cropped digits' format 2 files, from {SVHN_URL})")
+    raise UserError(f"SVHN not found: put train_32x32.mat and test_32x32.mat in {root / 'svhn'} (the 'cropped digits' "
+                    "format 2 files)", details=[f"folders looked in: {root / 'svhn'}, {root}", f"from {SVHN_URL}"])
 
 
 def load_dataset(root: Path, name: str):

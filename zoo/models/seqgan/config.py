@@ -150,7 +150,8 @@ def seqgan_node(cfg: SeqGANConfig, data_info: dict | None = None) -> StochasticN
                           samples=n if n >= 2 else None, own_samples=True, context=True,
                           context_dim=cfg.gen_hidden_dim, sample_size=int(vocab) if vocab else None,
                           categories=int(vocab) if vocab else None,
-                          hint="" if n >= 2 else "model.group_size=4 draws 4 sequences per start (rloo fits)")
+                          hint="" if n >= 2 else "model.group_size=4 draws 4 sequences per start, where the group "
+                          "estimators fit (e.g. model.estimator=rloo)")
 
 
 def seqgan_monitor(cfg: dict) -> tuple[str, str] | None:
@@ -169,5 +170,14 @@ def check_seqgan_run(cfg: dict) -> None:
 
 MODELS.declare("seqgan", "zoo.models.seqgan.module:SeqGAN", config=SeqGANConfig, node=seqgan_node,
                monitor=seqgan_monitor, check_run=check_seqgan_run)
-DATAMODULES.declare("seqgan_oracle", "zoo.models.seqgan.data:OracleData", config=OracleDataConfig)
+
+
+def oracle_known_info(cfg: OracleDataConfig) -> dict:
+    """The vocabulary the oracle's options state (a loaded oracle's is known once its file is read): G's tokens'
+    categories, for the estimator check before any data are read."""
+    return {"vocab_size": cfg.vocab_size} if cfg.oracle_params is None else {}
+
+
+DATAMODULES.declare("seqgan_oracle", "zoo.models.seqgan.data:OracleData", config=OracleDataConfig,
+                    known_info=oracle_known_info)
 DATAMODULES.declare("seqgan_text", "zoo.models.seqgan.data:TextData", config=TextDataConfig)

@@ -8,6 +8,8 @@ and y_1..y_{s} gives the distribution of y_{s+1}.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -15,6 +17,32 @@ from torch import Tensor, nn
 from zoo.errors import UserError
 
 State = tuple[Tensor, Tensor]  # (h, c), each (R, H)
+
+
+@functools.cache
+def onednn_has_bf16() -> bool:
+    """Whether this CPU's oneDNN runs bfloat16 kernels (AVX-512 BF16 or AMX); AVX2-only CPUs do not."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch without the query: assume not
+        return False
+
+
+class LSTM(nn.LSTM):
+    """``nn.LSTM`` that also runs under CPU bfloat16 autocast on a CPU whose oneDNN has no bfloat16 LSTM
+    ("could not create a primitive descriptor for the LSTM forward propagation primitive"): there it runs
+    without oneDNN, in float32, and autocast casts its output for the layers after it. Same parameters and
+    state-dict keys as ``nn.LSTM``."""
+
+    def forward(self, x: Tensor, hx: State | None = None):
+        if x.device.type != "cpu" or not torch.is_autocast_enabled("cpu") or onednn_has_bf16():
+            return super().forward(x, hx)
+        enabled = torch._C._get_mkldnn_enabled()  # the flag alone (torch.backends.mkldnn.flags also resets others)
+        torch._C._set_mkldnn_enabled(False)
+        try:
+            return super().forward(x, hx)
+        finally:
+            torch._C._set_mkldnn_enabled(enabled)
 
 
 def sample_categorical(logits: Tensor, u: Tensor) -> Tensor:
@@ -56,7 +84,7 @@ class LSTMLM(nn.Module):
         self.vocab_size, self.emb_dim, self.hidden_dim = vocab_size, emb_dim, hidden_dim
         self.start_token = start_token
         self.embed = nn.Embedding(vocab_size, emb_dim)
-        self.lstm = nn.LSTM(emb_dim, hidden_dim, batch_first=True)
+        self.lstm = LSTM(emb_dim, hidden_dim, batch_first=True)
         self.head = nn.Linear(hidden_dim, vocab_size)
 
     def init_normal(self, std: float, generator: torch.Generator | None = None) -> LSTMLM:

@@ -116,13 +116,12 @@ def resolve_files(spec: str | list, what: str = "corpus") -> list[Path]:
             if not matches:
                 raise UserError(f"{what} folder {item} holds no files; point data.files at text files")
         if not matches and not Path(item).exists():
-            hint = ""
+            hint = []
             if "text8" in item:
-                hint = (" Get text8 (100M characters of Wikipedia, 17M words): "
-                        "wget http://mattmahoney.net/dc/text8.zip && unzip text8.zip -d data/ (or keep the "
-                        "zip: data.files=data/text8.zip reads it as it is).")
-            raise UserError(f"{what} not found: {item} (looked at {Path(item).resolve()}).{hint}"
-                            " Point data.files at your text files (a path, a glob or a list).")
+                hint = ["get text8 (100M characters of Wikipedia, 17M words): wget http://mattmahoney.net/dc/text8.zip "
+                        "&& unzip text8.zip -d data/ (or keep the zip: data.files=data/text8.zip reads it as it is)"]
+            raise UserError(f"{what} not found: {item}. Point data.files at your text files (a path, a glob or a list)",
+                            details=[f"looked at {Path(item).resolve()}", *hint])
         out.extend(p for p in (matches or [Path(item)]) if not p.is_dir())  # a glob may match folders
     if not out:
         raise UserError(f"{what}: {spec!r} names no files")

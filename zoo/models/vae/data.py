@@ -128,11 +128,10 @@ def find_mnist(root: str | Path) -> dict[str, Path]:
                         f"replace it with the file itself (plain or .gz, from {MNIST_URL})")
     looked = ", ".join(str(d) for d in mnist_dirs(root))
     raise UserError(
-        f"MNIST not found: looked for {', '.join(MNIST_FILES.values())} (plain or .gz) in {looked}. "
-        "Get the four IDX files on a machine with internet (download them from "
-        f"{MNIST_URL}, or let torchvision.datasets.MNIST fetch them) "
-        "and put them in one of those folders, "
-        "or point data.root at the folder holding mnist/."
+        "MNIST not found: get its four IDX files on a machine with internet and put them in one of the folders "
+        "below, or point data.root at the folder holding mnist/",
+        details=[f"files: {', '.join(MNIST_FILES.values())} (plain or .gz)", f"folders looked in: {looked}",
+                 f"from {MNIST_URL}, or let torchvision.datasets.MNIST fetch them"],
     )
 
 
