@@ -68,8 +68,9 @@ COLUMNS = {
                "probe_every": 500, "settings": [],
                # a group of 4 sequences per start for rloo's leave-one-out baseline, the final D score as every
                # token's reward (no rollouts)
-               "rows": {"rloo_group4_norollouts": {"spec": "rloo",
-                                                   "settings": ["model.group_size=4", "model.rollouts=0"]}}},
+               "rows": {f"{name}_group4_norollouts": {"spec": name,
+                                                      "settings": ["model.group_size=4", "model.rollouts=0"]}
+                        for name in ("rloo", "grpo", "dr_grpo")}},
     "sat_hard": {"recipe": "sat_shapes_hard", "headline": "test/bleu4", "val": "val/bleu4", "higher": True,
                  "lr_key": "model.lr", "seed_record": "seeds_sat_shapes_hard_cpu.json", "probe_every": 400,
                  "settings": [], "rows": {}},
@@ -90,8 +91,8 @@ NOTES = {  # what a reader of a column needs to know
     "sat_hard": "relax's control variate is per word (control: auto = per_variable on this sequential node); "
                 "expectation and unordered_set need a location's own cost, which here is the rest of the caption",
     "seqgan": "score-function rows draw with G's sampler and reward each token with the paper's 16 rollouts "
-              "(relax draws the tokens with its own sample()); rloo_group4_norollouts draws 4 sequences per start "
-              "(model.group_size=4: 4x the sequences of a step) and rewards every token with the sequence's final D "
+              "(relax draws the tokens with its own sample()); the *_group4_norollouts rows (rloo, grpo, dr_grpo) draw 4 "
+              "sequences per start (model.group_size=4: 4x the sequences of a step) and reward every token with the sequence's final D "
               "score (model.rollouts=0); gumbel_softmax and straight_through backpropagate through D's score of the "
               "(relaxed) sequence; every row's gradient estimates grad E[-D(Y)] / T, so the variances share one "
               "scale; the step size is model.adv_lr (G's adversarial steps)",
