@@ -91,11 +91,12 @@ NOTES = {  # what a reader of a column needs to know
     "sat_hard": "relax's control variate is per word (control: auto = per_variable on this sequential node); "
                 "expectation and unordered_set need a location's own cost, which here is the rest of the caption",
     "seqgan": "score-function rows draw with G's sampler and reward each token with the paper's 16 rollouts "
-              "(relax draws the tokens with its own sample()); the *_group4_norollouts rows (rloo, grpo, dr_grpo) draw 4 "
-              "sequences per start (model.group_size=4: 4x the sequences of a step) and reward every token with the sequence's final D "
-              "score (model.rollouts=0); gumbel_softmax and straight_through backpropagate through D's score of the "
-              "(relaxed) sequence; every row's gradient estimates grad E[-D(Y)] / T, so the variances share one "
-              "scale; the step size is model.adv_lr (G's adversarial steps)",
+              "(relax draws the tokens with its own sample()); the *_group4_norollouts rows (rloo, grpo, "
+              "dr_grpo) draw 4 sequences per start (model.group_size=4: 4x the sequences of a step) and reward "
+              "every token with the sequence's final D score (model.rollouts=0); gumbel_softmax and "
+              "straight_through backpropagate through D's score of the (relaxed) sequence; every row's gradient "
+              "estimates grad E[-D(Y)] / T, so the variances share one "
+              scale; the step size is model.adv_lr (G's adversarial steps)",
 }
 
 
