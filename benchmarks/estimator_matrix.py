@@ -96,7 +96,7 @@ NOTES = {  # what a reader of a column needs to know
               "every token with the sequence's final D score (model.rollouts=0); gumbel_softmax and "
               "straight_through backpropagate through D's score of the (relaxed) sequence; every row's gradient "
               "estimates grad E[-D(Y)] / T, so the variances share one "
-              scale; the step size is model.adv_lr (G's adversarial steps)",
+              "scale; the step size is model.adv_lr (G's adversarial steps)",
 }
 
 
