@@ -249,7 +249,7 @@ def grad_vars(run_dir: Path) -> list[dict]:
 
 
 def run_one(column: str, row: str, spec_settings: dict, k: int, seed: int, runs: Path, extra: list[str],
-            folder: Path) -> dict:
+            folder: Path, device: str = "cpu") -> dict:
     """Train one cell's run and write its record (also when it fails)."""
     from zoo.sweep.runs import Run, execute
 
@@ -280,7 +280,7 @@ def run_one(column: str, row: str, spec_settings: dict, k: int, seed: int, runs:
               "test_metrics": result["metrics"], "val": col["val"], "val_last": val_last, "curve": points,
               "grad_var": statistics.fmean(g["grad_var"] for g in gv) if gv else None, "grad_var_points": gv,
               "train_s": curve.get("train_s"), "batches": curve.get("batches"), "wall_s": result["wall_s"],
-              "command": result["command"].replace(str(runs), "<runs>"), "extra": extra,
+              "command": result["command"].replace(str(runs), "<runs>"), "extra": extra, "device": str(device),
               "machine": f"{platform.node()}, {platform.machine()}, {platform.python_version()}",
               "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "failure": None if result["rc"] == 0 else {"rc": result["rc"], "error": result.get("error", "")}}
@@ -292,7 +292,7 @@ def run_one(column: str, row: str, spec_settings: dict, k: int, seed: int, runs:
 
 
 def run_columns(columns: list[str], records: Path, runs: Path, extra: list[str], only: list[str] | None,
-                seeds: tuple[int, ...]) -> None:
+                seeds: tuple[int, ...], device: str = "cpu") -> None:
     """Every column in turn: its missing runs one at a time (the plan is read again after each run, so the step
     size is picked as soon as seed 0's runs are in), then its part file and figure (--collect, a fresh process)."""
     for column in columns:
@@ -308,7 +308,7 @@ def run_columns(columns: list[str], records: Path, runs: Path, extra: list[str],
             t0 = time.time()
             print(f"{time.strftime('%H:%M:%S')} {column} {row} lr step {k:+d} seed {seed} "
                   f"({len(recs)} done, {len(todo)} decidable left)", flush=True)
-            rec = run_one(column, row, fits[row], k, seed, runs, extra, folder)
+            rec = run_one(column, row, fits[row], k, seed, runs, extra, folder, device)
             print(f"    {rec['headline']} {rec['test']} val {rec['val_last']} in {time.time() - t0:.0f} s"
                   + (f" FAILED {rec['failure']}" if rec["failure"] else ""), flush=True)
         print(f"{time.strftime('%H:%M:%S')} {column}: every run has its record", flush=True)
@@ -761,6 +761,7 @@ def main() -> None:
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     ap.add_argument("--records", default=str(RECORDS), help="the runs' records (committed)")
     ap.add_argument("--runs", default="/work/matrix_runs", help="the runs' folders (disposable)")
+    ap.add_argument("--device", default="cpu", help="where the runs train: cpu (default), cuda, cuda:1, ... (recorded)")
     ap.add_argument("--extra", action="append", default=[],
                     help="an override every run gets (a quick look at a tiny scale; recorded)")
     args = ap.parse_args()
@@ -785,7 +786,12 @@ def main() -> None:
                   + (f", next {todo[0]}" if todo else ""))
         return
     if args.run:
-        run_columns(args.run.split(","), records, Path(args.runs), args.extra, only, seeds)
+        from bench.devices import accelerator, resolve_device  # torch: for the runs only
+
+        device = resolve_device(args.device)
+        acc, devices = accelerator(device)
+        on = [] if device.type == "cpu" else [f"trainer.accelerator={acc}", f"trainer.devices={devices}"]
+        run_columns(args.run.split(","), records, Path(args.runs), [*args.extra, *on], only, seeds, str(device))
         return
     if args.collect:
         for c in args.collect.split(","):

@@ -47,9 +47,9 @@ def child(argv: list[str]) -> int:
     return main(argv)
 
 
-def measure(threads: int, run_dir: str) -> dict:
+def measure(threads: int, run_dir: str, on: list[str]) -> dict:
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, __file__, "--child", *RUN, f"threads={threads}", f"run_dir={run_dir}"],
+    out = subprocess.run([sys.executable, __file__, "--child", *RUN, *on, f"threads={threads}", f"run_dir={run_dir}"],
                          capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - start
     assert out.returncode == 0, out.stderr[-2000:]
@@ -63,13 +63,19 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", default="0,1,2")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--device", default="cpu", help="where the runs train: cpu (default; threads are the CPU's)")
     a = ap.parse_args()
+    from bench.devices import accelerator, resolve_device
+
+    device = resolve_device(a.device)
+    acc, devices = accelerator(device)
+    on = [f"trainer.accelerator={acc}", f"trainer.devices={devices}"]
     choices = [int(t) for t in a.threads.split(",")]
     runs = []
     with tempfile.TemporaryDirectory() as run_dir:
         for repeat in range(a.repeats):
             for threads in choices:
-                row = {"repeat": repeat, **measure(threads, run_dir)}
+                row = {"repeat": repeat, **measure(threads, run_dir, on)}
                 runs.append(row)
                 print(json.dumps(row), flush=True)
     summary = {t: {"median_fit_s": statistics.median(r["fit_s"] for r in runs if r["threads"] == t),
@@ -78,6 +84,7 @@ def main() -> None:
     for t, s in summary.items():
         print(f"threads={t}: fit {s['median_fit_s']:.2f} s, process {s['median_process_s']:.2f} s (medians)")
     record = {"command": "python studies/captioning_threads.py " + " ".join(sys.argv[1:]), "run": RUN,
+              "device": str(device),
               "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine(),
               "load_average_at_end": os.getloadavg(), "runs": runs, "summary": summary}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

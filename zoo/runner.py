@@ -24,7 +24,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch.nn.parameter import is_lazy
 
 from zoo.callbacks.named import build_callbacks
-from zoo.callbacks.runlog import run_console
+from zoo.callbacks.runlog import end_summary, run_console
 from zoo.callbacks.safety import (
     AtomicCheckpointIO,
     FinalCheckpoint,
@@ -58,6 +58,7 @@ class RunResult:
     interrupted: bool = False  # stopped by SIGTERM/SIGINT (last.ckpt saved)
     rank_zero: bool = True  # False in the other processes of a multi-process run (they print nothing)
     untested: str | None = None  # why the run was not tested (test_after_fit=false, ...), else None
+    summary: list[str] = field(default_factory=list)  # the end summary's lines (time, steps, best checkpoint, ...)
 
 
 @contextlib.contextmanager
@@ -272,4 +273,6 @@ def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict |
             (run_dir / "metrics.json").write_text(json.dumps(result.test_metrics, indent=2) + "\n")
         elif trainer.is_global_zero:  # an empty metrics.json, silently
             print("warning: the test logged no metric, so no metrics.json was written", file=sys.stderr)
+    if trainer.is_global_zero:
+        result.summary = end_summary(trainer, run_dir, tested=result.untested is None)
     return result

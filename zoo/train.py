@@ -126,9 +126,8 @@ def run(argv: list[str]) -> int:
         return 1
     if result is not None and result.rank_zero:
         print(f"run folder: {result.run_dir}")
-        from zoo.callbacks.runlog import end_summary  # Lightning's: imported once a run has trained
-
-        print("\n".join(end_summary(result.model.trainer, result.run_dir, tested=result.untested is None)))
+        if result.summary:
+            print("\n".join(result.summary))
         if result.untested:  # said, where a tested run lists its metrics
             last = result.run_dir / "checkpoints" / "last.ckpt"
             print(f"  not tested ({result.untested})"

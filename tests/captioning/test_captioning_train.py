@@ -46,7 +46,7 @@ def test_real_data_recipes_run_on_tiny_karpathy_files(recipe, dataset, tmp_path)
 
 def test_missing_imagenet_weights_is_a_user_error(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
-    with pytest.raises(UserError, match="vgg16-397923af.pth.*pretrained_encoder=false"):
+    with pytest.raises(UserError, match=r"(?s)pretrained_encoder=false.*vgg16-397923af.pth"):
         TorchvisionEncoder("vgg16", pretrained=True)
 
 

@@ -24,7 +24,7 @@ def tiny(estimator: dict) -> ShowAttendTell:
     torch.manual_seed(0)
     m = ShowAttendTell({"attention": "hard", "estimator": estimator, "alpha_c": 0.0, "dropout": 0.0,
                         "feat_dim": D, "cnn_width": 4, "embed_dim": 6, "hidden_dim": 6, "att_dim": 5,
-                        "score_cost": "sum"}, {"vocab": VOCAB, "max_len": 3, "image_size": 24})
+                        "score_cost": "sum"}, {"vocab": VOCAB, "max_len": 3, "image_size": 16})  # a 2 x 2 grid: L_LOC
     return m.double().train()
 
 

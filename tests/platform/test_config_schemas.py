@@ -243,8 +243,10 @@ def test_every_recipe_mistake_and_print_config_are_answered_without_torch():
 
 
 def test_a_typo_is_answered_in_a_fraction_of_a_second():
-    """The whole command, interpreter start-up included: at most 0.3 s of CPU time (user + system, the best of
-    3; the time on the clock also counts the other processes of a shared machine, ~0.27 s on an idle one)."""
+    """The whole command, interpreter start-up included: at most 1 s of CPU time (user + system, the best of 3;
+    the time on the clock also counts the other processes of a shared machine). It is ~0.27 s on an idle Intel
+    Xeon, ~0.35 s on an AVX2 AMD EPYC; importing torch alone costs over 2 s, which is what the bound catches (the
+    speed itself is benchmarks/cli_latency.py's)."""
     import resource
 
     times = []
@@ -255,7 +257,7 @@ def test_a_typo_is_answered_in_a_fraction_of_a_second():
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         times.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         assert out.returncode == 2 and "unknown key 'lrr'" in out.stderr, out.stderr
-    assert min(times) <= 0.3, times
+    assert min(times) <= 1.0, times
 
 
 def test_a_recipes_callbacks_are_resolved_once_by_the_check(monkeypatch):

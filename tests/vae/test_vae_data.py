@@ -85,7 +85,7 @@ def test_mnist_missing_names_paths(tmp_path):
         dm.prepare_data()
     msg = str(err.value)
     assert str(tmp_path / "mnist") in msg and str(tmp_path / "MNIST" / "raw") in msg
-    assert "train-images-idx3-ubyte" in msg and "download" in msg
+    assert "train-images-idx3-ubyte" in msg and "fetch" in msg  # and how to get them
 
 
 def test_mnist_mismatched_files(tmp_path):
