@@ -18,7 +18,8 @@ failure if any); --run skips the runs whose record exists, so a later session re
 
 Step sizes: the default row (the recipe's own estimator) trains at the recipe's learning rate; every other row
 first at seed 0 at the recipe's rate, /3 and x3 (one more step out, /9 or x9, when the best is at an edge), picked
-on the last validation value, then seeds 1 and 2 at the recipe's rate and at the pick.
+on the last validation value, then seeds 1 and 2 at the recipe's rate and at the pick, and seeds 3 and 4 (the row's
+and the default's) where the paired difference is borderline (1-3 standard errors).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ RESULTS = HERE / "results"
 OUT = RESULTS / "estimator_matrix.json"
 RECORDS = RESULTS / "estimator_matrix"  # <column>/<run>.json, one per finished run
 SEEDS = (0, 1, 2)
+MORE_SEEDS = (3, 4)  # a cell whose paired difference lies between 1 and 3 standard errors after SEEDS gets these
 LR_FACTOR = 3.0  # the step-size grid: the recipe's rate times LR_FACTOR ** k
 REPEATS = 8  # gradient estimates a variance measurement
 
@@ -220,9 +222,10 @@ def lr_pick(recs: dict, row: str, higher: bool) -> tuple[int | None, list[int]]:
 
 def plan(column: str, recs: dict, rows: list[str], seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, int, int]]:
     """The runs still to do that can be decided now, in order: the default's seeds and every row's step sizes
-    at seed 0 first, then the further step sizes, then the other seeds at the recipe's rate and at the pick."""
+    at seed 0 first, then the further step sizes, then the other seeds at the recipe's rate and at the pick,
+    then MORE_SEEDS (row and default) where a paired difference is borderline."""
     higher = COLUMNS[column]["higher"]
-    first, second, third = [], [], []
+    first, second, third, fourth = [], [], [], []
     first += [("default", 0, s) for s in seeds]
     for row in rows:
         if row == "default":
@@ -234,7 +237,33 @@ def plan(column: str, recs: dict, rows: list[str], seeds: tuple[int, ...] = SEED
             first += [(row, k, seeds[0]) for k in todo]
         if pick is not None:
             third += [(row, k, s) for k in sorted({0, pick}) for s in seeds[1:]]
-    return [r for r in first + second + third if r not in recs]
+            for k in sorted({0, pick}):
+                if borderline(recs, row, k, seeds):
+                    fourth += [("default", 0, s) for s in MORE_SEEDS] + [(row, k, s) for s in MORE_SEEDS]
+    return list(dict.fromkeys(r for r in first + second + third + fourth if r not in recs))
+
+
+def test_of(rec: dict | None) -> float | None:
+    """A run's test value, None for a run not made or failed."""
+    return rec["test"] if rec and not rec.get("failure") else None
+
+
+def paired_by_seed(recs: dict, row: str, k: int, seeds) -> list[float]:
+    """row (at step k) - default, seed by seed, over the seeds where both have a test value."""
+    pairs = [(test_of(recs.get((row, k, s))), test_of(recs.get(("default", 0, s)))) for s in seeds]
+    return [a - b for a, b in pairs if a is not None and b is not None]
+
+
+def borderline(recs: dict, row: str, k: int, seeds) -> bool:
+    """Every seed of ``seeds`` run at step k, and the paired difference's mean within 1..3 standard errors: a
+    verdict that two more seeds may change (the guide relies on no difference within 2 standard errors)."""
+    if any((row, k, s) not in recs or ("default", 0, s) not in recs for s in seeds):
+        return False
+    d = paired_by_seed(recs, row, k, seeds)
+    if len(d) < 2:
+        return False
+    mean, se = statistics.fmean(d), statistics.stdev(d) / math.sqrt(len(d))
+    return se > 0 and se <= abs(mean) <= 3 * se
 
 
 def grad_vars(run_dir: Path) -> list[dict]:
@@ -345,6 +374,7 @@ def cell(recs: dict, row: str, k: int, seeds: tuple[int, ...], base: dict | None
     (Δ, its standard error, the verdict), gradient variance, training seconds, the value within the budget."""
     from zoo.spread import paired, spread
 
+    seeds = tuple(seeds) + tuple(s for s in MORE_SEEDS if s not in seeds and (row, k, s) in recs)
     runs = [recs.get((row, k, s)) for s in seeds]
     test = [r["test"] if r and not r["failure"] else None for r in runs]
     out = {"lr": runs[0]["lr"] if runs[0] else None, "lr_step": k, "seeds": list(seeds), "test": spread(test),
@@ -354,8 +384,8 @@ def cell(recs: dict, row: str, k: int, seeds: tuple[int, ...], base: dict | None
            "failures": [{"seed": r["seed"], **r["failure"]} for r in runs if r and r["failure"]],
            "not_run": [s for s, r in zip(seeds, runs) if r is None]}
     if base is not None and row != "default":
-        b = base["test"]["values"]
-        pairs = [(a, c) for a, c in zip(test, b) if a is not None and c is not None]
+        b = dict(zip(base["seeds"], base["test"]["values"]))
+        pairs = [(a, b.get(s)) for s, a in zip(seeds, test) if a is not None and b.get(s) is not None]
         out["vs_default"] = paired([a for a, _ in pairs], [c for _, c in pairs])
         out["verdict"] = claim(out["vs_default"]["diffs"], higher)
     return out
@@ -438,7 +468,8 @@ def figure(column: str, recs: dict, part: dict, path: Path) -> None:
     shown: list[float] = []
     for row, c in part["cells"].items():
         k = 0 if row == "default" else c.get("picked_lr_step")
-        runs = [recs.get((row, k, s)) for s in SEEDS] if k is not None else []
+        runs = [recs.get((row, k, s)) for s in SEEDS + MORE_SEEDS] if k is not None else []
+        runs = [r for r in runs if r] or [None]
         curves = [r["curve"] for r in runs if r and r["curve"] and not r["failure"]]
         if not curves:
             continue

@@ -76,6 +76,33 @@ def test_step_sizes_go_one_step_further_from_an_edge_then_seeds_at_the_recipe_ra
                                                           ("rloo", 1, 2)]
 
 
+def test_a_borderline_difference_gets_two_more_seeds_paired_by_seed(tmp_path):
+    folder = tmp_path / "dvae"
+    for s in range(3):
+        write_record(folder, "default", 0, s, 20.0 + s)
+    for k, val in ((0, 21.0), (-1, 25.0), (1, 26.0)):
+        write_record(folder, "rloo", k, 0, val)
+    # row - default by seed: +1.0, +1.5, +0.2: mean 0.9, se 0.38: 2.4 standard errors, borderline
+    write_record(folder, "rloo", 0, 1, 22.5)
+    write_record(folder, "rloo", 0, 2, 22.2)
+    recs = em.records_of(folder)
+    assert em.lr_pick(recs, "rloo", higher=False) == (0, [])
+    assert em.plan("dvae", recs, ["default", "rloo"]) == [("default", 0, 3), ("default", 0, 4), ("rloo", 0, 3),
+                                                          ("rloo", 0, 4)]
+    for s, (d, r) in zip((3, 4), ((30.0, 31.0), (40.0, 41.0))):
+        write_record(folder, "default", 0, s, d)
+        write_record(folder, "rloo", 0, s, r)
+    recs = em.records_of(folder)
+    assert em.plan("dvae", recs, ["default", "rloo"]) == []
+    base = em.cell(recs, "default", 0, em.SEEDS, None, False, None)
+    c = em.cell(recs, "rloo", 0, em.SEEDS, base, False, None)
+    assert c["seeds"] == [0, 1, 2, 3, 4]
+    assert c["vs_default"]["diffs"] == pytest.approx([1.0, 1.5, 0.2, 1.0, 1.0])
+    assert c["verdict"] == "worse"  # 0.94 +- 0.21: now beyond 2 standard errors, same sign on every seed
+    # a clear difference (6 standard errors) is decided on 3 seeds
+    assert not em.borderline({**recs, ("rloo", 0, 2): {**recs[("rloo", 0, 2)], "test": 22.9}}, "rloo", 0, em.SEEDS)
+
+
 def test_a_failed_run_loses_the_pick_even_with_a_better_number():
     recs = {("r", 0, 0): {"val_last": 5.0}, ("r", -1, 0): {"val_last": None}, ("r", 1, 0): {"val_last": 6.0}}
     assert em.lr_pick(recs, "r", higher=False) == (0, [])
