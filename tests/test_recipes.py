@@ -92,8 +92,15 @@ SMALL_EVALUATION = {
 }
 
 
-@pytest.mark.parametrize("precision", ["bf16-mixed", "64-true"])
-@pytest.mark.parametrize("name", PAIR_RECIPES)
+# The pairs make test runs (a code path of its own each: vmap under autocast, SeqGAN's LSTM without oneDNN's
+# bfloat16, float64 pictures); make test-slow runs every other (recipe, precision) pair.
+FAST_PRECISIONS = {("vae_digits", "bf16-mixed"), ("vae_digits", "64-true"), ("maml_sinusoid", "bf16-mixed"),
+                   ("seqgan_text", "bf16-mixed"), ("ood_toy2d", "64-true")}
+
+
+@pytest.mark.parametrize("name, precision", [
+    pytest.param(n, p, marks=() if (n, p) in FAST_PRECISIONS else pytest.mark.slow)
+    for n in PAIR_RECIPES for p in ("bf16-mixed", "64-true")])
 def test_recipe_in_other_precisions_on_the_cpu(name, precision, tmp_path: Path):
     """Other dtypes on a machine without a GPU: autocast on the CPU takes the code paths of
     bf16-mixed on a GPU (dtype mixing, vmap under autocast: MAML's conv net meets vmap's batch
@@ -119,6 +126,7 @@ def test_recipe_in_other_precisions_on_the_cpu(name, precision, tmp_path: Path):
 DDP_RECIPES = ["sat_shapes_hard", "dvae_digits_reinforce"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DDP_RECIPES)
 def test_recipe_runs_under_cpu_ddp(name, tmp_path: Path):
     import subprocess

@@ -204,6 +204,7 @@ def look_at(folder: Path, shots: Path, narrow: tuple[str, ...] = NARROW, base: s
     return problems, shown
 
 
+@pytest.mark.slow
 def test_every_page_opens_in_chromium_without_a_broken_picture_a_404_or_a_console_error(site, tmp_path):
     from urllib.parse import urlparse
 

@@ -94,6 +94,7 @@ def test_sweep_table_paired_differences_and_failures(swept):
     assert all(f"threads={threads}" in r["overrides"] for r in plan["runs"])
 
 
+@pytest.mark.slow
 def test_started_again_skips_the_runs_that_ended(swept, toy):
     folder, _ = swept
     gone = folder / "model.lr=0.1__seed=1"  # as if killed before its first checkpoint: nothing left
@@ -110,6 +111,7 @@ def test_started_again_skips_the_runs_that_ended(swept, toy):
     assert json.loads((gone / "result.json").read_text())["rc"] == 0
 
 
+@pytest.mark.slow
 def test_collect_remakes_the_summary(swept, capsys):
     folder, _ = swept
     first = json.loads((folder / "summary.json").read_text())
@@ -120,6 +122,7 @@ def test_collect_remakes_the_summary(swept, capsys):
     assert "FAILED model.lr=1e6__seed=1" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_stopped_run_resumes_only_with_training_left(swept):
     """No result.json and a last.ckpt: ``ckpt_path=last`` while training is left (a killed or requeued
     job), a fresh start when the checkpoint finished training (a run stopped while testing)."""
@@ -171,6 +174,7 @@ def test_resources_come_from_the_trainer_section():
     assert resources({"trainer": {"accelerator": "cpu"}, "threads": 0}) == {"nodes": 1, "tasks_per_node": 1}
 
 
+@pytest.mark.slow
 def test_slurm_launcher_through_submitits_local_executor(toy, tmp_path, monkeypatch):
     """The same code path as on a cluster (a job a run, waited for, then the summary), with submitit's
     local executor; the job requeues itself with the same call (which resumes from last.ckpt)."""

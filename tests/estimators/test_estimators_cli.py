@@ -19,6 +19,7 @@ from zoo.estimators import get_estimator
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_compare_cli_json_and_plot(tmp_path):
     png = tmp_path / "cmp.png"
     out = subprocess.run([sys.executable, "-m", "zoo.estimators", "compare", "--draws", "2000", "--seed", "1",

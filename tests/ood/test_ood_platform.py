@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from platform_testlib import subprocess_env  # tests/platform, on sys.path via conftest
 
 from zoo.train import train
@@ -29,6 +30,7 @@ def test_joint_run_resumes_from_its_last_checkpoint(tmp_path):
     assert "test/photos/msp/tnr95" in second.test_metrics
 
 
+@pytest.mark.slow
 def test_joint_run_under_cpu_ddp_tests_like_one_process(tmp_path):
     """The digits joint recipe on 2 gloo processes (3 optimizers, manual optimisation): its test metrics,
     from the ranks' gathered scores (180 test images a rank, every set), equal those of one process
@@ -51,6 +53,7 @@ def test_joint_run_under_cpu_ddp_tests_like_one_process(tmp_path):
         assert abs(ddp[key] - one[key]) < 1e-6, (key, ddp[key], one[key])
 
 
+@pytest.mark.slow
 def test_two_cpu_processes_train_the_classifier_like_one_process(tmp_path):
     """The 2-D toy's joint mode, full batches (2 processes x 32 points = 1 process x 64, 3 epochs), beta = 0
     so that the classifier's gradient does not depend on G's noise (each rank draws its own z): the classifier

@@ -52,6 +52,7 @@ def test_home_and_variables_in_paths_from_another_folder_with_warnings_as_errors
     assert (data / "x").is_dir() and not list(cwd.iterdir())
 
 
+@pytest.mark.slow
 def test_frozen_encoder_runs_under_warnings_as_errors(tmp_path):
     """sat_shapes_hard keeps its frozen encoder in eval mode by design: Lightning's warning about it
     would end the run under PYTHONWARNINGS=error."""
@@ -196,7 +197,7 @@ def test_many_cores_and_warnings_as_errors(tmp_path, monkeypatch, capsys):
     assert code == 0, err
 
 
-@pytest.mark.parametrize("home", ["unset", "read-only"])
+@pytest.mark.parametrize("home", ["unset", pytest.param("read-only", marks=pytest.mark.slow)])
 def test_wandb_and_matplotlib_without_a_writable_home(home, tmp_path):
     """HOME unset or read-only (a container, a cron job, a shared account): wandb's core would print about
     20 of its log lines ("ERROR main: failed to get logger path", "INFO server: ...") and leave

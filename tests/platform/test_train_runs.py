@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from platform_testlib import ForkedCommand, subprocess_env
 
@@ -148,6 +149,7 @@ def test_sigterm_during_validation_saves_when_it_ends_and_the_run_resumes(toy_re
     assert torch.load(last, weights_only=True)["global_step"] == 16  # the second epoch, then done
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_launching_process_stops_every_ddp_rank(toy_recipe, tmp_path):
     """Under DDP a signal may reach one rank only (here the launching process, rank 0): the ranks
     agree on stopping every step, so all save together instead of rank 0 waiting alone in the

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from platform_testlib import subprocess_env  # tests/platform, on sys.path via conftest
 
@@ -31,6 +32,7 @@ def generator_weights(run: Path) -> dict:
     return {k: v for k, v in ckpt["state_dict"].items() if k.startswith("gen.")}
 
 
+@pytest.mark.slow
 def test_mle_phase_on_two_processes_equals_one_with_the_same_global_batch(tmp_path):
     """MLE only, one full batch per epoch: 2 x 32 sequences (gradients all-reduced) must give the
     G of 1 x 64. Tolerance 1e-5."""
@@ -45,6 +47,7 @@ def test_mle_phase_on_two_processes_equals_one_with_the_same_global_batch(tmp_pa
         assert torch.allclose(one[key], two[key], atol=1e-5), key
 
 
+@pytest.mark.slow
 def test_every_phase_runs_under_ddp(tmp_path):
     proc = run_two_processes("data.num_train=128", "data.batch_size=32", "model.mle_epochs=1",
                              "model.d_pretrain_rounds=1", "model.adv_iterations=2", "model.adv_d_rounds=1",

@@ -60,6 +60,7 @@ def test_unordered_set_is_unbiased_through_the_model(dvae_exact_loss):
     assert draws.std(0)[0] > 0  # sampled, not enumerated
 
 
+@pytest.mark.slow
 def test_one_latent_dvae_learns_with_unordered_set(tmp_path):
     """1 x 10 latent, unordered_set (k=4), 20 epochs, seed 0: no step's training estimate blows up (every
     step logged; with the set probabilities' old difference form one reached 3e13 here),

@@ -182,6 +182,7 @@ def test_mnist_recipes_on_tiny_idx_files(recipe, tmp_path):
     assert result.test_metrics["test/loss"] > 0 and (result.run_dir / "plots" / "samples.png").is_file()
 
 
+@pytest.mark.slow
 def test_dvae_binary_disarm_learns_and_uses_its_latent(tmp_path):
     """32 binary latents trained with DisARM (one antithetic pair per image), 30 epochs, seed 0: the
     exact-sample negative ELBO falls >= 15 nats, beats the latent-free model and keeps > 1 nat of KL
