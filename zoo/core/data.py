@@ -18,6 +18,8 @@ Contract:
 
 from __future__ import annotations
 
+# cpu file: samplers: index permutations for the DataLoader (tests/platform/test_device_agnostic.py)
+
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

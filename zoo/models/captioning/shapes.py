@@ -18,6 +18,8 @@ same scenes, captions and masks.
 
 from __future__ import annotations
 
+# cpu file: datamodule: synthetic images (tests/platform/test_device_agnostic.py)
+
 from dataclasses import dataclass
 
 import numpy as np

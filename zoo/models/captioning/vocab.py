@@ -7,6 +7,8 @@ is stored in every checkpoint and a loaded model decodes without the training da
 
 from __future__ import annotations
 
+# cpu file: datamodule: dataset items and collate (tests/platform/test_device_agnostic.py)
+
 from collections.abc import Callable, Iterable
 
 import torch

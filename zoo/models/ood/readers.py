@@ -21,6 +21,8 @@ Layouts looked for under ``data.root``:
 
 from __future__ import annotations
 
+# cpu file: image files read for the ood_images datamodule (tests/platform/test_device_agnostic.py)
+
 import gzip
 import io
 import shutil

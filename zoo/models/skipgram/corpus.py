@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+# cpu file: datamodule: corpus chunks, subsampled and windowed on the CPU (tests/platform/test_device_agnostic.py)
+
 import array
 import glob
 import hashlib

@@ -7,6 +7,8 @@ little-endian float32 + ``\\n``.
 
 from __future__ import annotations
 
+# cpu file: export: word2vec files (tests/platform/test_device_agnostic.py)
+
 from pathlib import Path
 
 import numpy as np

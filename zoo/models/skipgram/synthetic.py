@@ -18,6 +18,8 @@ Written next to the corpus:
 
 from __future__ import annotations
 
+# cpu file: datamodule: synthetic corpus (tests/platform/test_device_agnostic.py)
+
 import hashlib
 import json
 import os
