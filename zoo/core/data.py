@@ -16,9 +16,9 @@ Contract:
   on global RNG state, and the place in the epoch is saved with the checkpoint.
 """
 
-from __future__ import annotations
-
 # cpu file: samplers: index permutations for the DataLoader (tests/platform/test_device_agnostic.py)
+
+from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path

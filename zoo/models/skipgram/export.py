@@ -5,9 +5,9 @@ Binary (word2vec.c ``-binary 1``): the same header line, then per word ``word`` 
 little-endian float32 + ``\\n``.
 """
 
-from __future__ import annotations
-
 # cpu file: export: word2vec files (tests/platform/test_device_agnostic.py)
+
+from __future__ import annotations
 
 from pathlib import Path
 
