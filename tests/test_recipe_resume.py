@@ -74,6 +74,23 @@ def test_every_recipe_is_covered_or_excluded():
     assert not (covered | set(EXCLUDED)) - recipes, "cases of recipes that are gone"
 
 
+def test_each_models_cases_are_in_its_own_tests_folder():
+    """What these tests need of a recipe is in its model's tests folder (``tests/<folder>/<folder>_cases.py`` for
+    ``recipes/<folder>/``), so that a new model edits no shared test: every recipe folder has its cases file, and
+    each file names its own folder's recipes only."""
+    from recipe_data import MODULES
+
+    from zoo.recipe_files import find_recipe
+
+    folder_of = {name: find_recipe(name).parent.name for name in all_recipes()}
+    files = {Path(m.__file__).parent.name: m for m in MODULES}
+    assert set(files) == set(folder_of.values()), (sorted(files), sorted(set(folder_of.values())))
+    for folder, module in files.items():
+        for table in ("RESUME", "NOT_RESUMED", "RESUME_STEPS", "REAL_DATA", "HOST_SETTINGS"):
+            others = {key for key in getattr(module, table, {}) if folder_of.get(recipe_of(key)) != folder}
+            assert not others, f"{module.__file__} {table} names recipes of another folder: {others}"
+
+
 def callbacks(recipe: str, *extra: str) -> str:
     """The recipe's own callbacks (EMA weights) and the test's, as one override."""
     own = [json.dumps(c) for c in load_config(recipe).get("callbacks") or []]
