@@ -44,9 +44,9 @@ def names_in_body(cls: type) -> set[str]:
 
 
 def test_every_declared_model_and_estimator_class_points_at_its_spec():
-    """A zoo model's or estimator's class states nothing of its spec again: it points at the declared spec
-    (``spec = ...``), and what the class answers (options, node, monitor, precisions, run check; options,
-    capabilities, name) comes from it, so the recipe check, which reads the spec without the class, and the run,
+    """A zoo model's, datamodule's or estimator's class states nothing of its spec again: it points at the declared
+    spec (``spec = ...``), and what the class answers (options, node, monitor, precisions, run check; options;
+    options, capabilities, name) comes from it, so the recipe check, which reads the spec without the class, and the run,
     which builds the class, cannot disagree."""
     from zoo.core.module import ZooModule
     from zoo.estimators import ESTIMATORS, Estimator
@@ -62,6 +62,12 @@ def test_every_declared_model_and_estimator_class_points_at_its_spec():
                 restated = {"Config", "monitor", "monitor_mode", "precisions", "stochastic_node", "run_monitor",
                             "check_run"} & names_in_body(owner)
                 assert not restated, (name, owner.__name__, restated)
+    datamodules = DATAMODULES.declared()
+    assert len(datamodules) >= 14, datamodules
+    for name in datamodules:
+        spec, cls = DATAMODULES.spec(name), DATAMODULES.get(name)
+        assert cls.spec is spec and cls.Config is spec.config, name
+        assert "Config" not in names_in_body(cls), name
     estimators = ESTIMATORS.declared()
     assert len(estimators) == 13, estimators
     for name in estimators:

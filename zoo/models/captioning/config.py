@@ -149,5 +149,5 @@ def sat_node(cfg: SATConfig, data_info: dict | None = None) -> StochasticNode | 
 # the folder's entries, declared once: name, class (imported when first used), options
 SAT_SPEC = MODELS.declare(ModelSpec("sat", "zoo.models.captioning.module:ShowAttendTell", SATConfig, node=sat_node,
                                     monitor=("val/bleu4", "max"), task="image-to-text"))
-DATAMODULES.declare(DataSpec("karpathy", "zoo.models.captioning.data:KarpathyData", KarpathyConfig))
-DATAMODULES.declare(DataSpec("shapes", "zoo.models.captioning.data:ShapesData", ShapesConfig))
+KARPATHY_SPEC = DATAMODULES.declare(DataSpec("karpathy", "zoo.models.captioning.data:KarpathyData", KarpathyConfig))
+SHAPES_SPEC = DATAMODULES.declare(DataSpec("shapes", "zoo.models.captioning.data:ShapesData", ShapesConfig))

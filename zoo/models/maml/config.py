@@ -124,6 +124,6 @@ def nav2d_node(cfg: Nav2dMAMLConfig, data_info: dict | None = None) -> Stochasti
 MAML_SPEC = MODELS.declare(ModelSpec("maml", "zoo.models.maml.module:MAML", MAMLConfig))
 MAML_RL_SPEC = MODELS.declare(ModelSpec("maml_rl", "zoo.models.maml.nav2d:Nav2dMAML", Nav2dMAMLConfig,
                                         node=nav2d_node, monitor=("val/return", "max")))
-DATAMODULES.declare(DataSpec("nav2d", "zoo.models.maml.data:Nav2dData", Nav2dConfig))
-DATAMODULES.declare(DataSpec("omniglot", "zoo.models.maml.data:OmniglotData", OmniglotConfig))
-DATAMODULES.declare(DataSpec("sinusoid", "zoo.models.maml.data:SinusoidData", SinusoidConfig))
+NAV2D_SPEC = DATAMODULES.declare(DataSpec("nav2d", "zoo.models.maml.data:Nav2dData", Nav2dConfig))
+OMNIGLOT_SPEC = DATAMODULES.declare(DataSpec("omniglot", "zoo.models.maml.data:OmniglotData", OmniglotConfig))
+SINUSOID_SPEC = DATAMODULES.declare(DataSpec("sinusoid", "zoo.models.maml.data:SinusoidData", SinusoidConfig))

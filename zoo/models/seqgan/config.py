@@ -159,6 +159,6 @@ def oracle_known_info(cfg: OracleDataConfig) -> dict:
     return {"vocab_size": cfg.vocab_size} if cfg.oracle_params is None else {}
 
 
-DATAMODULES.declare(DataSpec("seqgan_oracle", "zoo.models.seqgan.data:OracleData", OracleDataConfig,
-                             known_info=oracle_known_info))
-DATAMODULES.declare(DataSpec("seqgan_text", "zoo.models.seqgan.data:TextData", TextDataConfig))
+SEQGAN_ORACLE_SPEC = DATAMODULES.declare(DataSpec("seqgan_oracle", "zoo.models.seqgan.data:OracleData",
+                                                  OracleDataConfig, known_info=oracle_known_info))
+SEQGAN_TEXT_SPEC = DATAMODULES.declare(DataSpec("seqgan_text", "zoo.models.seqgan.data:TextData", TextDataConfig))

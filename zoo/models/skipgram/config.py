@@ -147,6 +147,8 @@ SKIPGRAM_SPEC = MODELS.declare(ModelSpec(
     # that has no gradients to unscale
     precisions=("32-true", "64-true", "bf16-mixed"),
     task="feature-extraction"))
-DATAMODULES.declare(DataSpec("skipgram_synthetic", "zoo.models.skipgram.data:SyntheticCorpusData",
-                             SyntheticCorpusConfig))
-DATAMODULES.declare(DataSpec("skipgram_text", "zoo.models.skipgram.data:TextCorpusData", TextCorpusConfig))
+SKIPGRAM_SYNTHETIC_SPEC = DATAMODULES.declare(DataSpec("skipgram_synthetic",
+                                                       "zoo.models.skipgram.data:SyntheticCorpusData",
+                                                       SyntheticCorpusConfig))
+SKIPGRAM_TEXT_SPEC = DATAMODULES.declare(DataSpec("skipgram_text", "zoo.models.skipgram.data:TextCorpusData",
+                                                  TextCorpusConfig))

@@ -109,5 +109,5 @@ DVAE_SPEC = MODELS.declare(ModelSpec("dvae", "zoo.models.vae.dvae:DiscreteVAE", 
                                      task="unconditional-image-generation"))
 VAE_SPEC = MODELS.declare(ModelSpec("vae", "zoo.models.vae.vae:VAE", VAEConfig, node=vae_node,
                                     task="unconditional-image-generation"))
-DATAMODULES.declare(DataSpec("digits", "zoo.models.vae.data:DigitsData", DigitsConfig))
-DATAMODULES.declare(DataSpec("mnist", "zoo.models.vae.data:MnistData", MnistConfig))
+DIGITS_SPEC = DATAMODULES.declare(DataSpec("digits", "zoo.models.vae.data:DigitsData", DigitsConfig))
+MNIST_SPEC = DATAMODULES.declare(DataSpec("mnist", "zoo.models.vae.data:MnistData", MnistConfig))
