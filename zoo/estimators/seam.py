@@ -1,7 +1,8 @@
 """The typed seam between a model's stochastic node and the estimator that trains it.
 
 A model states its node from its validated options, as a class method (None: the options leave
-nothing to sample, e.g. soft attention)::
+nothing to sample, e.g. soft attention; the zoo's own models give the function as their spec's ``node``, which
+``ZooModule.stochastic_node`` calls)::
 
     @classmethod
     def stochastic_node(cls, cfg: DVAEConfig, data_info: dict | None = None) -> StochasticNode | None:
