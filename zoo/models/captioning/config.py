@@ -146,7 +146,8 @@ def sat_node(cfg: SATConfig, data_info: dict | None = None) -> StochasticNode | 
                           hint="or model.attention=soft for the exact expected context")
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
 SAT_SPEC = MODELS.declare(ModelSpec("sat", "zoo.models.captioning.module:ShowAttendTell", SATConfig, node=sat_node,
                                     monitor=("val/bleu4", "max"), task="image-to-text"))
 KARPATHY_SPEC = DATAMODULES.declare(DataSpec("karpathy", "zoo.models.captioning.data:KarpathyData", KarpathyConfig))

@@ -108,7 +108,8 @@ class Nav2dConfig(DataOptions):
     eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) goals
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
 BASELINE_FEATURES = 3  # a learned baseline's input per task and time step: goal (x, y), (t + 1) / horizon
 
 

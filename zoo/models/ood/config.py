@@ -106,7 +106,8 @@ class OODImagesConfig(BatchedDataOptions):
     eval_batch_size: int = positive(500)  # images per validation / test batch
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
 def ood_node(cfg: OODConfig, data_info: dict | None = None) -> StochasticNode | None:
     """The generator's noise z ~ N(0, I) in the GAN modes (one draw per example; G's loss is a differentiable
     function of z); none otherwise."""

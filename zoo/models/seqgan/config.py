@@ -115,7 +115,8 @@ class TextDataConfig(BatchedDataOptions):
                              f"{self.val_fraction} + {self.test_fraction}")
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
 ORACLE_MONITOR = ("val/nll_oracle", "min")  # with the oracle's data: the oracle's NLL of G's samples
 TEXT_MONITOR = ("val/bleu3", "max")  # with text data (no oracle): BLEU-3 against held-out sentences
 

@@ -140,7 +140,8 @@ class SyntheticCorpusConfig(CorpusOptions):
         validate(PlantedCorpus, self.planted or {}, "data.planted", what="generator setting")
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
 SKIPGRAM_SPEC = MODELS.declare(ModelSpec(
     "skipgram", "zoo.models.skipgram.module:SkipGramModule", SkipGramConfig, monitor=("val/spearman", "max"),
     # no 16-mixed: the updates are hand-written in float32, and float16 AMP's GradScaler asserts on an optimizer

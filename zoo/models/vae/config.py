@@ -80,7 +80,8 @@ class MnistConfig(BatchedDataOptions):
     val_size: int = positive(10000)  # validation images carved from the 60,000 training images
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
 def image_size(data_info: dict | None) -> int | None:
     """Pixels of one image (C * H * W), the features a learned baseline reads; None before the data are read."""
     shape = (data_info or {}).get("image_shape")
