@@ -46,8 +46,8 @@ def names_in_body(cls: type) -> set[str]:
 def test_every_declared_model_and_estimator_class_points_at_its_spec():
     """A zoo model's, datamodule's or estimator's class states nothing of its spec again: it points at the declared
     spec (``spec = ...``), and what the class answers (options, node, monitor, precisions, run check; options;
-    options, capabilities, name) comes from it, so the recipe check, which reads the spec without the class, and the run,
-    which builds the class, cannot disagree."""
+    options, capabilities, name) comes from it, so the recipe check, which reads the spec without the class, and
+    the run, which builds the class, cannot disagree."""
     from zoo.core.module import ZooModule
     from zoo.estimators import ESTIMATORS, Estimator
 
