@@ -133,8 +133,8 @@ def rows_for(column: str) -> tuple[dict, dict, str | None]:
         if row["settings"]:
             fits[name] = row
             continue
-        est_name, est_cls, opts = resolve(row["spec"])
-        reason = mismatch(requirements(est_name, est_cls, opts), node, node.samples or getattr(opts, "n", None))
+        est_name, _, opts = resolve(row["spec"])
+        reason = mismatch(requirements(est_name, opts), node, node.samples or getattr(opts, "n", None))
         est_cls = ESTIMATORS.get(est_name)
         if reason:
             why[name] = reason

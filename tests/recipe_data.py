@@ -1,77 +1,50 @@
-"""Tiny files in the real formats, so the smoke test can run recipes made for real datasets.
-Each writer takes pytest's tmp_path and returns the overrides that point the recipe at them."""
+"""What the shared recipe tests need of each model's recipes, found in the model's own tests folder
+(``tests/<folder>/<folder>_cases.py``: a new model adds its cases there and edits nothing here). Each of these
+tables is the union of the tables of that name in those files (a key in two of them is refused):
 
+- ``REAL_DATA``: recipe -> writer(tmp_path) -> the overrides that point a recipe made for a real dataset at tiny
+  files in the real format (the smoke, meta-device, GPU and resume tests run the recipe on them);
+- ``RESUME``: recipe, or recipe:variant for another loop of the same recipe -> the overrides that make it small for
+  tests/test_recipe_resume.py; ``NOT_RESUMED``: recipe -> why it has no case of its own; ``RESUME_STEPS``: case ->
+  its global steps (epoch 0's end, the step save, the kill, the end) where its batches are not one step each;
+- ``ESTIMATOR_HOSTS``: model with a stochastic node -> the cases whose settings train it (every estimator that fits
+  its node runs on the first of them it fits); ``HOST_SETTINGS``: a host that is not a case of its own -> (the case
+  it starts from, its own overrides).
+"""
+
+import importlib.util
 from pathlib import Path
+from types import ModuleType
+
+TESTS = Path(__file__).resolve().parent
 
 
-def tiny_mnist(tmp_path: Path) -> list[str]:
-    import numpy as np
-
-    from zoo.models.vae.data import write_idx
-
-    rng = np.random.default_rng(0)
-    root = tmp_path / "data"
-    for name, shape in [("train-images-idx3-ubyte", (60, 28, 28)), ("train-labels-idx1-ubyte", (60,)),
-                        ("t10k-images-idx3-ubyte", (20, 28, 28)), ("t10k-labels-idx1-ubyte", (20,))]:
-        high = 256 if len(shape) == 3 else 10
-        write_idx(root / "mnist" / f"{name}.gz", rng.integers(0, high, shape, dtype=np.uint8))
-    return [f"data.root={root}", "data.val_size=20", "data.batch_size=10"]
+def case_modules() -> list[ModuleType]:
+    """Every model's ``tests/<folder>/<folder>_cases.py``, imported."""
+    modules = []
+    for path in sorted(TESTS.glob("*/*_cases.py")):
+        spec = importlib.util.spec_from_file_location(f"{path.parent.name}_cases", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules.append(module)
+    return modules
 
 
-REAL_DATA = {"vae_mnist": tiny_mnist, "dvae_mnist": tiny_mnist}
+def merged(name: str, modules: list[ModuleType]) -> dict:
+    """The union of the tables ``name`` of ``modules``."""
+    out: dict = {}
+    for module in modules:
+        table = getattr(module, name, {})
+        twice = set(out) & set(table)
+        assert not twice, f"{sorted(twice)} in {name} of {module.__file__} and of another model's cases"
+        out.update(table)
+    return out
 
 
-def tiny_karpathy(dataset: str):
-    def write(tmp_path: Path) -> list[str]:
-        import sys
-
-        sys.path.insert(0, str(Path(__file__).parent / "captioning"))
-        from tiny_karpathy import karpathy_overrides
-
-        return karpathy_overrides(tmp_path, dataset)
-
-    return write
-
-
-def tiny_text8(tmp_path: Path) -> list[str]:
-    """One long line of space-separated words, like text8 (200 word types, 30k tokens)."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    words = [f"w{i}" for i in range(200)] + ["king", "queen", "man", "woman", "france", "paris"]
-    probs = 1.0 / np.arange(1, len(words) + 1)
-    tokens = rng.choice(words, size=30_000, p=probs / probs.sum())
-    path = tmp_path / "text8"
-    path.write_text(" ".join(tokens))
-    return [f"data.files={path}", "data.chunk_tokens=5000"]
-
-
-REAL_DATA.update({"sat_flickr8k": tiny_karpathy("flickr8k"), "sat_coco": tiny_karpathy("coco"),
-                  "skipgram_text8": tiny_text8})
-
-
-def tiny_omniglot(tmp_path: Path) -> list[str]:
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent / "maml"))
-    from tiny_omniglot import omniglot_overrides
-
-    return omniglot_overrides(tmp_path)
-
-
-REAL_DATA.update({"maml_omniglot_5w1s": tiny_omniglot, "maml_omniglot_20w1s": tiny_omniglot})
-
-
-def tiny_ood(dataset: str):
-    def write(tmp_path: Path) -> list[str]:
-        import sys
-
-        sys.path.insert(0, str(Path(__file__).parent / "ood"))
-        from tiny_ood_files import paper_overrides
-
-        return paper_overrides(dataset)(tmp_path)
-
-    return write
-
-
-REAL_DATA.update({f"ood_{d}_{m}": tiny_ood(d) for d in ("svhn", "cifar10") for m in ("ce", "joint")})
+MODULES = case_modules()
+REAL_DATA = merged("REAL_DATA", MODULES)
+RESUME = merged("RESUME", MODULES)
+RESUME_STEPS = merged("RESUME_STEPS", MODULES)
+NOT_RESUMED = merged("NOT_RESUMED", MODULES)
+ESTIMATOR_HOSTS = merged("ESTIMATOR_HOSTS", MODULES)
+HOST_SETTINGS = merged("HOST_SETTINGS", MODULES)

@@ -5,9 +5,9 @@ in the real formats (as tests/test_recipes.py), in full precision and in ``bf16-
 
 Marked ``gpu`` and skipped where ``torch.cuda.is_available()`` is false. The recipes come from
 ``all_recipes()``, so recipes added later (maml_*, ood_*) are picked up by themselves; a new
-recipe for a real dataset adds its tiny-file writer to tests/recipe_data.py, as for the CPU smoke
-test. A model lists the precisions it runs under in ``precisions`` on its class (see
-``ZooModule.precisions``); the others must be refused with one message (skip-gram: no ``16-mixed``,
+recipe for a real dataset adds its tiny-file writer to its model's tests/<folder>/<folder>_cases.py, as for
+the CPU smoke test. A model lists the precisions it runs under in its spec's ``precisions`` (the class's
+``precisions``); the others must be refused with one message (skip-gram: no ``16-mixed``,
 whose GradScaler asserts on an optimizer without gradients; every model: no ``16-true`` /
 ``bf16-true``). The CPU halves (``bf16-mixed``, ``64-true``) run in tests/test_recipes.py.
 """

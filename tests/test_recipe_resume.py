@@ -6,18 +6,16 @@ checkpoint), resumed and killed with SIGKILL in another process at step 7 (after
 1), resumed again from that step save to the end. The final checkpoint's weights (live and averaged),
 optimizer and scheduler states, callback states (RNG states among them), the loader's place and the metrics
 file's rows must equal the straight run's, bit for bit, on the CPU with one thread. The recipes come from the
-recipe folder: a new recipe is covered here or excluded by name with a reason
-(``test_every_recipe_is_covered_or_excluded``). Hogwild skip-gram, which no run repeats to the bit, and a
-2-process DDP run have their own tests below. About 110 s of CPU in all (2026-11-28, 2-core machine).
+recipe folder: a recipe is covered or excluded by name with a reason (``test_every_recipe_is_covered_or_excluded``)
+in its model's own tests folder (``tests/<folder>/<folder>_cases.py``, collected by tests/recipe_data.py).
+Hogwild skip-gram, which no run repeats to the bit, and a 2-process DDP run have their own tests below. About
+110 s of CPU in all (2026-11-28, 2-core machine).
 
 Every estimator that fits a model's stochastic node (the registry's, with their defaults, and ``VARIANTS``: the
-options that give an estimator state of its own) is run on that model too, killed at step 7 after a step save and
-resumed (``test_every_estimator_resumes_after_a_kill_as_the_straight_run``): the pairs in ``FAST`` in ``make test``,
-the others in ``make test-slow``; every pair's model is built in ``make test``, where none may leave an estimator's
-layer to be sized at the first batch (a checkpoint is loaded into layers that exist).
-
-The MAML cases check ``EpochSampler`` (were its order read when Lightning makes the iterator,
-before ``set_epoch``, a run resumed from an epoch-end checkpoint would train its first epoch on epoch 0's tasks)."""
+options that give an estimator state of its own) is run on that model too (on the hosts its cases name), killed at
+step 7 after a step save and resumed (``test_every_estimator_resumes_after_a_kill_as_the_straight_run``): the pairs
+in ``FAST`` in ``make test``, the others in ``make test-slow``; every pair's model is built in ``make test``, where
+none may leave an estimator's layer to be sized at the first batch (a checkpoint is loaded into layers that exist)."""
 
 from __future__ import annotations
 
@@ -32,16 +30,12 @@ from pathlib import Path
 import pytest
 import torch
 from platform_testlib import forkserver, train_in_child  # tests/platform, on sys.path via conftest
+from recipe_data import ESTIMATOR_HOSTS, HOST_SETTINGS, NOT_RESUMED, REAL_DATA, RESUME, RESUME_STEPS
 
 from zoo.config import load_config
 from zoo.options import thaw
 from zoo.recipe_files import all_recipes
 from zoo.train import train
-
-try:
-    from recipe_data import REAL_DATA  # tests/recipe_data.py: tiny files in the real formats
-except ImportError:  # pragma: no cover
-    REAL_DATA = {}
 
 EPOCH = 4  # training batches an epoch
 COMMON = ["trainer.max_epochs=2", f"trainer.limit_train_batches={EPOCH}", "trainer.limit_val_batches=1",
@@ -61,80 +55,9 @@ class Steps:
     total: int = 2 * EPOCH
 
 
-STEPS = {  # the cases whose batches are not one step each
-    "ood_digits_joint": Steps(12, 18, 21, 24),  # classifier, D and G: 3 steps a batch
-    "ood_toy2d": Steps(12, 18, 21, 24),
-    "ood_toy2d_boundary": Steps(4, 8, 10, 12),  # epoch 0 the classifier alone; then D and G
-    "seqgan_oracle_small:adversarial": Steps(4, 6, 7, 9),  # epoch 1 begins with G's policy-gradient step
-}
-
-# recipe (or recipe:variant) -> the overrides that make it small; every loop the zoo has
-VAE = ["model.hidden=32"]
-SHAPES = ["data.n_train=32", "data.n_val=8", "data.n_test=8", "data.batch_size=8", "data.max_len=8",
-          "model.embed_dim=16", "model.hidden_dim=16", "model.att_dim=16", "model.n_figure=1"]
-SMALL_CNN = ["model.feat_dim=16", "model.cnn_width=4"]  # not with encoder_from: the released encoder's sizes
-SEQGAN = ["model.gen_emb_dim=8", "model.gen_hidden_dim=8", "model.dis_emb_dim=8", "model.dis_filter_sizes=[1,2]",
-          "model.dis_num_filters=[4,4]", "model.rollouts=2", "model.adv_batch_size=8", "model.eval_samples=16",
-          "model.bleu_samples=1", "data.vocab_size=20", "data.emb_dim=4", "data.hidden_dim=4", "data.seq_len=6",
-          "data.num_train=64", "data.num_val=16", "data.num_test=16", "data.batch_size=16"]
-SKIPGRAM = ["model.dim=8", "data.planted.tokens=20000", "data.chunk_tokens=4000"]
-OOD_DIGITS = ["model.width=8", "model.gan_width=16", "data.batch_size=16", "data.eval_batch_size=64"]
-OOD_TOY = ["model.width=8", "model.gan_width=8", "data.batch_size=16", "data.n_train=128"]
-SINUSOID = ["data.meta_batch=4", "data.val_tasks=4", "data.eval_batch_tasks=4", "data.eval_query=10",
-            "model.eval_inner_steps=1", "model.hidden=8"]
-
-# recipe, or recipe:variant for another loop of the same recipe -> the overrides that make it small
-CASES: dict[str, list[str]] = {
-    "vae_digits": VAE,  # reparameterised Gaussian latents
-    "dvae_digits": VAE,  # Gumbel-softmax
-    "dvae_digits_binary": VAE,  # DisARM's antithetic pairs
-    "dvae_digits_reinforce": VAE,  # score function with a learned baseline
-    "dvae_digits_relax": VAE,  # RELAX: a control-variate network and its own optimisation
-    "dvae_digits_rloo": VAE,
-    "dvae_digits_st": VAE,
-    "sat_shapes_soft": [*SHAPES, *SMALL_CNN],  # soft attention, EMA weights (Lightning's EMAWeightAveraging)
-    "sat_shapes_hard": SHAPES,  # sampled attention, moving-average baseline, the released encoder frozen
-    "sat_shapes_hard_scratch": [*SHAPES, *SMALL_CNN],
-    # SeqGAN's phases, one an epoch: MLE then D pre-training; D pre-training then an adversarial iteration
-    "seqgan_oracle_small:pretrain": [*SEQGAN, "model.mle_epochs=1", "model.d_pretrain_rounds=1",
-                                     "model.d_pretrain_epochs=1", "model.adv_iterations=1"],
-    "seqgan_oracle_small:adversarial": [*SEQGAN, "model.mle_epochs=0", "model.d_pretrain_rounds=1",
-                                        "model.d_pretrain_epochs=1", "model.adv_iterations=1",
-                                        "model.adv_d_rounds=1", "model.adv_d_epochs=1"],
-    "skipgram_synthetic": [*SKIPGRAM, "model.updates=sequential"],  # word2vec's per-pair SGD (numba)
-    "skipgram_synthetic:minibatch": [*SKIPGRAM, "model.updates=minibatch", "model.batch_centres=256"],
-    "skipgram_synthetic_nce": [*SKIPGRAM, "model.updates=sequential"],
-    "skipgram_synthetic_softmax": [*SKIPGRAM, "model.updates=minibatch", "model.batch_centres=256"],
-    "ood_digits_ce": OOD_DIGITS,
-    "ood_digits_confidence": OOD_DIGITS,  # an explicit OOD training set
-    "ood_digits_joint": OOD_DIGITS,  # joint: classifier, G and D (three optimizers); the zoo's EMA callback
-    "ood_toy2d": OOD_TOY,
-    "ood_toy2d_boundary": [*OOD_TOY, "model.classifier_epochs=1"],  # boundary_gan: classifier alone, then the GAN
-    "maml_sinusoid": SINUSOID,  # second order
-    "maml_sinusoid_fo": SINUSOID,  # first order
-    "maml_sinusoid_pretrain": SINUSOID,  # no inner step
-    "maml_omniglot_5w1s": ["model.eval_inner_steps=1"],  # the conv net, the per-task loop; tiny files
-    "maml_nav2d": ["data.meta_batch=2", "data.val_tasks=2", "model.trajectories=2", "model.horizon=5",
-                   "model.eval_steps=1", "model.hidden=8"],  # MAML-RL: sampled trajectories
-}
-
-REPRESENTED = "the same model and training loop as {}, on data read from files (their reader has its own tests)"
-# recipe -> why it has no case of its own
-EXCLUDED: dict[str, str] = {
-    "vae_mnist": REPRESENTED.format("vae_digits"),
-    "dvae_mnist": REPRESENTED.format("dvae_digits"),
-    "sat_flickr8k": REPRESENTED.format("sat_shapes_soft") + " and a torchvision encoder",
-    "sat_coco": REPRESENTED.format("sat_shapes_soft") + " and a torchvision encoder",
-    "seqgan_oracle": "seqgan_oracle_small at the paper's size (a minute a step)",
-    "seqgan_text": "the same model and phases as seqgan_oracle_small, on sentences instead of an oracle's samples",
-    "skipgram_lee": REPRESENTED.format("skipgram_synthetic"),
-    "skipgram_text8": REPRESENTED.format("skipgram_synthetic"),
-    "ood_svhn_ce": REPRESENTED.format("ood_digits_ce"),
-    "ood_svhn_joint": REPRESENTED.format("ood_digits_joint"),
-    "ood_cifar10_ce": REPRESENTED.format("ood_digits_ce"),
-    "ood_cifar10_joint": REPRESENTED.format("ood_digits_joint"),
-    "maml_omniglot_20w1s": "maml_omniglot_5w1s with 20 classes a task: the same loop",
-}
+STEPS = {case: Steps(*steps) for case, steps in RESUME_STEPS.items()}  # the cases whose batches are not one step each
+CASES: dict[str, list[str]] = RESUME  # recipe, or recipe:variant -> the overrides that make it small
+EXCLUDED: dict[str, str] = NOT_RESUMED  # recipe -> why it has no case of its own
 
 
 def recipe_of(case: str) -> str:
@@ -146,8 +69,26 @@ def test_every_recipe_is_covered_or_excluded():
     covered = {recipe_of(c) for c in CASES}
     assert not covered & set(EXCLUDED), "a recipe both covered and excluded"
     missing = recipes - covered - set(EXCLUDED)
-    assert not missing, f"recipes with no resume case: add one to CASES, or to EXCLUDED with a reason: {missing}"
+    assert not missing, (f"recipes with no resume case: add one to RESUME, or to NOT_RESUMED with a reason, in "
+                         f"tests/<folder>/<folder>_cases.py: {missing}")
     assert not (covered | set(EXCLUDED)) - recipes, "cases of recipes that are gone"
+
+
+def test_each_models_cases_are_in_its_own_tests_folder():
+    """What these tests need of a recipe is in its model's tests folder (``tests/<folder>/<folder>_cases.py`` for
+    ``recipes/<folder>/``), so that a new model edits no shared test: every recipe folder has its cases file, and
+    each file names its own folder's recipes only."""
+    from recipe_data import MODULES
+
+    from zoo.recipe_files import find_recipe
+
+    folder_of = {name: find_recipe(name).parent.name for name in all_recipes()}
+    files = {Path(m.__file__).parent.name: m for m in MODULES}
+    assert set(files) == set(folder_of.values()), (sorted(files), sorted(set(folder_of.values())))
+    for folder, module in files.items():
+        for table in ("RESUME", "NOT_RESUMED", "RESUME_STEPS", "REAL_DATA", "HOST_SETTINGS"):
+            others = {key for key in getattr(module, table, {}) if folder_of.get(recipe_of(key)) != folder}
+            assert not others, f"{module.__file__} {table} names recipes of another folder: {others}"
 
 
 def callbacks(recipe: str, *extra: str) -> str:
@@ -271,8 +212,8 @@ def test_hogwild_skipgram_resumes_at_the_same_step_data_position_and_learning_ra
     runs are bit-exact, resumed or not, and the weights are not compared. What does not depend on that order
     must still match the straight run: the step, the loader's place, and the learning rate of every logged step
     (it falls with the words trained, so a resume that replayed or skipped a chunk would show there)."""
-    opts = ["recipe=skipgram_synthetic", *COMMON, f"checkpoint.every_n_train_steps={Steps().save_at}", *SKIPGRAM,
-            "model.updates=sequential", "model.threads=2", "model.job_tokens=1000", f"data.root={tmp_path / 'data'}"]
+    opts = ["recipe=skipgram_synthetic", *COMMON, f"checkpoint.every_n_train_steps={Steps().save_at}",
+            *CASES["skipgram_synthetic"], "model.threads=2", "model.job_tokens=1000", f"data.root={tmp_path / 'data'}"]
     straight = train([*opts, f"run_dir={tmp_path}/straight"])
     resumed = run_in_parts(opts, "skipgram_synthetic", tmp_path / "parts", Steps())
     a, b = load(straight.run_dir / "checkpoints" / "last.ckpt"), load(resumed / "checkpoints" / "last.ckpt")
@@ -299,7 +240,7 @@ def test_a_ddp_run_stopped_killed_and_resumed_ends_as_the_straight_one(tmp_path)
     root = Path(__file__).resolve().parent.parent
     steps = Steps()
     recipe = "dvae_digits_reinforce"
-    opts = [f"recipe={recipe}", *COMMON, f"checkpoint.every_n_train_steps={steps.save_at}", *VAE,
+    opts = [f"recipe={recipe}", *COMMON, f"checkpoint.every_n_train_steps={steps.save_at}", *CASES[recipe],
             "trainer.devices=2", "trainer.strategy=ddp", "data.batch_size=16"]
 
     def run(folder: Path, *extra: str, rc: int = 0) -> None:
@@ -321,21 +262,8 @@ def test_a_ddp_run_stopped_killed_and_resumed_ends_as_the_straight_one(tmp_path)
 
 
 # ---- every estimator on every stochastic node ------------------------------------------------------------------
-# model with a stochastic node -> the cases (of CASES, or case:variant with settings of its own below) whose settings
-# train it; an estimator runs on the first of them its node fits (arm and disarm need binary latents, expectation
-# and unordered_set one latent, rloo on SeqGAN a group of sequences per start)
-ESTIMATOR_HOSTS: dict[str, list[str]] = {
-    "vae": ["vae_digits"],
-    "dvae": ["dvae_digits", "dvae_digits_binary", "dvae_digits:one_latent"],
-    "sat": ["sat_shapes_hard"],
-    "seqgan": ["seqgan_oracle_small:adversarial", "seqgan_oracle_small:group"],
-    "maml_rl": ["maml_nav2d"],
-    "ood": ["ood_toy2d"],
-}
-HOST_SETTINGS = {  # the hosts that are not cases of their own: a case's settings and these
-    "dvae_digits:one_latent": ("dvae_digits", ["model.n_latents=1"]),
-    "seqgan_oracle_small:group": ("seqgan_oracle_small:adversarial", ["model.group_size=2"]),
-}
+# ESTIMATOR_HOSTS: model with a stochastic node -> the cases (of CASES, or case:variant with settings of its own in
+# HOST_SETTINGS) whose settings train it; an estimator runs on the first of them its node fits
 # each registered estimator with its defaults, and these options: the ones that give an estimator state of its own
 VARIANTS: list[dict] = [
     {"name": "reinforce", "baseline": "ema"},  # a running mean of the cost
@@ -382,7 +310,7 @@ def host_node(host: str):
     from zoo.registry import MODELS
 
     cfg, made = host_config(host)
-    return MODELS.entry(cfg["model"]["name"]).facts["node"](made["model"])
+    return MODELS.spec(cfg["model"]["name"]).node(made["model"])
 
 
 def estimator_fits(host: str, spec: dict) -> bool:
@@ -391,8 +319,8 @@ def estimator_fits(host: str, spec: dict) -> bool:
     from zoo.estimators.seam import mismatch, requirements, resolve
 
     node = host_node(host)
-    name, cls, opts = resolve(spec, "VARIANTS")
-    return mismatch(requirements(name, cls, opts), node, node.samples or getattr(opts, "n", None)) is None
+    name, _, opts = resolve(spec, "VARIANTS")
+    return mismatch(requirements(name, opts), node, node.samples or getattr(opts, "n", None)) is None
 
 
 def estimator_pairs() -> list:
@@ -418,8 +346,9 @@ PAIRS = estimator_pairs()
 def test_every_model_with_a_stochastic_node_and_every_estimator_and_variant_has_resume_pairs():
     from zoo.registry import ESTIMATORS, MODELS
 
-    sampling = {name for name in MODELS.list() if MODELS.entry(name).facts.get("node")}
-    assert set(ESTIMATOR_HOSTS) == sampling, "a model with a stochastic node needs hosts in ESTIMATOR_HOSTS"
+    sampling = {name for name in MODELS.list() if MODELS.spec(name).node}
+    assert set(ESTIMATOR_HOSTS) == sampling, ("a model with a stochastic node needs hosts in ESTIMATOR_HOSTS, in "
+                                              "tests/<folder>/<folder>_cases.py")
     specs = [p.values[2] for p in PAIRS]
     for name in ESTIMATORS.list():
         assert {"name": name} in specs, f"estimator '{name}' fits no host: add a host whose node it fits"

@@ -187,20 +187,17 @@ def _section(raw: dict, key: str, registry: Any, where: str) -> tuple[dict, Any]
 def known_data_info(name: str, options: Any) -> dict | None:
     """What the data's validated ``options`` state of the data info before any data are read (a data module's
     ``known_info``, e.g. the oracle's vocabulary size), else None."""
-    known = DATAMODULES.fact(name, "known_info") if options is not None else None
+    known = DATAMODULES.spec(name).known_info if options is not None else None
     return known(options) if callable(known) else None
 
 
 def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str, data_info: dict | None = None) -> None:
-    """A model's estimator option (its validated options ``cfg``) against the stochastic node those options give:
-    the declaration's ``node`` (the zoo's own models, no torch), else the class's ``stochastic_node``, given what
-    the data's options state of the data (``known_data_info``). The node's sizes that come from the data alone
-    (context_dim, ...) do not decide the fit; the model fills them in."""
-    entry = registry.entry(name)
-    if isinstance(entry.target, str):
-        state, model = entry.facts.get("node"), entry.target.rpartition(":")[2]
-    else:
-        state, model = getattr(entry.obj, "stochastic_node", None), getattr(entry.obj, "__name__", "model")
+    """A model's estimator option (its validated options ``cfg``) against the stochastic node those options give
+    (its spec's ``node``: the zoo's own models, no torch), given what the data's options state of the data
+    (``known_data_info``). The node's sizes that come from the data alone (context_dim, ...) do not decide the
+    fit; the model fills them in."""
+    spec = registry.spec(name)
+    state, model = spec.node, spec.class_name
     if state is None:  # a plain LightningModule named by dotted path has none
         return
     node = state(cfg, data_info) if data_info else state(cfg)
@@ -214,27 +211,16 @@ def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str, data_i
 PRECISION_ALIASES = {"64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}
 
 
-# trainer.precision values a zoo model runs under unless its declaration says otherwise (ZooModule.precisions)
-PRECISIONS = ("32-true", "64-true", "bf16-mixed", "16-mixed")
-
-
-def model_fact(name: str, key: str, default: Any = None) -> Any:
-    """What the model ``name`` states as ``key`` (its declaration's; a plugin's or a dotted path's class's)."""
-    return MODELS.fact(name, key, default)
-
-
 def check_precision(name: str, precision: Any, where: str) -> None:
     """``trainer.precision`` against the model's ``precisions``: pure float16 / bfloat16 weights
     (``16-true``, ``bf16-true``) overflow log-likelihoods or meet float32 tables and crash in fit."""
     if precision is None:
         return
     unified = PRECISION_ALIASES.get(str(precision), str(precision))
-    entry = MODELS.entry(name)
-    allowed = model_fact(name, "precisions", PRECISIONS if isinstance(entry.target, str) else None)
+    spec = MODELS.spec(name)
+    allowed = spec.precisions
     if allowed and unified not in allowed:
-        model = entry.target.rpartition(":")[2] if isinstance(entry.target, str) else getattr(
-            entry.obj, "__name__", "the model")
-        raise UserError(f"trainer.precision={precision} is not supported by {model} in {where}; use one of "
+        raise UserError(f"trainer.precision={precision} is not supported by {spec.class_name} in {where}; use one of "
                         f"{', '.join(allowed)} (the *-mixed ones keep float32 weights)")
 
 
@@ -292,7 +278,7 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
                   "logger": loggers, "recipe": top["recipe"] or path.stem})
     name = cfg["model"]["name"]
     check_precision(name, cfg["trainer"].get("precision"), where)
-    check_run = model_fact(name, "check_run")  # a model's own checks of the run's settings together
+    check_run = MODELS.spec(name).check_run  # a model's own checks of the run's settings together
     if check_run is not None:  # (a plain LightningModule named by dotted path has none)
         check_run(cfg)
     check_validation_and_test(cfg, run_monitor(name, cfg), callbacks)
@@ -342,12 +328,7 @@ def run_monitor(name: str, cfg: dict) -> tuple[str, str] | None:
     """(monitor, mode) the model ``name`` built from the validated ``cfg`` will have, known before it is built
     (its declaration's ``monitor``: a pair, or a function of ``cfg``; a class's ``run_monitor``), or None where
     it depends on the data or is not stated (a plain LightningModule named by dotted path)."""
-    entry = MODELS.entry(name)
-    if not isinstance(entry.target, str):
-        found = getattr(entry.obj, "run_monitor", None)
-        return found(cfg) if found is not None else None
-    monitor = entry.facts.get("monitor", ("val/loss", "min"))
-    return monitor(cfg) if callable(monitor) else monitor
+    return MODELS.spec(name).run_monitor(cfg)
 
 
 def check_wandb_environment() -> None:

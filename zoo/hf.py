@@ -36,11 +36,6 @@ LIBRARY = "stochastic-zoo"  # the model card's library_name: the zoo's name on P
 PREFIX = "hf://"  # zoo.load("hf://owner/repo")
 HUB_MISSING = "the Hugging Face Hub needs the huggingface_hub package: pip install 'stochastic-zoo[hub]'"
 
-# the Hub's task of each model, for the model card's evaluation results (its task list: huggingface.co/tasks)
-TASKS = {"vae": "unconditional-image-generation", "dvae": "unconditional-image-generation",
-         "sat": "image-to-text", "seqgan": "text-generation", "skipgram": "feature-extraction",
-         "ood": "image-classification", "maml": "other"}
-
 
 def _hub() -> Any:
     try:
@@ -58,11 +53,7 @@ def model_name(model: Any) -> str:
         return info["model"]
     cls = type(model)
     dotted = f"{cls.__module__}:{cls.__qualname__}"
-    for name in MODELS.list():
-        target = MODELS.entry(name).target
-        if target is cls or target == dotted:
-            return name
-    return dotted
+    return next((name for name in MODELS.list() if MODELS.entry(name).target == dotted), dotted)
 
 
 def model_card(model: Any, name: str | None = None) -> dict:
@@ -108,6 +99,13 @@ def save_pretrained(model: Any, folder: str | Path, name: str | None = None, rep
     return folder
 
 
+def hub_task(model: str) -> str:
+    """The Hub's task of the zoo's model ``model`` (huggingface.co/tasks), as its spec states; "other" for a model
+    of a user's own."""
+    spec = MODELS.builtin_spec(model)
+    return spec.task if spec is not None else "other"
+
+
 def write_model_card(card: dict, path: Path, repo: str | None = None) -> None:
     """README.md: YAML metadata (library, tags, dataset, metrics as model-index evaluation results) and a
     page saying what the model is and how to load it."""
@@ -115,7 +113,7 @@ def write_model_card(card: dict, path: Path, repo: str | None = None) -> None:
     dataset = str((card.get("data") or {}).get("name") or "unknown")
     split = card.get("metrics_split") or "test"
     metrics = {k: float(v) for k, v in sorted((card.get("metrics") or {}).items()) if isinstance(v, (int, float))}
-    results = [hub.EvalResult(task_type=TASKS.get(card["model"], "other"), dataset_type=dataset,
+    results = [hub.EvalResult(task_type=hub_task(card["model"]), dataset_type=dataset,
                               dataset_name=dataset, dataset_split=split, metric_type=key.split("/")[-1],
                               metric_name=key, metric_value=value) for key, value in metrics.items()]
     tags = ["zoo", card["model"]] + ([card["recipe"]] if card.get("recipe") else [])

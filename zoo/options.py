@@ -61,8 +61,9 @@ def positive(default: Any) -> Any:
     return _field(default, gt=0)
 
 
-def at_least(default: Any, low: float) -> Any:
-    return _field(default, ge=low)
+def at_least(default: Any, low: float, why: str | None = None) -> Any:
+    """value >= low; ``why``: the reason for the bound, in its message."""
+    return _field(default, ge=low, **({"low_why": why} if why else {}))
 
 
 def between(default: Any, low: float, high: float, high_open: bool = False, why: str | None = None,
@@ -104,10 +105,11 @@ def range_error(name: str, value: Any, meta: Mapping) -> str | None:
         return f"must be at most {INT_MAX} in size"
     if isinstance(value, float) and abs(value) > FLOAT_MAX:
         return f"must be at most {FLOAT_MAX:.3g} in size (float32)"
+    low_why = f" ({meta['low_why']})" if "low_why" in meta else ""
     if "gt" in meta and not value > meta["gt"]:
-        return f"must be > {meta['gt']}"
+        return f"must be > {meta['gt']}{low_why}"
     if "ge" in meta and not value >= meta["ge"]:
-        return f"must be >= {meta['ge']}"
+        return f"must be >= {meta['ge']}{low_why}"
     if "lt" in meta and not value < meta["lt"]:
         return f"must be < {meta['lt']}"
     if "le" in meta and not value <= meta["le"]:

@@ -1,20 +1,21 @@
 """One small registry type for models, datamodules and estimators (timm/torchvision style).
 
-The zoo's own entries are declared once, in their folder's torch-free ``config.py``: a name, the
-class's dotted path (imported on first use) and its options dataclass, so a recipe's keys are
-checked before torch loads::
+Each of the zoo's own entries has one spec, declared in its folder's torch-free ``config.py`` (the estimators':
+``zoo/estimators/options.py``): a name, the class's dotted path (imported on first use), its options dataclass
+and what the recipe check needs of it, so a recipe is checked before torch loads. The class points to that spec
+(``spec = VAE_SPEC``) rather than restating it::
 
-    MODELS = Registry("model")
-    MODELS.declare("vae", "zoo.models.vae.vae:VAE", config=VAEConfig)
+    VAE_SPEC = MODELS.declare(ModelSpec("vae", "zoo.models.vae.vae:VAE", VAEConfig, node=vae_node))
 
-    MODELS.entry("vae").config   # -> VAEConfig (no torch)
-    MODELS.get("vae")            # -> the class (its module imported now)
+    MODELS.spec("vae").config    # -> VAEConfig (no torch)
+    MODELS.get("vae")            # -> the class (its module imported now); MODELS.get("vae").spec is VAE_SPEC
     MODELS.list("v*")            # -> ["vae"]
     MODELS.get("mypkg.models:MyModel")   # a user's own class, by dotted path
 
 A user's package registers with ``@MODELS.register("name")`` on the class, or through the Python
 entry point group ``zoo.<kind>s`` (e.g. ``[project.entry-points."zoo.models"] mymodel =
-"mypkg.models:MyModel"``).
+"mypkg.models:MyModel"``); its spec is read from the class's attributes (``Config``, ``stochastic_node``, ...),
+so every entry answers the same questions the same way, whether its class is imported or not.
 
 Names read from a file someone else wrote (a checkpoint's run info, a ``save_pretrained`` folder, a card) are
 resolved inside ``loaded_config(source)``: the zoo's own entries and the installed plugins only; a dotted path
@@ -36,24 +37,106 @@ from typing import Any
 from zoo.errors import UserError
 
 
+def doc_line(obj: Any) -> str:
+    """The first line of an object's docstring (a description)."""
+    return (getattr(obj, "__doc__", None) or "").strip().split("\n")[0]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the zoo knows of an entry without importing its class."""
+
+    name: str  # registered name, as written in recipes
+    target: str  # the class's dotted path 'package.module:Name', imported when first used
+    config: type | None = None  # dataclass of its options (None: not validated)
+    description: str = ""  # one line shown by list commands ("": the class's docstring, once imported)
+
+    @property
+    def class_name(self) -> str:
+        """The class's name, as messages print it (``VAE``)."""
+        return self.target.rpartition(":")[2].rpartition(".")[2]
+
+    @classmethod
+    def of_class(cls, name: str, obj: Any, config: type | None = None, description: str = "") -> Spec:
+        """The spec of a class that declares none (a user's own, a plugin's): read from its attributes."""
+        return cls(name, _qualname(obj), config or getattr(obj, "Config", None), description or doc_line(obj),
+                   **cls.facts_of(obj))
+
+    @staticmethod
+    def facts_of(obj: Any) -> dict:
+        """A subclass's own fields, read from a class's attributes (``of_class``)."""
+        return {}
+
+
+# trainer.precision values a zoo model runs under unless its spec says otherwise: pure float16 / bfloat16 weights
+# (16-true, bf16-true) overflow log-likelihoods or meet float32 tables
+PRECISIONS = ("32-true", "64-true", "bf16-mixed", "16-mixed")
+
+
+@dataclass(frozen=True)
+class ModelSpec(Spec):
+    """A model's spec: what the recipe check and the Hub need of it (``zoo.core.module.ZooModule.spec``)."""
+
+    node: Callable | None = None  # (options, data_info=None) -> its StochasticNode, or None where these options
+    # sample nowhere; None: the model samples nowhere
+    monitor: tuple | Callable | None = ("val/loss", "min")  # (metric, mode) its best checkpoint is chosen by, or a
+    # function of the run's validated config giving it (None there: known once the data are); None: not stated
+    precisions: tuple | None = PRECISIONS  # trainer.precision values it runs under (None: not checked)
+    check_run: Callable | None = None  # (the run's validated config) -> None; a UserError where settings each valid
+    # make no run together (SeqGAN's schedule with every phase 0)
+    task: str = "other"  # its task on the Hugging Face Hub (huggingface.co/tasks), in its model card
+
+    @staticmethod
+    def facts_of(obj: Any) -> dict:
+        own = getattr(obj, "spec", None)
+        return {"node": getattr(obj, "stochastic_node", None), "monitor": getattr(obj, "run_monitor", None),
+                "precisions": getattr(obj, "precisions", None), "check_run": getattr(obj, "check_run", None),
+                "task": own.task if isinstance(own, ModelSpec) else "other"}
+
+    def run_monitor(self, cfg: Any) -> tuple[str, str] | None:
+        """(metric, mode) a model built from the run's validated config ``cfg`` will watch, None where not known."""
+        return self.monitor(cfg) if callable(self.monitor) else self.monitor
+
+
+@dataclass(frozen=True)
+class DataSpec(Spec):
+    """A datamodule's spec."""
+
+    known_info: Callable | None = None  # (options) -> what they state of the data's info() before any data are
+    # read (the oracle's vocabulary), for the check of the model's estimator
+
+    @staticmethod
+    def facts_of(obj: Any) -> dict:
+        return {"known_info": getattr(obj, "known_info", None)}
+
+
 @dataclass
 class Entry:
-    name: str  # registered name, as written in recipes
-    target: Any  # the class or builder, or its dotted path 'package.module:Name' (a declaration: .obj imports it)
-    config: type | None = None  # dataclass schema of its options (None: no validation)
-    description: str = ""  # one line shown by list commands
-    loaded: Any = field(default=None, repr=False)  # a declared target, once imported
-    facts: dict = field(default_factory=dict)  # what a declaration states for the recipe check, without the class
-    # (a model's stochastic node, precisions, monitor, check_run; an estimator's capabilities and requirements)
+    spec: Spec  # what it states: its declaration (the zoo's own), or read from its class (a user's own, a plugin's)
+    loaded: Any = field(default=None, repr=False)  # the class, once imported
+    builtin: bool = False  # declared by the zoo itself
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def target(self) -> str:
+        return self.spec.target
+
+    @property
+    def config(self) -> type | None:
+        return self.spec.config
+
+    @property
+    def description(self) -> str:
+        return self.spec.description or (doc_line(self.loaded) if self.loaded is not None else "")
 
     @property
     def obj(self) -> Any:
-        """The class or builder (a declared entry's module is imported on first use)."""
-        if not isinstance(self.target, str):
-            return self.target
+        """The class (imported on first use)."""
         if self.loaded is None:
-            self.loaded = import_dotted(self.target)
-            self.description = self.description or (self.loaded.__doc__ or "").strip().split("\n")[0]
+            self.loaded = import_dotted(self.spec.target)
         return self.loaded
 
 
@@ -93,8 +176,7 @@ def closest(name: str, choices: list[str], n: int = 3) -> str:
 
 
 def _qualname(obj: Any) -> str:
-    if isinstance(obj, str):  # a declared entry's dotted path
-        return obj
+    """A class's dotted path 'package.module:Name'."""
     return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', repr(obj))}"
 
 
@@ -138,8 +220,9 @@ def _entry_points(group: str) -> Any:
 
 
 class Registry:
-    def __init__(self, kind: str, base: str | None = None, builtins: str | None = None):
+    def __init__(self, kind: str, spec: type | str = Spec, base: str | None = None, builtins: str | None = None):
         self.kind = kind  # "model", "datamodule", "estimator"
+        self.spec_type = spec  # the Spec subclass of its entries (or its dotted path, imported when first needed)
         self.base = base  # dotted path of the class a user's own entry must subclass (None: any object)
         self.builtins = builtins  # dotted path of a function that imports the zoo's own entries (None: none)
         self._entries: dict[str, Entry] = {}
@@ -147,24 +230,28 @@ class Registry:
         self._loaded_plugins = False
         self._loaded_builtins = builtins is None
 
-    def declare(self, name: str, target: str, config: type | None = None, description: str = "", **facts: Any) -> None:
-        """The zoo's own entry ``name``: its class's dotted path ``target`` (imported when first used), its
-        options dataclass and ``facts`` (what the recipe check needs of the class), declared in the torch-free
-        ``config.py`` of its folder."""
-        known = self._entries.get(name)
-        if known is not None and known.target != target:
-            raise UserError(f"two {self.kind}s are declared as '{name}': {_qualname(known.target)} and {target}; "
+    def declare(self, spec: Spec) -> Spec:
+        """The zoo's own entry, stated once by ``spec`` in the torch-free ``config.py`` of its folder (its class,
+        imported when first used, points to it); returns ``spec``."""
+        known = self._entries.get(spec.name)
+        if known is not None and known.target != spec.target:
+            raise UserError(f"two {self.kind}s are declared as '{spec.name}': {known.target} and {spec.target}; "
                             "give one of them another name")
-        self._entries[name] = Entry(name, target, config, description, facts=facts)
+        self._entries[spec.name] = Entry(spec, builtin=True)
+        return spec
+
+    def _spec_of(self, name: str, obj: Any, config: type | None = None, description: str = "") -> Spec:
+        """The spec of a class that declares none, read from its attributes."""
+        spec_type = import_dotted(self.spec_type) if isinstance(self.spec_type, str) else self.spec_type
+        return spec_type.of_class(name, obj, config, description)
 
     def register(self, name: str, config: type | None = None, description: str = "") -> Callable:
         """Decorator for a user's own class (the zoo's own are declared: ``declare``)."""
         def decorator(obj: Any) -> Any:
             if name in self._entries and self._entries[name].obj is not obj:
-                raise UserError(f"two {self.kind}s are registered as '{name}': {_qualname(self._entries[name].target)} "
+                raise UserError(f"two {self.kind}s are registered as '{name}': {self._entries[name].target} "
                                 f"and {_qualname(obj)}; give one of them another name")
-            desc = description or (obj.__doc__ or "").strip().split("\n")[0]
-            self._entries[name] = Entry(name, obj, config or getattr(obj, "Config", None), desc)
+            self._entries[name] = Entry(self._spec_of(name, obj, config, description), loaded=obj)
             return obj
 
         return decorator
@@ -190,8 +277,7 @@ class Registry:
                                     f"entry point group {self.group}) cannot be imported: {_where(err)}"
                                     f"{type(err).__name__}: {err}; fix or uninstall that package") from None
                 self._check_base(f"{ep.name} ({ep.value})", obj)
-                desc = (getattr(obj, "__doc__", None) or "").strip().split("\n")[0]
-                self._entries[ep.name] = Entry(ep.name, obj, getattr(obj, "Config", None), desc)
+                self._entries[ep.name] = Entry(self._spec_of(ep.name, obj), loaded=obj)
 
     def entry(self, name: str) -> Entry:
         self._load_builtins()  # the zoo's own declarations first: their lookup reads no installed package's metadata
@@ -203,7 +289,7 @@ class Registry:
                 raise untrusted_code(self.kind, name, source)
             obj = import_dotted(name)
             self._check_base(name, obj)
-            return Entry(name, obj, getattr(obj, "Config", None))
+            return Entry(self._spec_of(name, obj), loaded=obj)
         self._load_plugins()
         if name in self._entries:
             return self._entries[name]
@@ -222,6 +308,10 @@ class Registry:
     def get(self, name: str) -> Any:
         return self.entry(name).obj
 
+    def spec(self, name: str) -> Spec:
+        """What the entry ``name`` states (its declaration: no import; a user's own class's: imported)."""
+        return self.entry(name).spec
+
     def list(self, pattern: str = "*") -> list[str]:
         self._load_plugins()
         return sorted(n for n in self._entries if fnmatch.fnmatch(n, pattern))
@@ -229,29 +319,27 @@ class Registry:
     def declared(self) -> list[str]:
         """The names of the zoo's own entries (their declarations alone: no torch, no plugin imported)."""
         self._load_builtins()
-        return sorted(n for n, e in self._entries.items() if isinstance(e.target, str))
+        return sorted(n for n, e in self._entries.items() if e.builtin)
 
-    def fact(self, name: str, key: str, default: Any = None) -> Any:
-        """What the entry ``name`` states as ``key``: its declaration's (no import), else its class's attribute
-        of that name (a user's own class: imported)."""
-        entry = self.entry(name)
-        if isinstance(entry.target, str):
-            return entry.facts.get(key, default)
-        return getattr(entry.obj, key, default)
-
-    def builtin_config(self, name: str) -> type | None:
-        """The options dataclass of the zoo's own entry ``name`` (None: not one of the zoo's own), read from
-        the declarations alone: no torch, no plugin imported."""
+    def builtin_spec(self, name: str) -> Spec | None:
+        """The spec of the zoo's own entry ``name`` (None: not one of the zoo's own), read from the declarations
+        alone: no torch, no plugin imported."""
         self._load_builtins()
         entry = self._entries.get(name)
-        return entry.config if entry is not None and isinstance(entry.target, str) else None
+        return entry.spec if entry is not None and entry.builtin else None
+
+    def builtin_config(self, name: str) -> type | None:
+        """The options dataclass of the zoo's own entry ``name`` (None: not one of the zoo's own)."""
+        spec = self.builtin_spec(name)
+        return spec.config if spec is not None else None
 
     def __contains__(self, name: str) -> bool:
         self._load_builtins()
         return name in self._entries
 
 
-MODELS = Registry("model", base="lightning.pytorch:LightningModule", builtins="zoo.models:declare_all")
-DATAMODULES = Registry("datamodule", base="lightning.pytorch:LightningDataModule",
+MODELS = Registry("model", ModelSpec, base="lightning.pytorch:LightningModule", builtins="zoo.models:declare_all")
+DATAMODULES = Registry("datamodule", DataSpec, base="lightning.pytorch:LightningDataModule",
                        builtins="zoo.models:declare_all")
-ESTIMATORS = Registry("estimator", builtins="zoo.estimators:declare_all")  # declared in zoo/estimators/options.py
+ESTIMATORS = Registry("estimator", "zoo.estimators.fit:EstimatorDef",  # declared in zoo/estimators/options.py
+                      builtins="zoo.estimators:declare_all")

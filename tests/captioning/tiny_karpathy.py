@@ -1,5 +1,5 @@
 """Tiny Karpathy-split datasets in the real format (JSON + PNG/JPEG images) for tests and the recipe
-smoke test of the real-data recipes (`karpathy_overrides` is what tests/recipe_data.py registers)."""
+smoke test of the real-data recipes (`karpathy_overrides` is what captioning_cases.py registers)."""
 
 import json
 from pathlib import Path

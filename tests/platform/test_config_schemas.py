@@ -1,6 +1,7 @@
 """The model, data and trainer keys of a recipe, and its estimators' names and options, are checked
 before torch is imported: each model folder's config.py and zoo/estimators/options.py hold the option
-dataclasses and import no torch; each config.py declares its entries once (name, class path, options);
+dataclasses and import no torch; each declares its entries' specs once (name, class path, options, what the
+recipe check needs), which the classes point to;
 lightning.Trainer's arguments are read from its source. A mistyped key is refused in ~0.2 s (with torch
 and Lightning imported first, ~4 s)."""
 
@@ -27,15 +28,90 @@ def test_every_declared_entry_is_a_class_of_its_kind_whose_config_is_the_declare
             assert getattr(entry.obj, "Config", entry.config) is entry.config, (kind, name)
 
 
+def names_in_body(cls: type) -> set[str]:
+    """The names a class's own body assigns or defines (read from its source)."""
+    import ast
+    import inspect
+    import textwrap
+
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    names = {node.name for node in body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for node in body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def test_every_declared_model_and_estimator_class_points_at_its_spec():
+    """A zoo model's, datamodule's or estimator's class states nothing of its spec again: it points at the declared
+    spec (``spec = ...``), and what the class answers (options, node, monitor, precisions, run check; options;
+    options, capabilities, name) comes from it, so the recipe check, which reads the spec without the class, and
+    the run, which builds the class, cannot disagree."""
+    from zoo.core.module import ZooModule
+    from zoo.estimators import ESTIMATORS, Estimator
+
+    models = MODELS.declared()
+    assert len(models) >= 7, models
+    for name in models:
+        spec, cls = MODELS.spec(name), MODELS.get(name)
+        assert cls.spec is spec and MODELS.spec(name) is spec, name  # loaded or not, one answer
+        assert cls.Config is spec.config and cls.precisions == spec.precisions, name
+        for owner in cls.__mro__:  # no class between it and ZooModule restates a fact
+            if owner is not ZooModule and issubclass(owner, ZooModule):
+                restated = {"Config", "monitor", "monitor_mode", "precisions", "stochastic_node", "run_monitor",
+                            "check_run"} & names_in_body(owner)
+                assert not restated, (name, owner.__name__, restated)
+    datamodules = DATAMODULES.declared()
+    assert len(datamodules) >= 14, datamodules
+    for name in datamodules:
+        spec, cls = DATAMODULES.spec(name), DATAMODULES.get(name)
+        assert cls.spec is spec and cls.Config is spec.config, name
+        assert "Config" not in names_in_body(cls), name
+    estimators = ESTIMATORS.declared()
+    assert len(estimators) == 13, estimators
+    for name in estimators:
+        spec, cls = ESTIMATORS.spec(name), ESTIMATORS.get(name)
+        assert issubclass(cls, Estimator) and cls.spec is spec and ESTIMATORS.spec(name) is spec, name
+        assert (cls.Config, cls.capabilities, cls.name) == (spec.config, spec.capabilities, name), name
+        for owner in cls.__mro__:
+            if owner is not Estimator and issubclass(owner, Estimator):
+                restated = {"Config", "capabilities", "name", "unbiased", "requirements"} & names_in_body(owner)
+                assert not restated, (name, owner.__name__, restated)
+        assert cls.requirements(cls.Config()) == spec.requirements(spec.config()), name
+
+
+def test_a_spec_answers_the_same_before_and_after_its_class_is_imported():
+    """The recipe check reads a model's node, precisions, monitor and run check, and an estimator's capabilities,
+    from the spec; in a fresh interpreter those answers are the same before the classes are imported (no torch)
+    as after."""
+    code = ("import sys\n"
+            "from zoo.registry import MODELS, ESTIMATORS\n"
+            "from zoo.estimators.seam import requirements\n"
+            "def answers():\n"
+            "    out = [(n, s.config, s.node, s.monitor, s.precisions, s.check_run, s.task, s.class_name)\n"
+            "           for n in MODELS.declared() for s in [MODELS.spec(n)]]\n"
+            "    return out + [(n, requirements(n, s.config())) for n in ESTIMATORS.declared()\n"
+            "                  for s in [ESTIMATORS.spec(n)]]\n"
+            "before = answers()\n"
+            "print('torch before:', 'torch' in sys.modules)\n"
+            "for registry in (MODELS, ESTIMATORS):\n"
+            "    for name in registry.declared():\n"
+            "        registry.get(name)\n"
+            "print('same after:', before == answers(), 'torch' in sys.modules)\n")
+    out = run_python(code)
+    assert "torch before: False" in out.stdout and "same after: True True" in out.stdout, out.stdout
+
+
 def test_a_name_declared_twice_with_another_class_is_refused():
     from zoo.errors import UserError
-    from zoo.registry import Registry
+    from zoo.registry import Registry, Spec
 
     registry = Registry("model")
-    registry.declare("x", "pkg.a:X")
-    registry.declare("x", "pkg.a:X")  # the same declaration again (a module imported twice): fine
+    registry.declare(Spec("x", "pkg.a:X"))
+    registry.declare(Spec("x", "pkg.a:X"))  # the same declaration again (a module imported twice): fine
     with pytest.raises(UserError, match="two models are declared as 'x'"):
-        registry.declare("x", "pkg.b:X")
+        registry.declare(Spec("x", "pkg.b:X"))
 
 
 CASES = [  # (recipe, override, what the one-line error says): one model key and one data key per folder
@@ -112,16 +188,6 @@ def test_a_valid_recipe_still_gets_the_checks_that_need_the_classes():
         load_config("vae_digits", ["model.estimator=gumbel_softmax"])  # categorical-only, on a Gaussian latent
 
 
-def test_every_declared_estimator_is_an_estimator_whose_config_is_the_declared_one():
-    from zoo.estimators import ESTIMATORS, Estimator
-
-    declared = ESTIMATORS.declared()
-    assert len(declared) == 13, declared
-    for name in declared:
-        entry = ESTIMATORS.entry(name)
-        assert issubclass(entry.obj, Estimator) and entry.obj.Config is entry.config, name
-
-
 def test_an_estimator_registered_in_this_process_is_not_refused_early():
     """The early check knows the built-ins only; one registered by the user's own code (or named by a
     dotted path, or a plugin) goes on to the full check."""
@@ -183,29 +249,6 @@ def test_without_lightnings_source_the_trainer_is_checked_against_the_class(monk
     finally:
         source_signature.init_signature.cache_clear()  # the tests after this one read the real source again
         source_signature._parsed.cache_clear()
-
-
-def test_what_a_declaration_states_is_what_its_class_does():
-    """The recipe check reads a model's node, precisions and monitor, and an estimator's capabilities, from
-    the declarations (no torch); the classes the run builds state the same."""
-    from zoo.config import load_config, run_monitor
-    from zoo.core.module import ZooModule
-    from zoo.estimators import ESTIMATORS
-    from zoo.recipe_files import all_recipes
-
-    for name in MODELS.declared():
-        entry, cls = MODELS.entry(name), MODELS.get(name)
-        cfg = entry.config()
-        node = entry.facts.get("node")
-        assert (node(cfg) if node else None) == cls.stochastic_node(cfg), name
-        assert tuple(entry.facts.get("precisions", ZooModule.precisions)) == tuple(cls.precisions), name
-        assert entry.facts.get("check_run", ZooModule.check_run).__doc__ is not None, name
-    for recipe in all_recipes():  # every model, with each of its datamodules
-        cfg = load_config(recipe)
-        assert run_monitor(cfg["model"]["name"], cfg) == MODELS.get(cfg["model"]["name"]).run_monitor(cfg), recipe
-    for name in ESTIMATORS.declared():
-        entry, cls = ESTIMATORS.entry(name), ESTIMATORS.get(name)
-        assert entry.facts["capabilities"] == cls.capabilities, name
 
 
 MISTAKES = [  # a recipe mistake of each kind, answered by `python -m zoo.train` without torch or Lightning

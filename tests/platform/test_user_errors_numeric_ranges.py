@@ -149,3 +149,32 @@ def test_a_batch_larger_than_the_data_is_the_only_line_printed(tmp_path):
                            "data.batch_size=5000"], capture_output=True, text=True, env=subprocess_env(), timeout=600)
     assert_refused(proc.returncode, proc.stderr, "data.batch_size=5000 is larger than the 1257", tmp_path / "runs")
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and not proc.stdout.strip(), proc.stderr
+
+
+RANGES = [
+    # each a field's own range or choice, declared once on the field (no __post_init__ says it again)
+    ("maml_sinusoid", "model.path=fast", "'path' in recipe {} [model: maml] must be one of ['auto', 'batched', "
+     "'vmap_grad', 'loop'], got 'fast'"),
+    ("maml_sinusoid", "model.inner_steps=-1", "'inner_steps' in recipe {} [model: maml] must be >= 0, got -1"),
+    ("maml_nav2d", "model.trajectories=1", "'trajectories' in recipe {} [model: maml_rl] must be >= 2 (the "
+     "leave-one-out baseline), got 1"),
+    ("seqgan_oracle_small", "model.rollout_keep=1.5", "'rollout_keep' in recipe {} [model: seqgan] must be <= 1"),
+    ("seqgan_oracle_small", "data.vocab_size=1", "'vocab_size' in recipe {} [data: seqgan_oracle] must be >= 2"),
+    ("seqgan_text", "data.max_len=1", "'max_len' in recipe {} [data: seqgan_text] must be >= 2 (a word and [EOS])"),
+    ("seqgan_text", "data.val_fraction=0", "'val_fraction' in recipe {} [data: seqgan_text] must be > 0, got 0"),
+    ("dvae_digits", "model.n_classes=1", "'n_classes' in recipe {} [model: dvae] must be >= 2, got 1"),
+    # a rule of two fields together: the options' __post_init__
+    ("seqgan_text", "data.val_fraction=0.5 data.test_fraction=0.5", "val_fraction + test_fraction must be below 1"),
+    ("seqgan_oracle_small", "data.num_train=8 data.batch_size=16", "num_train (8) must be >= batch_size (16)"),
+]
+
+
+@pytest.mark.parametrize("recipe, override, expected", RANGES, ids=[f"{r}:{o}" for r, o, _ in RANGES])
+def test_a_range_is_refused_once_by_its_field_in_one_message(recipe, override, expected):
+    from zoo.config import load_config
+    from zoo.errors import UserError
+    from zoo.recipe_files import find_recipe
+
+    with pytest.raises(UserError) as err:
+        load_config(recipe, override.split())
+    assert expected.format(find_recipe(recipe)) in str(err.value), str(err.value)

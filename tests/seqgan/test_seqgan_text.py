@@ -9,8 +9,10 @@ import torch
 from torchmetrics.functional.text import bleu_score
 
 from zoo.errors import UserError
+from zoo.models.seqgan.config import TextDataConfig
 from zoo.models.seqgan.data import TextData, decode, grammar_sentences, read_lines
 from zoo.models.seqgan.evaluation import bleu, bleu_orders, self_bleu
+from zoo.options import validate
 
 LINES = [
     "The cat sat on the mat .",
@@ -64,8 +66,11 @@ def test_text_errors(tmp_path):
         TextData({"path": str(write_corpus(tmp_path, LINES[:5])), "batch_size": 64}).setup("fit")
     with pytest.raises(UserError, match="every word would be \\[UNK\\]"):  # trained on special tokens alone
         TextData({"path": str(write_corpus(tmp_path, LINES)), "batch_size": 4, "min_frequency": 100000}).setup("fit")
-    with pytest.raises(ValueError):
-        TextData({"max_len": 1})
+    # the options' rules, checked once by the recipe's check (zoo.config; a datamodule takes its options as given)
+    with pytest.raises(UserError, match=r"'max_len' in here must be >= 2 \(a word and \[EOS\]\), got 1"):
+        validate(TextDataConfig, {"max_len": 1}, "here")
+    with pytest.raises(UserError, match=r"val_fraction \+ test_fraction must be below 1"):
+        validate(TextDataConfig, {"val_fraction": 0.5, "test_fraction": 0.5}, "here")
 
 
 def test_grammar_corpus_is_seeded():

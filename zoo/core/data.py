@@ -4,7 +4,8 @@ resumes in the middle of an epoch.
 Contract:
 - ``Config``: dataclass of the data options (the recipe's ``data:`` section minus ``name``); it
   extends ``zoo.data_options.DataOptions`` (``root``, ``seed``, ``num_workers``) or ``BatchedDataOptions``
-  (and ``batch_size``).
+  (and ``batch_size``). The zoo's own datamodules point to their ``zoo.registry.DataSpec`` instead
+  (``spec = DIGITS_SPEC``, declared in their folder's ``config.py``), which gives it.
 - ``__init__(self, cfg: dict)``; read options from ``self.cfg``.
 - ``info() -> dict``: primitive facts the model needs to be built (image shape, vocabulary,
   ...). Called after ``prepare_data()`` and ``setup("fit")``; stored in checkpoints.
@@ -15,6 +16,8 @@ Contract:
   run sees the same batches as an uninterrupted one: the order depends only on (seed, epoch), never
   on global RNG state, and the place in the epoch is saved with the checkpoint.
 """
+
+# cpu file: samplers: index permutations for the DataLoader (tests/platform/test_device_agnostic.py)
 
 from __future__ import annotations
 
@@ -28,14 +31,22 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from zoo.core.files import atomic_path
 from zoo.errors import UserError
+from zoo.registry import DataSpec
 
 
 class ZooDataModule(L.LightningDataModule):
     """Default loaders: a subclass whose ``setup`` fills ``train_set`` / ``val_set`` / ``test_set``
     and whose Config has ``batch_size``, ``seed`` and ``num_workers`` needs no loader methods."""
 
-    Config: type = None  # dataclass of data options; subclasses set it
+    spec: DataSpec | None = None  # the zoo's own datamodules' spec (their folder's config.py), which sets Config
+    Config: type = None  # dataclass of data options
     drop_last_train: bool = False  # drop the last partial training batch
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        spec = cls.__dict__.get("spec")
+        if spec is not None:  # the class points to its spec rather than restating it
+            cls.Config = spec.config
 
     def __init__(self, cfg: dict):
         super().__init__()

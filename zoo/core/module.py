@@ -2,6 +2,9 @@
 
 Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on):
 
+- ``spec``: the zoo's own models point to their ``zoo.registry.ModelSpec``, declared once in the folder's
+  torch-free ``config.py``; it gives ``Config``, ``monitor`` / ``monitor_mode``, ``precisions``,
+  ``stochastic_node``, ``run_monitor`` and ``check_run`` below (a model of a user's own may set those instead).
 - ``Config``: a dataclass of the model's options (the recipe's ``model:`` section minus ``name``).
 - ``__init__(self, cfg: dict, data_info: dict)``: ``cfg`` are those options as a plain dict,
   ``data_info`` is what the datamodule's ``info()`` returned (shapes, vocabulary, ...). Both are
@@ -52,6 +55,7 @@ from zoo.errors import UserError
 from zoo.estimators.seam import build_for_node, checked_estimator
 from zoo.options import thaw
 from zoo.paths import make_folder
+from zoo.registry import PRECISIONS, ModelSpec
 
 
 def not_primitive(value: Any, where: str = "") -> tuple[str, str] | None:
@@ -66,16 +70,25 @@ def not_primitive(value: Any, where: str = "") -> tuple[str, str] | None:
 
 
 class ZooModule(L.LightningModule):
-    Config: type = None  # dataclass of model options; subclasses set it
+    spec: ModelSpec | None = None  # the model's spec (its folder's config.py), which sets the four below
+    Config: type = None  # dataclass of model options
     monitor: str = "val/loss"  # metric for the best checkpoint
     monitor_mode: str = "min"  # "min" or "max"
     # trainer.precision values the model runs under (tested: tests/test_recipes.py on the CPU, tests/test_gpu.py);
     # pure 16-true / bf16-true weights are refused (log-likelihoods overflow, float32 tables meet them)
-    precisions: tuple = ("32-true", "64-true", "bf16-mixed", "16-mixed")
+    precisions: tuple = PRECISIONS
     ddp_find_unused_parameters: bool = False  # True if a training step leaves some parameters without
     # gradients (a GAN's G step leaves D's): `trainer.strategy=ddp` then runs DDP with that detection
     fitted_buffers: tuple = ()  # buffers the model fits on validation data (a temperature, say): state, not
     # weights, so the `ema` callback fits them on the averaged weights and never averages them
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        spec = cls.__dict__.get("spec")
+        if spec is not None:  # the class points to its spec rather than restating it
+            cls.Config, cls.precisions = spec.config, spec.precisions
+            if isinstance(spec.monitor, tuple):  # a function of the run's config: the model sets it once built
+                cls.monitor, cls.monitor_mode = spec.monitor
 
     def __init__(self, cfg: dict | Any, data_info: dict | None = None):
         super().__init__()
@@ -100,16 +113,18 @@ class ZooModule(L.LightningModule):
         self.data_info = dict(data_info or {})
         self.plots_dir: Path | None = None  # set by zoo.train / zoo.evaluate
 
-    @staticmethod
-    def check_run(cfg: dict) -> None:
+    @classmethod
+    def check_run(cls, cfg: dict) -> None:
         """The whole validated recipe (model, data, trainer) before anything is built: settings that are
-        each valid but together meaningless (SeqGAN's schedule with every phase 0). Nothing by default."""
+        each valid but together meaningless (SeqGAN's schedule with every phase 0). The spec's, else nothing."""
+        if cls.spec is not None and cls.spec.check_run is not None:
+            cls.spec.check_run(cfg)
 
     @classmethod
     def run_monitor(cls, cfg: dict) -> tuple[str, str] | None:
         """(monitor, monitor_mode) a model built from the validated recipe ``cfg`` will have, known before it
         is built (for the checks of checkpoint.mode and early stopping), or None where it depends on the data."""
-        return cls.monitor, cls.monitor_mode
+        return cls.spec.run_monitor(cfg) if cls.spec is not None else (cls.monitor, cls.monitor_mode)
 
     def before_fit(self) -> None:
         """See the module docstring; nothing by default."""
@@ -129,8 +144,10 @@ class ZooModule(L.LightningModule):
     def stochastic_node(cls, cfg: Any, data_info: dict | None = None) -> Any:
         """Where the model samples, stated from its validated options ``cfg`` (its ``Config``) and, once the
         data are read, ``data_info``: a ``zoo.estimators.StochasticNode`` whose estimator is the option
-        ``estimator``; None where it samples nowhere (with these options)."""
-        return None
+        ``estimator``; None where it samples nowhere (with these options). The spec's ``node``."""
+        if cls.spec is None or cls.spec.node is None:
+            return None
+        return cls.spec.node(cfg, data_info)
 
     def build_estimator(self) -> Any:
         """The estimator the config names (``model.estimator``) for the model's node, given the node's context

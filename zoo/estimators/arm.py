@@ -34,8 +34,8 @@ from zoo.estimators.base import (
     check_cost,
     one_hot_sample,
 )
-from zoo.estimators.options import ARM as ARM_CAPABILITIES
-from zoo.estimators.options import ARMOptions
+from zoo.estimators.options import ARM as ARM_SPEC
+from zoo.estimators.options import DISARM
 
 
 def binary_logits(dist: Distribution, name: str) -> tuple[Tensor, bool]:
@@ -55,9 +55,7 @@ def binary_logits(dist: Distribution, name: str) -> tuple[Tensor, bool]:
 class ARM(Estimator):
     """Augment-REINFORCE-merge: antithetic pairs of binary samples (unbiased; Yin & Zhou 2019; binary)."""
 
-    Config = ARMOptions
-    capabilities = ARM_CAPABILITIES  # own_samples: the estimate needs the uniform noise behind each pair
-    name = "arm"
+    spec = ARM_SPEC  # own_samples: the estimate needs the uniform noise behind each pair
     rao_blackwell = False  # disarm: u integrated out given the pair
 
     def __init__(self, options=None, **kwargs):
@@ -108,5 +106,5 @@ class ARM(Estimator):
 class DisARM(ARM):
     """ARM with its noise integrated out given each pair: lower variance (unbiased; Dong et al. 2020; binary)."""
 
-    name = "disarm"
+    spec = DISARM
     rao_blackwell = True

@@ -25,10 +25,10 @@ from torch import Tensor, nn
 from torch.distributions import Categorical, Distribution, OneHotCategorical
 
 from zoo.errors import UserError
-from zoo.estimators.fit import DISTRIBUTIONS, Capabilities  # noqa: F401  (zoo.estimators.base.Capabilities)
+from zoo.estimators.fit import DISTRIBUTIONS, Capabilities, EstimatorDef  # noqa: F401  (zoo.estimators.base.Capabilities)
 from zoo.estimators.options import EstimatorOptions  # noqa: F401  (zoo.estimators.base.EstimatorOptions)
 from zoo.estimators.seam import build_options, check_estimator_class  # noqa: F401  (base's names too)
-from zoo.registry import ESTIMATORS
+from zoo.registry import ESTIMATORS, doc_line
 
 register_estimator = ESTIMATORS.register  # a user's own: @register_estimator("name", config=Options)
 
@@ -129,8 +129,9 @@ def check_cost(s: StochasticSample, cost: Tensor, name: str) -> Tensor:
 class Estimator(nn.Module):
     """The base class of every gradient estimator: it samples a stochastic node (``sample``) and turns the
     cost the model pays for the samples into a surrogate loss whose gradient estimates ``grad E[cost]``
-    (``loss``). A subclass sets ``Config`` (its options, a dataclass) and ``capabilities``, and implements
-    ``sample`` and ``loss``; ``requirements(options)`` refines the capabilities for given options.
+    (``loss``). A subclass sets ``Config`` (its options, a dataclass) and ``capabilities`` (a built-in: its
+    ``spec``, which gives both), and implements ``sample`` and ``loss``; ``requirements(options)`` refines the
+    capabilities for given options.
 
     An estimator is an ``nn.Module``: its state (an EMA baseline, a learned baseline or control variate, a
     temperature schedule) is saved in checkpoints, and trained by the model's optimizer when the model holds
@@ -179,6 +180,7 @@ class Estimator(nn.Module):
         ```
     """
 
+    spec: EstimatorDef | None = None  # the built-ins' spec (zoo/estimators/options.py), which sets the three below
     Config: type = EstimatorOptions
     capabilities: Capabilities | None = None  # None: undeclared (a user's estimator), never refused
     unbiased: bool = True  # whether E[grad loss] == grad E[cost]; mirrors capabilities.unbiased
@@ -186,14 +188,19 @@ class Estimator(nn.Module):
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
-        if cls.__dict__.get("capabilities") is not None:
+        spec = cls.__dict__.get("spec")
+        if spec is not None:  # the class points to its spec rather than restating it
+            cls.Config, cls.capabilities, cls.name = spec.config, spec.capabilities, spec.name
+        if cls.__dict__.get("capabilities") is not None or spec is not None:
             cls.unbiased = cls.capabilities.unbiased
 
     @classmethod
     def requirements(cls, options: Any) -> Capabilities | None:
-        """The capabilities with these options (e.g. a leave-one-out baseline needs n >= 2);
-        ``context`` True here means the estimator needs the model's features."""
-        return cls.capabilities
+        """The capabilities with these options (e.g. a leave-one-out baseline needs n >= 2), as the spec refines
+        them; ``context`` True here means the estimator needs the model's features."""
+        if cls.spec is None or cls.spec.refine is None or cls.capabilities is None:
+            return cls.capabilities
+        return cls.spec.refine(cls.capabilities, options)
 
     def __init__(self, options: Any = None, **kwargs: Any):
         super().__init__()
@@ -335,6 +342,7 @@ def list_estimators(pattern: str = "*") -> list[str]:
 def describe(name: str) -> str:
     """One line: name, capabilities, description."""
     entry = ESTIMATORS.entry(name)
-    caps = getattr(entry.obj, "capabilities", None)
+    description = entry.spec.description or doc_line(entry.obj)  # a built-in's: its class's docstring
+    caps = entry.spec.capabilities
     tag = caps.describe() if caps is not None else "capabilities undeclared"
-    return f"{name:18s} {entry.description}\n{'':18s}   [{tag}]"
+    return f"{name:18s} {description}\n{'':18s}   [{tag}]"

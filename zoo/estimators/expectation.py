@@ -18,7 +18,6 @@ from torch.distributions import Distribution
 from zoo.errors import UserError
 from zoo.estimators.base import (
     Estimator,
-    EstimatorOptions,
     StochasticSample,
     as_distribution,
     categorical_logits,
@@ -30,9 +29,7 @@ from zoo.estimators.options import EXPECTATION
 class Expectation(Estimator):
     """Exact sum over the K categories, weights = probabilities (exact, zero variance; small K)."""
 
-    Config = EstimatorOptions
-    capabilities = EXPECTATION
-    name = "expectation"
+    spec = EXPECTATION
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
         """Enumerate all K categories; ``n`` is ignored (the sample dim is K)."""

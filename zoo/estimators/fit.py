@@ -1,11 +1,16 @@
-"""What an estimator can do (``Capabilities``), where a model samples (``StochasticNode``), and whether the
-two fit (``mismatch``): plain dataclasses, no torch, so a recipe's estimator is checked against its model's
-node before torch and Lightning are imported (``zoo.config``); ``seam.py`` builds the estimator.
+"""What an estimator can do (``Capabilities``) and its spec (``EstimatorDef``), where a model samples
+(``StochasticNode``), and whether the two fit (``mismatch``): plain dataclasses, no torch, so a recipe's estimator
+is checked against its model's node before torch and Lightning are imported (``zoo.config``); ``seam.py`` builds
+the estimator.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from zoo.registry import Spec
 
 DISTRIBUTIONS = ("continuous", "categorical", "any")
 
@@ -69,6 +74,31 @@ class Capabilities:
         parts += ["the model's cost function"] if self.cost_function else []
         parts += ["independent draws only"] if not self.sequential else []
         return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class EstimatorDef(Spec):
+    """An estimator's spec: its name, class, options and what it can train, declared once (the built-ins:
+    ``zoo/estimators/options.py``); its class points to it (``spec = REINFORCE``)."""
+
+    capabilities: Capabilities | None = None  # what it can train (None: undeclared, never refused)
+    refine: Callable | None = None  # (capabilities, options) -> the capabilities with these options (a
+    # leave-one-out baseline needs n >= 2); None: the same for every option
+
+    def requirements(self, options: Any) -> Capabilities | None:
+        """What the estimator needs with ``options`` (an instance of its options dataclass)."""
+        if self.capabilities is None or self.refine is None:
+            return self.capabilities
+        return self.refine(self.capabilities, options)
+
+    @staticmethod
+    def facts_of(obj: Any) -> dict:
+        """A class that declares no spec states its ``capabilities`` and a ``requirements(options)`` classmethod
+        (a duck-typed one without both is undeclared)."""
+        caps, needs = getattr(obj, "capabilities", None), getattr(obj, "requirements", None)
+        if caps is None or not callable(needs):
+            return {}
+        return {"capabilities": caps, "refine": lambda _capabilities, options: needs(options)}
 
 
 NODE_KINDS = ("continuous", "categorical", "discrete")

@@ -1,4 +1,4 @@
-"""Every built-in estimator's options and its declaration (name, class, options), importing no torch,
+"""Every built-in estimator's options and its spec (name, class, options, capabilities), importing no torch,
 so that a recipe's estimator name and options are checked before torch and Lightning are imported
 (``zoo.config.load_config``); the estimator's module is imported when it is first used.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.errors import UserError
-from zoo.estimators.fit import Capabilities
+from zoo.estimators.fit import Capabilities, EstimatorDef
 from zoo.options import between, choice, positive
 from zoo.registry import ESTIMATORS
 
@@ -120,22 +120,7 @@ class UnorderedSetOptions:
     baseline: bool = True  # built-in leave-one-out baseline (needs n >= 2)
 
 
-# what each built-in can do (its class's ``capabilities``), and how its options refine that (its ``requirements``)
-REPARAM = Capabilities(distributions="continuous", differentiable_cost=True)
-EXPECTATION = Capabilities(distributions="categorical", per_variable_cost=True)
-REINFORCE = Capabilities(distributions="any", context=True)  # context: the learned baseline's
-RLOO = Capabilities(distributions="any", min_samples=2, context=True)
-GRPO = Capabilities(distributions="any", min_samples=2, context=True, unbiased=False)  # dr_grpo's too
-REINFORCE_PP = Capabilities(distributions="any", context=True, unbiased=False)
-GUMBEL_SOFTMAX = Capabilities(distributions="categorical", differentiable_cost=True, unbiased=False)
-RELAX = Capabilities(distributions="categorical", context=True, own_samples=True)
-UNORDERED_SET = Capabilities(distributions="categorical", per_variable_cost=True, min_samples=2)
-# own_samples: the estimate needs the uniform noise behind each pair; sequential=False: a pair shares one uniform
-# per variable under the same logits, so the variables must be drawn independently given the input
-ARM = Capabilities(distributions="categorical", max_categories=2, min_samples=2, paired_samples=True, own_samples=True,
-                   sequential=False)
-
-
+# what each built-in can do, and how its options refine that (``EstimatorDef.requirements``)
 def reinforce_requirements(capabilities: Capabilities, options: ReinforceOptions) -> Capabilities:
     return dataclasses.replace(capabilities, min_samples=2 if options.baseline in GROUP_BASELINES else 1,
                                context=options.baseline == "learned" and options.context_dim != 0,
@@ -152,30 +137,56 @@ def unordered_set_requirements(capabilities: Capabilities, options: UnorderedSet
     return dataclasses.replace(capabilities, min_samples=2 if options.baseline else 1)
 
 
-# the built-in estimators, declared once: name, class (imported when first used), options, capabilities
-ESTIMATORS.declare("reparam", "zoo.estimators.reparam:Reparam", config=EstimatorOptions, capabilities=REPARAM)
-ESTIMATORS.declare("expectation", "zoo.estimators.expectation:Expectation", config=EstimatorOptions,
-                   capabilities=EXPECTATION)
-ESTIMATORS.declare("reinforce", "zoo.estimators.reinforce:Reinforce", config=ReinforceOptions, capabilities=REINFORCE,
-                   requirements=reinforce_requirements)
-ESTIMATORS.declare("rloo", "zoo.estimators.reinforce:RLOO", config=RLOOOptions, capabilities=RLOO,
-                   requirements=reinforce_requirements)
-ESTIMATORS.declare("grpo", "zoo.estimators.reinforce:GRPO", config=GRPOOptions, capabilities=GRPO,
-                   requirements=reinforce_requirements)
-ESTIMATORS.declare("dr_grpo", "zoo.estimators.reinforce:DrGRPO", config=DrGRPOOptions, capabilities=GRPO,
-                   requirements=reinforce_requirements)
-ESTIMATORS.declare("reinforce_pp", "zoo.estimators.reinforce:ReinforcePP", config=ReinforcePPOptions,
-                   capabilities=REINFORCE_PP, requirements=reinforce_requirements)
-ESTIMATORS.declare("gumbel_softmax", "zoo.estimators.relaxed:GumbelSoftmax", config=GumbelSoftmaxOptions,
-                   capabilities=GUMBEL_SOFTMAX)
-ESTIMATORS.declare("straight_through", "zoo.estimators.relaxed:StraightThrough", config=StraightThroughOptions,
-                   capabilities=GUMBEL_SOFTMAX)
-ESTIMATORS.declare("relax", "zoo.estimators.relax:Relax", config=RelaxOptions, capabilities=RELAX,
-                   requirements=relax_requirements)
-ESTIMATORS.declare("unordered_set", "zoo.estimators.unordered_set:UnorderedSet", config=UnorderedSetOptions,
-                   capabilities=UNORDERED_SET, requirements=unordered_set_requirements)
-ESTIMATORS.declare("arm", "zoo.estimators.arm:ARM", config=ARMOptions, capabilities=ARM)
-ESTIMATORS.declare("disarm", "zoo.estimators.arm:DisARM", config=ARMOptions, capabilities=ARM)
+GRPO_CAPABILITIES = Capabilities(distributions="any", min_samples=2, context=True, unbiased=False)  # dr_grpo's too
+GUMBEL_CAPABILITIES = Capabilities(distributions="categorical", differentiable_cost=True, unbiased=False)
+# own_samples: the estimate needs the uniform noise behind each pair; sequential=False: a pair shares one uniform
+# per variable under the same logits, so the variables must be drawn independently given the input
+ARM_CAPABILITIES = Capabilities(distributions="categorical", max_categories=2, min_samples=2, paired_samples=True,
+                                own_samples=True, sequential=False)
+
+# the built-in estimators, each declared once: name, class (imported when first used), options, capabilities;
+# the class points to its spec (``spec = REINFORCE``)
+REPARAM = ESTIMATORS.declare(EstimatorDef(
+    "reparam", "zoo.estimators.reparam:Reparam", EstimatorOptions,
+    capabilities=Capabilities(distributions="continuous", differentiable_cost=True)))
+EXPECTATION = ESTIMATORS.declare(EstimatorDef(
+    "expectation", "zoo.estimators.expectation:Expectation", EstimatorOptions,
+    capabilities=Capabilities(distributions="categorical", per_variable_cost=True)))
+REINFORCE = ESTIMATORS.declare(EstimatorDef(
+    "reinforce", "zoo.estimators.reinforce:Reinforce", ReinforceOptions,
+    capabilities=Capabilities(distributions="any", context=True),  # context: the learned baseline's
+    refine=reinforce_requirements))
+RLOO = ESTIMATORS.declare(EstimatorDef(
+    "rloo", "zoo.estimators.reinforce:RLOO", RLOOOptions,
+    capabilities=Capabilities(distributions="any", min_samples=2, context=True), refine=reinforce_requirements))
+GRPO = ESTIMATORS.declare(EstimatorDef(
+    "grpo", "zoo.estimators.reinforce:GRPO", GRPOOptions, capabilities=GRPO_CAPABILITIES,
+    refine=reinforce_requirements))
+DR_GRPO = ESTIMATORS.declare(EstimatorDef(
+    "dr_grpo", "zoo.estimators.reinforce:DrGRPO", DrGRPOOptions, capabilities=GRPO_CAPABILITIES,
+    refine=reinforce_requirements))
+REINFORCE_PP = ESTIMATORS.declare(EstimatorDef(
+    "reinforce_pp", "zoo.estimators.reinforce:ReinforcePP", ReinforcePPOptions,
+    capabilities=Capabilities(distributions="any", context=True, unbiased=False), refine=reinforce_requirements))
+GUMBEL_SOFTMAX = ESTIMATORS.declare(EstimatorDef(
+    "gumbel_softmax", "zoo.estimators.relaxed:GumbelSoftmax", GumbelSoftmaxOptions,
+    capabilities=GUMBEL_CAPABILITIES))
+STRAIGHT_THROUGH = ESTIMATORS.declare(EstimatorDef(
+    "straight_through", "zoo.estimators.relaxed:StraightThrough", StraightThroughOptions,
+    capabilities=GUMBEL_CAPABILITIES))
+# context: reads the model's features when given (never needs them); own_samples: needs the Gumbel noise behind
+# each sample, so the sample must come from its own sample()
+RELAX = ESTIMATORS.declare(EstimatorDef(
+    "relax", "zoo.estimators.relax:Relax", RelaxOptions,
+    capabilities=Capabilities(distributions="categorical", context=True, own_samples=True),
+    refine=relax_requirements))
+UNORDERED_SET = ESTIMATORS.declare(EstimatorDef(
+    "unordered_set", "zoo.estimators.unordered_set:UnorderedSet", UnorderedSetOptions,
+    capabilities=Capabilities(distributions="categorical", per_variable_cost=True, min_samples=2),
+    refine=unordered_set_requirements))
+ARM = ESTIMATORS.declare(EstimatorDef("arm", "zoo.estimators.arm:ARM", ARMOptions, capabilities=ARM_CAPABILITIES))
+DISARM = ESTIMATORS.declare(EstimatorDef("disarm", "zoo.estimators.arm:DisARM", ARMOptions,
+                                         capabilities=ARM_CAPABILITIES))
 
 
 def split_spec(spec: Any, where: str = "") -> tuple[str, dict]:

@@ -19,7 +19,6 @@ from torch.distributions import Categorical, Distribution
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
-    Capabilities,
     Estimator,
     StochasticSample,
     as_distribution,
@@ -29,18 +28,7 @@ from zoo.estimators.base import (
     sum_trailing,
 )
 from zoo.estimators.baselines import make_baseline
-from zoo.estimators.options import GRPO as GRPO_CAPABILITIES
-from zoo.estimators.options import (
-    REINFORCE,
-    REINFORCE_PP,
-    DrGRPOOptions,
-    GRPOOptions,
-    ReinforceOptions,
-    ReinforcePPOptions,
-    RLOOOptions,
-    reinforce_requirements,
-)
-from zoo.estimators.options import RLOO as RLOO_CAPABILITIES
+from zoo.estimators.options import DR_GRPO, GRPO, REINFORCE, REINFORCE_PP, RLOO
 
 
 def reward_to_go(rewards: Tensor, gamma: float = 1.0, dim: int = -1) -> Tensor:
@@ -66,13 +54,7 @@ class Reinforce(Estimator):
     """Score function cost * grad log p with a baseline (unbiased with none, ema, batch_mean, rloo or learned; high
     variance; any distribution)."""
 
-    Config = ReinforceOptions
-    capabilities = REINFORCE  # context: the learned baseline's
-    name = "reinforce"
-
-    @classmethod
-    def requirements(cls, options: ReinforceOptions) -> Capabilities:
-        return reinforce_requirements(cls.capabilities, options)
+    spec = REINFORCE
 
     def __init__(self, options=None, **kwargs):
         super().__init__(options, **kwargs)
@@ -132,33 +114,25 @@ def _entropy(dist: Distribution) -> Tensor:
 class RLOO(Reinforce):
     """REINFORCE with the leave-one-out baseline over n >= 2 samples (unbiased; Kool et al. 2019)."""
 
-    Config = RLOOOptions
-    capabilities = RLOO_CAPABILITIES
-    name = "rloo"
+    spec = RLOO
 
 
 class GRPO(Reinforce):
     """REINFORCE with GRPO's group-normalised advantage (f - mean) / std over n >= 2 samples per input (biased;
     "DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language Models")."""
 
-    Config = GRPOOptions
-    capabilities = GRPO_CAPABILITIES
-    name = "grpo"
+    spec = GRPO
 
 
 class DrGRPO(Reinforce):
     """REINFORCE with Dr. GRPO's advantage f - the group's mean, its own cost included: (n - 1) / n times rloo's
     (biased by that factor; "Understanding R1-Zero-Like Training: A Critical Perspective")."""
 
-    Config = DrGRPOOptions
-    capabilities = GRPO_CAPABILITIES
-    name = "dr_grpo"
+    spec = DR_GRPO
 
 
 class ReinforcePP(Reinforce):
     """REINFORCE with REINFORCE++'s batch-normalised advantage (f - batch mean) / batch std (biased; "REINFORCE++:
     A Simple and Efficient Approach for Aligning Large Language Models")."""
 
-    Config = ReinforcePPOptions
-    capabilities = REINFORCE_PP
-    name = "reinforce_pp"
+    spec = REINFORCE_PP

@@ -59,7 +59,6 @@ from torch.nn.parameter import is_lazy
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
-    Capabilities,
     Estimator,
     StochasticSample,
     as_distribution,
@@ -69,7 +68,7 @@ from zoo.estimators.base import (
     sum_trailing,
 )
 from zoo.estimators.gumbel import sample_exponential, sample_gumbel, truncated_gumbel
-from zoo.estimators.options import RELAX, RelaxOptions, relax_requirements
+from zoo.estimators.options import RELAX
 
 
 def per_sample(logits: Tensor, index: Tensor) -> Tensor:
@@ -156,15 +155,7 @@ class ControlVariate(nn.Module):
 class Relax(Estimator):
     """Score function, learned control variate of the relaxed sample (unbiased; Grathwohl et al. 2018; categoricals)."""
 
-    Config = RelaxOptions
-    # context: reads the model's features when given (never needs them); own_samples: needs the
-    # Gumbel noise behind each sample, so the sample must come from its own sample()
-    capabilities = RELAX
-    name = "relax"
-
-    @classmethod
-    def requirements(cls, options: RelaxOptions) -> Capabilities:
-        return relax_requirements(cls.capabilities, options)
+    spec = RELAX
 
     def __init__(self, options=None, **kwargs):
         super().__init__(options, **kwargs)

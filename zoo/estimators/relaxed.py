@@ -29,15 +29,13 @@ from zoo.estimators.base import (
     check_cost,
 )
 from zoo.estimators.gumbel import sample_gumbel
-from zoo.estimators.options import GUMBEL_SOFTMAX, GumbelSoftmaxOptions, StraightThroughOptions
+from zoo.estimators.options import GUMBEL_SOFTMAX, STRAIGHT_THROUGH
 
 
 class GumbelSoftmax(Estimator):
     """Concrete relaxation softmax((logits + G) / tau) (biased; low variance; categoricals)."""
 
-    Config = GumbelSoftmaxOptions
-    capabilities = GUMBEL_SOFTMAX
-    name = "gumbel_softmax"
+    spec = GUMBEL_SOFTMAX
     hard = False  # straight_through: hard one-hot forward
 
     def __init__(self, options=None, **kwargs):
@@ -102,6 +100,5 @@ class StraightThrough(GumbelSoftmax):
     is biased even for a linear cost. The bias falls with tau while the variance grows.
     """
 
-    Config = StraightThroughOptions
-    name = "straight_through"
+    spec = STRAIGHT_THROUGH
     hard = True

@@ -17,7 +17,6 @@ from torch.distributions import Distribution
 from zoo.errors import UserError
 from zoo.estimators.base import (
     Estimator,
-    EstimatorOptions,
     StochasticSample,
     as_distribution,
     check_cost,
@@ -28,9 +27,7 @@ from zoo.estimators.options import REPARAM
 class Reparam(Estimator):
     """Pathwise gradient through dist.rsample (unbiased, low variance; continuous distributions)."""
 
-    Config = EstimatorOptions
-    capabilities = REPARAM
-    name = "reparam"
+    spec = REPARAM
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
         dist = as_distribution(dist)

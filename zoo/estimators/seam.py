@@ -1,7 +1,8 @@
 """The typed seam between a model's stochastic node and the estimator that trains it.
 
 A model states its node from its validated options, as a class method (None: the options leave
-nothing to sample, e.g. soft attention)::
+nothing to sample, e.g. soft attention; the zoo's own models give the function as their spec's ``node``, which
+``ZooModule.stochastic_node`` calls)::
 
     @classmethod
     def stochastic_node(cls, cfg: DVAEConfig, data_info: dict | None = None) -> StochasticNode | None:
@@ -9,7 +10,7 @@ nothing to sample, e.g. soft attention)::
                               variables=cfg.n_latents, categories=cfg.n_classes, samples=cfg.n_samples or None)
 
 and types the option that names the estimator (``estimator: EstimatorSpec = estimator_option("reinforce")``
-in its config). Every estimator declares its ``Capabilities`` (``fit.py``; the built-ins in their declarations,
+in its config). Every estimator declares its ``Capabilities`` (``fit.py``; the built-ins in their specs,
 ``options.py``). The recipe loader calls ``check_spec`` before torch is imported (a built-in estimator's class
 is not imported for it): the estimator's name, every one of its options, and its
 fit to the node; a mismatch is a ``UserError`` that lists the estimators that do fit. The loader keeps
@@ -53,35 +54,22 @@ def check_estimator_class(name: str, cls: Any) -> None:
         raise UserError(f"estimator '{name}' ({cls.__name__}) has no {' or '.join(m + '()' for m in missing)}: {hint}")
 
 
-def _declared(name: str) -> bool:
-    """A built-in estimator whose class is not imported yet: its declaration answers for it."""
-    entry = ESTIMATORS.entry(name)
-    return isinstance(entry.target, str) and entry.loaded is None
-
-
 def resolve(spec: Any, where: str = "") -> tuple[str, type | None, Any]:
     """(name, class, validated options object) of an estimator spec; every mistake a UserError. The class is
-    None for a built-in not imported yet (its declaration states its options and capabilities)."""
+    None for a built-in not imported yet (its spec states its options and capabilities)."""
     name, options = split_spec(spec, where)
     entry = ESTIMATORS.entry(name)
-    if _declared(name):
-        return name, None, build_options(entry.config, name, options)
-    check_estimator_class(name, entry.obj)
-    config_cls = entry.config or getattr(entry.obj, "Config", None)
+    if entry.loaded is not None:  # a class in hand (a user's own): one with sample() and loss()
+        check_estimator_class(name, entry.loaded)
+    config_cls = entry.config
     opts = build_options(config_cls, name, options) if config_cls is not None else options
-    return name, entry.obj, opts
+    return name, entry.loaded, opts
 
 
-def requirements(name: str, cls: type | None, opts: Any) -> Capabilities | None:
-    """What estimator ``name`` needs with options ``opts``: its declaration's (a built-in), else its class's
-    ``requirements`` (None: undeclared, a user's own estimator)."""
-    if cls is None:
-        facts = ESTIMATORS.entry(name).facts
-        refine = facts.get("requirements")
-        return refine(facts["capabilities"], opts) if refine else facts.get("capabilities")
-    if getattr(cls, "capabilities", None) is None or not callable(getattr(cls, "requirements", None)):
-        return None
-    return cls.requirements(opts)
+def requirements(name: str, opts: Any) -> Capabilities | None:
+    """What estimator ``name`` needs with options ``opts``, as its spec states (None: undeclared, a user's own
+    estimator that states no capabilities)."""
+    return ESTIMATORS.spec(name).requirements(opts)
 
 
 def default_requirements(cls: Any) -> Capabilities | None:
@@ -93,15 +81,13 @@ def default_requirements(cls: Any) -> Capabilities | None:
 
 
 def _default_requirements_of(name: str) -> Capabilities | None:
-    if _declared(name):
-        entry = ESTIMATORS.entry(name)
-        return requirements(name, None, entry.config())
-    return default_requirements(ESTIMATORS.get(name))
+    spec = ESTIMATORS.spec(name)
+    return spec.requirements(spec.config()) if dataclasses.is_dataclass(spec.config) else spec.capabilities
 
 
 def compatible(node: StochasticNode) -> list[str]:
     """Registered estimators that can train ``node`` with their default options (the built-ins by their
-    declarations: no class imported)."""
+    specs: no class imported)."""
     return [name for name in ESTIMATORS.list() if mismatch(_default_requirements_of(name), node) is None]
 
 
@@ -109,7 +95,7 @@ def check_spec(spec: Any, node: StochasticNode, where: str, model: str = "model"
     """Validate an estimator spec for ``node``: name, every option, and the fit. Returns ``resolve``'s
     triple. A misfit is a UserError naming the reason and the estimators that fit."""
     name, cls, opts = resolve(spec, where)
-    why = mismatch(requirements(name, cls, opts), node, node.samples or getattr(opts, "n", None))
+    why = mismatch(requirements(name, opts), node, node.samples or getattr(opts, "n", None))
     if why:
         fits = ", ".join(compatible(node))
         raise UserError(f"estimator '{name}' cannot train {model}'s {node.kind} node in {where}: {why}. "

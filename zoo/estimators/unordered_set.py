@@ -27,7 +27,6 @@ from torch.distributions import Distribution
 
 from zoo.errors import UserError
 from zoo.estimators.base import (
-    Capabilities,
     Estimator,
     StochasticSample,
     as_distribution,
@@ -36,7 +35,7 @@ from zoo.estimators.base import (
     one_hot_sample,
 )
 from zoo.estimators.gumbel import gumbel_topk
-from zoo.estimators.options import UNORDERED_SET, UnorderedSetOptions, unordered_set_requirements
+from zoo.estimators.options import UNORDERED_SET
 
 
 def log_set_prob(logp: Tensor, log_rest: Tensor) -> Tensor:
@@ -64,13 +63,7 @@ def _others(k: int, drop: tuple[int, ...]) -> list[int]:
 class UnorderedSet(Estimator):
     """Sampling without replacement + leave-one-out ratios (unbiased; Kool et al. 2020; categoricals)."""
 
-    Config = UnorderedSetOptions
-    capabilities = UNORDERED_SET
-
-    @classmethod
-    def requirements(cls, options: UnorderedSetOptions) -> Capabilities:
-        return unordered_set_requirements(cls.capabilities, options)
-    name = "unordered_set"
+    spec = UNORDERED_SET
 
     def sample(self, dist: Distribution | Tensor, n: int | None = None) -> StochasticSample:
         dist = as_distribution(dist)

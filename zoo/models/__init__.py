@@ -3,9 +3,10 @@ declarations of its entries, no torch), ``data.py`` (datamodules), ``nets.py`` (
 (the LightningModule and its loss), ``evaluation.py`` (metrics), ``predict.py`` (inference and the
 command line), ``plots.py`` (figures); a further file only for a second idea, named for it.
 
-Each ``config.py`` declares its entries once (``MODELS.declare(name, "zoo.models.x.module:Class",
-config=XConfig)``), so a recipe's keys are checked in a fraction of a second before torch and
-Lightning are imported; the class's module is imported when the entry is first used.
+Each ``config.py`` declares its entries' specs once (``MODELS.declare(ModelSpec(name,
+"zoo.models.x.module:Class", XConfig, node=...))``), so a recipe is checked in a fraction of a second before
+torch and Lightning are imported; the class's module is imported when the entry is first used, and the class
+points to its spec (``spec = X_SPEC``).
 """
 
 import importlib

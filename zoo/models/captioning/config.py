@@ -10,7 +10,7 @@ from typing import Optional
 from zoo.data_options import BatchedDataOptions
 from zoo.estimators.fit import StochasticNode
 from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, positive
-from zoo.registry import DATAMODULES, MODELS
+from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
 
 MAX_BEAMS = 100  # beams kept per step (training's beam_size, predict's beam= and sbs=)
 MAX_LEN = 1000  # words per generated caption (the recipes' captions are tens of words)
@@ -130,9 +130,12 @@ def locations(cfg: SATConfig, data_info: dict | None) -> int | None:
 
 
 def sat_node(cfg: SATConfig, data_info: dict | None = None) -> StochasticNode | None:
-    """Hard attention's location s_t ~ Multinoulli(alpha_t) over the L locations, drawn word by word; soft
-    attention samples nothing. L stated: an estimator's layers that read a location's values (relax's control
-    variate) are built at their size with the model, before a checkpoint is loaded into them."""
+    """Hard attention's location s_t ~ Multinoulli(alpha_t) over the L locations, drawn word by word given the
+    earlier words' (sequential); soft attention samples nothing. The caption's NLL is differentiable in the
+    (relaxed) attention weights, but couples the words (no enumeration) and gives no baseline features; the
+    words' samples are stacked into one, their estimator's extras (relax's Gumbel noise) included. L stated: an
+    estimator's layers that read a location's values (relax's control variate) are built at their size with the
+    model, before a checkpoint is loaded into them."""
     if cfg.attention != "hard":
         return None
     return StochasticNode(kind="categorical", differentiable_cost=True, sequential=True,
@@ -143,8 +146,9 @@ def sat_node(cfg: SATConfig, data_info: dict | None = None) -> StochasticNode | 
                           hint="or model.attention=soft for the exact expected context")
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
-MODELS.declare("sat", "zoo.models.captioning.module:ShowAttendTell", config=SATConfig, node=sat_node,
-               monitor=("val/bleu4", "max"))
-DATAMODULES.declare("karpathy", "zoo.models.captioning.data:KarpathyData", config=KarpathyConfig)
-DATAMODULES.declare("shapes", "zoo.models.captioning.data:ShapesData", config=ShapesConfig)
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
+SAT_SPEC = MODELS.declare(ModelSpec("sat", "zoo.models.captioning.module:ShowAttendTell", SATConfig, node=sat_node,
+                                    monitor=("val/bleu4", "max"), task="image-to-text"))
+KARPATHY_SPEC = DATAMODULES.declare(DataSpec("karpathy", "zoo.models.captioning.data:KarpathyData", KarpathyConfig))
+SHAPES_SPEC = DATAMODULES.declare(DataSpec("shapes", "zoo.models.captioning.data:ShapesData", ShapesConfig))

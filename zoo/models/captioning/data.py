@@ -22,7 +22,7 @@ from zoo.errors import UserError, permission_denied
 from zoo.paths import readable
 
 from . import shapes as S
-from .config import KarpathyConfig, ShapesConfig
+from .config import KARPATHY_SPEC, SHAPES_SPEC
 from .images import ImageZips, image_transform, load_image
 from .vocab import CaptionSet, Vocab, build_vocab, collate_captions
 
@@ -69,7 +69,7 @@ class _CaptionData(ZooDataModule):
 class ShapesData(_CaptionData):
     """Generated shapes scenes with 3 reference captions and object masks (embedded, offline)."""
 
-    Config = ShapesConfig
+    spec = SHAPES_SPEC
 
     def setup(self, stage: str | None = None) -> None:
         if self.sets:
@@ -144,7 +144,7 @@ def check_karpathy_images(images, json_path: Path) -> None:
 class KarpathyData(_CaptionData):
     """Flickr8k / Flickr30k / COCO from a Karpathy-split JSON and an image folder (local files)."""
 
-    Config = KarpathyConfig
+    spec = KARPATHY_SPEC
 
     def paths(self) -> tuple[Path, Path]:
         """(the split file, the image folder). The split file may be Karpathy's caption_datasets.zip

@@ -19,11 +19,11 @@ from torch.distributions import Categorical
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import StochasticNode, StochasticSample, reward_to_go
+from zoo.estimators import StochasticSample, reward_to_go
 from zoo.hub import load_any, mismatch_line
 
 from . import decode as D
-from .config import SATConfig, cnn_side, sat_node
+from .config import SAT_SPEC, cnn_side
 from .evaluation import CaptionEvaluation
 from .nets import AttentionDecoder, build_encoder, doubly_stochastic, token_nll
 from .predict import CaptionAPI, predict_cli
@@ -48,16 +48,7 @@ def stack_extras(steps: list[dict], n: int, B: int) -> dict:
 class ShowAttendTell(CaptionEvaluation, CaptionAPI, ZooModule):
     """Show, Attend and Tell captioner: CNN grid features, LSTM with soft or hard (sampled) attention."""
 
-    Config = SATConfig
-    monitor, monitor_mode = "val/bleu4", "max"
-
-    # hard attention: a categorical location per word, drawn given the earlier words' (sequential); the
-    # caption's NLL is differentiable in the (relaxed) attention weights, but couples the words (no
-    # enumeration) and gives no baseline features; the words' samples are stacked into one, their
-    # estimator's extras (relax's Gumbel noise) included
-    @classmethod
-    def stochastic_node(cls, cfg: SATConfig, data_info: dict | None = None) -> StochasticNode | None:
-        return sat_node(cfg, data_info)
+    spec = SAT_SPEC  # its options, monitor (val/bleu4, max) and node: hard attention's locations (sat_node)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

@@ -16,6 +16,8 @@ Everything is a deterministic function of (seed, split, index): the same seed al
 same scenes, captions and masks.
 """
 
+# cpu file: datamodule: synthetic images (tests/platform/test_device_agnostic.py)
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -5,6 +5,8 @@ The vocabulary travels as a plain list of tokens (id = position) in ``datamodule
 is stored in every checkpoint and a loaded model decodes without the training data.
 """
 
+# cpu file: datamodule: dataset items and collate (tests/platform/test_device_agnostic.py)
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable

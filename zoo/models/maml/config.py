@@ -8,10 +8,9 @@ import math
 from dataclasses import dataclass
 
 from zoo.data_options import DataOptions
-from zoo.errors import UserError
 from zoo.estimators.fit import StochasticNode
-from zoo.options import EstimatorSpec, between, choice, estimator_option, interval, positive
-from zoo.registry import DATAMODULES, MODELS
+from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, interval, positive
+from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
 
 PATHS = ("auto", "batched", "vmap_grad", "loop")  # meta-gradient implementations (meta.py)
 # Adaptation steps per task in training (each unrolled into the meta-gradient's graph) and in
@@ -31,19 +30,11 @@ class MAMLConfig:
     first_order: bool = False  # FOMAML: no gradient through the inner gradients
     meta_sgd: bool = False  # Meta-SGD: learn a per-parameter inner step size, initialised at inner_lr
     lr: float = positive(1e-3)  # beta: Adam learning rate of the meta-update
-    path: str = "auto"  # meta-gradient implementation: auto | batched | vmap_grad | loop (meta.py)
+    path: str = choice("auto", list(PATHS))  # meta-gradient implementation: auto | batched | vmap_grad | loop
+    # (meta.py)
     init: str = choice("torch", ["torch", "paper"])  # MLP weights: PyTorch's defaults, or the paper's
     # code (truncated normal, std 0.01, zero biases); the conv net always keeps PyTorch's
     plot_every_n_epochs: int = 5  # adaptation plots during validation (0: only at test)
-
-    def __post_init__(self):
-        if self.inner_steps < 0 or self.eval_inner_steps < 0:
-            raise UserError(f"model.inner_steps={self.inner_steps} and model.eval_inner_steps="
-                            f"{self.eval_inner_steps} must be >= 0 (0 = no adaptation)")
-        if self.path not in PATHS:
-            raise UserError(f"model.path must be one of {', '.join(PATHS)}, got '{self.path}'")
-        if self.inner_lr < 0 or self.eval_inner_lr < 0:
-            raise UserError("model.inner_lr and model.eval_inner_lr must be >= 0")
 
 
 @dataclass
@@ -56,19 +47,13 @@ class Nav2dMAMLConfig:
     # baseline)
     eval_steps: int = between(3, 0, MAX_STEPS)  # validation / test: returns after 0, 1, ..., this many steps
     first_order: bool = False  # drop the gradient through the inner policy gradient too
-    trajectories: int = positive(20)  # n: trajectories per task per step (the paper: 20)
+    trajectories: int = at_least(20, 2, why="the leave-one-out baseline")  # n: trajectories per task per step
+    # (the paper: 20)
     horizon: int = between(100, 1, 10_000)  # H: steps per trajectory (the paper: 100); one Python step
     # each, so 10**8 never finished
     lr: float = positive(3e-3)  # Adam learning rate of the meta-update
     estimator: EstimatorSpec = estimator_option({"name": "reinforce", "baseline": "rloo"})  # policy gradient estimator
     eval_seed: int = 0  # seeds the evaluation rollouts and the random-init baseline policy
-
-    def __post_init__(self):
-        if self.inner_steps < 0 or self.eval_steps < 0:
-            raise UserError(f"model.inner_steps={self.inner_steps} and model.eval_steps={self.eval_steps} "
-                            "must be >= 0")
-        if self.trajectories < 2:
-            raise UserError(f"model.trajectories={self.trajectories}: the leave-one-out baseline needs >= 2")
 
 
 @dataclass
@@ -123,19 +108,23 @@ class Nav2dConfig(DataOptions):
     eval_seed: int = 1234  # validation (eval_seed) and test (eval_seed + 1) goals
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
 BASELINE_FEATURES = 3  # a learned baseline's input per task and time step: goal (x, y), (t + 1) / horizon
 
 
 def nav2d_node(cfg: Nav2dMAMLConfig, data_info: dict | None = None) -> StochasticNode:
-    """The Gaussian policy's actions along sampled trajectories (the return is not differentiable)."""
+    """The Gaussian policy's actions along sampled trajectories: the cost (minus the reward-to-go) comes from the
+    environment, no gradient through it; n = the trajectories per task (>= 2, so leave-one-out baselines work);
+    the rollouts draw the actions (own_samples=False); a learned baseline reads (goal, time), which no action
+    changes."""
     return StochasticNode(kind="continuous", differentiable_cost=False, samples=cfg.trajectories or None,
                           own_samples=False, context=True, context_dim=BASELINE_FEATURES)
 
 
-MODELS.declare("maml", "zoo.models.maml.module:MAML", config=MAMLConfig, monitor=("val/loss", "min"))
-MODELS.declare("maml_rl", "zoo.models.maml.nav2d:Nav2dMAML", config=Nav2dMAMLConfig, node=nav2d_node,
-               monitor=("val/return", "max"))
-DATAMODULES.declare("nav2d", "zoo.models.maml.data:Nav2dData", config=Nav2dConfig)
-DATAMODULES.declare("omniglot", "zoo.models.maml.data:OmniglotData", config=OmniglotConfig)
-DATAMODULES.declare("sinusoid", "zoo.models.maml.data:SinusoidData", config=SinusoidConfig)
+MAML_SPEC = MODELS.declare(ModelSpec("maml", "zoo.models.maml.module:MAML", MAMLConfig))
+MAML_RL_SPEC = MODELS.declare(ModelSpec("maml_rl", "zoo.models.maml.nav2d:Nav2dMAML", Nav2dMAMLConfig,
+                                        node=nav2d_node, monitor=("val/return", "max")))
+NAV2D_SPEC = DATAMODULES.declare(DataSpec("nav2d", "zoo.models.maml.data:Nav2dData", Nav2dConfig))
+OMNIGLOT_SPEC = DATAMODULES.declare(DataSpec("omniglot", "zoo.models.maml.data:OmniglotData", OmniglotConfig))
+SINUSOID_SPEC = DATAMODULES.declare(DataSpec("sinusoid", "zoo.models.maml.data:SinusoidData", SinusoidConfig))

@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader, Dataset
 from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule
 from zoo.core.downloads import fetch
 from zoo.errors import UserError
-from zoo.models.maml.config import Nav2dConfig, OmniglotConfig, SinusoidConfig
+from zoo.models.maml.config import NAV2D_SPEC, OMNIGLOT_SPEC, SINUSOID_SPEC, Nav2dConfig, OmniglotConfig, SinusoidConfig
 from zoo.models.maml.omniglot import SPLITS, find_omniglot, has_split, load_images
 
 
@@ -102,7 +102,7 @@ class EpisodeData(ZooDataModule):
 class SinusoidData(EpisodeData):
     """Sinusoid regression tasks (MAML paper 5.1): A ~ U[0.1, 5], phi ~ U[0, pi], x ~ U[-5, 5] (generated)."""
 
-    Config = SinusoidConfig
+    spec = SINUSOID_SPEC
 
     def setup(self, stage: str | None = None) -> None:
         if getattr(self, "train_set", None) is not None:
@@ -179,7 +179,7 @@ class Episodes(Dataset):
 class OmniglotData(EpisodeData):
     """Omniglot N-way K-shot episodes from local PNGs (1,200 training characters, rotations as classes)."""
 
-    Config = OmniglotConfig
+    spec = OMNIGLOT_SPEC
 
     def prepare_data(self) -> None:
         try:
@@ -253,7 +253,7 @@ class Goals(Dataset):
 class Nav2dData(ZooDataModule):
     """2-D point navigation tasks (MAML paper 5.3): one goal per task, uniform in [-0.5, 0.5]^2 (generated)."""
 
-    Config = Nav2dConfig
+    spec = NAV2D_SPEC
 
     def setup(self, stage: str | None = None) -> None:
         c = self.cfg

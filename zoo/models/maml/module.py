@@ -20,7 +20,7 @@ from zoo.core.memory import created_bytes
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.models.maml import meta
-from zoo.models.maml.config import MAMLConfig
+from zoo.models.maml.config import MAML_SPEC
 from zoo.models.maml.evaluation import MAMLEvaluation, accuracy
 from zoo.models.maml.nets import MLP, ConvNet
 from zoo.models.maml.predict import MAMLAPI, predict_cli
@@ -29,8 +29,7 @@ from zoo.models.maml.predict import MAMLAPI, predict_cli
 class MAML(MAMLEvaluation, MAMLAPI, ZooModule):
     """Model-agnostic meta-learning: batched (vmap) second-/first-order meta-gradients, Meta-SGD option."""
 
-    Config = MAMLConfig
-    monitor, monitor_mode = "val/loss", "min"
+    spec = MAML_SPEC  # its options; monitor val/loss, min
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

@@ -28,9 +28,9 @@ from torch.distributions import Independent, Normal
 from zoo.core.memory import created_bytes
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import StochasticNode, reward_to_go
+from zoo.estimators import reward_to_go
 from zoo.models.maml import plots
-from zoo.models.maml.config import Nav2dMAMLConfig, nav2d_node
+from zoo.models.maml.config import MAML_RL_SPEC
 from zoo.models.maml.nav2d_env import GaussianPolicy, policy_out, rollout
 
 
@@ -44,15 +44,7 @@ def baseline_features(goals: Tensor, horizon: int) -> Tensor:
 class Nav2dMAML(ZooModule):
     """MAML with policy gradients (reinforce + baseline from the estimator registry) on 2-D navigation."""
 
-    Config = Nav2dMAMLConfig
-    monitor, monitor_mode = "val/return", "max"
-
-    # Gaussian actions; the cost (minus the reward-to-go) comes from the environment, no gradient
-    # through it; n = the trajectories per task (>= 2, so leave-one-out baselines work); the rollouts draw
-    # the actions (own_samples=False); a learned baseline reads (goal, time), which no action changes
-    @classmethod
-    def stochastic_node(cls, cfg: Nav2dMAMLConfig, data_info: dict | None = None) -> StochasticNode:
-        return nav2d_node(cfg, data_info)
+    spec = MAML_RL_SPEC  # its options, monitor (val/return, max) and node: the policy's actions (nav2d_node)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from zoo.data_options import BatchedDataOptions
 from zoo.estimators.fit import StochasticNode
 from zoo.options import EstimatorSpec, between, estimator_option, positive
-from zoo.registry import DATAMODULES, MODELS
+from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
 
 MODES = ("ce", "confidence", "joint", "boundary_gan")
 GAN_MODES = ("joint", "boundary_gan")  # the modes with a generator and a discriminator
@@ -106,17 +106,19 @@ class OODImagesConfig(BatchedDataOptions):
     eval_batch_size: int = positive(500)  # images per validation / test batch
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
 def ood_node(cfg: OODConfig, data_info: dict | None = None) -> StochasticNode | None:
-    """The generator's noise z ~ N(0, I) in the GAN modes (one draw per example); none otherwise."""
+    """The generator's noise z ~ N(0, I) in the GAN modes (one draw per example; G's loss is a differentiable
+    function of z); none otherwise."""
     if cfg.mode not in GAN_MODES:
         return None
     return StochasticNode(kind="continuous", differentiable_cost=True, multi_sample=False,
                           hint="or model.mode=ce / confidence (no GAN)")
 
 
-MODELS.declare("ood", "zoo.models.ood.module:OODClassifier", config=OODConfig, node=ood_node,
-               monitor=("val/acc", "max"))
-DATAMODULES.declare("ood_digits", "zoo.models.ood.data:OODDigits", config=OODDigitsConfig)
-DATAMODULES.declare("ood_images", "zoo.models.ood.data:OODImages", config=OODImagesConfig)
-DATAMODULES.declare("ood_toy2d", "zoo.models.ood.data:OODToy2D", config=Toy2DConfig)
+OOD_SPEC = MODELS.declare(ModelSpec("ood", "zoo.models.ood.module:OODClassifier", OODConfig, node=ood_node,
+                                    monitor=("val/acc", "max"), task="image-classification"))
+OOD_DIGITS_SPEC = DATAMODULES.declare(DataSpec("ood_digits", "zoo.models.ood.data:OODDigits", OODDigitsConfig))
+OOD_IMAGES_SPEC = DATAMODULES.declare(DataSpec("ood_images", "zoo.models.ood.data:OODImages", OODImagesConfig))
+OOD_TOY2D_SPEC = DATAMODULES.declare(DataSpec("ood_toy2d", "zoo.models.ood.data:OODToy2D", Toy2DConfig))

@@ -44,7 +44,7 @@ from torch.utils.data import DataLoader, Dataset
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.core.downloads import fetch
 from zoo.errors import UserError
-from zoo.models.ood.config import DATASETS, OODDigitsConfig, OODImagesConfig, Toy2DConfig
+from zoo.models.ood.config import DATASETS, OOD_DIGITS_SPEC, OOD_IMAGES_SPEC, OOD_TOY2D_SPEC
 from zoo.models.ood.readers import load_dataset, load_folder, ood_set_name, to_shape
 
 
@@ -157,7 +157,7 @@ def noise_images(kind: str, n: int, shape: list[int], seed: int) -> torch.Tensor
 class OODDigits(OODDataModule):
     """scikit-learn digits (in) vs photo patches, uniform / Gaussian noise and rotated digits (out)."""
 
-    Config = OODDigitsConfig
+    spec = OOD_DIGITS_SPEC
 
     def build(self) -> dict:
         from sklearn.datasets import load_digits  # imported when used: sklearn
@@ -202,7 +202,7 @@ def ring(n: int, radius: float, width: float, seed: int) -> torch.Tensor:
 class OODToy2D(OODDataModule):
     """Two Gaussian classes in the plane (in) vs a uniform box and a ring (out): the paper's toy."""
 
-    Config = Toy2DConfig
+    spec = OOD_TOY2D_SPEC
 
     def build(self) -> dict:
         c = self.cfg
@@ -225,7 +225,7 @@ class OODImages(OODDataModule):
     """MNIST / Fashion-MNIST / CIFAR-10 / SVHN vs other datasets, image folders, noise; missing
     datasets and ODIN's folders are fetched (zoo/core/downloads.py) unless data.download=false."""
 
-    Config = OODImagesConfig
+    spec = OOD_IMAGES_SPEC
 
     def prepare_data(self) -> None:
         self.setup()  # fetches what is missing, or fails early naming the paths looked at

@@ -27,9 +27,8 @@ from torch.distributions import Independent, Normal
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import StochasticNode
 from zoo.models.ood import evaluation as ev
-from zoo.models.ood.config import GAN_MODES, OODConfig, ood_node
+from zoo.models.ood.config import GAN_MODES, OOD_SPEC
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
 from zoo.models.ood.predict import OODAPI, predict_cli
@@ -44,14 +43,8 @@ def _optimizer(params, o: dict) -> torch.optim.Optimizer:
 class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
     """Confidence-calibrated OOD classifier: cross-entropy, confidence loss, or the joint GAN loss."""
 
-    Config = OODConfig
-    monitor, monitor_mode = "val/acc", "max"
+    spec = OOD_SPEC  # its options, monitor (val/acc, max) and node: G's noise in the GAN modes (ood_node)
     ddp_find_unused_parameters = True  # the G and D steps leave the other nets without gradients
-
-    # G's noise z ~ N(0, I) (joint and boundary_gan); G's loss is a differentiable function of z
-    @classmethod
-    def stochastic_node(cls, cfg: OODConfig, data_info: dict | None = None) -> StochasticNode | None:
-        return ood_node(cfg, data_info)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

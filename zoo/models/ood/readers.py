@@ -19,6 +19,8 @@ Layouts looked for under ``data.root``:
   missing and the archive lies beside it.
 """
 
+# cpu file: image files read for the ood_images datamodule (tests/platform/test_device_agnostic.py)
+
 from __future__ import annotations
 
 import gzip

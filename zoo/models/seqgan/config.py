@@ -11,7 +11,7 @@ from zoo.data_options import BatchedDataOptions
 from zoo.errors import UserError
 from zoo.estimators.fit import StochasticNode
 from zoo.options import EstimatorSpec, at_least, between, estimator_option, positive
-from zoo.registry import DATAMODULES, MODELS
+from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
 
 PAPER_FILTERS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]  # the discriminator's widths (the paper)
 PAPER_COUNTS = [100, 200, 200, 200, 200, 100, 100, 100, 100, 100, 160, 160]  # and its filters per width
@@ -74,12 +74,6 @@ class SeqGANConfig:
     bleu_refs: int = positive(300)  # held-out references every BLEU sample is scored against
     eval_seed: int = 1234  # seed of the evaluation samples (same G, same number)
 
-    def __post_init__(self):
-        if not 0.0 <= self.rollout_keep <= 1.0:
-            raise ValueError(f"rollout_keep must be in [0, 1], got {self.rollout_keep}")
-        if self.rollouts < 0 or self.adv_batch_size < 1 or self.adv_g_steps < 0 or self.group_size < 1:
-            raise ValueError("rollouts must be >= 0, adv_batch_size and group_size >= 1, adv_g_steps >= 0")
-
 
 @dataclass
 class OracleDataConfig(BatchedDataOptions):
@@ -97,18 +91,6 @@ class OracleDataConfig(BatchedDataOptions):
     num_test: int = positive(1000)  # held-out sequences for testing
 
     def __post_init__(self):
-        for name in (
-            "batch_size",
-            "vocab_size",
-            "emb_dim",
-            "hidden_dim",
-            "seq_len",
-            "num_train",
-            "num_val",
-            "num_test",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_train < self.batch_size:
             raise ValueError(f"num_train ({self.num_train}) must be >= batch_size ({self.batch_size})")
 
@@ -119,31 +101,31 @@ class TextDataConfig(BatchedDataOptions):
     embedded corpus; ``root``: where a relative ``path`` is looked up."""
 
     path: Optional[str] = None  # text file, one sequence per line; None: the embedded grammar corpus
-    max_len: int = positive(20)  # tokens per sequence (words + [EOS] + padding)
+    max_len: int = at_least(20, 2, why="a word and [EOS]")  # tokens per sequence (words + [EOS] + padding)
     min_frequency: int = 1  # vocabulary: words seen fewer times become [UNK]
     lowercase: bool = True  # lower-case lines before splitting into words
-    val_fraction: float = between(0.1, 0, 1, high_open=True)  # share of lines for validation
-    test_fraction: float = between(0.1, 0, 1, high_open=True)  # share of lines for testing (the BLEU references)
+    val_fraction: float = between(0.1, 0, 1, low_open=True, high_open=True)  # share of lines for validation
+    test_fraction: float = between(0.1, 0, 1, low_open=True, high_open=True)  # share of lines for testing (the BLEU
+    # references)
     num_generated: int = positive(10000)  # sentences of the embedded corpus
 
     def __post_init__(self):
-        if self.max_len < 2:
-            raise ValueError(f"max_len must be >= 2 (a word and [EOS]), got {self.max_len}")
-        if not (
-            0 < self.val_fraction < 1
-            and 0 < self.test_fraction < 1
-            and self.val_fraction + self.test_fraction < 1
-        ):
-            raise ValueError("val_fraction and test_fraction must be in (0, 1) with a sum below 1")
+        if self.val_fraction + self.test_fraction >= 1:
+            raise ValueError(f"val_fraction + test_fraction must be below 1 (the rest is the training split), got "
+                             f"{self.val_fraction} + {self.test_fraction}")
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
 ORACLE_MONITOR = ("val/nll_oracle", "min")  # with the oracle's data: the oracle's NLL of G's samples
 TEXT_MONITOR = ("val/bleu3", "max")  # with text data (no oracle): BLEU-3 against held-out sentences
 
 
 def seqgan_node(cfg: SeqGANConfig, data_info: dict | None = None) -> StochasticNode:
-    """G's tokens, sampled one by one; a learned baseline reads G's hidden state."""
+    """G's tokens, sampled one by one: by G's own sampler for score-function estimators, by est.sample for
+    estimators that draw (own_samples: relax keeps their noise; differentiable_cost: D reads the one-hot or relaxed
+    rows through its embedding); group_size sequences per start; a learned baseline reads G's hidden state h_t:
+    b(Y_{1:t-1}); a control variate reads one token's V values (sample_size)."""
     n = cfg.group_size
     vocab = (data_info or {}).get("vocab_size")
     return StochasticNode(kind="categorical", differentiable_cost=True, multi_sample=n >= 2, sequential=True,
@@ -168,8 +150,8 @@ def check_seqgan_run(cfg: dict) -> None:
                         "model.d_pretrain_epochs and model.adv_iterations are all 0): set one of them above 0")
 
 
-MODELS.declare("seqgan", "zoo.models.seqgan.module:SeqGAN", config=SeqGANConfig, node=seqgan_node,
-               monitor=seqgan_monitor, check_run=check_seqgan_run)
+SEQGAN_SPEC = MODELS.declare(ModelSpec("seqgan", "zoo.models.seqgan.module:SeqGAN", SeqGANConfig, node=seqgan_node,
+                                       monitor=seqgan_monitor, check_run=check_seqgan_run, task="text-generation"))
 
 
 def oracle_known_info(cfg: OracleDataConfig) -> dict:
@@ -178,6 +160,6 @@ def oracle_known_info(cfg: OracleDataConfig) -> dict:
     return {"vocab_size": cfg.vocab_size} if cfg.oracle_params is None else {}
 
 
-DATAMODULES.declare("seqgan_oracle", "zoo.models.seqgan.data:OracleData", config=OracleDataConfig,
-                    known_info=oracle_known_info)
-DATAMODULES.declare("seqgan_text", "zoo.models.seqgan.data:TextData", config=TextDataConfig)
+SEQGAN_ORACLE_SPEC = DATAMODULES.declare(DataSpec("seqgan_oracle", "zoo.models.seqgan.data:OracleData",
+                                                  OracleDataConfig, known_info=oracle_known_info))
+SEQGAN_TEXT_SPEC = DATAMODULES.declare(DataSpec("seqgan_text", "zoo.models.seqgan.data:TextData", TextDataConfig))

@@ -32,7 +32,7 @@ from torch.utils.data import Dataset
 from zoo.core.data import ZooDataModule, load_cache, save_cache
 from zoo.core.files import open_text, refuse_binary, replace_undecoded
 from zoo.errors import UserError
-from zoo.models.seqgan.config import OracleDataConfig, TextDataConfig
+from zoo.models.seqgan.config import SEQGAN_ORACLE_SPEC, SEQGAN_TEXT_SPEC
 from zoo.models.seqgan.oracle import lm_from_params, load_oracle_npz, random_oracle_params
 
 
@@ -54,7 +54,7 @@ class OracleData(ZooDataModule):
 
     drop_last_train = True  # every training batch has batch_size sequences
 
-    Config = OracleDataConfig
+    spec = SEQGAN_ORACLE_SPEC
 
     def __init__(self, cfg: dict):
         super().__init__(cfg)
@@ -185,7 +185,7 @@ class TextData(ZooDataModule):
 
     drop_last_train = True  # every training batch has batch_size sequences
 
-    Config = TextDataConfig
+    spec = SEQGAN_TEXT_SPEC
 
     def __init__(self, cfg: dict):
         super().__init__(cfg)

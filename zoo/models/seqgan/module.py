@@ -27,15 +27,8 @@ from torch.distributions import Categorical
 
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.estimators import StochasticNode, StochasticSample
-from zoo.models.seqgan.config import (
-    ORACLE_MONITOR,
-    TEXT_MONITOR,
-    SeqGANConfig,
-    check_seqgan_run,
-    seqgan_monitor,
-    seqgan_node,
-)
+from zoo.estimators import StochasticSample
+from zoo.models.seqgan.config import ORACLE_MONITOR, SEQGAN_SPEC, TEXT_MONITOR
 from zoo.models.seqgan.draws import draw_with_estimator, estimator_draws, group_layout, sequence_rewards
 from zoo.models.seqgan.evaluation import SeqGANEvaluation
 from zoo.models.seqgan.nets import LSTMLM, Discriminator
@@ -51,26 +44,8 @@ def _brief(value: Any) -> str:
 class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
     """SeqGAN: an LSTM generator trained by policy gradient (MC rollouts) against a CNN discriminator."""
 
-    Config = SeqGANConfig
-    monitor, monitor_mode = ORACLE_MONITOR
-    text_monitor = TEXT_MONITOR  # with text data (no oracle): BLEU-3 against held-out sentences
+    spec = SEQGAN_SPEC  # its options, node (seqgan_node), monitor by the data and the check of its schedule
     ddp_find_unused_parameters = True  # G steps leave D without gradients and D steps leave G
-
-    # G's tokens, sampled one by one: by G's own sampler for score-function estimators, by est.sample for
-    # estimators that draw (own_samples: relax keeps their noise; differentiable_cost: D reads the one-hot or
-    # relaxed rows through its embedding); group_size sequences per start; a learned baseline reads G's
-    # hidden state h_t: b(Y_{1:t-1}); a control variate reads one token's V values (sample_size)
-    @classmethod
-    def stochastic_node(cls, cfg: SeqGANConfig, data_info: dict | None = None) -> StochasticNode:
-        return seqgan_node(cfg, data_info)
-
-    @classmethod
-    def run_monitor(cls, cfg: dict) -> tuple[str, str] | None:
-        return seqgan_monitor(cfg)
-
-    @staticmethod
-    def check_run(cfg: dict) -> None:
-        check_seqgan_run(cfg)
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
@@ -108,8 +83,9 @@ class SeqGAN(SeqGANAPI, SeqGANEvaluation, ZooModule):
         if c.d_fresh_reals and self.oracle is None:
             raise UserError("model.d_fresh_reals=true draws D's real examples from the oracle: it needs oracle data "
                             "(recipe seqgan_oracle*), not text")
-        if not self.oracle:
-            self.monitor, self.monitor_mode = self.text_monitor if self.text else ("val/nll", "min")
+        # the oracle's NLL of G's samples; without an oracle, BLEU-3 on text data, else G's NLL of held-out data
+        self.monitor, self.monitor_mode = ORACLE_MONITOR if self.oracle else TEXT_MONITOR if self.text else (
+            "val/nll", "min")
         # flags and the seed of G steps / negatives live in buffers, so they survive checkpoints
         self.register_buffer("oracle_ready", torch.zeros((), dtype=torch.long))  # 1 once the oracle is set
         self.register_buffer("rollout_ready", torch.zeros((), dtype=torch.long))  # 1 once beta was set to G

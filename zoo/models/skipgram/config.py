@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from zoo.data_options import DataOptions
 from zoo.options import at_least, between, choice, positive, validate
-from zoo.registry import DATAMODULES, MODELS
+from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
 
 OBJECTIVES = ("nce", "negative_sampling", "full_softmax")
 CAP_METHODS = ("newton", "line")  # see nets.SkipGram._capped_step
@@ -140,9 +140,16 @@ class SyntheticCorpusConfig(CorpusOptions):
         validate(PlantedCorpus, self.planted or {}, "data.planted", what="generator setting")
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
-PRECISIONS = ("32-true", "64-true", "bf16-mixed")  # trainer.precision values it runs under (16-mixed: GradScaler)
-MODELS.declare("skipgram", "zoo.models.skipgram.module:SkipGramModule", config=SkipGramConfig, precisions=PRECISIONS,
-               monitor=("val/spearman", "max"))
-DATAMODULES.declare("skipgram_synthetic", "zoo.models.skipgram.data:SyntheticCorpusData", config=SyntheticCorpusConfig)
-DATAMODULES.declare("skipgram_text", "zoo.models.skipgram.data:TextCorpusData", config=TextCorpusConfig)
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
+SKIPGRAM_SPEC = MODELS.declare(ModelSpec(
+    "skipgram", "zoo.models.skipgram.module:SkipGramModule", SkipGramConfig, monitor=("val/spearman", "max"),
+    # no 16-mixed: the updates are hand-written in float32, and float16 AMP's GradScaler asserts on an optimizer
+    # that has no gradients to unscale
+    precisions=("32-true", "64-true", "bf16-mixed"),
+    task="feature-extraction"))
+SKIPGRAM_SYNTHETIC_SPEC = DATAMODULES.declare(DataSpec("skipgram_synthetic",
+                                                       "zoo.models.skipgram.data:SyntheticCorpusData",
+                                                       SyntheticCorpusConfig))
+SKIPGRAM_TEXT_SPEC = DATAMODULES.declare(DataSpec("skipgram_text", "zoo.models.skipgram.data:TextCorpusData",
+                                                  TextCorpusConfig))

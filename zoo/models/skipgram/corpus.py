@@ -16,6 +16,8 @@
    generator seeded by (seed, epoch, chunk): an epoch is reproducible and resumable.
 """
 
+# cpu file: datamodule: corpus chunks, subsampled and windowed on the CPU (tests/platform/test_device_agnostic.py)
+
 from __future__ import annotations
 
 import array

@@ -18,7 +18,11 @@ from zoo.core.data import ResumableLoader, ZooDataModule
 from zoo.core.downloads import fetch
 from zoo.errors import UserError
 from zoo.models.skipgram import corpus as C
-from zoo.models.skipgram.config import PlantedCorpus, SyntheticCorpusConfig, TextCorpusConfig
+from zoo.models.skipgram.config import (
+    SKIPGRAM_SYNTHETIC_SPEC,
+    SKIPGRAM_TEXT_SPEC,
+    PlantedCorpus,
+)
 from zoo.models.skipgram.evaluation import read_analogies, read_similarity
 from zoo.models.skipgram.synthetic import generate
 from zoo.paths import readable
@@ -37,7 +41,7 @@ NO_VAL_SIMILARITY = ("data.val_similarity is empty: give at least one word-simil
 class TextCorpusData(ZooDataModule):
     """Text files streamed from disk (text8 by default); wordsim353 / simlex999 / analogies."""
 
-    Config = TextCorpusConfig
+    spec = SKIPGRAM_TEXT_SPEC
 
     def __init__(self, cfg: dict):
         super().__init__(cfg)
@@ -141,7 +145,7 @@ class TextCorpusData(ZooDataModule):
 class SyntheticCorpusData(TextCorpusData):
     """Generated corpus with planted word groups; ground-truth similarity and analogy files."""
 
-    Config = SyntheticCorpusConfig
+    spec = SKIPGRAM_SYNTHETIC_SPEC
 
     def __init__(self, cfg: dict):
         super().__init__(cfg)

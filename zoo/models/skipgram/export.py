@@ -5,6 +5,8 @@ Binary (word2vec.c ``-binary 1``): the same header line, then per word ``word`` 
 little-endian float32 + ``\\n``.
 """
 
+# cpu file: export: word2vec files (tests/platform/test_device_agnostic.py)
+
 from __future__ import annotations
 
 from pathlib import Path

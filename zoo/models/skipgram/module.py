@@ -13,7 +13,7 @@ from zoo.callbacks.safety import NonFiniteLossError
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.models.skipgram import gpu_kernel, kernel
-from zoo.models.skipgram.config import OBJECTIVES, PRECISIONS, SkipGramConfig
+from zoo.models.skipgram.config import OBJECTIVES, SKIPGRAM_SPEC
 from zoo.models.skipgram.evaluation import MIN_PAIRS, analogy_score, similarity_score
 from zoo.models.skipgram.loop import train_chunk
 from zoo.models.skipgram.nets import SkipGram
@@ -25,11 +25,7 @@ from zoo.models.skipgram.sampling import offsets
 class SkipGramModule(SkipGramAPI, ZooModule):
     """Skip-gram word embeddings trained with NCE, negative sampling or a full softmax."""
 
-    Config = SkipGramConfig
-    monitor, monitor_mode = "val/spearman", "max"
-    # no 16-mixed: the updates are hand-written in float32, and float16 AMP's GradScaler asserts on
-    # an optimizer that has no gradients to unscale
-    precisions = PRECISIONS
+    spec = SKIPGRAM_SPEC  # its options, monitor (val/spearman, max) and precisions
 
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)

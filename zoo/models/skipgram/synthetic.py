@@ -16,6 +16,8 @@ Written next to the corpus:
 - ``planted_analogies.txt`` (questions-words format): ``g1f1 g1f2 g2f1 g2f2`` per ordered form pair.
 """
 
+# cpu file: datamodule: synthetic corpus (tests/platform/test_device_agnostic.py)
+
 from __future__ import annotations
 
 import hashlib

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from zoo.data_options import BatchedDataOptions
 from zoo.estimators.fit import StochasticNode
 from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, positive
-from zoo.registry import DATAMODULES, MODELS
+from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
 
 ARCHS = ("mlp", "conv")  # encoder / decoder families (nets.py)
 LIKELIHOODS = ("bernoulli", "gaussian")
@@ -80,7 +80,8 @@ class MnistConfig(BatchedDataOptions):
     val_size: int = positive(10000)  # validation images carved from the 60,000 training images
 
 
-# the folder's entries, declared once: name, class (imported when first used), options
+# the folder's entries, each declared once as a spec its class points to: name, class (imported when first
+# used), options and what the recipe check needs
 def image_size(data_info: dict | None) -> int | None:
     """Pixels of one image (C * H * W), the features a learned baseline reads; None before the data are read."""
     shape = (data_info or {}).get("image_shape")
@@ -94,7 +95,10 @@ def vae_node(cfg: VAEConfig, data_info: dict | None = None) -> StochasticNode:
 
 
 def dvae_node(cfg: DVAEConfig, data_info: dict | None = None) -> StochasticNode:
-    """N x K categorical latents scored by one cost (the ELBO); a learned baseline reads the image."""
+    """N x K categorical latents scored by one cost (the ELBO), which the decoder reads all at once: a cost per
+    variable only when N = 1 (then exact enumeration and sets without replacement fit: expectation,
+    unordered_set). cost_function: the model passes the reconstruction cost of any (relaxed) sample to an
+    estimator that asks; a learned baseline reads the image."""
     return StochasticNode(kind="categorical", differentiable_cost=True, samples=cfg.n_samples or None,
                           cost_function=True, variables=cfg.n_latents, categories=cfg.n_classes,
                           sample_size=cfg.n_latents * cfg.n_classes, context=True,
@@ -102,8 +106,9 @@ def dvae_node(cfg: DVAEConfig, data_info: dict | None = None) -> StochasticNode:
                           hint="per-variable estimators fit model.n_latents=1, binary ones model.n_classes=2")
 
 
-MODELS.declare("dvae", "zoo.models.vae.dvae:DiscreteVAE", config=DVAEConfig, node=dvae_node,
-               monitor=("val/loss", "min"))
-MODELS.declare("vae", "zoo.models.vae.vae:VAE", config=VAEConfig, node=vae_node, monitor=("val/loss", "min"))
-DATAMODULES.declare("digits", "zoo.models.vae.data:DigitsData", config=DigitsConfig)
-DATAMODULES.declare("mnist", "zoo.models.vae.data:MnistData", config=MnistConfig)
+DVAE_SPEC = MODELS.declare(ModelSpec("dvae", "zoo.models.vae.dvae:DiscreteVAE", DVAEConfig, node=dvae_node,
+                                     task="unconditional-image-generation"))
+VAE_SPEC = MODELS.declare(ModelSpec("vae", "zoo.models.vae.vae:VAE", VAEConfig, node=vae_node,
+                                    task="unconditional-image-generation"))
+DIGITS_SPEC = DATAMODULES.declare(DataSpec("digits", "zoo.models.vae.data:DigitsData", DigitsConfig))
+MNIST_SPEC = DATAMODULES.declare(DataSpec("mnist", "zoo.models.vae.data:MnistData", MnistConfig))

@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 from zoo.core.data import EpochSampler, ResumableLoader, ZooDataModule, check_full_batch, plain_loader
 from zoo.core.downloads import fetch
 from zoo.errors import UserError
-from zoo.models.vae.config import BINARIZE, DigitsConfig, MnistConfig
+from zoo.models.vae.config import BINARIZE, DIGITS_SPEC, MNIST_SPEC
 
 
 # ---- the datasets ---------------------------------------------------------------------------
@@ -188,7 +188,7 @@ class _BinaryImageData(ZooDataModule):
 class DigitsData(_BinaryImageData):
     """scikit-learn's 1,797 real 8x8 handwritten digits (embedded; 1257/270/270 split), binarised."""
 
-    Config = DigitsConfig
+    spec = DIGITS_SPEC
     name = "digits"
 
     def _load(self):
@@ -208,7 +208,7 @@ class DigitsData(_BinaryImageData):
 class MnistData(_BinaryImageData):
     """MNIST from local IDX files (plain or .gz; torchvision's MNIST/raw layout too), binarised."""
 
-    Config = MnistConfig
+    spec = MNIST_SPEC
     name = "mnist"
 
     def prepare_data(self) -> None:

@@ -32,31 +32,15 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import Categorical, Distribution, kl_divergence
 
-from zoo.errors import UserError
-from zoo.estimators import StochasticNode
-from zoo.models.vae.config import DVAEConfig, dvae_node
+from zoo.models.vae.config import DVAE_SPEC
 from zoo.models.vae.module import LatentVAE
 
 
 class DiscreteVAE(LatentVAE):
     """Discrete VAE: N x K categorical latents trained with any registry estimator; exact KL to uniform."""
 
-    Config = DVAEConfig
+    spec = DVAE_SPEC  # its options and its node: N x K categoricals (dvae_node)
     latent_ndim = 2
-
-    # N x K categoricals; the decoder reads all of them at once: one cost per image, per variable only when
-    # N = 1 (then exact enumeration and sets without replacement fit: expectation, unordered_set)
-    # cost_function: losses() passes the reconstruction cost of any (relaxed) sample to an estimator that asks
-    @classmethod
-    def stochastic_node(cls, cfg: DVAEConfig, data_info: dict | None = None) -> StochasticNode:
-        return dvae_node(cfg, data_info)
-
-    def __init__(self, cfg: dict, data_info: dict | None = None):
-        super().__init__(cfg, data_info)
-        c = self.cfg
-        if c.n_latents < 1 or c.n_classes < 2:
-            raise UserError(f"model.n_latents must be >= 1 and model.n_classes >= 2, got {c.n_latents}, "
-                            f"{c.n_classes}")
 
     def encoder_out_dim(self) -> int:
         return self.cfg.n_latents * self.cfg.n_classes

@@ -37,8 +37,6 @@ from zoo.models.vae.predict import VAEAPI, predict_cli
 class LatentVAE(VAEEvaluation, VAEAPI, ZooModule):
     """Base class; subclasses define the latent space (posterior, prior, KL, sampling)."""
 
-    monitor, monitor_mode = "val/loss", "min"
-
     def __init__(self, cfg: dict, data_info: dict | None = None):
         super().__init__(cfg, data_info)
         c = self.cfg

@@ -19,21 +19,15 @@ import torch
 from torch import Tensor
 from torch.distributions import Distribution, Independent, Normal, kl_divergence
 
-from zoo.estimators import StochasticNode
-from zoo.models.vae.config import VAEConfig, vae_node
+from zoo.models.vae.config import VAE_SPEC
 from zoo.models.vae.module import LatentVAE
 
 
 class VAE(LatentVAE):
     """Gaussian VAE: re-parameterised N(mu, sigma^2) latent, closed-form KL, Bernoulli/Gaussian decoder."""
 
-    Config = VAEConfig
+    spec = VAE_SPEC  # its options and its node, z ~ N(mu, sigma^2) feeding a differentiable decoder
     latent_ndim = 1
-
-    # z ~ N(mu, sigma^2) feeds a differentiable decoder; a learned baseline may read the image
-    @classmethod
-    def stochastic_node(cls, cfg: VAEConfig, data_info: dict | None = None) -> StochasticNode:
-        return vae_node(cfg, data_info)
 
     def encoder_out_dim(self) -> int:
         return 2 * self.cfg.latent_dim  # (mu, log sigma^2)
