@@ -86,8 +86,8 @@ def train_one(label: str, spec: dict, seed: int, args) -> tuple[dict, object, ob
     from zoo.config import load_config
     from zoo.train import build
 
-    cfg = load_config(args.recipe, [*args.extra, f"seed={seed}", f"model.iwae_samples={args.iwae}"])
-    cfg = {**cfg, "model": {**cfg["model"], "estimator": spec}}  # load_config's tree is read-only
+    cfg = load_config(args.recipe, [*args.extra, f"seed={seed}", f"model.iwae_samples={args.iwae}",
+                                    f"model.estimator={json.dumps(spec)}"])  # a name or {name: ..., options}
     L.seed_everything(seed, verbose=False)
     datamodule, model = build(cfg)
     model.plots_dir = Path(args.plots) / label

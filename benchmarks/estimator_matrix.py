@@ -107,11 +107,10 @@ def node_of(recipe: str):
     from zoo.config import known_data_info, load_config
     from zoo.registry import MODELS as REGISTRY
 
-    made: dict = {}
-    cfg = load_config(recipe, made=made)
-    cls = REGISTRY.entry(cfg["model"]["name"]).obj
-    options = {k: v for k, v in cfg["model"].items() if k != "name"}
-    node = cls.stochastic_node(cls.Config(**options), known_data_info(cfg["data"]["name"], made["data"]))  # the
+    run = load_config(recipe)
+    cls = REGISTRY.entry(run["model"]["name"]).obj
+    options = {k: v for k, v in run["model"].items() if k != "name"}
+    node = cls.stochastic_node(cls.Config(**options), known_data_info(run["data"]["name"], run.data_options))  # the
     # data's sizes its options state (the oracle's vocabulary), as the recipe check reads them
     return cls, node, options, options.get("estimator") or cls.Config().estimator
 

@@ -69,7 +69,8 @@ def main() -> None:
     parser.add_argument("--samples", default="0,0.001", help="data.sample values (0: no subsampling)")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--parallel", type=int, default=2, help="runs at once (one torch thread each)")
-    parser.add_argument("--run-root", default="/tmp/zoo_skipgram_step_cap")
+    parser.add_argument("--run-root", default=str(ROOT / "studies" / "runs" / "skipgram_step_cap"),
+                        help="where the runs are written (runs/ folders are not tracked by git)")
     parser.add_argument("--out", default=str(ROOT / "studies" / "results" / "skipgram_step_cap.json"))
     add_device_option(parser)
     args = parser.parse_args()

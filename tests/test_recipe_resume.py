@@ -298,19 +298,18 @@ def host_settings(host: str) -> tuple[str, list[str]]:
 
 
 @functools.cache
-def host_config(host: str) -> tuple[dict, dict]:
-    """The host's config and its validated options objects (``load_config``'s ``made``: model and data)."""
+def host_config(host: str):
+    """The host's loaded run (``load_config``: its settings and validated options objects)."""
     case, extra = host_settings(host)
-    made: dict = {}
-    return load_config(recipe_of(case), [*CASES[case], *extra], made=made), made
+    return load_config(recipe_of(case), [*CASES[case], *extra])
 
 
 def host_node(host: str):
     """The StochasticNode the host's model states from its options, as the recipe check sees it (no data read)."""
     from zoo.registry import MODELS
 
-    cfg, made = host_config(host)
-    return MODELS.spec(cfg["model"]["name"]).node(made["model"])
+    run = host_config(host)
+    return MODELS.spec(run["model"]["name"]).node(run.model_options)
 
 
 def estimator_fits(host: str, spec: dict) -> bool:
@@ -362,8 +361,8 @@ def host_data_info(host: str) -> dict:
     """The host's datamodule's ``info()`` (set up once): the sizes its model is built with."""
     from zoo.registry import DATAMODULES
 
-    cfg, made = host_config(host)
-    datamodule = DATAMODULES.get(cfg["data"]["name"])(made["data"])
+    run = host_config(host)
+    datamodule = DATAMODULES.get(run["data"]["name"])(run.data_options)
     datamodule.prepare_data()
     datamodule.setup("fit")
     return datamodule.info()
@@ -379,9 +378,9 @@ def test_every_estimators_layers_exist_at_their_size_once_the_model_is_built():
 
     for param in PAIRS:
         _, host, spec = param.values
-        cfg, made = host_config(host)
-        options = dataclasses.replace(made["model"], estimator=spec)  # the model checks the spec as it builds it
-        model = MODELS.get(cfg["model"]["name"])(options, host_data_info(host))
+        run = host_config(host)
+        options = dataclasses.replace(run.model_options, estimator=spec)  # the model checks the spec as it builds it
+        model = MODELS.get(run["model"]["name"])(options, host_data_info(host))
         lazy = [name for name, t in [*model.named_parameters(), *model.named_buffers()] if is_lazy(t)]
         assert not lazy, f"{param.id}: {lazy} have no size until the first batch"
 

@@ -86,6 +86,26 @@ class RunConfig:
     recipe: str = ""  # filled in: the recipe's name
 
 
+@dataclass(frozen=True)
+class LoadedRun:
+    """A recipe and its overrides, checked (``load_config``): the one object a run reads from the recipe to its
+    fitted Trainer. ``run[KEY]`` and ``run.get(KEY)`` read ``settings``."""
+
+    settings: dict  # the resolved recipe, read-only (a FrozenDict of RunConfig's keys, each section as validated):
+    # what config.yaml, the checkpoints and the loggers hold (thaw gives plain dicts)
+    model_options: Any  # the model's constructor argument: the model: section as its options dataclass (the
+    # estimator's check kept on it, keep_checked); a dict of the section's options for a class without one
+    data_options: Any  # the datamodule's constructor argument, likewise from the data: section
+    monitor: Optional[tuple[str, str]]  # (metric, mode) the model watches, stated before it is built
+    # (run_monitor); None: not stated (a class named by dotted path), the built model's own then
+
+    def __getitem__(self, key: str) -> Any:
+        return self.settings[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.settings.get(key, default)
+
+
 def parse_overrides(items: list[str]) -> Any:
     """``key=value`` items -> the nested config merged over the recipe (``merge_replacing``). A key that names
     a thing (``X=NAME``, ``X={name: NAME, ...}``, ``X.name=NAME``) picks it whole, so the recipe's choice and
@@ -224,12 +244,12 @@ def check_precision(name: str, precision: Any, where: str) -> None:
                         f"{', '.join(allowed)} (the *-mixed ones keep float32 weights)")
 
 
-def load_config(recipe: str, overrides: list[str] | None = None, made: dict | None = None) -> dict:
-    """Recipe name/path + overrides -> a validated, read-only tree of dicts and lists (see `RunConfig`;
-    ``zoo.options.FrozenDict``: a change is a TypeError, ``thaw`` gives plain ones): each section validated once,
-    against the declarations (no torch imported; a plugin's or a dotted path's class is imported). ``made``:
-    a dict that receives the options objects the ``model:`` and ``data:`` sections were validated into, which
-    the run's constructors take as given (``zoo.runner.build``), so a section's checks run once."""
+def load_config(recipe: str, overrides: list[str] | None = None) -> LoadedRun:
+    """Recipe name/path + overrides -> the run they describe, checked (``LoadedRun``): its settings a read-only
+    tree of dicts and lists (see `RunConfig`; ``zoo.options.FrozenDict``: a change is a TypeError, ``thaw`` gives
+    plain ones), each section validated once against the declarations (no torch imported; a plugin's or a dotted
+    path's class is imported), and the options objects the ``model:`` and ``data:`` sections were validated
+    into, which the run's constructors take as given (``zoo.runner.build``), so a section's checks run once."""
     path = find_recipe(recipe)
     where = f"recipe {path}"
     from_file = load_recipe(path)
@@ -281,7 +301,8 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
     check_run = MODELS.spec(name).check_run  # a model's own checks of the run's settings together
     if check_run is not None:  # (a plain LightningModule named by dotted path has none)
         check_run(cfg)
-    check_validation_and_test(cfg, run_monitor(name, cfg), callbacks)
+    monitor = run_monitor(name, cfg)
+    check_validation_and_test(cfg, monitor, callbacks)
     for name in loggers:
         if name not in LOGGERS:
             raise UserError(f"unknown logger '{name}' in {where}{closest(str(name), list(LOGGERS))}. "
@@ -292,9 +313,14 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
                         f"e.g. logger=[{','.join(dict.fromkeys(loggers))}]")
     if "wandb" in loggers and cfg["wandb"]["mode"] is None:
         check_wandb_environment()
-    if made is not None:
-        made.update(model=model_made, data=data_made)
-    return cfg
+    return LoadedRun(cfg, model_options=_options(model, model_made), data_options=_options(data, data_made),
+                     monitor=monitor)
+
+
+def _options(section: dict, made: Any) -> Any:
+    """A section's constructor argument: its options object, else (a class without an options dataclass) a plain
+    dict of its options."""
+    return made if made is not None else {k: v for k, v in section.items() if k != "name"}
 
 
 def _option_hint(message: str, overrides: list[str], recipe: Any, parsed: Any) -> str:
@@ -380,7 +406,6 @@ def to_yaml(cfg: dict) -> str:
     return OmegaConf.to_yaml(OmegaConf.create(thaw(cfg)))
 
 
-# ---- validation, test and the direction of the metrics watched ------------------------------------------------
 # ---- validation, test and the direction of the metrics watched ------------------------------------------------
 def _is_zero(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0

@@ -402,8 +402,8 @@ def _read_only(self: Any, *args: Any, **kwargs: Any) -> None:
 
 
 class FrozenDict(dict):
-    """A dict that refuses every change (``load_config``'s tree): reads, ``isinstance(x, dict)``, ``json`` and
-    ``dict(x)`` (a plain, changeable copy of one level) work as for a dict; ``thaw`` gives the plain tree."""
+    """A dict that refuses every change (``zoo.config.LoadedRun.settings``): reads, ``isinstance(x, dict)``, ``json``
+    and ``dict(x)`` (a plain, changeable copy of one level) work as for a dict; ``thaw`` gives the plain tree."""
 
     __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only
 

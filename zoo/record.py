@@ -30,8 +30,8 @@ GIT_TIMEOUT_S = 10.0  # `git status` on a checkout of the zoo's size takes well 
 
 def run_record(model_options: Any = None) -> dict:
     """The record of a run about to start, as plain data (JSON; a checkpoint loaded with weights_only=True holds
-    it). ``model_options``: the model's validated options object (``zoo.config.load_config``'s), whose checked
-    estimator it names; None leaves the estimator out."""
+    it). ``model_options``: the model's validated options object (``zoo.config.LoadedRun.model_options``), whose
+    checked estimator it names; None (or a plain dict of options) leaves the estimator out."""
     record = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git": git_state(SOURCE),
               "versions": {"zoo": zoo.__version__, "python": platform.python_version(), "torch": torch.__version__,
                            "lightning": L.__version__, "cuda": torch.version.cuda},

@@ -39,7 +39,7 @@ from zoo.callbacks.safety import (
     as_divergence,
 )
 from zoo.cli import build_trainer, ctrl_c_in_lightning, user_error_in_fit
-from zoo.config import repeated_overrides, run_monitor, to_yaml, validation_off
+from zoo.config import LoadedRun, repeated_overrides, to_yaml, validation_off
 from zoo.core.files import remove_empty
 from zoo.core.memory import AllocationGuard, check_step_fits
 from zoo.errors import UserError
@@ -100,36 +100,34 @@ def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None)
               "included) and the place in the epoch come from the checkpoint", file=sys.stderr)
 
 
-def build(cfg: dict, validated: dict | None = None) -> tuple[Any, Any]:
-    """Datamodule and model from a validated config (``validated``: its options objects, ``load_config``'s)."""
-    validated = validated or {}  # the options objects zoo.config validated, taken as given
-    data_opts = validated.get("data") or {k: v for k, v in thaw(cfg["data"]).items() if k != "name"}
-    model_opts = validated.get("model") or {k: v for k, v in thaw(cfg["model"]).items() if k != "name"}
-    datamodule = DATAMODULES.get(cfg["data"]["name"])(data_opts)
+def build(run: LoadedRun) -> tuple[Any, Any]:
+    """Datamodule and model of a loaded run (``zoo.config.load_config``), from the options objects it validated."""
+    datamodule = DATAMODULES.get(run["data"]["name"])(run.data_options)
     datamodule.prepare_data()
     datamodule.setup("fit")
     with AllocationGuard():  # weights larger than the machine: one line, before they are allocated
-        model = MODELS.get(cfg["model"]["name"])(model_opts, datamodule.info())
+        model = MODELS.get(run["model"]["name"])(run.model_options, datamodule.info())
     return datamodule, model
 
 
-def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False,
+def make_trainer(run: LoadedRun, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool = False,
                  notes: list[str] | None = None) -> Any:
     """The lightning.Trainer of a run, built once, before any data: a setting Lightning refuses is a UserError
     before a corpus is generated or a file downloaded. ``model``: the model's class (its monitor is the one
-    ``zoo.config.run_monitor`` states from the recipe, else the class's). ``notes``: lines about the run's
-    settings, printed (``note: ...``) once training starts."""
-    return build_trainer(lambda: _make_trainer(cfg, run_dir, model, extra_callbacks, resumed, list(notes or [])),
-                         f"trainer settings {cfg['trainer']}")
+    the loaded run states, ``run.monitor``, else the class's). ``notes``: lines about the run's settings,
+    printed (``note: ...``) once training starts."""
+    return build_trainer(lambda: _make_trainer(run, run_dir, model, extra_callbacks, resumed, list(notes or [])),
+                         f"trainer settings {run['trainer']}")
 
 
-def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool,
+def _make_trainer(run: LoadedRun, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool,
                   notes: list[str]) -> Any:
+    cfg = run.settings
     ck = cfg["checkpoint"]
     ckpt_dir = run_dir / "checkpoints"
     # "best" by the model's metric, and "last" = the latest state (a separate callback: with a
     # monitor, Lightning 2.6 refreshes save_last only when a new best is saved).
-    own = run_monitor(cfg["model"]["name"], cfg)  # None: not stated before the model is built; the class's then
+    own = run.monitor  # None: not stated before the model is built; the class's then
     monitor = ck["monitor"] or (own[0] if own else model.monitor)
     best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=monitor,
                            mode=ck["mode"] or (own[1] if own else model.monitor_mode), save_top_k=ck["save_top_k"],
@@ -211,9 +209,10 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
             os.environ.pop("ZOO_RUN_DIR", None)
 
 
-def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict | None = None) -> RunResult:
-    """The run of a validated config (``zoo.config.load_config``): its folder, the one Trainer, the data and the
+def run_training(run: LoadedRun, argv: list[str], given: list[str]) -> RunResult:
+    """The run of a loaded recipe (``zoo.config.load_config``): its folder, the one Trainer, the data and the
     model, fit and test. ``argv``: the command line (written into the run), ``given``: its overrides (notes)."""
+    cfg = run.settings  # what the run folder, the loggers, config.yaml and the resume checks read
     run_dir, ckpt = resolve_run_dir(cfg)
     check_writable(run_dir)
     run_dir, made = claim_run_dir(run_dir, cfg)  # the folders this run makes, removed again if it fails unsaved
@@ -228,7 +227,7 @@ def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict |
         quiet_lightning(resumed=run_dir / "checkpoints" if ckpt is not None else None)
         command = "python -m zoo.train " + shlex.join(argv)
         plain = thaw(cfg)  # in every checkpoint (loaded with weights_only=True) and sent to the loggers
-        record = run_record((validated or {}).get("model"))  # code, versions, machine, estimator: run.json
+        record = run_record(run.model_options)  # code, versions, machine, estimator: run.json
         info = {"format": 1, "model": cfg["model"]["name"], "data": plain["data"], "recipe": cfg["recipe"],
                 "command": command, "config": plain, "record": record}
         # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
@@ -237,10 +236,10 @@ def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict |
         with HeldMessages() as held:
             # the run's one Trainer, before any data is built or cached: Lightning's own checks of the trainer:
             # section (an accelerator this machine lacks, a strategy name that does not exist) come first
-            trainer = make_trainer(cfg, run_dir, MODELS.get(cfg["model"]["name"]),
+            trainer = make_trainer(run, run_dir, MODELS.get(cfg["model"]["name"]),
                                    [RunInfo(info), RunRecord(record), ReleaseHeldMessages(held)],
                                    resumed=ckpt is not None, notes=repeated_overrides(given))
-            datamodule, model = build(cfg, validated)
+            datamodule, model = build(run)
             # the training loader's own checks (a batch larger than the data) before Lightning prints its device
             # lines and model summary: a mistake found there is then the only line on the screen
             datamodule.train_dataloader()

@@ -74,17 +74,16 @@ def train(argv: list[str]) -> Any:
     """The run of ``python -m zoo.train ARGV``: its ``zoo.runner.RunResult``, or None where only the config
     was printed. The recipe is checked here, without torch; the run is ``zoo.runner``'s."""
     recipe, overrides = split_args(argv)
-    validated: dict = {}  # the options objects of the model and data sections, for the run to take as given
-    cfg = load_config(recipe, overrides, validated)
+    run = load_config(recipe, overrides)
     given = [a for a in argv if not a.startswith("-")]  # recipe= too: given twice, the last one wins, said
-    if cfg["print_config"]:
-        print(to_yaml(cfg), end="")
+    if run["print_config"]:
+        print(to_yaml(run.settings), end="")
         for note in repeated_overrides(given):  # the config shows the last value: say it was chosen
             print(f"note: {note}", file=sys.stderr)
         return None
     from zoo.runner import run_training  # torch and Lightning from here on: the recipe is checked
 
-    return run_training(cfg, argv, given, validated)
+    return run_training(run, argv, given)
 
 
 def list_recipes() -> str:

@@ -192,6 +192,38 @@ def test_models_never_import_each_other():
     assert wrong == []
 
 
+def top_level_names(module: str) -> tuple[set[str], dict[str, int]]:
+    """(names ``module`` defines at its top level, {name it imports there: the import's line number})."""
+    defined, imported = set(), {}
+    for node in ast.parse(MODULES[module].read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported.update({(a.asname or a.name).split(".")[0]: node.lineno for a in node.names})
+        else:  # assignments, and names bound inside a top-level if / try
+            defined |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return defined, imported
+
+
+def test_names_are_imported_from_where_they_live():
+    """``from zoo.X import NAME`` names the module that defines NAME, or one that re-exports it on purpose (a
+    package's __init__, or an import marked ``# noqa: F401``): an import that X only uses itself is no public
+    name of X's, and the arrow to X is one the layers do not need."""
+    wrong = []
+    for m in MODULES:
+        for node, names, _ in imports(m):
+            source = names[0]
+            if not isinstance(node, ast.ImportFrom) or source not in MODULES or MODULES[source].name == "__init__.py":
+                continue
+            defined, imported = top_level_names(source)
+            lines = MODULES[source].read_text(encoding="utf-8").splitlines()
+            for alias in node.names:
+                line = imported.get(alias.name)
+                if alias.name not in defined and line is not None and "noqa: F401" not in lines[line - 1]:
+                    wrong.append(f"{m} imports {alias.name} from {source}, which imports it itself")
+    assert wrong == []
+
+
 def heavy_of(name: str) -> str | None:
     """The heavy package ``name`` is (or is inside of), else None."""
     return max((h for h in HEAVY if name == h or name.startswith(h + ".")), key=len, default=None)

@@ -3,6 +3,7 @@ lists), and an estimator spec is checked once: by the recipe loader for ``python
 from that check), by the model where it is built from Python."""
 
 import copy
+import dataclasses
 import json
 import pickle
 
@@ -19,7 +20,7 @@ from zoo.train import train
 
 
 def test_the_loaded_config_refuses_every_change():
-    cfg = load_config("dvae_digits", ["callbacks=[{name: grad_variance, every_n_steps: 5}]"])
+    cfg = load_config("dvae_digits", ["callbacks=[{name: grad_variance, every_n_steps: 5}]"]).settings
     changes = [lambda: cfg.__setitem__("seed", 1), lambda: cfg["model"].__setitem__("lr", 1.0),
                lambda: cfg["trainer"].update(max_epochs=1), lambda: cfg.pop("seed"),
                lambda: cfg["logger"].append("wandb"), lambda: cfg["callbacks"][0].__setitem__("every_n_steps", 1),
@@ -36,7 +37,7 @@ def test_the_loaded_config_refuses_every_change():
 
 
 def test_what_is_saved_gets_plain_dicts_and_lists():
-    cfg = load_config("dvae_digits", ["wandb.tags=[a,b]"])
+    cfg = load_config("dvae_digits", ["wandb.tags=[a,b]"]).settings
     plain = thaw(cfg)
     assert plain == cfg and type(plain["wandb"]) is dict and type(plain["wandb"]["tags"]) is list
     assert "tags:\n  - a\n  - b\n" in to_yaml(cfg)
@@ -83,3 +84,32 @@ def test_a_model_built_directly_checks_its_estimator_spec(monkeypatch):
         dvae({"estimator": "reinfroce"}, info)
     assert dvae({"estimator": "rloo", "n_samples": 2}, info).estimator.name == "rloo"
     assert calls == ["reparam", "reinfroce", "rloo"]  # once each
+
+
+def test_the_loaded_run_carries_its_options_objects_and_monitor():
+    """``load_config`` returns one object: the read-only settings, the options objects the model: and data: sections
+    were validated into (the constructors take them as given) and the model's monitor."""
+    from zoo.runner import build
+
+    run = load_config("vae_digits", ["model.latent_dim=3", "data.num_workers=0"])
+    assert run["model"] is run.settings["model"] and run.get("seed") == 0 and run.get("nothing") is None
+    assert run.model_options.latent_dim == 3 and run.monitor == ("val/loss", "min")
+    datamodule, model = build(run)
+    assert model.cfg is run.model_options and datamodule.cfg is run.data_options
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.monitor = ("val/rec", "min")
+
+
+def test_a_run_states_its_monitor_once(tmp_path, monkeypatch):
+    """The model's monitor is stated when the recipe loads; the Trainer's best checkpoint reads it from there."""
+    calls = []
+    original = zoo.config.run_monitor
+
+    def run_monitor(name, cfg):
+        calls.append(name)
+        return original(name, cfg)
+
+    monkeypatch.setattr(zoo.config, "run_monitor", run_monitor)
+    monkeypatch.setattr("zoo.runner.run_monitor", run_monitor, raising=False)  # wherever it is called from
+    result = train(["recipe=vae_digits", "trainer.fast_dev_run=true", f"run_dir={tmp_path}/runs"])
+    assert calls == ["vae"] and result.model.monitor == "val/loss"

@@ -152,10 +152,9 @@ def test_the_estimator_named_is_the_one_that_trains_and_is_recorded(tmp_path):
 def test_hard_attention_builds_the_estimator_named():
     from zoo.runner import build
 
-    made: dict = {}
-    cfg = load_config("sat_shapes_hard", ["model.estimator.n=3", "model.estimator=rloo", "data.n_train=16",
-                                          "data.n_val=8", "data.n_test=8", "data.num_workers=0"], made)
-    _, model = build(cfg, made)
+    run = load_config("sat_shapes_hard", ["model.estimator.n=3", "model.estimator=rloo", "data.n_train=16",
+                                          "data.n_val=8", "data.n_test=8", "data.num_workers=0"])
+    _, model = build(run)
     assert type(model.estimator) is ESTIMATORS.get("rloo") and model.estimator.options.n == 3
     # rloo's own defaults: the recipe's reinforce options (baseline ema, entropy_weight 0.002) did not carry over
     assert model.estimator.options.baseline == "rloo" and model.estimator.options.entropy_weight == 0.0

@@ -68,14 +68,12 @@ def test_git_state_outside_a_checkout_is_none(tmp_path):
 
 
 def test_an_estimator_named_alone_is_recorded_with_its_resolved_options():
-    validated: dict = {}
-    load_config("dvae_digits", ["model.estimator=rloo"], validated)
-    assert run_record(validated["model"])["estimator"] == {
+    run = load_config("dvae_digits", ["model.estimator=rloo"])
+    assert run_record(run.model_options)["estimator"] == {
         "name": "rloo", "baseline": "rloo", "decay": 0.9, "entropy_weight": 0.0, "n": 2, "context_dim": None,
         "hidden": 64, "baseline_weight": 1.0}
-    validated = {}
-    load_config("sat_shapes_soft", [], validated)  # soft attention: nothing sampled, no estimator trains
-    assert run_record(validated["model"])["estimator"] is None
+    run = load_config("sat_shapes_soft", [])  # soft attention: nothing sampled, no estimator trains
+    assert run_record(run.model_options)["estimator"] is None
 
 
 def test_a_run_records_its_code_versions_machine_and_estimator(tmp_path):

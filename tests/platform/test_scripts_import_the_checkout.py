@@ -51,3 +51,12 @@ def test_a_script_run_from_the_root_imports_the_checkouts_bench():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == [str(ROOT / "bench" / "__init__.py"), str(ROOT / "zoo" / "__init__.py")]
+
+
+def test_no_script_writes_under_tmp_by_default():
+    """A script's default output folder lies in the checkout (a runs/ folder, which git ignores, or a results/
+    one): a folder under /tmp is emptied by the machine and is not where a reader of the study looks."""
+    wrong = [f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}" for path in SCRIPTS
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("/tmp")]
+    assert wrong == []

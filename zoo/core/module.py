@@ -92,8 +92,10 @@ class ZooModule(L.LightningModule):
 
     def __init__(self, cfg: dict | Any, data_info: dict | None = None):
         super().__init__()
-        made = cfg if self.Config is not None and isinstance(cfg, self.Config) else None  # zoo.config's: as given
-        cfg = dataclasses.asdict(made) if made is not None else thaw(cfg)  # thaw: a section of load_config's tree
+        # the options object of a loaded run (zoo.runner.build: LoadedRun.model_options), taken as given; a dict
+        # from a checkpoint's hyperparameters or from Python
+        made = cfg if self.Config is not None and isinstance(cfg, self.Config) else None
+        cfg = dataclasses.asdict(made) if made is not None else thaw(cfg)  # thaw: a read-only mapping's plain copy
         # in the checkpoint (to rebuild the model), not sent to the loggers: data_info can hold a
         # vocabulary, which Lightning's CSV logger writes through OmegaConf at ~1 ms a node (9 s for
         # 7k words); zoo.runner logs the recipe's config to every logger instead (runner.make_trainer)

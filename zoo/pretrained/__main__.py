@@ -30,10 +30,9 @@ from zoo.hub import (
     entries,
     pretrained_cards,
     read_checkpoint,
-    sha256,
 )
 from zoo.options import parse_kv
-from zoo.paths import make_folder
+from zoo.paths import make_folder, sha256
 from zoo.registry import loaded_config
 
 # each model's headline test metrics (the README's Results table), in this order, those a card has; a card's

@@ -173,7 +173,7 @@ def validate(sweep: Sweep) -> None:
     loaded once: ~4 s); fills each run's resources and whether W&B is on."""
     for i, run in enumerate(sweep.runs):
         try:
-            cfg = load_config(sweep.recipe, [*run.overrides, f"run_dir={sweep.folder / run.label}"])
+            cfg = load_config(sweep.recipe, [*run.overrides, f"run_dir={sweep.folder / run.label}"]).settings
         except UserError as err:
             what = ", ".join(f"{k}={v}" for k, v in run.values.items()) or "the fixed options"
             raise UserError(f"run {i + 1} of {len(sweep.runs)} ({what}) is refused: {err}") from None

@@ -115,9 +115,10 @@ def detection_metrics(score_in: Tensor, score_out: Tensor) -> dict[str, float]:
 
 
 def fit_temperature(logits: Tensor, labels: Tensor, max_iter: int = 100) -> float:
-    """Temperature scaling (Guo et al. 2017): argmin_T NLL(softmax(logits / T), labels) by L-BFGS on
-    log T (so T stays positive). Seed 001 derives softmax with a temperature as the maximum-entropy
-    distribution with a fixed expected score; scaling by T keeps the argmax, so accuracy is unchanged."""
+    """Temperature scaling ("On Calibration of Modern Neural Networks", Guo et al. 2017): argmin_T
+    NLL(softmax(logits / T), labels) by L-BFGS on log T (so T stays positive). The paper derives softmax with a
+    temperature as the maximum-entropy distribution with a fixed expected score; scaling by T keeps the argmax,
+    so accuracy is unchanged."""
     logits, labels = logits.detach().float(), labels.detach()
     log_t = torch.zeros((), device=logits.device, requires_grad=True)
     opt = torch.optim.LBFGS([log_t], lr=0.1, max_iter=max_iter, line_search_fn="strong_wolfe")
