@@ -280,7 +280,8 @@ def load_config(recipe: str, overrides: list[str] | None = None, made: dict | No
             check_stochastic_node(MODELS, model["name"], model_made, f"{where} [model: {model['name']}]",
                                   known_data_info(data["name"], data_made))
     except UserError as err:  # an option the thing an override names or refines does not have
-        raise UserError(f"{err}{_option_hint(str(err), overrides or [], from_file, parsed)}") from None
+        raise UserError(f"{err.message}{_option_hint(err.message, overrides or [], from_file, parsed)}",
+                        details=err.details) from None
     callbacks = check_callbacks(raw.get("callbacks", []), where)  # (name, dotted path, options) each
     top = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
     top = validate_options(RunConfig, top, where)

@@ -79,21 +79,22 @@ def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None)
     (model.latent_dim=3 on a run trained with 8) fails inside fit otherwise, after the run folder is
     written. The message names the options that differ from the checkpoint's run (``cfg``: this one's)."""
     own = model.state_dict()
-    fix = f"Resume with the model options the run was trained with (its config.yaml){changed_options(saved, cfg)}"
+    fix = "resume with the model options the run was trained with (its config.yaml)"
+    changed = changed_options(saved, cfg)
+    details = [f"checkpoint: {ckpt}", *([changed.removeprefix("; ")] if changed else [])]
     for key, value in saved["state_dict"].items():
         # a lazy parameter (a layer of the user's own sized at its first batch) has no shape yet: loading the
         # checkpoint gives it the saved one (torch's LazyModuleMixin); the zoo's models size theirs when built
         if key in own and not is_lazy(own[key]) and tuple(value.shape) != tuple(own[key].shape):
-            raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "
-                            f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. {fix}")
+            raise UserError(f"the checkpoint does not fit the model this recipe builds: '{key}' has shape "
+                            f"{tuple(value.shape)} there and {tuple(own[key].shape)} here; {fix}", details=details)
     missing = sorted(set(own) - set(saved["state_dict"]))  # e.g. another estimator: its baseline's state
     unexpected = sorted(set(saved["state_dict"]) - set(own))
     if missing or unexpected:
         parts = [f"{name} {', '.join(repr(k) for k in keys[:3])}{' ...' if len(keys) > 3 else ''}"
                  for name, keys in (("it lacks", missing), ("it has no place here for", unexpected)) if keys]
-        raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: {'; '.join(parts)}. {fix} "
-                        "(an estimator or a model part changed since)")
-    changed = changed_options(saved, cfg)
+        raise UserError(f"the checkpoint does not fit the model this recipe builds (an estimator or a model part "
+                        f"changed since): {fix}", details=[*details, *parts])
     if changed and rank_zero_only.rank == 0:
         print(f"note: resuming {ckpt}, whose run had other options{changed.replace('; this command differs in', ':')}. "
               "The new values are used where the model reads them; the optimizer's state (its learning rate "

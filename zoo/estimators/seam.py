@@ -112,8 +112,9 @@ def check_spec(spec: Any, node: StochasticNode, where: str, model: str = "model"
     why = mismatch(requirements(name, cls, opts), node, node.samples or getattr(opts, "n", None))
     if why:
         fits = ", ".join(compatible(node))
-        raise UserError(f"estimator '{name}' cannot train {model}'s {node.kind} node in {where}: {why}. "
-                        f"Estimators that fit: {fits}{'; ' + node.hint if node.hint else ''}")
+        raise UserError(f"estimator '{name}' cannot train {model}'s {node.kind} node: {why}; choose one that fits "
+                        "(below)", details=[f"in {where}", f"estimators that fit: {fits}",
+                                            *([node.hint] if node.hint else [])])
     return name, cls, opts
 
 

@@ -111,7 +111,7 @@ class ShowAttendTell(CaptionEvaluation, CaptionAPI, ZooModule):
         try:
             source, info = load_any(target)
         except UserError as err:
-            raise UserError(f"model.encoder_from: {err}") from None
+            raise UserError(f"model.encoder_from: {err.message}", details=err.details) from None
         if not isinstance(source, ShowAttendTell):
             raise UserError(f"model.encoder_from={target} is a '{info['model']}' model, not a captioning "
                             "one ('sat'): give a sat checkpoint or pretrained name (python -m zoo.pretrained)")
