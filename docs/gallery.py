@@ -118,9 +118,11 @@ def picture(link: str, alt: str, caption: str, pixels: bool = False) -> str:
 # sha256 (first 12 digits), so that new weights drop the note until someone looks at their pictures again.
 NOTES = {
     ("sat-shapes-hard", "626d19bc3da2"):
-        "Scene 1's caption is wrong: it names the big blue diamond twice and leaves out the small blue triangle "
-        "(at the word *blue* the attention is on the triangle). The model's test BLEU-4 is 69 (the card below); "
-        "the soft model captions the same scene right.",
+        "Two of the three captions are wrong. Scene 0's reverses the relation: the big red diamond is below the "
+        "small green circle, not above it. Scene 1's names the big blue diamond twice and leaves out the small blue "
+        "triangle (at the word *blue* the attention is on the triangle), and the green square is right of the "
+        "diamond, not above it. Scene 2's is right. The model's test BLEU-4 is 69 (the card below); the soft model "
+        "names the right objects in all three scenes.",
 }
 
 
@@ -155,7 +157,8 @@ def captioning(name: str) -> Section:
     from zoo.models.captioning.shapes import generate_split
 
     model = zoo.load(name)
-    scenes = [img.transpose(1, 2, 0) for img in generate_split(3, seed=5, split="test").images]  # (64, 64, 3) each
+    split = generate_split(3, seed=5, split="test")
+    scenes = [img.transpose(1, 2, 0) for img in split.images]  # (64, 64, 3) each
     result = model.caption(scenes, beam=3, return_attention=True)  # .attention (N, T, 8, 8)
     shown = displayable(model.preprocess(scenes), model.data_info.get("normalize", "unit"))
     fig = attention_figure(shown, [c.split() for c in result.text], result.attention.flatten(2),
@@ -173,6 +176,8 @@ def captioning(name: str) -> Section:
                            f"caption's first {MAX_WORDS} words (the whole captions are below), brighter where the "
                            "model looked"))
     s.parts.append("Captions: " + "; ".join(f"*{t}*" for t in result.text))
+    s.parts.append("The data's captions of the same scenes (the first of each scene's three references): "
+                   + "; ".join(f"*{refs[0]}*" for refs in split.refs))
     if note := NOTES.get((name, card_of(name)["sha256"][:12])):
         s.parts.append(note)
     return s
