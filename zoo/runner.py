@@ -204,8 +204,8 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
             raise err from None
         kept = sorted((run_dir / "checkpoints").glob("last*.ckpt")) if run_dir.is_dir() else []
         if kept:  # e.g. the disk filled up at a later checkpoint
-            user = UserError(f"{user} (the last good checkpoint is kept: {kept[-1]}; resume with ckpt_path=last "
-                             "once fixed)")
+            user = UserError(f"{user.message} (the last good checkpoint is kept, below: resume with ckpt_path=last "
+                             "once fixed)", details=[*user.details, f"kept: {kept[-1]}"])
         raise user from None
     finally:
         if distributed and trainer.is_global_zero:
