@@ -147,10 +147,12 @@ def build_model(model_name: str, hparams: dict, state_dict: dict, source: str) -
         unknown = [k for k in saved if k not in known]
         if unknown:
             hints = "".join(closest(k, known) for k in unknown[:1])
-            raise UserError(f"the weights hold option{'s' * (len(unknown) > 1)} that model '{model_name}' no longer "
-                            f"has{hints}: they were written by another version of the zoo; load them with that "
-                            "version, or retrain",
-                            details=[f"from: {source}", f"options: {', '.join(map(repr, unknown))}"])
+            shown = ", ".join(map(repr, unknown[:3])) + (" ..." if len(unknown) > 3 else "")
+            raise UserError(f"{Path(source).name} holds option{'s' * (len(unknown) > 1)} {shown} that model "
+                            f"'{model_name}' no longer has{hints}: it was written by another version of the zoo; load "
+                            "it with that version, or retrain",
+                            details=[f"from: {source}", *([f"all of them: {', '.join(unknown)}"] if len(unknown) > 3
+                                                          else [])])
     model = cls(**hparams)
     try:
         model.load_state_dict(state_dict, strict=True)

@@ -121,7 +121,7 @@ def make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, re
     ``zoo.config.run_monitor`` states from the recipe, else the class's). ``notes``: lines about the run's
     settings, printed (``note: ...``) once training starts."""
     return build_trainer(lambda: _make_trainer(cfg, run_dir, model, extra_callbacks, resumed, list(notes or [])),
-                         f"trainer settings {cfg['trainer']}")
+                         "trainer settings", [f"trainer: {cfg['trainer']}"])
 
 
 def _make_trainer(cfg: dict, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool,
@@ -267,8 +267,9 @@ def run_training(cfg: dict, argv: list[str], given: list[str], validated: dict |
             user = user_error_in_fit(err)
             if user is None:
                 raise
-            raise UserError(f"{user} (the trained run is kept in {run_dir}; test it with python -m zoo.evaluate "
-                            f"{last})") from None
+            raise UserError(f"{user.message} (the trained run is kept: test it with the command below)",
+                            details=[*user.details, f"run folder: {run_dir}",
+                                     f"python -m zoo.evaluate {last}"]) from None
         result.test_metrics = {k: float(v) for k, v in (metrics[0] if metrics else {}).items()}
         if trainer.is_global_zero and result.test_metrics:
             (run_dir / "metrics.json").write_text(json.dumps(result.test_metrics, indent=2) + "\n")

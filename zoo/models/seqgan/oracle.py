@@ -84,8 +84,8 @@ def load_oracle_npz(path: str | Path) -> dict[str, np.ndarray]:
         bad = int(arrays[key].size - np.isfinite(arrays[key]).sum())
         if bad:
             raise UserError(
-                f"the oracle file's '{key}' holds {bad} non-finite value(s) (NaN or inf, or beyond float32's range): "
-                "fix or regenerate the file, or leave data.oracle_params unset for a seeded oracle",
+                f"the oracle file's '{key}' holds {bad} non-finite value(s) (NaN, inf or beyond float32): the oracle's "
+                "parameters must be finite numbers; fix or regenerate it, or leave data.oracle_params unset",
                 details=[f"file: {path}"])
     return arrays
 
