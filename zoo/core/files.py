@@ -148,6 +148,6 @@ def refuse_binary(text: str, path: str | Path, fix: str) -> None:
     undecoded = len(_UNDECODED.findall(text)) / len(text)
     if control > 0.01 or undecoded > 0.3:
         what = f"{control:.0%} control codes" if control > 0.01 else f"{undecoded:.0%} bytes that are not UTF-8"
-        raise UserError(f"a file is not UTF-8 text ({what} in its first {len(text):,} characters): {fix} "
-                        "(convert another encoding with `iconv -t UTF-8`, e.g. iconv -f utf-16)",
-                        details=[f"file: {path}"])
+        raise UserError(f"a file is not UTF-8 text ({what} in its first {len(text):,} characters): {fix}",
+                        details=[f"file: {path}",
+                                 "convert another encoding with `iconv -t UTF-8`, e.g. iconv -f utf-16"])

@@ -149,7 +149,7 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
                 except (UnidentifiedImageError, OSError, zipfile.BadZipFile) as err:
                     why = "not an image format PIL reads" if isinstance(err, UnidentifiedImageError) else err
                     raise permission_denied(err) or UserError(
-                        f"an Omniglot drawing is not a readable image ({why}): unzip it again from "
+                        f"{d.name} is not a readable image ({why}): unzip it again from "
                         "images_background.zip / images_evaluation.zip, or delete it",
                         details=[f"file: {folder / d.name}",
                                  "from https://github.com/brendenlake/omniglot (python/ folder)"]) from None

@@ -71,8 +71,9 @@ def _check_labels(y: torch.Tensor | np.ndarray, path: str | Path, low: int, high
     model would be built with ``max + 1`` outputs and fail long after the run folder is written."""
     bad = y[(y < low) | (y > high)]
     if len(bad):
-        raise UserError(f"a file holds label {int(bad[0])}, but this dataset's labels are {low}-{high}: the file "
-                        "is corrupt or of another dataset; download it again and replace it", details=[f"file: {path}"])
+        raise UserError(f"{Path(path).name} holds label {int(bad[0])}, but this dataset's labels are {low}-{high}: "
+                        "the file is corrupt or of another dataset; download it again and replace it",
+                        details=[f"file: {path}"])
 
 
 def load_idx_dataset(root: Path, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
