@@ -175,8 +175,8 @@ def find_entry(name: str) -> tuple[dict, Path]:
     """(card, folder) of the pretrained entry ``name``; an unknown name is a UserError (no torch needed)."""
     found = entries()
     if name not in found:
-        raise UserError(f"unknown pretrained model '{name}'{closest(name, list(found))}. "
-                        f"Available: {', '.join(found) or 'none'} (python -m zoo.pretrained)")
+        raise UserError(f"unknown pretrained model '{name}'{closest(name, list(found))}: name one below "
+                        "(python -m zoo.pretrained lists them)", details=[f"Available: {', '.join(found) or 'none'}"])
     return found[name]
 
 
