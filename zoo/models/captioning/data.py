@@ -179,8 +179,8 @@ class KarpathyData(_CaptionData):
                 members = [m for m in archive.namelist() if Path(m).name == name]
                 if not members:
                     listed = ", ".join(m for m in archive.namelist() if m.endswith(".json")) or "no JSON files"
-                    raise UserError(f"the zip holds no {name}: set data.dataset to the one you want (flickr8k, "
-                                    "flickr30k, coco), or data.json to the file itself",
+                    raise UserError(f"{json_path.name} holds no {name}: set data.dataset to the one you want "
+                                    "(flickr8k, flickr30k, coco), or data.json to the file itself",
                                     details=[f"zip: {json_path}", f"it holds {listed}"])
                 return archive.read(members[0])
         except (zipfile.BadZipFile, OSError, EOFError) as err:
@@ -197,9 +197,10 @@ class KarpathyData(_CaptionData):
                             "expected there: put the file itself in its place, or set data.json=PATH")
         if not json_path.is_file():
             raise UserError(
-                f"Karpathy split file not found at {json_path}: put dataset_{c.dataset}.json there (or the zip that "
-                "holds it, below), or set data.json=PATH",
-                details=[f"Karpathy's caption_datasets.zip holds it, and is read as it is there or in {c.root}"])
+                f"Karpathy split file not found: put dataset_{c.dataset}.json where it was looked for (or the zip "
+                "that holds it; below), or set data.json=PATH",
+                details=[f"looked for {json_path}",
+                         f"Karpathy's caption_datasets.zip holds it, and is read as it is there or in {c.root}"])
         zips = self.image_zips(image_dir)
         try:
             images = json.loads(self.split_file_bytes(json_path))["images"]  # bytes: UTF-8 whatever the locale
