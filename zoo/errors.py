@@ -25,7 +25,8 @@ class UserError(Exception):
 
     @property
     def details(self) -> list[str]:
-        return list(self.args[1]) if len(self.args) > 1 else []
+        """The lines below the message (a detail of several lines, e.g. another library's error, is split)."""
+        return [part for line in (self.args[1] if len(self.args) > 1 else []) for part in str(line).splitlines()]
 
     def __str__(self) -> str:
         return "\n".join([self.message, *(f"  {line}" for line in self.details)])

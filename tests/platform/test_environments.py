@@ -144,7 +144,7 @@ def test_text_files_with_a_byte_order_mark_or_not_in_utf8(tmp_path, capsys):
     seqgan_latin1.write_bytes(b"\xef\xbb\xbf" + "un café sur la place du village\n".encode("latin-1") * 3)
     assert read_lines(seqgan_latin1, lowercase=True)[0] == "un caf\ufffd sur la place du village"  # no BOM on "un"
     assert f"warning: {seqgan_latin1} is not all UTF-8 text" in capsys.readouterr().err
-    with pytest.raises(UserError, match="(?s)similarity file is not UTF-8 text .*iconv -f latin1"):
+    with pytest.raises(UserError, match="(?s)similarity file latin1.txt is not UTF-8 text .*iconv -f latin1"):
         read_similarity(latin1)
     recipe = tmp_path / "r.yaml"
     recipe.write_bytes("description: petit café\n".encode("latin-1"))

@@ -229,8 +229,8 @@ def _image_files(path: Path) -> list[tuple[str, Path | bytes]]:
                     for m in sorted(tar.getmembers(), key=lambda m: m.name) if m.isfile() and is_image(m.name)]
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as err:
         raise permission_denied(err) or UserError(
-            "OOD images: neither a folder nor a readable tar / zip archive: give the folder of images, or the "
-            "archive as downloaded (download it again if it is damaged)",
+            f"OOD images: {path.name} is neither a folder nor a readable tar / zip archive: give the folder of "
+            "images, or the archive as downloaded (download it again if it is damaged)",
             details=[f"path: {path}", f"error: {err}"]) from None
 
 
