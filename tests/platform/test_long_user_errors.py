@@ -141,3 +141,10 @@ def test_an_unknown_name_lists_the_known_ones_below():
     err = refused(ESTIMATORS.entry, "rlooo")
     assert "unknown estimator 'rlooo' (did you mean: rloo" in err.message
     assert err.details[0].startswith("Known: ") and "gumbel_softmax" in err.details[0]
+
+
+def test_a_detail_of_several_lines_is_indented_line_by_line():
+    """Another library's error of several lines (tarfile's, say) stays below the message, each line indented."""
+    err = UserError("what is wrong: the fix", details=["file: x.tar.gz", "error: could not open:\n- gz: not gzip"])
+    assert err.details == ["file: x.tar.gz", "error: could not open:", "- gz: not gzip"]
+    assert str(err) == "what is wrong: the fix\n  file: x.tar.gz\n  error: could not open:\n  - gz: not gzip"
