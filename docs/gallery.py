@@ -118,9 +118,11 @@ def picture(link: str, alt: str, caption: str, pixels: bool = False) -> str:
 # sha256 (first 12 digits), so that new weights drop the note until someone looks at their pictures again.
 NOTES = {
     ("sat-shapes-hard", "626d19bc3da2"):
-        "Scene 1's caption is wrong: it names the big blue diamond twice and leaves out the small blue triangle "
-        "(at the word *blue* the attention is on the triangle). The model's test BLEU-4 is 69 (the card below); "
-        "the soft model captions the same scene right.",
+        "Two of the three captions are wrong. Scene 0's reverses the relation: the big red diamond is below the "
+        "small green circle, not above it. Scene 1's names the big blue diamond twice and leaves out the small blue "
+        "triangle (at the word *blue* the attention is on the triangle), and the green square is right of the "
+        "diamond, not above it. Scene 2's is right. The model's test BLEU-4 is 69 (the card below); the soft model "
+        "names the right objects in all three scenes.",
 }
 
 
@@ -155,7 +157,8 @@ def captioning(name: str) -> Section:
     from zoo.models.captioning.shapes import generate_split
 
     model = zoo.load(name)
-    scenes = [img.transpose(1, 2, 0) for img in generate_split(3, seed=5, split="test").images]  # (64, 64, 3) each
+    split = generate_split(3, seed=5, split="test")
+    scenes = [img.transpose(1, 2, 0) for img in split.images]  # (64, 64, 3) each
     result = model.caption(scenes, beam=3, return_attention=True)  # .attention (N, T, 8, 8)
     shown = displayable(model.preprocess(scenes), model.data_info.get("normalize", "unit"))
     fig = attention_figure(shown, [c.split() for c in result.text], result.attention.flatten(2),
@@ -173,43 +176,59 @@ def captioning(name: str) -> Section:
                            f"caption's first {MAX_WORDS} words (the whole captions are below), brighter where the "
                            "model looked"))
     s.parts.append("Captions: " + "; ".join(f"*{t}*" for t in result.text))
+    s.parts.append("The data's captions of the same scenes (the first of each scene's three references): "
+                   + "; ".join(f"*{refs[0]}*" for refs in split.refs))
     if note := NOTES.get((name, card_of(name)["sha256"][:12])):
         s.parts.append(note)
     return s
 
 
+SEQGAN_SAMPLES = 2000  # sequences of each generator in SeqGAN's histogram
+
+
 def seqgan(name: str) -> Section:
+    from zoo.models.seqgan.nets import LSTMLM
+
     model = zoo.load(name)
-    oracle, T = model.oracle, model.seq_len
+    oracle, T, c = model.oracle, model.seq_len, model.cfg
     g = torch.Generator(device=oracle.head.weight.device).manual_seed(SEED)
-    n = 2000
-    from_oracle = oracle.sample(n, T, generator=g)  # (n, T) the data the generator learned from
-    from_g = model.generate(n, seed=SEED)  # (n, T)
+    n = SEQGAN_SAMPLES
+    init = torch.Generator().manual_seed(c.eval_seed + 3)  # the untrained G of the card's test/nll_oracle_random
+    untrained = LSTMLM(model.gen.vocab_size, c.gen_emb_dim, c.gen_hidden_dim, model.gen.start_token)
+    untrained = untrained.init_normal(c.gen_init_std, init)
+    samples = {  # (n, T) token ids each
+        "the oracle's own samples": oracle.sample(n, T, generator=g),
+        "SeqGAN's G (adversarially trained)": model.generate(n, seed=SEED),
+        "G after MLE pre-training only": model.sample_sequences(n, SEED, model.gen_mle),
+        "an untrained G": model.sample_sequences(n, SEED, untrained),
+    }
     with torch.no_grad():
-        nll = {who: -oracle.log_prob(seqs).sum(-1).cpu() / T for who, seqs in
-               (("oracle's own samples", from_oracle), ("SeqGAN's samples (G)", from_g))}  # (n,) nats per token
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+        nll = {who: -oracle.log_prob(seqs).sum(-1).cpu() / T for who, seqs in samples.items()}  # (n,) nats/token
+    bins = torch.linspace(min(v.min() for v in nll.values()), max(v.max() for v in nll.values()), 61).numpy()
+    fig, ax = plt.subplots(figsize=(7, 3.4))
     for who, values in nll.items():
-        ax.hist(values.numpy(), bins=40, alpha=0.6, label=f"{who}: mean {values.mean():.2f}")
+        ax.hist(values.numpy(), bins=bins, alpha=0.55, label=f"{who}: mean {values.mean():.2f}")
     ax.set_xlabel("NLL under the oracle, nats per token (lower: more like the oracle's data)")
-    ax.set_ylabel(f"sequences (of {n})")
+    ax.set_ylabel(f"sequences (of {n} each)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     s = Section(name)
     s.parts.append(command_block(f"python docs/gallery.py --only {name}",
                                  f"python -m zoo.predict {name} n=5 seed={SEED}   # G's samples, as token ids"))
     s.parts.append(picture(save(fig, f"{name}_nll"), f"{name} NLL histogram",
-                           f"{n} sequences from the oracle (the synthetic data's LSTM) and {n} from SeqGAN's generator "
-                           f"(`model.generate({n}, seed={SEED})`), each scored by the oracle: NLL-oracle, the paper's "
-                           "measure, per sequence"))
+                           f"{n} sequences from each of: the oracle (the synthetic data's LSTM); SeqGAN's generator "
+                           f"(`model.generate({n}, seed={SEED})`); the same G as it was after MLE pre-training, before "
+                           "adversarial training (`model.gen_mle`, kept in the weights); an untrained G, initialised "
+                           "as for the card's `test/nll_oracle_random`. Each sequence scored by the oracle: "
+                           "NLL-oracle, the paper's measure"))
     m = card_of(name)["metrics"]
-    s.parts.append(f"The histogram holds the oracle's samples and the trained G's only. For scale, the card's means "
-                   f"(test split, nats per token): the oracle's floor {m['test/nll_oracle_floor']:.2f}, "
-                   f"the trained G {m['test/nll_oracle']:.2f}, "
+    s.parts.append(f"The card's means over its own test samples (nats per token), beside the legend's: the oracle's "
+                   f"floor {m['test/nll_oracle_floor']:.2f}, the trained G {m['test/nll_oracle']:.2f}, "
                    f"G after MLE pre-training {m['test/nll_oracle_mle']:.2f}, "
                    f"an untrained G {m['test/nll_oracle_random']:.2f}.")
     rows = ["| oracle's samples (token ids) | SeqGAN's samples (token ids) |", "|---|---|"]
-    for a, b in zip(from_oracle[:5].tolist(), from_g[:5].tolist()):
+    oracle_rows, g_rows = list(samples.values())[:2]
+    for a, b in zip(oracle_rows[:5].tolist(), g_rows[:5].tolist()):
         rows.append(f"| `{' '.join(map(str, a))}` | `{' '.join(map(str, b))}` |")
     s.parts.append("\n".join(rows))
     return s
@@ -241,8 +260,9 @@ def skipgram(name: str) -> Section:
     s.parts.append(picture(save(fig, f"{name}_pca"), f"{name} PCA",
                            "all 180 words (`embedding_map`, as training draws it): over 40 groups the first two "
                            "components split the words by their form (the last letter) and set the function words "
-                           "`fnNN` apart; colour = planted group, from a 20-colour palette: two groups share each "
-                           "colour, so read the groups in the six-group picture above"))
+                           "`fnNN` apart (grey crosses); groups 0 to 9 each have their own colour (the legend), the "
+                           "other 30 groups are light grey. Inside a form's cluster the groups mix: the six-group "
+                           "picture above separates them"))
     return s
 
 

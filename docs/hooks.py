@@ -13,12 +13,15 @@ The repository is written to be read on a repository page: README.md links ``doc
 - copy MathJax (``es5/tex-svg.js`` of the django-static-mathjax package: one file, its fonts inside) into the
   site, so that the math renders with nothing loaded from elsewhere;
 - put the package's version (pyproject.toml) into ``config.extra.version`` for the header, and write the
-  repository's address (mkdocs.yml: ``repo_url``) where a page says ``{{ repo_url }}``.
+  repository's address where a page says ``{{ repo_url }}``: ZOO_REPO_URL where the site is published with
+  it, else ``<repository-address>``. mkdocs.yml's default ``repo_url`` (the header's link) is a placeholder,
+  which no page presents as the address to clone.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import posixpath
 import re
 import tomllib
@@ -132,12 +135,18 @@ def _rewrite(line: str, page_repo: str, page_site: str, root: Path, titles: dict
     return LINK.sub(one, line)
 
 
+def repository_address() -> str:
+    """What a page's ``{{ repo_url }}`` becomes: ZOO_REPO_URL (the real address, given where the site is
+    published), else ``<repository-address>``: mkdocs.yml's default repo_url is a placeholder."""
+    return os.environ.get("ZOO_REPO_URL", "").strip().rstrip("/") or "<repository-address>"
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
     root = _root(config)
     page_site = page.file.src_uri
     page_repo = _repo_path(page_site, root)
     titles = _titles(config, root)
-    markdown = markdown.replace("{{ repo_url }}", config["repo_url"].rstrip("/"))
+    markdown = markdown.replace("{{ repo_url }}", repository_address())
     out, inside = [], False
     for line in markdown.split("\n"):
         if FENCE.match(line):

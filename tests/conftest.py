@@ -34,11 +34,11 @@ trainer: {max_epochs: 3, accelerator: cpu, enable_progress_bar: false, enable_mo
 """
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def long_user_errors_lead_with_one_short_line(monkeypatch):
-    """Every UserError a test provokes in its own process reads as zoo.errors asks: a message longer than
-    LONG_MESSAGE characters says what is wrong and the fix in a first line of at most FIRST_LINE, its details
-    (files, sizes, checksums, addresses) on the lines below."""
+    """Every UserError a test provokes in its own process (every test: autouse) reads as zoo.errors asks: a
+    message longer than LONG_MESSAGE characters says what is wrong and the fix in a first line of at most
+    FIRST_LINE, its details (files, sizes, checksums, addresses) on the lines below."""
     from zoo.errors import FIRST_LINE, LONG_MESSAGE, UserError, reads_well
 
     made = []

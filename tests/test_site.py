@@ -44,6 +44,7 @@ def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("ZOO_REPO_URL", None)  # mkdocs.yml's placeholder address, as a checkout builds it
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stderr[-6000:]}"
@@ -308,9 +309,25 @@ def test_the_home_page_is_a_front_door(site):
     assert len(re.findall(r'href="(?:vae|captioning|seqgan|skipgram|ood|maml|gallery|api|training)\.html', text)) >= 9
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     source = re.search(r'<a href="([^"]+)"[^>]*class="md-source".*?</a>', html, re.S)
-    assert source and source.group(1).startswith("https://") and source.group(1) in text  # the clone's address
+    assert source and source.group(1).startswith("https://")  # mkdocs.yml's placeholder, the header's link
+    clone = re.search(r"git clone (\S+)", re.sub(r"<[^>]+>", "", text)).group(1)  # ZOO_REPO_URL unset
+    assert clone == "&lt;repository-address&gt;" and source.group(1) not in text  # the placeholder is no address
     assert project["version"] in source.group(0) and project["name"] in source.group(0)
     assert "README.md" not in text and (site / "overview.html").is_file()  # the README is a page of its own
+
+
+def test_no_page_gives_the_placeholder_addresses(site, monkeypatch):
+    """mkdocs.yml's repo_url and site_url are placeholders where ZOO_REPO_URL / ZOO_SITE_URL are unset (a
+    checkout knows no published address): the header links the repository, and no page's text gives either
+    address as the zoo's."""
+    from mkdocs.config import load_config
+
+    monkeypatch.delenv("ZOO_REPO_URL", raising=False)
+    monkeypatch.delenv("ZOO_SITE_URL", raising=False)
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    placeholders = [config["repo_url"].rstrip("/"), config["site_url"].rstrip("/")]
+    found = [f"{page}: {p}" for page, html in site_pages(site).items() for p in placeholders if p in article(html)]
+    assert not found, "\n".join(found)
 
 
 def test_link_texts_are_words_not_file_paths(site):

@@ -241,7 +241,7 @@ def user_error_in_fit(err: Exception) -> UserError | None:
     UserError (``err`` itself when it is one), or None for anything else (a bug)."""
     message = " ".join(str(err).split())
     if type(err).__name__ == "MisconfigurationException":
-        return UserError(f"invalid settings: {message}")
+        return lightning_refusal("settings", message)
     if isinstance(err, ValueError) and message.startswith("`val_check_interval`"):
         return UserError(f"trainer.val_check_interval: {message}")
     if isinstance(err, RuntimeError) and message.startswith("Early stopping conditioned on metric"):
@@ -249,21 +249,31 @@ def user_error_in_fit(err: Exception) -> UserError | None:
     return as_user_error(err)  # out of memory, a file the user may not read or write
 
 
-def build_trainer(make: Callable[[], Any], what: str) -> Any:
+def lightning_refusal(what: str, reason: str, details: list[str] | None = None) -> UserError:
+    """Lightning's refusal of a setting as "invalid <what>: <its first sentence>", the fix where one is known;
+    the rest of Lightning's words and ``details`` below."""
+    text = " ".join(reason.split())
+    first, _, rest = text.partition(". ")
+    return UserError(f"invalid {what}: {first}{'.' if rest else ''}{_fix_hint(text)}",
+                     details=[*([rest] if rest else []), *(details or [])])
+
+
+def build_trainer(make: Callable[[], Any], what: str, details: list[str] | None = None) -> Any:
     """``make()`` (which builds a lightning.Trainer) with Lightning's start-up lines held back; a
     setting Lightning refuses, on the way in or halfway through its __init__, is one UserError
-    "invalid <what>: ..." (nothing is written yet: run folders are made after this)."""
+    "invalid <what>: ..." (nothing is written yet: run folders are made after this); ``details``: lines
+    below it (the settings)."""
     quiet_lightning()
     try:
         with HeldMessages():
             return make()
     except (ValueError, TypeError) as err:
-        raise UserError(f"invalid {what}: {err}{_fix_hint(str(err))}") from None
+        raise lightning_refusal(what, str(err), details) from None
     except ImportError as err:  # e.g. trainer.accelerator=tpu without torch_xla
         raise UserError(f"the trainer settings need a package that is not installed: {err}") from None
     except Exception as err:
         if type(err).__name__ == "MisconfigurationException":  # e.g. limit_train_batches=1.5
-            raise UserError(f"invalid {what}: {err}{_fix_hint(str(err))}") from None
+            raise lightning_refusal(what, str(err), details) from None
         message = " ".join(str(err).split())
         if isinstance(err, RuntimeError) and message.startswith("Found more than one stateful callback"):
             # callbacks=[ema, ema]: two instances whose checkpointed states would share one key

@@ -264,8 +264,9 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> LoadedRun:
         raw = OmegaConf.to_container(merged, resolve=True)
     except Exception as err:
         key = getattr(err, "full_key", None)
-        raise UserError(f"cannot resolve {where}{f' at {key}' if key else ''}: {str(err).splitlines()[0]}"
-                        f"{_environment_hint(err) or _interpolation_hint(err)}") from None
+        hint = _environment_hint(err) or _interpolation_hint(err) or ": fix its ${...}"
+        raise UserError(f"cannot resolve {key or where}{hint}", details=[
+            f"OmegaConf: {str(err).splitlines()[0]}", *([f"in {where}"] if key else [])]) from None
     if not isinstance(raw, dict):
         raise UserError(f"{where} must be a YAML mapping of keys to values")
     top_schema = {f.name: f for f in dataclasses.fields(RunConfig)}
@@ -277,7 +278,8 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> LoadedRun:
             given = [item for item in overrides or [] if item.split("=", 1)[0] == key]
             written = given[-1] if given else key  # the override as it was given, under its section
             hint = f" (did you mean {sections[0]}.{written}?)" if sections else closest(key, list(top_schema))
-            raise UserError(f"unknown key '{key}' in {where}{hint}. Valid top-level keys: {', '.join(top_schema)}")
+            raise UserError(f"unknown key '{key}' in {where}{hint}: use a valid one (below)",
+                            details=[f"Valid top-level keys: {', '.join(top_schema)}"])
     trainer = check_trainer_options(raw.get("trainer") or {}, where)  # read from Lightning's source: no torch
     try:
         model, model_made = _section(raw, "model", MODELS, where)
@@ -286,7 +288,8 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> LoadedRun:
             check_stochastic_node(MODELS, model["name"], model_made, f"{where} [model: {model['name']}]",
                                   known_data_info(data["name"], data_made))
     except UserError as err:  # an option the thing an override names or refines does not have
-        raise UserError(f"{err}{_option_hint(str(err), overrides or [], from_file, parsed)}") from None
+        raise UserError(f"{err.message}{_option_hint(err.message, overrides or [], from_file, parsed)}",
+                        details=err.details) from None
     callbacks = check_callbacks(raw.get("callbacks", []), where)  # (name, dotted path, options) each
     top = {k: v for k, v in raw.items() if k not in ("model", "data", "trainer", "wandb", "checkpoint")}
     top = validate_options(RunConfig, top, where)

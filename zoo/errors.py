@@ -25,7 +25,8 @@ class UserError(Exception):
 
     @property
     def details(self) -> list[str]:
-        return list(self.args[1]) if len(self.args) > 1 else []
+        """The lines below the message (a detail of several lines, e.g. another library's error, is split)."""
+        return [part for line in (self.args[1] if len(self.args) > 1 else []) for part in str(line).splitlines()]
 
     def __str__(self) -> str:
         return "\n".join([self.message, *(f"  {line}" for line in self.details)])
@@ -89,9 +90,9 @@ def disk_full(err: BaseException) -> UserError | None:
     are written to a temporary file first, so the last good one is still there."""
     for os_err in _os_errors(err):
         if os_err.errno in FULL:
-            where = f" writing {os.fsdecode(os_err.filename)}" if os_err.filename else ""
-            return UserError(f"no space left{where} ({os.strerror(os_err.errno).lower()}): free some space "
-                             "(or ask for more quota), or write elsewhere (run_dir=, out=)")
+            where = [f"writing {os.fsdecode(os_err.filename)}"] if os_err.filename else []
+            return UserError(f"no space left ({os.strerror(os_err.errno).lower()}): free some space (or ask for more "
+                             "quota), or write elsewhere (run_dir=, out=)", details=where)
     return None
 
 

@@ -145,7 +145,8 @@ def read_folder(folder: str | Path, source: str | None = None) -> tuple[dict, di
     try:
         card = json.loads(config.read_text())
     except (ValueError, OSError) as err:
-        raise UserError(f"{source}: {CONFIG} is not readable JSON ({err}); save the model again") from None
+        raise UserError(f"the model folder's {CONFIG} is not readable JSON; save the model again",
+                        details=[f"folder: {source}", f"error: {err}"]) from None
     if not isinstance(card, dict) or "zoo_format" not in card or "model" not in card:
         kind = card.get("model_type") or card.get("architectures") if isinstance(card, dict) else None
         raise UserError(f"{source} is not a zoo model: its {CONFIG} has no zoo_format"
@@ -165,7 +166,8 @@ def read_folder(folder: str | Path, source: str | None = None) -> tuple[dict, di
     try:
         state = load_file(str(weights))
     except Exception as err:  # safetensors raises its own SafetensorError, and OSError
-        raise UserError(f"cannot read {WEIGHTS} of {source}: {err}") from None
+        raise UserError(f"cannot read the model folder's {WEIGHTS}: an incomplete copy or upload? Save or download "
+                        "it again", details=[f"folder: {source}", f"error: {err}"]) from None
     return card, state
 
 
@@ -188,9 +190,9 @@ def download(repo: str, revision: str | None = None) -> Path:
     except errors.LocalEntryNotFoundError:
         offline = constants.HF_HUB_OFFLINE
         why = ("HF_HUB_OFFLINE=1 is set" if offline else "the Hub cannot be reached") + " and it is not in the cache"
-        raise UserError(f"cannot load hf://{repo}: {why} ({constants.HF_HUB_CACHE}); download it once online "
-                        f"(zoo.load(\"hf://{repo}\") or `hf download {repo}`)"
-                        + (", or unset HF_HUB_OFFLINE" if offline else "")) from None
+        raise UserError(f"cannot load hf://{repo}: {why}; download it once online (zoo.load(\"hf://{repo}\") or "
+                        f"`hf download {repo}`)" + (", or unset HF_HUB_OFFLINE" if offline else ""),
+                        details=[f"cache: {constants.HF_HUB_CACHE}"]) from None
     except (errors.RepositoryNotFoundError, errors.GatedRepoError, errors.RevisionNotFoundError) as err:
         raise UserError(f"cannot load hf://{repo}: {str(err).strip().splitlines()[0]} (a private repository needs "
                         "`hf auth login` or HF_TOKEN)") from None
@@ -223,8 +225,9 @@ def build(card: dict, state: dict, source: str, expected: type | None = None) ->
         model.load_state_dict(state, strict=True)
     except (TypeError, RuntimeError) as err:  # options this zoo's model lacks, or weights of another shape
         line = [s.strip() for s in str(err).strip().splitlines()] or [type(err).__name__]
-        raise UserError(f"{source} does not match this zoo's model '{card['model']}': {line[min(1, len(line) - 1)]}; "
-                        "it was written by another version of the zoo") from None
+        raise UserError(f"the model folder does not match this zoo's model '{card['model']}' (the first difference "
+                        "below): it was written by another version of the zoo; load it with that version",
+                        details=[f"from: {source}", line[min(1, len(line) - 1)]]) from None
     model.eval()
     model.run_info = {"model": card["model"], "data": card.get("data"), "recipe": card.get("recipe"),
                       "command": card.get("command"), "card": card}

@@ -50,8 +50,9 @@ def pretrained_cards(directory: Path | None = None) -> dict[str, dict]:
             card = json.loads(path.read_text())
             cards[card["name"]] = card
         except (ValueError, KeyError, TypeError) as err:  # an edited or half-copied card
-            raise UserError(f"pretrained card {path} is not valid (a JSON object with 'name' expected: "
-                            f"{first_line(err)}); restore it or remove it with its .safetensors") from None
+            raise UserError(f"the pretrained card {path.name} is not valid (a JSON object with 'name' expected): "
+                            "restore it or remove it with its .safetensors",
+                            details=[f"file: {path}", f"error: {first_line(err)}"]) from None
     return cards
 
 
@@ -96,12 +97,14 @@ def read_checkpoint(path: str | Path, mmap: bool = False) -> dict:
         # the object's name, and not torch's advice to retry with weights_only=False
         found = re.search(r"(?:unsupported|Unsupported global:) GLOBAL ([\w.]+)", str(err))
         what = f" ({found.group(1)})" if found else ""
-        raise UserError(f"refusing {path}: it holds Python objects{what} besides tensors and plain values, which "
-                        "loading could run as code; the zoo loads only plain weights (torch.load weights_only=True). "
-                        "Pass a .ckpt written by `python -m zoo.train`") from None
+        raise UserError(f"refusing the checkpoint: it holds Python objects{what} besides tensors and plain values, "
+                        "which loading could run as code; pass a .ckpt written by `python -m zoo.train`",
+                        details=[f"file: {path}",
+                                 "the zoo loads only plain weights (torch.load weights_only=True)"]) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as err:  # most often cut short
-        raise UserError(f"checkpoint {path} is truncated or corrupt ({first_line(err)}): an interrupted copy or "
-                        "save? Pass a complete .ckpt written by `python -m zoo.train`") from None
+        raise UserError("the checkpoint is truncated or corrupt: an interrupted copy or save? Pass a complete .ckpt "
+                        "written by `python -m zoo.train`",
+                        details=[f"file: {path}", f"error: {first_line(err)}"]) from None
     if not isinstance(ckpt, dict) or "zoo" not in ckpt or "state_dict" not in ckpt:
         raise UserError(f"{path} is not a zoo checkpoint (no 'zoo' section): only checkpoints written by "
                         "`python -m zoo.train` can be loaded")
@@ -120,8 +123,8 @@ def check_checkpoint_file(path: Path) -> bool:
     is_zip = head == b"PK"  # torch.save's format; b"\x80" opens its older plain pickle one
     if not is_zip and head[:1] != b"\x80":
         what = "empty" if not head else "neither a zip archive nor a pickle, as torch.save writes"
-        raise UserError(f"checkpoint {path} is corrupt or not a PyTorch file (it is {what}); "
-                        "pass a .ckpt written by `python -m zoo.train`")
+        raise UserError(f"the checkpoint is corrupt or not a PyTorch file (it is {what}); "
+                        "pass a .ckpt written by `python -m zoo.train`", details=[f"file: {path}"])
     return is_zip
 
 
@@ -144,14 +147,19 @@ def build_model(model_name: str, hparams: dict, state_dict: dict, source: str) -
         unknown = [k for k in saved if k not in known]
         if unknown:
             hints = "".join(closest(k, known) for k in unknown[:1])
-            raise UserError(f"{source} holds option{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))} that "
-                            f"model '{model_name}' no longer has{hints}: it was written by another version of the "
-                            "zoo; load it with that version, or retrain")
+            shown = ", ".join(map(repr, unknown[:3])) + (" ..." if len(unknown) > 3 else "")
+            raise UserError(f"{Path(source).name} holds option{'s' * (len(unknown) > 1)} {shown} that model "
+                            f"'{model_name}' no longer has{hints}: it was written by another version of the zoo; load "
+                            "it with that version, or retrain",
+                            details=[f"from: {source}", *([f"all of them: {', '.join(unknown)}"] if len(unknown) > 3
+                                                          else [])])
     model = cls(**hparams)
     try:
         model.load_state_dict(state_dict, strict=True)
     except RuntimeError as err:
-        raise UserError(f"{source} does not match model '{model_name}': {mismatch_line(err)}") from None
+        raise UserError(f"the weights do not match model '{model_name}' (the first difference below): they were "
+                        "written for another version of it; load them with that version, or retrain",
+                        details=[f"from: {source}", mismatch_line(err)]) from None
     model.eval()
     return model
 
@@ -167,8 +175,8 @@ def find_entry(name: str) -> tuple[dict, Path]:
     """(card, folder) of the pretrained entry ``name``; an unknown name is a UserError (no torch needed)."""
     found = entries()
     if name not in found:
-        raise UserError(f"unknown pretrained model '{name}'{closest(name, list(found))}. "
-                        f"Available: {', '.join(found) or 'none'} (python -m zoo.pretrained)")
+        raise UserError(f"unknown pretrained model '{name}'{closest(name, list(found))}: name one below "
+                        "(python -m zoo.pretrained lists them)", details=[f"Available: {', '.join(found) or 'none'}"])
     return found[name]
 
 
@@ -192,7 +200,8 @@ def load_pretrained(name: str) -> tuple[Any, dict]:
     try:
         state = load_file(str(weights))
     except Exception as err:
-        raise UserError(f"cannot read {weights}: {err}") from None
+        raise UserError(f"cannot read the weights {weights.name}: restore the file (or reinstall the zoo)",
+                        details=[f"file: {weights}", f"error: {err}"]) from None
     model = build_model(card["model"], card["hyper_parameters"], state, str(weights))
     return with_info(model, card_info(card))
 
@@ -275,8 +284,9 @@ def entry_file(path: Path) -> UserError:
     if name in cards:
         return UserError(f"{path} is the pretrained {'card' if path.suffix == '.json' else 'weights'} of "
                          f"'{name}': give its name, {name} (python -m zoo.pretrained lists the entries)")
-    return UserError(f"{path} is not a checkpoint nor a pretrained entry: pass a .ckpt written by "
-                     f"`python -m zoo.train` or a pretrained name ({', '.join(cards) or 'none'})")
+    return UserError(f"{path.name} is not a checkpoint nor a pretrained entry: pass a .ckpt written by "
+                     "`python -m zoo.train` or a pretrained name (below)",
+                     details=[f"file: {path}", f"pretrained names: {', '.join(cards) or 'none'}"])
 
 
 def load(target: str, trust_code: bool = False) -> Any:

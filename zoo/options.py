@@ -309,7 +309,11 @@ def validate_call(fn: Any, options: Mapping, where: str, what: str = "option",
             raise unknown_key(key, valid, where, what)
         annotation = hints.get(key, inspect.Parameter.empty)
         if not conforms(value, annotation):
-            raise UserError(f"'{key}' in {where} must be {type_name(annotation)}, got {value!r}")
+            expected = type_name(annotation)
+            if len(expected) > 60:  # Lightning's long Literal types: the values on a line of their own
+                raise UserError(f"'{key}' in {where} must be one of the values below, got {value!r}",
+                                details=[f"{key}: {expected}"])
+            raise UserError(f"'{key}' in {where} must be {expected}, got {value!r}")
         if ranges is not None:
             check_value(key, value, ranges.get(key, {}), where)
     return dict(options)

@@ -81,13 +81,12 @@ def load_yaml(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")  # read once: the size check and OmegaConf see the same text
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str") and node.value.strip():  # OmegaConf: a key
-            raise UserError(f"recipe {path} must be a YAML mapping of keys to values (model:, data:, trainer:, ...); "
-                            f"its top level is a single value ({node.value[:40]!r})")
+            raise not_a_mapping(path, f"a single value ({node.value[:40]!r})")
         size = expanded_size(node)
         if size > MAX_RECIPE_VALUES:  # OmegaConf 2.3 built every copy (2.4 stops at 10,000 with its own message)
-            raise UserError(f"recipe {path}: its YAML aliases (*name) expand to {size:,} values, more than the "
-                            f"{MAX_RECIPE_VALUES:,} a recipe may hold (an alias bomb?): write the values out, or "
-                            "nest fewer aliases")
+            raise UserError(f"the recipe is too large: its YAML aliases (*name) expand to {size:,} values, more "
+                            f"than the {MAX_RECIPE_VALUES:,} a recipe may hold (an alias bomb?): write the values "
+                            "out, or nest fewer aliases", details=[f"recipe: {path}"])
         return OmegaConf.load(io.StringIO(text))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
@@ -99,8 +98,13 @@ def load_yaml(path: Path) -> Any:
     except OSError as err:  # OmegaConf refuses a scalar top level ("Invalid loaded object type: int")
         if not str(err).startswith("Invalid loaded object type"):
             raise
-        raise UserError(f"recipe {path} must be a YAML mapping of keys to values (model:, data:, trainer:, ...); "
-                        f"its top level is a single value ({str(err).rsplit(' ', 1)[-1]})") from None
+        raise not_a_mapping(path, f"a single value ({str(err).rsplit(' ', 1)[-1]})") from None
+
+
+def not_a_mapping(path: Path, top: str) -> UserError:
+    """A recipe whose top level is ``top`` (a single value, a list), not a mapping."""
+    return UserError(f"a recipe must be a YAML mapping of keys to values (model:, data:, trainer:, ...); its top "
+                     f"level is {top}", details=[f"recipe: {path}"])
 
 
 def named_keys(cfg: Any, prefix: str = "") -> list[str]:
@@ -149,8 +153,7 @@ def load_recipe(path: Path, chain: tuple = ()) -> Any:
     raw = load_yaml(path)
     if not OmegaConf.is_dict(raw):
         kind = "list" if OmegaConf.is_list(raw) else type(raw).__name__
-        raise UserError(f"recipe {path} must be a YAML mapping of keys to values (model:, data:, trainer:, ...); "
-                        f"its top level is a {kind}")
+        raise not_a_mapping(path, f"a {kind}")
     base = raw.pop("base", None)
     if base is None:
         return raw
@@ -164,7 +167,7 @@ def load_recipe(path: Path, chain: tuple = ()) -> Any:
         else:
             base_path = find_recipe(base)
     except UserError as err:  # say which recipe asked for it
-        raise UserError(f"'base: {base}' in recipe {path}: {err}") from None
+        raise UserError(f"'base: {base}' in recipe {path}: {err.message}", details=err.details) from None
     if base_path.resolve() in chain or base_path.resolve() == path.resolve():
         names = " -> ".join(p.stem for p in (*chain, path.resolve(), base_path.resolve()))
         raise UserError(f"recipe {path}: 'base' recipes form a cycle ({names})")

@@ -148,8 +148,8 @@ def import_dotted(path: str) -> Any:
     except ImportError as err:
         raise UserError(f"cannot import module '{module_name}' named in '{path}': {err}") from None
     except Exception as err:  # the module itself fails as it is imported (a bug of the plugin, not the zoo's)
-        raise UserError(f"importing module '{module_name}' (named in '{path}') failed: {_where(err)}"
-                        f"{type(err).__name__}: {err}") from None
+        raise UserError(f"importing module '{module_name}' (named in '{path}') failed: fix the error below in it",
+                        details=[f"{_where(err)}{type(err).__name__}: {err}"]) from None
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -180,11 +180,11 @@ def _qualname(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', repr(obj))}"
 
 
-def unknown_entry(kind: str, name: str, names: list[str]) -> str:
-    """The message for a name no registry entry has (also used before the registry is imported)."""
-    article = "An" if kind[0] in "aeiou" else "A"  # an estimator, a model
-    return (f"unknown {kind} '{name}'{closest(name, names)}. Known: {', '.join(names)}. "
-            f"{article} {kind} of your own can be named by dotted path 'package.module:Name'.")
+def unknown_entry(kind: str, name: str, names: list[str]) -> UserError:
+    """The error for a name no registry entry has: the closest name, the known ones below."""
+    article = "an" if kind[0] in "aeiou" else "a"  # an estimator, a model
+    return UserError(f"unknown {kind} '{name}'{closest(name, names)}: name a known one (below), or {article} {kind} "
+                     "of your own by dotted path 'package.module:Name'", details=[f"Known: {', '.join(names)}"])
 
 
 # the file whose names are being resolved (None: the user's own recipe, command line or code)
@@ -273,9 +273,10 @@ class Registry:
                 try:
                     obj = ep.load()
                 except Exception as err:  # one broken plugin package: named, not a traceback in every run
-                    raise UserError(f"the {self.kind} '{ep.name}' that an installed package publishes ({ep.value}, "
-                                    f"entry point group {self.group}) cannot be imported: {_where(err)}"
-                                    f"{type(err).__name__}: {err}; fix or uninstall that package") from None
+                    raise UserError(f"the {self.kind} '{ep.name}' that an installed package publishes cannot be "
+                                    "imported (the error below): fix or uninstall that package",
+                                    details=[f"entry point: {ep.value} (group {self.group})",
+                                             f"{_where(err)}{type(err).__name__}: {err}"]) from None
                 self._check_base(f"{ep.name} ({ep.value})", obj)
                 self._entries[ep.name] = Entry(self._spec_of(ep.name, obj), loaded=obj)
 
@@ -293,7 +294,7 @@ class Registry:
         self._load_plugins()
         if name in self._entries:
             return self._entries[name]
-        raise UserError(unknown_entry(self.kind, name, sorted(self._entries)))
+        raise unknown_entry(self.kind, name, sorted(self._entries))
 
     def _check_base(self, name: str, obj: Any) -> None:
         """A dotted path to a function or an unrelated class would fail only when the run calls it."""

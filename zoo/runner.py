@@ -79,21 +79,22 @@ def check_resumable(ckpt: str, saved: dict, model: Any, cfg: dict | None = None)
     (model.latent_dim=3 on a run trained with 8) fails inside fit otherwise, after the run folder is
     written. The message names the options that differ from the checkpoint's run (``cfg``: this one's)."""
     own = model.state_dict()
-    fix = f"Resume with the model options the run was trained with (its config.yaml){changed_options(saved, cfg)}"
+    fix = "resume with the model options the run was trained with (its config.yaml)"
+    changed = changed_options(saved, cfg)
+    details = [f"checkpoint: {ckpt}", *([changed.removeprefix("; ")] if changed else [])]
     for key, value in saved["state_dict"].items():
         # a lazy parameter (a layer of the user's own sized at its first batch) has no shape yet: loading the
         # checkpoint gives it the saved one (torch's LazyModuleMixin); the zoo's models size theirs when built
         if key in own and not is_lazy(own[key]) and tuple(value.shape) != tuple(own[key].shape):
-            raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: '{key}' has shape "
-                            f"{tuple(value.shape)} there and {tuple(own[key].shape)} here. {fix}")
+            raise UserError(f"the checkpoint does not fit the model this recipe builds: '{key}' has shape "
+                            f"{tuple(value.shape)} there and {tuple(own[key].shape)} here; {fix}", details=details)
     missing = sorted(set(own) - set(saved["state_dict"]))  # e.g. another estimator: its baseline's state
     unexpected = sorted(set(saved["state_dict"]) - set(own))
     if missing or unexpected:
         parts = [f"{name} {', '.join(repr(k) for k in keys[:3])}{' ...' if len(keys) > 3 else ''}"
                  for name, keys in (("it lacks", missing), ("it has no place here for", unexpected)) if keys]
-        raise UserError(f"checkpoint {ckpt} does not fit the model this recipe builds: {'; '.join(parts)}. {fix} "
-                        "(an estimator or a model part changed since)")
-    changed = changed_options(saved, cfg)
+        raise UserError(f"the checkpoint does not fit the model this recipe builds (an estimator or a model part "
+                        f"changed since): {fix}", details=[*details, *parts])
     if changed and rank_zero_only.rank == 0:
         print(f"note: resuming {ckpt}, whose run had other options{changed.replace('; this command differs in', ':')}. "
               "The new values are used where the model reads them; the optimizer's state (its learning rate "
@@ -117,7 +118,7 @@ def make_trainer(run: LoadedRun, run_dir: Path, model: Any, extra_callbacks: lis
     the loaded run states, ``run.monitor``, else the class's). ``notes``: lines about the run's settings,
     printed (``note: ...``) once training starts."""
     return build_trainer(lambda: _make_trainer(run, run_dir, model, extra_callbacks, resumed, list(notes or [])),
-                         f"trainer settings {run['trainer']}")
+                         "trainer settings", [f"trainer: {run['trainer']}"])
 
 
 def _make_trainer(run: LoadedRun, run_dir: Path, model: Any, extra_callbacks: list, resumed: bool,
@@ -201,8 +202,8 @@ def fit(trainer: Any, model: Any, datamodule: Any, ckpt: str | None, run_dir: Pa
             raise err from None
         kept = sorted((run_dir / "checkpoints").glob("last*.ckpt")) if run_dir.is_dir() else []
         if kept:  # e.g. the disk filled up at a later checkpoint
-            user = UserError(f"{user} (the last good checkpoint is kept: {kept[-1]}; resume with ckpt_path=last "
-                             "once fixed)")
+            user = UserError(f"{user.message} (the last good checkpoint is kept, below: resume with ckpt_path=last "
+                             "once fixed)", details=[*user.details, f"kept: {kept[-1]}"])
         raise user from None
     finally:
         if distributed and trainer.is_global_zero:
@@ -265,8 +266,9 @@ def run_training(run: LoadedRun, argv: list[str], given: list[str]) -> RunResult
             user = user_error_in_fit(err)
             if user is None:
                 raise
-            raise UserError(f"{user} (the trained run is kept in {run_dir}; test it with python -m zoo.evaluate "
-                            f"{last})") from None
+            raise UserError(f"{user.message} (the trained run is kept: test it with the command below)",
+                            details=[*user.details, f"run folder: {run_dir}",
+                                     f"python -m zoo.evaluate {last}"]) from None
         result.test_metrics = {k: float(v) for k, v in (metrics[0] if metrics else {}).items()}
         if trainer.is_global_zero and result.test_metrics:
             (run_dir / "metrics.json").write_text(json.dumps(result.test_metrics, indent=2) + "\n")

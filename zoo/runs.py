@@ -30,9 +30,9 @@ def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
                        if p.is_dir() and not os.access(p, os.R_OK | os.X_OK)]  # the glob passes them over
             if blocked:
                 raise no_access(blocked[0], write=False, instead="leave ckpt_path out to start a new run")
-            raise UserError(f"ckpt_path=last: no earlier run of '{cfg['recipe']}' with checkpoints/last.ckpt "
-                            f"under {root}: leave ckpt_path out to start a new run, or give ckpt_path=PATH/TO.ckpt "
-                            "(or the run_dir= of the earlier run)")
+            raise UserError(f"ckpt_path=last: no earlier run of '{cfg['recipe']}' with checkpoints/last.ckpt: leave "
+                            "ckpt_path out to start a new run, or give ckpt_path=PATH/TO.ckpt (or the run_dir= of the "
+                            "earlier run)", details=[f"looked under {root}"])
         return found[-1].parent.parent, str(found[-1])
     if os.environ.get("ZOO_RUN_DIR"):  # set by the launching process for DDP children, or by the user
         return Path(os.environ["ZOO_RUN_DIR"]), ckpt
@@ -98,8 +98,9 @@ def check_writable(run_dir: Path) -> None:
     """Refuse a run folder that cannot be made, before any data or model is built."""
     existing = next(p for p in (run_dir, *run_dir.parents) if os.path.lexists(p))
     if not existing.exists():  # a symbolic link to nothing: mkdir says only "File exists"
-        raise UserError(f"cannot write the run folder {run_dir}: {existing} is a symbolic link to "
-                        f"{os.readlink(existing)}, which does not exist; create that folder or choose another run_dir=")
+        raise UserError("cannot write the run folder: a symbolic link on its path leads to a folder that does not "
+                        "exist; create that folder or choose another run_dir=",
+                        details=[f"run folder: {run_dir}", f"{existing} -> {os.readlink(existing)}"])
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         what = "is not a folder" if not existing.is_dir() else "is not writable"
         raise UserError(f"cannot write the run folder {run_dir}: {existing} {what}; choose another run_dir=")
@@ -157,9 +158,9 @@ def check_left_to_train(ckpt: str, saved: dict, trainer: dict) -> None:
         max_epochs = 1000 if max_steps == -1 and trainer.get("max_time") is None else -1
     for key, limit, done in (("max_steps", max_steps, steps), ("max_epochs", max_epochs, epochs)):
         if limit != -1 and done >= limit:
-            raise UserError(f"checkpoint {ckpt} has trained {epochs} epoch(s), {steps} step(s): trainer.{key}={limit} "
-                            f"leaves nothing more to train. Raise trainer.{key} to go on training, or evaluate it: "
-                            f"python -m zoo.evaluate {ckpt}")
+            raise UserError(f"the checkpoint has trained {epochs} epoch(s), {steps} step(s): trainer.{key}={limit} "
+                            f"leaves nothing more to train. Raise trainer.{key} to go on training, or evaluate it "
+                            "(the command below)", details=[f"checkpoint: {ckpt}", f"python -m zoo.evaluate {ckpt}"])
 
 
 def changed_options(saved: dict, cfg: dict | None) -> str:

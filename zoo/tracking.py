@@ -94,9 +94,9 @@ def wandb_run_id(run_dir: Path) -> str:
                 return given
     found = path.read_text().strip()
     if not found or len(found) > 64 or any(c not in RUN_ID_ALPHABET + "-_" for c in found):
-        raise UserError(f"{path} does not hold a W&B run id (got {found[:40]!r}): it names the W&B run this run "
-                        "folder continues; write the run's id (the end of its URL) there, or remove the file to "
-                        "start a new W&B run")
+        raise UserError(f"{path.name} does not hold a W&B run id (got {found[:40]!r}): it names the W&B run this "
+                        "run folder continues; write the run's id (the end of its URL) there, or remove the file to "
+                        "start a new W&B run", details=[f"file: {path}"])
     return found
 
 

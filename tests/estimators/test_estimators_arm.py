@@ -159,7 +159,7 @@ def test_seqgan_refuses_them_for_what_its_tokens_are_and_its_hint_leads_to_a_rec
         load_config("seqgan_oracle_small", ["model.estimator=arm"])
     msg = str(err.value)
     assert "at most 2 categories, and this node's have 1000 (2 would fit)" in msg
-    hint = msg.split("; ")[-1]
+    hint = err.value.details[1]  # after the estimators that fit
     assert hint.startswith("model.group_size=4") and "model.estimator=rloo" in hint
     load_config("seqgan_oracle_small", ["model.group_size=4", "model.estimator=rloo"])  # the hint's command
     with pytest.raises(UserError, match="have 1000 \\(2 would fit\\)"):

@@ -26,12 +26,20 @@ def run_main(argv: list[str], capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def one_message(err: str) -> bool:
+    """``err`` (what a command wrote to stderr) is one message: its ``error:`` line, then only that error's
+    details (files, lists, addresses), each indented below it."""
+    lines = err.strip().splitlines()
+    return bool(lines) and lines[0].startswith("error: ") and all(line.startswith("  ") for line in lines[1:])
+
+
 def assert_refused(code: int, err: str, expected: str, runs: Path) -> None:
-    """A refused command: exit status 2, one ``error:`` line matching ``expected``, no traceback, and no
-    run folder written under ``runs``."""
+    """A refused command: exit status 2, one ``error:`` line (its details, if any, indented below it) that with
+    its details matches ``expected``, no traceback, and no run folder written under ``runs``."""
     assert code == 2 and "Traceback" not in err, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(expected, lines[0]), err
+    assert lines[0].startswith("error: ") and all(line.startswith("  ") for line in lines[1:]), err
+    assert re.search(expected, "\n".join(lines)), err
     assert not runs.exists() or not any(runs.iterdir()), "nothing written for a refused run"
 
 

@@ -17,7 +17,6 @@ from platform_testlib import ROOT, run_main, subprocess_env
 from zoo.core import downloads as D
 from zoo.errors import UserError
 
-pytestmark = pytest.mark.usefixtures("long_user_errors_lead_with_one_short_line")  # conftest.py: every UserError here
 HANG = 600  # seconds after which a child that should have ended is called hung: a guard, never a window to hit
 
 

@@ -78,7 +78,7 @@ def test_a_run_saves_its_config_as_plain_values(tmp_path):
 def test_a_model_built_directly_checks_its_estimator_spec(monkeypatch):
     calls = counted_check_spec(monkeypatch)
     dvae, info = MODELS.get("dvae"), {"image_shape": [1, 8, 8], "binarize": False}
-    with pytest.raises(UserError, match="cannot train DiscreteVAE's categorical node.*Estimators that fit"):
+    with pytest.raises(UserError, match="(?s)cannot train DiscreteVAE's categorical node.*Estimators that fit"):
         dvae({"estimator": "reparam"}, info)
     with pytest.raises(UserError, match="unknown estimator 'reinfroce'"):
         dvae({"estimator": "reinfroce"}, info)

@@ -153,9 +153,11 @@ def test_hf_offline_with_nothing_cached_is_one_error_naming_the_repo(offline_hub
         zoo.load("hf://nobody/nothing")
     from zoo.evaluate import main
 
-    assert main(["hf://nobody/nothing"]) == 2  # the commands take hf:// too: one line, exit status 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "hf://nobody/nothing" in err[0] and "Traceback" not in err[0]
+    assert main(["hf://nobody/nothing"]) == 2  # the commands take hf:// too: one message, exit status 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()  # the error, then the cache's folder as a detail
+    assert "hf://nobody/nothing" in lines[0] and lines[1:] == [f"  cache: {offline_hub}"], err
+    assert "Traceback" not in err
     with pytest.raises(UserError, match="owner/name"):
         zoo.load("hf://just-a-name")
 

@@ -99,8 +99,9 @@ def plugin(tmp_path, monkeypatch):
      r"data_info\['y_mean'\] is a numpy.float64; checkpoints hold str, int, float, bool, None"),
     (["model.hidden=4", "data.name=myplug:NoSets"], r"NoSets.setup\(\) left no train_set"),
     (["model.hidden=4", "model.name=myboom:X"],
-     r"importing module 'myboom' \(named in 'myboom:X'\) failed: .*myboom.py line 1: RuntimeError: boom at import"),
-    (["model.hidden=4", "model.name=mysyntax:X"], r"importing module 'mysyntax' .* failed: .*mysyntax.py line 1: "
+     r"importing module 'myboom' \(named in 'myboom:X'\) failed: .*\n  .*myboom.py line 1: RuntimeError: boom at "
+     r"import"),
+    (["model.hidden=4", "model.name=mysyntax:X"], r"importing module 'mysyntax' .* failed: .*\n  .*mysyntax.py line 1: "
                                                    r"SyntaxError"),
 ])
 def test_plugin_mistakes_are_one_message(plugin, overrides, expected, tmp_path, capsys):

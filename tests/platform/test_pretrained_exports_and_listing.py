@@ -4,14 +4,11 @@
 
 import json
 
-import pytest
 from platform_testlib import released_checkpoint
 
 import zoo
 from zoo.hub import PRETRAINED_DIR, pretrained_cards
 from zoo.pretrained.__main__ import main
-
-pytestmark = pytest.mark.usefixtures("long_user_errors_lead_with_one_short_line")  # conftest.py
 
 
 def test_the_listing_shows_headlines_and_all_metrics_on_demand(capsys):

@@ -16,8 +16,6 @@ from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.paths import sha256
 
-pytestmark = pytest.mark.usefixtures("long_user_errors_lead_with_one_short_line")  # conftest.py
-
 
 @pytest.fixture
 def planted(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ import sys
 import lightning  # noqa: F401  (imported here, not first inside a test: its log handler keeps the real stderr)
 import pytest
 import torch
-from platform_testlib import assert_refused, run_main, subprocess_env
+from platform_testlib import assert_refused, one_message, run_main, subprocess_env
 
 # no GPU: gpu; a CUDA GPU: mps (Apple's); Apple's GPU: cuda
 MISSING_ACCELERATOR = ("mps" if torch.cuda.is_available() else "cuda") if (
@@ -40,8 +40,7 @@ MISSING_ACCELERATOR = ("mps" if torch.cuda.is_available() else "cuda") if (
 def test_bad_overrides(toy_recipe, tmp_path, capsys, override, expected):
     code, err = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}", override], capsys)
     assert code == 2 and expected in err and "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err  # one message, nothing else
+    assert one_message(err), err  # one message (its details below it), nothing else
     assert not any(tmp_path.glob("toy/*")), "nothing written for a rejected run"
 
 
@@ -56,7 +55,7 @@ def test_a_model_refuses_a_datamodule_of_another_kind(model, data, expected, tmp
     recipe.write_text(f"model: {{name: {model}}}\ndata: {{name: {data}}}\ntrainer: {{max_epochs: 1}}\n")
     code, err = run_main([f"recipe={recipe}", f"run_dir={tmp_path}/runs"], capsys)
     assert code == 2 and expected in err and "data.name=" in err and "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
+    assert one_message(err) and not (tmp_path / "runs").exists()
 
 
 def test_unknown_recipe_lists_closest(capsys, tmp_path, monkeypatch):
@@ -108,7 +107,7 @@ def test_trainer_setting_refused_inside_lightning_prints_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "zoo.train", "recipe=vae_digits", "trainer.limit_train_batches=1.5",
                            f"run_dir={tmp_path}/runs"], env=subprocess_env(), capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("error: invalid trainer settings"), proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists(), proc.stderr
+    assert one_message(proc.stderr) and not (tmp_path / "runs").exists(), proc.stderr  # Lightning's words, settings
 
 
 def test_exit_status_and_no_traceback_from_the_shell(tmp_path):
@@ -201,7 +200,7 @@ def test_mapping_override_with_a_name_replaces_instead_of_merging():
 def test_bad_values_exit_2_before_anything_is_built(argv, expected, tmp_path, capsys):
     code, err = run_main([*argv, f"run_dir={tmp_path}/runs"], capsys)
     assert code == 2 and expected in err and "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1, err  # one message
+    assert one_message(err), err
     assert not (tmp_path / "runs").exists()
 
 
@@ -261,7 +260,7 @@ def test_recipe_that_is_not_a_mapping_of_text(content, expected, tmp_path, capsy
     bad.write_bytes(content)
     code, err = run_main([f"recipe={bad}", f"run_dir={tmp_path}/runs"], capsys)
     assert code == 2 and expected in err and "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
+    assert one_message(err) and not (tmp_path / "runs").exists()
 
 
 def test_a_user_error_during_fit_leaves_no_run_folder(toy_recipe, tmp_path, capsys, monkeypatch):

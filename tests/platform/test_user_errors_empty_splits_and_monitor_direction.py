@@ -60,9 +60,10 @@ def test_a_test_fraction_that_keeps_no_batch_is_one_message_and_the_run_is_kept(
                           *QUICK[:1], *QUICK[2:]], capsys)
     run = next(tmp_path.glob("vae_digits/*"))
     assert code == 2 and "Traceback" not in err, err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("error: invalid settings: You requested to check 0.001 of the `test_dataloader`"), err
-    assert f"the trained run is kept in {run}; test it with python -m zoo.evaluate {run}/checkpoints/last.ckpt" in last
+    message = "error: " + err.split("\nerror: ")[-1]  # the error and its details, after the run's own lines
+    assert message.startswith("error: invalid settings: You requested to check 0.001 of the `test_dataloader`"), err
+    assert "the trained run is kept" in message and f"\n  run folder: {run}\n" in message, err
+    assert f"\n  python -m zoo.evaluate {run}/checkpoints/last.ckpt" in message, err
     assert (run / "checkpoints" / "last.ckpt").is_file() and not (run / "metrics.json").exists()
 
 

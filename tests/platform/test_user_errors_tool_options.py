@@ -9,6 +9,7 @@ from typing import Optional
 import lightning  # noqa: F401  (imported here, not first inside a test: its log handler keeps the real stderr)
 import pytest
 import torch
+from platform_testlib import one_message
 
 from zoo import evaluate, predict
 from zoo.config import SEED_MAX
@@ -19,10 +20,10 @@ HUGE = "99999999999999999999999"  # ValueError: Overflow when unpacking long lon
 
 
 def one_error_line(capsys) -> str:
+    """The command's one message: its ``error:`` line and that error's details below it."""
     err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
-    return lines[0]
+    assert one_message(err) and "Traceback" not in err, err
+    return err.strip()
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pickle
 import lightning  # noqa: F401  (imported here, not first inside a test: its log handler keeps the real stderr)
 import pytest
 import torch
-from platform_testlib import run_main
+from platform_testlib import one_message, run_main
 
 import zoo
 from zoo import evaluate, predict
@@ -102,7 +102,7 @@ def test_a_broken_pretrained_card_is_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(zoo.hub, "PRETRAINED_DIR", tmp_path)
     assert evaluate.main(["vae-digits"]) == 2
     err = capsys.readouterr().err
-    assert "pretrained card" in err and "vae-digits.json" in err and len(err.strip().splitlines()) == 1, err
+    assert "pretrained card" in err and "vae-digits.json" in err and one_message(err), err
 
 
 def test_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
@@ -117,7 +117,7 @@ def test_resuming_with_other_sizes_is_refused_before_the_run_folder(trained, tmp
     code, err = run_main([f"recipe={tmp_path / 'toy.yaml'}", f"ckpt_path={trained}", "model.hidden=3",
                           f"run_dir={tmp_path}/again"], capsys)
     assert code == 2 and "does not fit the model" in err and "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "again").exists()
+    assert one_message(err) and not (tmp_path / "again").exists()
     assert "this command differs in model.hidden: 16 there, 3 here" in err  # the option, not only the weights
 
 

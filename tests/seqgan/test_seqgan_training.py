@@ -107,7 +107,7 @@ def test_the_refusals_that_remain_name_their_reason():
     """rloo needs a group (an option away); the others are the math of the node: categorical tokens of V = 30
     categories whose one cost (D's score) couples the whole sequence."""
     dm = tiny_data()
-    with pytest.raises(UserError, match="n >= 2 samples per input, and this model draws one.*model.group_size=4"):
+    with pytest.raises(UserError, match="(?s)n >= 2 samples per input, and this model draws one.*model.group_size=4"):
         tiny_model(dm, estimator="rloo")
     with pytest.raises(UserError, match="at most 2 categories, and this node's have 30"):
         tiny_model(dm, estimator="disarm", group_size=2)

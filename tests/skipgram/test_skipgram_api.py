@@ -59,3 +59,24 @@ def test_most_similar_of_a_vector_and_predict_table(model, capsys):
 def test_bad_input_is_one_clear_error(model, call, expected):
     with pytest.raises(UserError, match=expected):
         call(model)
+
+
+def test_the_embedding_map_gives_each_coloured_group_its_own_colour():
+    """40 planted groups cannot be told apart in one palette: COLOURED groups get a colour each, named in the
+    legend; the others are one grey, the function words their own marker."""
+    from matplotlib.colors import to_hex
+
+    from zoo.models.skipgram.plots import COLOURED, embedding_map
+
+    groups = [-1] * 5 + [g for _ in range(4) for g in range(40)]  # 5 function words, 40 groups of 4 forms
+    words = [f"w{i}" for i in range(len(groups))]
+    fig = embedding_map(torch.randn(len(groups), 8, generator=torch.Generator().manual_seed(0)), words, groups,
+                        n=len(groups))
+    ax = fig.axes[0]
+    coloured = {c.get_label(): to_hex(c.get_facecolor()[0]) for c in ax.collections
+                if c.get_label().startswith("group ")}
+    assert sorted(coloured) == sorted(f"group {k}" for k in range(COLOURED))
+    assert len(set(coloured.values())) == COLOURED  # no two groups share a colour
+    others = [c for c in ax.collections if c.get_label().startswith("groups ")]
+    assert len(others) == 1 and len(others[0].get_offsets()) == 4 * (40 - COLOURED)
+    assert len(ax.get_legend().get_texts()) == COLOURED + 2  # the groups, the grey rest, the function words

@@ -20,7 +20,7 @@ def test_one_latent_takes_the_per_variable_estimators():
     for name in ("expectation", "unordered_set"):
         cfg = load_config("dvae_digits", ["model.n_latents=1", f"model.estimator={name}"])
         assert cfg["model"]["estimator"] == name
-    with pytest.raises(UserError, match=r"couples its 20 variables \(1 would fit\).*model.n_latents=1"):
+    with pytest.raises(UserError, match=r"(?s)couples its 20 variables \(1 would fit\).*model.n_latents=1"):
         load_config("dvae_digits", ["model.estimator=unordered_set"])
     one = compatible(DiscreteVAE.stochastic_node(DiscreteVAE.Config(n_latents=1, n_classes=10)))
     many = compatible(DiscreteVAE.stochastic_node(DiscreteVAE.Config(n_latents=20, n_classes=10)))

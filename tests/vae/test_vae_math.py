@@ -119,7 +119,7 @@ def test_training_loss_is_the_estimators_surrogate():
 
 def test_estimator_choices_are_checked():
     fits = "dr_grpo, grpo, gumbel_softmax, reinforce, reinforce_pp, relax, rloo"
-    with pytest.raises(UserError, match=f"per categorical variable.*fit: {fits}"):
+    with pytest.raises(UserError, match=f"(?s)per categorical variable.*fit: {fits}"):
         DiscreteVAE({"estimator": "expectation"}, INFO)
     with pytest.raises(UserError, match="rsample|continuous"):
         DiscreteVAE({"estimator": "reparam"}, INFO)

@@ -169,8 +169,8 @@ def fetch(name: str, folder: str | Path, download: bool = True, missing: UserErr
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UserError(f"cannot make {folder} to fetch {data.title} into ({err}): point data.root at a "
-                        "folder you may write in", details=_found(missing)) from None
+        raise UserError(f"cannot make the folder to fetch {data.title} into: point data.root at a folder you may "
+                        "write in", details=[f"folder: {folder}", f"error: {err}", *_found(missing)]) from None
     try:
         with FileLock(str(folder / f".{name}.fetch.lock"), timeout=LOCK_WAIT):  # one process fetches, others wait
             for remote in todo:
@@ -250,7 +250,8 @@ def _unpack(remote: Remote, folder: Path) -> None:
             shutil.copyfileobj(src, dst, 1 << 20)
         os.replace(tmp, target)
     except (zipfile.BadZipFile, KeyError, OSError, tarfile.TarError) as err:
-        raise UserError(f"{archive} cannot be unpacked ({err}): remove it and fetch it again") from None
+        raise UserError(f"{archive.name} cannot be unpacked: remove it and fetch it again",
+                        details=[f"file: {archive}", f"error: {err}"]) from None
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -60,8 +60,11 @@ def open_utf8(path: str | Path, what: str = "file") -> Iterator[TextIO]:
             yield f
     except UnicodeDecodeError as err:
         byte = err.object[err.start:err.start + 1].hex()
-        raise UserError(f"{what} {path} is not UTF-8 text (byte 0x{byte}): convert it, e.g. for Latin-1 "
-                        f"iconv -f latin1 -t utf-8 {shlex.quote(str(path))} > converted{Path(path).suffix}") from None
+        raise UserError(f"{what} {Path(path).name} is not UTF-8 text (byte 0x{byte}): convert it (for Latin-1, the "
+                        "command below)",
+                        details=[f"{what}: {path}",
+                                 f"iconv -f latin1 -t utf-8 {shlex.quote(str(path))} > converted{Path(path).suffix}"]
+                        ) from None
 
 
 _UNDECODED = re.compile("[\udc80-\udcff]")  # the bytes errors="surrogateescape" could not decode
@@ -118,8 +121,9 @@ def open_text(path: str | Path, what: str = "file") -> Iterator[TextIO]:
                            and not Path(m.filename).name.startswith("._")]
                 if len(members) != 1:
                     names = ", ".join(m.filename for m in members[:5]) + (", ..." if len(members) > 5 else "")
-                    raise UserError(f"{what} {path} is a zip of {len(members)} files ({names or 'none'}): "
-                                    "give a zip of one text file, or unzip it and name the files")
+                    raise UserError(f"{what} {Path(path).name} is a zip of {len(members)} files: give a zip of one "
+                                    "text file, or unzip it and name the files", details=[f"{what}: {path}",
+                                                                           f"it holds {names or 'none'}"])
                 stream = stack.enter_context(io.TextIOWrapper(archive.open(members[0]), **text))
             else:
                 stream = stack.enter_context(_OPENERS[kind](path, "rt", **text))
@@ -127,8 +131,9 @@ def open_text(path: str | Path, what: str = "file") -> Iterator[TextIO]:
     except _DAMAGED as err:
         if kind is None:
             raise
-        raise UserError(f"{what} {path} is {kind}-compressed but cannot be read to its end ({err}): the file is "
-                        "damaged or was cut short; download or compress it again") from None
+        raise UserError(f"{what} {Path(path).name} is {kind}-compressed but cannot be read to its end: the file is "
+                        "damaged or was cut short; download or compress it again",
+                        details=[f"{what}: {path}", f"error: {err}"]) from None
 
 
 _CONTROL = re.compile("[\x00-\x08\x0e-\x1f]")  # control codes that text does not hold (tabs, line ends excepted)
@@ -144,5 +149,6 @@ def refuse_binary(text: str, path: str | Path, fix: str) -> None:
     undecoded = len(_UNDECODED.findall(text)) / len(text)
     if control > 0.01 or undecoded > 0.3:
         what = f"{control:.0%} control codes" if control > 0.01 else f"{undecoded:.0%} bytes that are not UTF-8"
-        raise UserError(f"{path} is not UTF-8 text ({what} in its first {len(text):,} characters): {fix} "
-                        "(convert another encoding with `iconv -t UTF-8`, e.g. iconv -f utf-16)")
+        raise UserError(f"{Path(path).name} is not UTF-8 text ({what} in its first {len(text):,} characters): {fix}",
+                        details=[f"file: {path}",
+                                 "convert another encoding with `iconv -t UTF-8`, e.g. iconv -f utf-16"])

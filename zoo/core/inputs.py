@@ -78,7 +78,9 @@ def to_pil(item: ImageLike) -> tuple[Any, str]:
         except Image.DecompressionBombError as err:
             raise image_too_large(err, path) from None
         except (UnidentifiedImageError, OSError) as err:
-            raise UserError(f"cannot read {path} as an image: {err}") from None
+            raise UserError(f"cannot read {os.path.basename(path)} as an image: give an image file PIL reads (PNG, "
+                            "JPEG, ...)",
+                            details=[f"file: {path}", f"error: {err}"]) from None
         return img, str(path)
     raise UserError(f"an image is a file path, a PIL image or a numpy array (H, W[, C]), got {type(item).__name__}")
 

@@ -206,9 +206,9 @@ def transform_batch(tf: ImageTransforms, images: Any, shape: tuple[int, ...], de
         except UserError as err:
             if strict or images.dim() != len(shape) + 1 or not len(images):
                 raise
-            raise UserError(f"{err}. A tensor batch is the model's input, taken as it is: give pictures of another "
-                            "size as a list (tensor images (C, H, W) in [0, 1], numpy arrays, PIL images or files), "
-                            "which go through model.transforms()") from None
+            raise UserError(f"{err.message}. A tensor batch is the model's input, taken as it is: give pictures of "
+                            "another size as a list (tensor images (C, H, W) in [0, 1], numpy arrays, PIL images or "
+                            "files), which go through model.transforms()", details=err.details) from None
     if isinstance(images, (list, tuple)) and images and all(isinstance(i, Tensor) for i in images) \
             and any(tuple(i.shape) != shape for i in images):
         return torch.stack([tf(i, invert, strict) for i in images]).to(device, dtype)  # tensor images (C, H, W)

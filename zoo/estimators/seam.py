@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from zoo.errors import UserError
+from zoo.errors import FIRST_LINE, UserError
 from zoo.estimators.fit import NODE_KINDS, Capabilities, StochasticNode, mismatch  # noqa: F401  (seam's names)
 from zoo.estimators.options import split_spec
 from zoo.options import EstimatorSpec, estimator_option, validate  # noqa: F401  (light, for configs that import no torch)
@@ -98,8 +98,11 @@ def check_spec(spec: Any, node: StochasticNode, where: str, model: str = "model"
     why = mismatch(requirements(name, opts), node, node.samples or getattr(opts, "n", None))
     if why:
         fits = ", ".join(compatible(node))
-        raise UserError(f"estimator '{name}' cannot train {model}'s {node.kind} node in {where}: {why}. "
-                        f"Estimators that fit: {fits}{'; ' + node.hint if node.hint else ''}")
+        details = [f"Estimators that fit: {fits}", *([node.hint] if node.hint else []), f"in {where}"]
+        head = f"estimator '{name}' cannot train {model}'s {node.kind} node"
+        if len(f"{head}: {why}; use one below") > FIRST_LINE:  # a long reason: on a line of its own
+            raise UserError(f"{head} (the reason below); use one that fits", details=[f"why: {why}", *details])
+        raise UserError(f"{head}: {why}; use one below", details=details)
     return name, cls, opts
 
 

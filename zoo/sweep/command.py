@@ -176,7 +176,8 @@ def validate(sweep: Sweep) -> None:
             cfg = load_config(sweep.recipe, [*run.overrides, f"run_dir={sweep.folder / run.label}"]).settings
         except UserError as err:
             what = ", ".join(f"{k}={v}" for k, v in run.values.items()) or "the fixed options"
-            raise UserError(f"run {i + 1} of {len(sweep.runs)} ({what}) is refused: {err}") from None
+            raise UserError(f"run {i + 1} of {len(sweep.runs)} ({what}) is refused: {err.message}",
+                            details=err.details) from None
         run.resources = resources(cfg)
         run.limits = {k: cfg["trainer"][k] for k in ("max_epochs", "max_steps", "max_time") if k in cfg["trainer"]}
         sweep.wandb = sweep.wandb or "wandb" in cfg["logger"]

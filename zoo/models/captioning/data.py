@@ -118,8 +118,9 @@ def check_karpathy_images(images, json_path: Path) -> None:
     converted file otherwise fails with a KeyError / AttributeError deep inside setup)."""
 
     def bad(what: str) -> UserError:
-        return UserError(f"{json_path} is not a Karpathy split file: {what}. The layout is {KARPATHY_LAYOUT}: "
-                         "fix the entry, or use the file from Karpathy's caption_datasets.zip")
+        return UserError(f"the caption file is not a Karpathy split file: {what}. Fix the entry, or use the file "
+                         "from Karpathy's caption_datasets.zip",
+                         details=[f"file: {json_path}", f"layout: {KARPATHY_LAYOUT}"])
 
     if not isinstance(images, list):
         raise bad(f"'images' is a {type(images).__name__}, not a list")
@@ -178,8 +179,9 @@ class KarpathyData(_CaptionData):
                 members = [m for m in archive.namelist() if Path(m).name == name]
                 if not members:
                     listed = ", ".join(m for m in archive.namelist() if m.endswith(".json")) or "no JSON files"
-                    raise UserError(f"{json_path} holds no {name} (it holds {listed}): set data.dataset to the "
-                                    "one you want (flickr8k, flickr30k, coco), or data.json to the file itself")
+                    raise UserError(f"{json_path.name} holds no {name}: set data.dataset to the one you want "
+                                    "(flickr8k, flickr30k, coco), or data.json to the file itself",
+                                    details=[f"zip: {json_path}", f"it holds {listed}"])
                 return archive.read(members[0])
         except (zipfile.BadZipFile, OSError, EOFError) as err:
             raise permission_denied(err) or UserError(
@@ -195,15 +197,17 @@ class KarpathyData(_CaptionData):
                             "expected there: put the file itself in its place, or set data.json=PATH")
         if not json_path.is_file():
             raise UserError(
-                f"Karpathy split file not found at {json_path}: put dataset_{c.dataset}.json there (or the zip that "
-                "holds it, below), or set data.json=PATH",
-                details=[f"Karpathy's caption_datasets.zip holds it, and is read as it is there or in {c.root}"])
+                f"Karpathy split file not found: put dataset_{c.dataset}.json where it was looked for (or the zip "
+                "that holds it; below), or set data.json=PATH",
+                details=[f"looked for {json_path}",
+                         f"Karpathy's caption_datasets.zip holds it, and is read as it is there or in {c.root}"])
         zips = self.image_zips(image_dir)
         try:
             images = json.loads(self.split_file_bytes(json_path))["images"]  # bytes: UTF-8 whatever the locale
         except (ValueError, KeyError, TypeError) as err:
-            raise UserError(f"{json_path} is not a Karpathy split file (expected {{'images': [...]}}): "
-                            f"{err}") from None
+            raise UserError("the caption file is not a Karpathy split file: use the file from Karpathy's "
+                            "caption_datasets.zip, or one in its layout (below)",
+                            details=[f"file: {json_path}", f"error: {err}", f"layout: {KARPATHY_LAYOUT}"]) from None
         check_karpathy_images(images, json_path)
         by_split: dict[str, list[dict]] = {"train": [], "val": [], "test": []}
         for im in images:
@@ -228,8 +232,10 @@ class KarpathyData(_CaptionData):
             if missing:
                 places = [str(image_dir)] * image_dir.is_dir() + ([", ".join(map(str, zips.paths))] if zips else [])
                 first = Path(missing[0].get("filepath", "")) / missing[0]["filename"]
-                raise UserError(f"{len(missing)} image file(s) of split '{name}' listed in {json_path} are "
-                                f"missing from {' and '.join(places)}, e.g. {first}")
+                raise UserError(f"{len(missing)} image file(s) of split '{name}' that the caption file lists are "
+                                "missing: put them in the image folder, or set data.image_dir to where they are",
+                                details=[f"caption file: {json_path}", f"looked in {' and '.join(places)}",
+                                         f"e.g. {first}"])
             for f in sources:  # read only in training (DataLoader workers): one that cannot be read is refused now
                 if isinstance(f, Path):
                     readable(f)

@@ -50,7 +50,8 @@ def load_image(path: Path | str, transform, size: int | None = None, data: bytes
     except OSError as err:  # decoding: "image file is truncated" (a cut-short file); a file's own errors keep theirs
         if err.errno is not None:
             raise
-        raise UserError(f"{path} is not a readable image ({err}): a cut-short copy? Give the complete file") from None
+        raise UserError(f"{Path(path).name} is not a readable image: a cut-short copy? Give the complete file",
+                        details=[f"file: {path}", f"error: {err}"]) from None
 
 
 GREY_MODES = ("1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F")  # PIL's modes without colour
@@ -92,8 +93,8 @@ class ImageZips:
                 self._open[i] = zipfile.ZipFile(self.paths[i])
             except (zipfile.BadZipFile, OSError, EOFError) as err:
                 raise permission_denied(err) or UserError(
-                    f"{self.paths[i]} is not a readable zip ({err}): download it again, or unzip it and "
-                    "set data.image_dir to the folder") from None
+                    f"{self.paths[i].name} is not a readable zip: download it again, or unzip it and set "
+                    "data.image_dir to the folder", details=[f"file: {self.paths[i]}", f"error: {err}"]) from None
         return self._open[i]
 
     def __getstate__(self) -> dict:  # DataLoader workers started by spawn open their own archives
@@ -112,7 +113,8 @@ class ImageZips:
         try:
             return self._archive(i).read(member)
         except (zipfile.BadZipFile, OSError, EOFError) as err:  # a damaged member: CRC, cut-short archive
-            raise UserError(f"{self.paths[i]}: {member} cannot be read ({err}): download the zip again") from None
+            raise UserError(f"{member} in {self.paths[i].name} cannot be read: download the zip again",
+                            details=[f"zip: {self.paths[i]}", f"error: {err}"]) from None
 
     def name(self, where: tuple[int, str]) -> str:
         return f"{self.paths[where[0]]}:{where[1]}"

@@ -83,9 +83,10 @@ class ShowAttendTell(CaptionEvaluation, CaptionAPI, ZooModule):
             raise UserError("model 'sat' needs a captioning datamodule (shapes or karpathy) that provides "
                             "a vocabulary and images: use data.name=shapes or data.name=karpathy")
         if list(info["vocab"]) != list(self.data_info["vocab"]):
-            raise UserError(f"the data's vocabulary is not the one the model was trained with: "
-                            f"{vocab_difference(list(self.data_info['vocab']), list(info['vocab']))}. "
-                            f"{vocab_fix(self.data_info, info)}")
+            raise UserError("the data's vocabulary is not the one the model was trained with: use the data options "
+                            "it was trained with (how they differ, below)",
+                            details=[vocab_difference(list(self.data_info["vocab"]), list(info["vocab"])),
+                                     vocab_fix(self.data_info, info)])
 
     def before_fit(self) -> None:
         c = self.cfg
@@ -102,7 +103,7 @@ class ShowAttendTell(CaptionEvaluation, CaptionAPI, ZooModule):
         try:
             source, info = load_any(target)
         except UserError as err:
-            raise UserError(f"model.encoder_from: {err}") from None
+            raise UserError(f"model.encoder_from: {err.message}", details=err.details) from None
         if not isinstance(source, ShowAttendTell):
             raise UserError(f"model.encoder_from={target} is a '{info['model']}' model, not a captioning "
                             "one ('sat'): give a sat checkpoint or pretrained name (python -m zoo.pretrained)")

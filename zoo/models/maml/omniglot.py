@@ -49,9 +49,10 @@ def find_omniglot(root: str | Path) -> Path:
             return folder
     for folder in candidates:
         if folder.is_dir() and any(folder.iterdir()) and folder != root:
-            raise UserError(f"{folder} is not in Omniglot's layout: expected the folders {' and '.join(SPLITS)} "
-                            f"inside it, i.e. {LAYOUT}, or the zips images_background.zip and "
-                            "images_evaluation.zip from https://github.com/brendenlake/omniglot (python/ folder).")
+            raise UserError(f"a folder is not in Omniglot's layout: put the folders {' and '.join(SPLITS)} inside it, "
+                            "or the zips images_background.zip and images_evaluation.zip (below)",
+                            details=[f"folder: {folder}", f"layout: {LAYOUT}",
+                                     "zips from https://github.com/brendenlake/omniglot (python/ folder)"])
     raise UserError("Omniglot not found: put its two zips (below) in omniglot/ under data.root (read as they are, or "
                     "unzipped), or point data.root at the folder that holds omniglot/",
                     details=[f"data.root: {root}; folders looked in: {', '.join(str(c) for c in candidates)}",
@@ -87,8 +88,9 @@ def character_drawings(folder: Path, stack: contextlib.ExitStack) -> tuple[list[
             archive = stack.enter_context(zipfile.ZipFile(path))
         except (zipfile.BadZipFile, OSError) as err:
             raise permission_denied(err) or UserError(
-                f"{path} is not a readable zip ({err}): download it again from "
-                "https://github.com/brendenlake/omniglot (python/ folder)") from None
+                f"{path.name} is not a readable zip: download it again (the address below)",
+                details=[f"file: {path}", f"error: {err}",
+                         "from https://github.com/brendenlake/omniglot (python/ folder)"]) from None
         for info in archive.infolist():
             parts = info.filename.rstrip("/").split("/")  # the release's: split/alphabet/character/file.png
             if info.is_dir() or len(parts) < 4 or parts[-4] != split or not parts[-1].endswith(".png"):
@@ -97,10 +99,12 @@ def character_drawings(folder: Path, stack: contextlib.ExitStack) -> tuple[list[
                 Drawing("/".join(parts[-4:]), f"{info.file_size}\0{info.CRC}", lambda a=archive, i=info: a.open(i)))
         if not any(name.startswith(f"{split}/") for name in found):  # else skipped: a later
             members = [i.filename for i in archive.infolist() if not i.is_dir()]  # message would blame data.query
-            raise UserError(f"{path} holds no drawings laid out as {split}/<alphabet>/<character>/*.png "
-                            f"(it holds {len(members)} files{', e.g. ' + members[0] if members else ''}): download "
-                            "it again from https://github.com/brendenlake/omniglot (python/ folder), or unzip it "
-                            f"into {folder}")
+            raise UserError(f"{path.name} holds no drawings laid out as {split}/<alphabet>/<character>/*.png: "
+                            "download it again (the address below), or unzip it into the folder below",
+                            details=[f"file: {path} ({len(members)} files"
+                                     f"{', e.g. ' + members[0] if members else ''})",
+                                     "from https://github.com/brendenlake/omniglot (python/ folder)",
+                                     f"folder: {folder}"])
     if not found:
         raise UserError(f"{folder}: no character folders found; expected {LAYOUT}")
     names = sorted(found)
@@ -145,9 +149,10 @@ def load_images(folder: Path, size: int) -> tuple[torch.Tensor, list[str]]:
                 except (UnidentifiedImageError, OSError, zipfile.BadZipFile) as err:
                     why = "not an image format PIL reads" if isinstance(err, UnidentifiedImageError) else err
                     raise permission_denied(err) or UserError(
-                        f"{folder / d.name} is not a readable image ({why}): unzip it again from "
-                        "images_background.zip / images_evaluation.zip (https://github.com/brendenlake/omniglot), "
-                        "or delete it") from None
+                        f"{d.name} is not a readable image ({why}): unzip it again from "
+                        "images_background.zip / images_evaluation.zip, or delete it",
+                        details=[f"file: {folder / d.name}",
+                                 "from https://github.com/brendenlake/omniglot (python/ folder)"]) from None
                 with im:
                     im = im.convert("L").resize((size, size), Image.Resampling.LANCZOS)
                     imgs.append(255 - torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(size, size))

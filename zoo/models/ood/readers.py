@@ -63,8 +63,9 @@ def _read_idx(path: Path, labels: bool) -> torch.Tensor:
                 shutil.copyfileobj(src, dst)
             return reader(str(plain))
     except (TypeError, ValueError, AssertionError, OSError, EOFError, RuntimeError) as err:
-        raise permission_denied(err) or UserError(f"{path} is not a valid IDX {'label' if labels else 'image'} "
-                                                  f"file: {err}; download it again and replace it") from None
+        raise permission_denied(err) or UserError(
+            f"{path.name} is not a valid IDX {'label' if labels else 'image'} file: download it again and replace it",
+            details=[f"file: {path}", f"error: {err}"]) from None
 
 
 def _check_labels(y: torch.Tensor | np.ndarray, path: str | Path, low: int, high: int) -> None:
@@ -72,8 +73,9 @@ def _check_labels(y: torch.Tensor | np.ndarray, path: str | Path, low: int, high
     model would be built with ``max + 1`` outputs and fail long after the run folder is written."""
     bad = y[(y < low) | (y > high)]
     if len(bad):
-        raise UserError(f"{path} holds label {int(bad[0])}, but this dataset's labels are {low}-{high}: the file "
-                        "is corrupt or of another dataset; download it again and replace it")
+        raise UserError(f"{Path(path).name} holds label {int(bad[0])}, but this dataset's labels are {low}-{high}: "
+                        "the file is corrupt or of another dataset; download it again and replace it",
+                        details=[f"file: {path}"])
 
 
 def load_idx_dataset(root: Path, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -118,16 +120,17 @@ def _cifar_batches(root: Path, names: list[str]) -> list[tuple[np.ndarray, np.nd
                 members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
                 missing = [n for n in names if n not in members]
                 if missing:
-                    raise UserError(f"{archive} lacks {', '.join(missing)}: it is not CIFAR-10's binary release; "
-                                    f"download it again from {CIFAR_URL}")
+                    raise UserError(f"{CIFAR_ARCHIVE} lacks {len(missing)} of CIFAR-10's batches: it is not "
+                                    "CIFAR-10's binary release; download it again (the address below)",
+                                    details=[f"file: {archive}", f"lacks {', '.join(missing)}", f"from {CIFAR_URL}"])
                 # a bytearray: a writable array (np.frombuffer of bytes is read-only, which torch warns of)
                 return [_cifar_records(np.frombuffer(bytearray(tar.extractfile(members[n]).read()), np.uint8),
                                        f"{archive}:{n}")
                         for n in names]
         except (tarfile.TarError, EOFError, OSError) as err:
             raise permission_denied(err) or UserError(
-                f"{archive} cannot be read to its end ({err}): it is damaged or cut short; download it again "
-                f"from {CIFAR_URL}") from None
+                f"{CIFAR_ARCHIVE} cannot be read to its end: it is damaged or cut short; download it again (the "
+                "address below)", details=[f"file: {archive}", f"error: {err}", f"from {CIFAR_URL}"]) from None
     missing = [n for n in names if not (folder / n).is_file()]
     if missing:
         pickled = [f"{root} holds cifar-10-batches-py/ (the pickled Python release, e.g. torchvision's), which is "
@@ -152,8 +155,9 @@ def _svhn_file(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = mat["X"], mat["y"]
     except (ValueError, KeyError, OSError, NotImplementedError, MatReadError, IndexError) as err:
         raise permission_denied(err) or UserError(
-            f"{path} is not an SVHN .mat file with X (32, 32, 3, N) and y (N, 1): {err}. Download it again from "
-            f"{SVHN_URL} (the 'cropped digits', format 2)") from None
+            f"{path.name} is not an SVHN .mat file with X (32, 32, 3, N) and y (N, 1): download it again (the "
+            "'cropped digits', format 2; the address below)",
+            details=[f"file: {path}", f"error: {err}", f"from {SVHN_URL}"]) from None
     if x.ndim != 4 or x.shape[:3] != (32, 32, 3):
         raise UserError(f"{path}: X has shape {x.shape}, expected (32, 32, 3, N)")
     y = y.reshape(-1).astype(np.int64)
@@ -227,8 +231,9 @@ def _image_files(path: Path) -> list[tuple[str, Path | bytes]]:
                     for m in sorted(tar.getmembers(), key=lambda m: m.name) if m.isfile() and is_image(m.name)]
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as err:
         raise permission_denied(err) or UserError(
-            f"OOD images: {path} is neither a folder nor a readable tar / zip archive ({err}): give the folder "
-            "of images, or the archive as downloaded (download it again if it is damaged)") from None
+            f"OOD images: {path.name} is neither a folder nor a readable tar / zip archive: give the folder of "
+            "images, or the archive as downloaded (download it again if it is damaged)",
+            details=[f"path: {path}", f"error: {err}"]) from None
 
 
 def load_folder(path: Path, shape: list[int]) -> torch.Tensor:

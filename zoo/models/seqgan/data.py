@@ -167,10 +167,10 @@ def read_lines(path: Path, lowercase: bool) -> list[str]:
         raise UserError(f"data.path={path} is a folder: give the text file inside it (one sentence per line)")
     if not path.is_file():
         raise UserError(
-            f"text file not found at {path}: give data.path=FILE with one sentence per line "
-            "(relative paths are looked up under data.root), or leave it unset for the embedded corpus"
-        )
-    with open_text(path, "data.path") as f:  # a BOM is skipped; .gz / .bz2 / .xz / a zip of one file read as text
+            "text file not found: give data.path=FILE with one sentence per line (relative paths are looked up "
+            "under data.root), or leave it unset for the embedded corpus", details=[f"looked at {path}"])
+    # a BOM is skipped; .gz / .bz2 / .xz / a zip of one file read as text
+    with open_text(path, "text file (data.path)") as f:
         text = f.read()
     refuse_binary(text, path, "give a UTF-8 text file with one sentence per line, or leave data.path unset for "
                   "the embedded corpus")  # binary data would train on made-up "words"

@@ -204,13 +204,14 @@ class Discriminator(nn.Module):
         if max(filter_sizes) > seq_len:
             kept = [(k, n) for k, n in zip(filter_sizes, num_filters) if k <= seq_len]
             example = (
-                f" (here model.dis_filter_sizes=[{','.join(str(k) for k, _ in kept)}] "
-                f"model.dis_num_filters=[{','.join(str(n) for _, n in kept)}])" if kept else ""
+                f"here: model.dis_filter_sizes=[{','.join(str(k) for k, _ in kept)}] "
+                f"model.dis_num_filters=[{','.join(str(n) for _, n in kept)}]" if kept else ""
             )
             raise UserError(
-                f"discriminator: filter width {max(filter_sizes)} exceeds the sequence length {seq_len}: drop "
-                f"the widths above {seq_len} from model.dis_filter_sizes and their counts from "
-                f"model.dis_num_filters{example}, or use longer sequences (data.seq_len; data.max_len for text)"
+                f"discriminator: filter width {max(filter_sizes)} exceeds the sequence length {seq_len}: drop the "
+                f"widths above {seq_len} (below) or use longer sequences (data.seq_len; data.max_len for text)",
+                details=["the widths are model.dis_filter_sizes, their counts model.dis_num_filters",
+                         *([example] if example else [])],
             )
         self.embed = nn.Embedding(vocab_size, emb_dim)
         self.convs = nn.ModuleList(nn.Conv1d(emb_dim, n, k) for k, n in zip(filter_sizes, num_filters))

@@ -51,45 +51,42 @@ def expected_shapes(V: int, E: int, H: int) -> dict[str, tuple]:
 def load_oracle_npz(path: str | Path) -> dict[str, np.ndarray]:
     """Read and check an oracle ``.npz``; any problem is a UserError naming the file and the keys."""
     path = Path(path)
+    keys = f"keys: {', '.join(oracle_keys())} (zoo/models/seqgan/oracle.py)"
     if not path.is_file():
-        raise UserError(
-            f"oracle parameters not found at {path}: give a .npz with keys {', '.join(oracle_keys())} "
-            "(see zoo/models/seqgan/oracle.py), or leave data.oracle_params unset for a seeded oracle"
-        )
-    fix = (f"give a .npz (numpy.savez) with keys {', '.join(oracle_keys())}, or leave data.oracle_params unset "
-           "for a seeded oracle")
+        raise UserError("oracle parameters not found: give data.oracle_params a .npz with the keys below, or leave "
+                        "it unset for a seeded oracle", details=[f"file: {path}", keys])
+    fix = "give a .npz (numpy.savez) with the keys below, or leave data.oracle_params unset for a seeded oracle"
     with open(path, "rb") as f:
         is_zip = f.read(2) == b"PK"
     if not is_zip:  # np.load would read it as a pickle or a .npy and blame allow_pickle
-        raise UserError(f"oracle file {path} is not a valid .npz of oracle parameters (not a zip archive); {fix}")
+        raise UserError(f"the oracle file is not a valid .npz of oracle parameters (not a zip archive); {fix}",
+                        details=[f"file: {path}", keys])
     try:
         with np.load(path, allow_pickle=False) as f, np.errstate(over="ignore"):  # overflow: refused below
             arrays = {k: np.asarray(f[k], dtype=np.float32) for k in f.files}
     except (ValueError, OSError, zipfile.BadZipFile) as err:
-        raise UserError(f"oracle file {path} is not a valid .npz of oracle parameters ({err}); {fix}") from None
+        raise UserError(f"the oracle file is not a valid .npz of oracle parameters; {fix}",
+                        details=[f"file: {path}", f"numpy: {err}", keys]) from None
     missing = [k for k in oracle_keys() if k not in arrays]
     extra = [k for k in arrays if k not in oracle_keys()]
     if missing or extra:
-        raise UserError(
-            f"oracle file {path} has the wrong keys: missing {missing}, unexpected {extra}. "
-            f"Expected exactly: {', '.join(oracle_keys())}"
-        )
+        raise UserError("the oracle file has the wrong keys: give it exactly the keys below",
+                        details=[f"file: {path}", f"missing {missing}, unexpected {extra}", keys])
     V, E = arrays["embedding"].shape if arrays["embedding"].ndim == 2 else (0, 0)
     H = arrays["U_i"].shape[0] if arrays["U_i"].ndim == 2 else 0
     for key, shape in expected_shapes(V, E, H).items():
         if arrays[key].shape != shape:
             raise UserError(
-                f"oracle file {path}: '{key}' has shape {arrays[key].shape}, expected {shape} "
-                f"(vocab {V}, embedding {E}, hidden {H} read from 'embedding' and 'U_i')"
-            )
+                f"the oracle file's '{key}' has shape {arrays[key].shape}, expected {shape} (vocab {V}, embedding "
+                f"{E}, hidden {H} read from 'embedding' and 'U_i'): fix or regenerate the file",
+                details=[f"file: {path}"])
     for key in oracle_keys():  # NaN / inf would be trained on without a word
         bad = int(arrays[key].size - np.isfinite(arrays[key]).sum())
         if bad:
             raise UserError(
-                f"oracle file {path}: '{key}' holds {bad} non-finite value(s) (NaN or inf, or beyond float32's "
-                "range): the oracle's parameters must be finite numbers; fix or regenerate the file, or leave "
-                "data.oracle_params unset for a seeded oracle"
-            )
+                f"the oracle file's '{key}' holds {bad} non-finite value(s) (NaN, inf or beyond float32): the oracle's "
+                "parameters must be finite numbers; fix or regenerate it, or leave data.oracle_params unset",
+                details=[f"file: {path}"])
     return arrays
 
 

@@ -210,8 +210,8 @@ def _encode_corpus(tmp: Path, sentences: Iterator[list[str]], paths: list[Path],
         seen_counts += np.bincount(part + 1, minlength=len(words) + 1)[1:]  # + 1: ends (-1) to bin 0
     order = kept_order(words, seen_counts, opts["min_count"], opts["max_vocab"])
     if not order:
-        raise UserError(f"no word occurs min_count={opts['min_count']} times in {[str(p) for p in paths]}: lower "
-                        "data.min_count or give a bigger corpus")
+        raise UserError(f"no word occurs min_count={opts['min_count']} times in the corpus: lower data.min_count or "
+                        "give a bigger corpus", details=[f"files: {', '.join(str(p) for p in paths)}"])
     to_id = np.full(len(words) + 1, -2, dtype=np.int32)  # first-seen id -> vocabulary id; -2 out of vocabulary
     to_id[-1] = -1  # a sentence end (-1) reads the last cell and stays -1
     to_id[order] = np.arange(len(order), dtype=np.int32)

@@ -58,8 +58,13 @@ class ImageSet(Dataset):
 
 # ---- IDX files (MNIST's format) ---------------------------------------------------------------
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
-IDX_FIX = f"download the file again (MNIST: {MNIST_URL}) and replace it"
+IDX_FIX = "download the file again (MNIST's address below) and replace it"
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def idx_error(path: str | Path, what: str) -> UserError:
+    """A damaged or foreign IDX file: ``what`` is wrong with it; the file and MNIST's address below."""
+    return UserError(f"{Path(path).name} {what}; {IDX_FIX}", details=[f"file: {path}", f"MNIST: {MNIST_URL}"])
 
 
 def read_idx(path: str | Path) -> np.ndarray:
@@ -78,21 +83,21 @@ def read_idx(path: str | Path) -> np.ndarray:
         try:
             raw = gzip.decompress(raw)
         except (EOFError, OSError, zlib.error) as err:  # a cut-short download ends mid-stream
-            raise UserError(f"{path} is a truncated or corrupt .gz file ({err}); {IDX_FIX}") from None
+            raise idx_error(path, f"is a truncated or corrupt .gz file ({err})") from None
     if len(raw) < 4:
         what = "empty" if not raw else f"truncated ({len(raw)} bytes)"
-        raise UserError(f"{path} is {what}, not an IDX file; {IDX_FIX}")
+        raise idx_error(path, f"is {what}, not an IDX file")
     if raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
-        raise UserError(f"{path} is not an IDX file (bad magic number {raw[:4].hex()}); "
-                        f"expected MNIST's train-images-idx3-ubyte / t10k-labels-idx1-ubyte format; {IDX_FIX}")
+        raise idx_error(path, f"is not an IDX file (bad magic number {raw[:4].hex()}; expected MNIST's "
+                              "train-images-idx3-ubyte / t10k-labels-idx1-ubyte format)")
     dtype, ndim = np.dtype(_IDX_DTYPES[raw[2]]), raw[3]
     offset = 4 + 4 * ndim
     if len(raw) < offset:
-        raise UserError(f"{path} is truncated ({len(raw)} bytes, within its IDX header); {IDX_FIX}")
+        raise idx_error(path, f"is truncated ({len(raw)} bytes, within its IDX header)")
     shape = tuple(int(s) for s in np.frombuffer(raw, ">i4", count=ndim, offset=4))
     if len(raw) - offset != int(np.prod(shape)) * dtype.itemsize:
-        raise UserError(f"{path}: IDX header says shape {shape} but the file holds {len(raw) - offset} "
-                        f"data bytes (truncated or corrupt download?); {IDX_FIX}")
+        raise idx_error(path, f"has an IDX header that says shape {shape} but holds {len(raw) - offset} data bytes "
+                              "(truncated or corrupt download?)")
     return np.frombuffer(raw, dtype, offset=offset).reshape(shape).astype(dtype.newbyteorder("="))
 
 
@@ -224,12 +229,13 @@ class MnistData(_BinaryImageData):
         for split in ("train", "test"):
             imgs, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
             if imgs.ndim != 3 or labels.ndim != 1 or len(imgs) != len(labels):
-                raise UserError(f"MNIST {split} files disagree: images {imgs.shape} vs labels {labels.shape} "
-                                f"({files[f'{split}_images']}, {files[f'{split}_labels']})")
+                raise UserError(f"MNIST {split} files disagree: images {imgs.shape} vs labels {labels.shape}; "
+                                f"{IDX_FIX}", details=[f"files: {files[f'{split}_images']}, {files[f'{split}_labels']}",
+                                                       f"MNIST: {MNIST_URL}"])
             bad = labels[(labels < 0) | (labels > 9)]
             if bad.size:  # a well-formed IDX file of other data (a corrupt or wrong download)
-                raise UserError(f"{files[f'{split}_labels']} holds label {bad[0]}, but MNIST's labels are the digits "
-                                f"0-9: the file is corrupt or not MNIST's; {IDX_FIX}")
+                raise idx_error(files[f"{split}_labels"], f"holds label {bad[0]}, but MNIST's labels are the digits "
+                                "0-9: the file is corrupt or not MNIST's")
 
         def images(a: np.ndarray) -> torch.Tensor:
             return torch.from_numpy(a.astype(np.float32) / 255.0).unsqueeze(1)  # (N, 1, 28, 28)
