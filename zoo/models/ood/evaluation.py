@@ -117,6 +117,8 @@ class OODEvaluation:
             self._choose_odin(data)
             if self.cfg.mahalanobis:
                 self._fit_mahalanobis(data[0]["features"])
+        if hasattr(self, "generator"):
+            self.diagnose(msp_in)  # the GAN's curves (diagnostics.py)
         if (self.current_epoch + 1) % max(1, self.cfg.plot_every_n_epochs) == 0 or self._last_epoch():
             self.save_pictures()
 
@@ -210,6 +212,8 @@ class OODEvaluation:
             self.save_figure("confidence_map", plots.confidence_map(self.classifier, points, fake, self.cfg.mode))
         elif fake is not None:
             self.save_image("generated", upscale(fake.cpu()), nrow=8, padding=1, pad_value=0.5)
+        if fake is not None:
+            self.save_diagnostics()
         self.train(was_training)
 
 

@@ -30,6 +30,7 @@ from zoo.errors import UserError
 from zoo.estimators import StochasticNode
 from zoo.models.ood import evaluation as ev
 from zoo.models.ood.config import GAN_MODES, OODConfig, ood_node
+from zoo.models.ood.diagnostics import GANDiagnostics
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
 from zoo.models.ood.predict import OODAPI, predict_cli
@@ -41,7 +42,7 @@ def _optimizer(params, o: dict) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=o["lr"], betas=(o["beta1"], 0.999), weight_decay=o["weight_decay"])
 
 
-class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
+class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
     """Confidence-calibrated OOD classifier: cross-entropy, confidence loss, or the joint GAN loss."""
 
     Config = OODConfig
@@ -73,8 +74,9 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
         if c.mode in GAN_MODES:
             self.generator = Generator(c.generator, self.input_shape, c.noise_dim, c.gan_width,
                                        bounded=bool(d.get("bounded", is_image)))
-            self.discriminator = Discriminator(c.discriminator, self.input_shape, c.gan_width)
+            self.discriminator = Discriminator(c.discriminator, self.input_shape, c.gan_width, c.spectral_norm)
             self.estimator = self.build_estimator()
+            self.init_diagnostics()
         self.init_evaluation()
 
     # ---- the data must fit the model --------------------------------------------------------------
@@ -141,7 +143,16 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
         if c.mode in GAN_MODES:
             opts += [_optimizer(self.generator.parameters(), c.generator_optim),
                      _optimizer(self.discriminator.parameters(), c.discriminator_optim)]
-        return opts
+        if not c.lr_drop_epochs:
+            return opts
+        milestones = sorted(int(e) for e in c.lr_drop_epochs)
+        return opts, [torch.optim.lr_scheduler.MultiStepLR(o, milestones, gamma=c.lr_drop) for o in opts]
+
+    def on_train_epoch_end(self) -> None:
+        # manual optimisation: Lightning leaves the schedulers (model.lr_drop_epochs) to the model
+        schedulers = self.lr_schedulers() if self.cfg.lr_drop_epochs else None
+        for s in schedulers if isinstance(schedulers, list) else [schedulers] if schedulers else []:
+            s.step()
 
     def _step(self, opt: torch.optim.Optimizer, loss: Tensor) -> None:
         opt.zero_grad()
@@ -187,6 +198,7 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
             metrics.update({"train/d_loss": d_loss.detach(), "train/g_loss": g_loss.detach(),
                             "train/g_kl": g_kl.detach(), "train/d_real": torch.sigmoid(d_real).mean().detach(),
                             "train/d_fake": torch.sigmoid(d_fake).mean().detach()})
+            self.add_step({k.split("/")[1]: v for k, v in metrics.items()})
             if c.mode == "boundary_gan":
                 self.log_train(metrics, batch_size=len(x), prog_bar=("train/g_loss",))
                 return
@@ -203,6 +215,8 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
         metrics["train/acc"] = (logits.argmax(-1) == y).float().mean().detach()
         if logits_out is not None:
             metrics["train/kl_out"] = kl_uniform(logits_out).mean().detach()
+            if gan_stage:
+                self.add_step({"kl_out": metrics["train/kl_out"]})
         self.log_train(metrics, batch_size=len(x), prog_bar=("train/loss",))
 
     def estimator_loss(self, batch: Any) -> Tensor:
