@@ -15,7 +15,7 @@ TINY = ["recipe=ood_digits_joint", "trainer.enable_progress_bar=false", "model.m
         "model.odin_temperatures=[1000]", "model.odin_eps=[0]", "checkpoint.every_n_epochs=100", "trainer.max_epochs=3",
         "trainer.limit_train_batches=3", "model.gan_grid_every_n_epochs=2", "test_after_fit=false", "seed=0"]
 CURVES = ("d_loss", "g_loss", "g_kl", "kl_out", "d_real", "d_fake", "msp_g", "kl_g", "msp_in", "msp_permuted",
-          "msp_blurred")
+          "msp_blurred", "msp_inverted")
 
 
 def logged(run_dir) -> list[dict]:

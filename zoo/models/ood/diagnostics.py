@@ -6,8 +6,8 @@ and the classifier's) to epoch sums. Every validation the classifier and G (the 
 ``ema`` callback runs) are scored on fixed inputs, without touching the run's random stream:
 
 - ``gan/msp_g``, ``gan/kl_g``: mean max-softmax and KL to the uniform on ``N_FIXED`` samples of G from a fixed z;
-- ``gan/msp_<kind>``: mean max-softmax on OOD kinds made from the training digits (``made_ood``: pixel-permuted
-  and blurred), never the test OOD kinds, and ``gan/msp_in`` on the validation digits;
+- ``gan/msp_<kind>``: mean max-softmax on OOD kinds made from the training digits (``made_ood``: pixel-permuted,
+  blurred and inverted), never the test OOD kinds, and ``gan/msp_in`` on the validation digits;
 - ``val/made_tnr95``: max-softmax TNR@TPR95 of those made kinds against the validation digits, averaged over
   the kinds: a validation criterion that uses no test OOD kind.
 
@@ -39,14 +39,15 @@ EPOCH_SUMS = ("d_loss", "g_loss", "g_kl", "kl_out", "d_real", "d_fake")  # train
 
 def made_ood(x: Tensor, seed: int = DIAG_SEED) -> dict[str, Tensor]:
     """OOD kinds made from in-distribution images (N, C, H, W) in [0, 1]: ``permuted`` (each image's pixels in a
-    random order of their own: the same intensities, no strokes) and ``blurred`` (a 3 x 3 box filter: the
-    strokes smeared). Each (N, C, H, W), on x's device and dtype."""
+    random order of their own: the same intensities, no strokes), ``blurred`` (a 3 x 3 box filter: the
+    strokes smeared) and ``inverted`` (1 - x: dark strokes on a bright ground, the brightness of noise).
+    Each (N, C, H, W), on x's device and dtype."""
     g = torch.Generator().manual_seed(seed)
     flat = x.flatten(1)  # (N, C*H*W)
     order = torch.stack([torch.randperm(flat.shape[1], generator=g) for _ in range(len(x))]).to(x.device)
     permuted = flat.gather(1, order).view_as(x)
     blurred = F.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False)
-    return {"permuted": permuted, "blurred": blurred}
+    return {"permuted": permuted, "blurred": blurred, "inverted": 1 - x}
 
 
 def fixed_noise(n: int, dim: int, like: Tensor) -> Tensor:
@@ -118,10 +119,11 @@ class GANDiagnostics:
 PANELS = (("D and G losses (training epoch means)", ("d_loss", "g_loss")),
           ("D's mean output", ("d_real", "d_fake")),
           ("KL(U || p(y|G(z)))", ("g_kl", "kl_out", "kl_g")),
-          ("mean max-softmax", ("msp_in", "msp_g", "msp_permuted", "msp_blurred")),
+          ("mean max-softmax", ("msp_in", "msp_g", "msp_permuted", "msp_blurred", "msp_inverted")),
           ("max-softmax TNR@TPR95, made OOD kinds", ("made_tnr95",)))
 LABELS = {"g_kl": "G step", "kl_out": "classifier step", "kl_g": "fixed z (validation)", "msp_in": "validation digits",
-          "msp_g": "G(fixed z)", "msp_permuted": "permuted digits", "msp_blurred": "blurred digits"}
+          "msp_g": "G(fixed z)", "msp_permuted": "permuted digits", "msp_blurred": "blurred digits",
+          "msp_inverted": "inverted digits"}
 
 
 def gan_curves_figure(history: list[dict[str, float]]) -> Figure:

@@ -110,9 +110,10 @@ class OODEvaluation:
         self.msp_threshold.fill_(float(torch.quantile(msp_in.float(), 0.05)))
         self.energy_threshold.fill_(float(torch.quantile(detect.energy_score(logits).float(), 0.05)))
         per_set = [detect.detection_metrics(msp_in, detect.msp_score(d["logits"])) for d in data[1:]]
+        each = {f"val/{name}/msp_tnr95": m["tnr95"] for name, m in zip(self.data_info["ood_sets"], per_set)}
         self.log_dict({"val/msp_auroc": _mean(per_set, "auroc"), "val/msp_tnr95": _mean(per_set, "tnr95"),
                        "val/ece": detect.calibration(logits, labels)["ece"],
-                       "val/temperature": float(self.temperature)}, add_dataloader_idx=False, sync_dist=True)
+                       "val/temperature": float(self.temperature), **each}, add_dataloader_idx=False, sync_dist=True)
         if self._odin_now:
             self._choose_odin(data)
             if self.cfg.mahalanobis:
