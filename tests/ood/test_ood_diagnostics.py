@@ -78,3 +78,18 @@ def test_spectral_norm_bounds_each_layer_of_d():
     assert len(linear) == 3
     for m in linear:
         assert torch.linalg.matrix_norm(m.weight.detach(), ord=2) == pytest.approx(1.0, abs=0.05)
+
+
+def test_instance_noise_reaches_every_input_of_d(run):
+    """D sees x + N(0, sigma^2) per pixel; annealed, sigma falls linearly to 0 at the last epoch."""
+    from zoo.models.ood.module import OODClassifier
+
+    torch.manual_seed(0)
+    model = OODClassifier({"mode": "joint", "instance_noise": 0.5}, run.model.data_info)
+    model.discriminator = torch.nn.Flatten()  # D's "logits" are then its noised input, flattened
+    seen = model.judge(torch.zeros(200, 1, 8, 8))
+    assert seen.std().item() == pytest.approx(0.5, rel=0.05)  # 12,800 draws: s.e. of the std ~0.6 %
+    assert torch.equal(model.judge(torch.zeros(2, 1, 8, 8)) != 0, torch.ones(2, 64, dtype=torch.bool))
+    quiet = OODClassifier({"mode": "joint"}, run.model.data_info)
+    quiet.discriminator = torch.nn.Flatten()
+    assert torch.equal(quiet.judge(torch.zeros(2, 1, 8, 8)), torch.zeros(2, 64))  # 0: D sees x itself

@@ -159,10 +159,18 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
         self.manual_backward(loss)
         opt.step()
 
+    def judge(self, x: Tensor) -> Tensor:
+        """D's logits (B,) on x, through instance noise N(0, sigma^2) per pixel where model.instance_noise > 0."""
+        c = self.cfg
+        sigma = c.instance_noise
+        if c.instance_noise_anneal and self._trainer is not None and self.trainer.max_epochs:
+            sigma *= max(0.0, 1.0 - self.current_epoch / self.trainer.max_epochs)
+        return self.discriminator(x + sigma * torch.randn_like(x) if sigma > 0 else x)
+
     def generator_loss(self, fake: Tensor) -> tuple[Tensor, Tensor]:
         """The G step's loss GAN term + beta * KL(U || p(y|G(z))) and its KL term, for a batch G(z)."""
         g_kl = kl_uniform(self.classifier(fake)).mean()
-        return generator_gan_loss(self.discriminator(fake), self.cfg.saturating) + self.cfg.beta * g_kl, g_kl
+        return generator_gan_loss(self.judge(fake), self.cfg.saturating) + self.cfg.beta * g_kl, g_kl
 
     def _freeze_classifier(self) -> None:
         """boundary_gan's second stage: the classifier of stage 1, fixed. Eval mode (BatchNorm keeps its running
@@ -188,7 +196,7 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
                 self._freeze_classifier()
             fake = self.generate(len(x))
             # (1) D step: max log D(x) + log(1 - D(G(z)))
-            d_real, d_fake = self.discriminator(x), self.discriminator(fake.detach())
+            d_real, d_fake = self.judge(x), self.judge(fake.detach())
             d_loss = discriminator_loss(d_real, d_fake)
             self._step(opt_d, d_loss)
             # (2) G step: min GAN term + beta * KL(U || p(y|G(z))); D gets gradients here too, but its own
