@@ -52,9 +52,18 @@ def curves(run: dict) -> dict[str, list] | None:
     return {k: [float(r[k]) if r.get(k) else None for r in rows] for k in ("epoch", *CURVE_KEYS)}
 
 
-def compare(path: Path, base: dict, ce: dict) -> dict:
-    record = json.loads(path.read_text())
-    out = {"record": str(path.relative_to(ROOT)), "extra": record["extra"], "command": record["command"], "sets": {}}
+def load(spec: str) -> tuple[str, dict]:
+    """A record, or several joined by '+' (one variant's seeds from several sweeps): their runs together."""
+    paths = [Path(p).resolve() for p in spec.split("+")]
+    records = [json.loads(p.read_text()) for p in paths]
+    record = dict(records[0], runs=[r for rec in records for r in rec["runs"]],
+                  command=" ; ".join(rec["command"] for rec in records))
+    return " + ".join(str(p.relative_to(ROOT)) for p in paths), record
+
+
+def compare(spec: str, base: dict, ce: dict) -> dict:
+    name, record = load(spec)
+    out = {"record": name, "extra": record["extra"], "command": record["command"], "sets": {}}
     for s in (*FAR, *NEAR):
         key = f"test/{s}/msp/tnr95"
         mine, ref, c = by_seed(record, key), by_seed(base, key), by_seed(ce, key)
@@ -78,13 +87,39 @@ def compare(path: Path, base: dict, ce: dict) -> dict:
     return out
 
 
+def figure(rows: list[dict], path: Path) -> None:
+    """Validation max-softmax TNR@TPR95 on uniform noise and on the made kinds by epoch, a line per run."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 3.4))
+    axes = fig.subplots(1, 2, sharey=True)
+    for i, r in enumerate(rows):
+        label = " ".join(r["extra"]) or "recipe"
+        for seed, c in sorted(r["curves"].items()):
+            if not c:
+                continue
+            style = dict(color=f"C{i}", ls="-" if seed == 4 else "--" if seed == 3 else ":", lw=1.2)
+            axes[0].plot(c["epoch"], c["val/uniform/msp_tnr95"], label=f"{label}, seed {seed}", **style)
+            axes[1].plot(c["epoch"], c["val/made_tnr95"], **style)
+    axes[0].set_title("validation uniform noise (a test kind)", fontsize=9)
+    axes[1].set_title("validation made kinds (permuted, blurred, inverted)", fontsize=9)
+    for ax in axes:
+        ax.set_xlabel("epoch (0-based)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("max-softmax TNR@TPR95 (EMA weights)")
+    axes[0].legend(fontsize=6)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("--records", nargs="+", required=True, help="seed records (JSON) of the variants")
+    ap.add_argument("--records", nargs="+", required=True,
+                    help="seed records (JSON) of the variants; A.json+B.json: one variant's seeds from two records")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--figure", default="", help="also draw the validation curves of every run into this PNG")
     args = ap.parse_args()
     base, ce = json.loads(BASE.read_text()), json.loads(CE.read_text())
-    rows = [compare(Path(p).resolve(), base, ce) for p in args.records]
+    rows = [compare(p, base, ce) for p in args.records]
     for r in rows:
         print(f"{r['record']}  extra={r['extra']}")
         for s, v in r["sets"].items():
@@ -96,6 +131,8 @@ def main() -> None:
         print(f"  acc {' '.join(f'{x:.3f}' for x in r['acc']['values'])} (ce mean {r['acc']['ce_mean']:.3f})  "
               f"val/made_tnr95 {r['val_made_tnr95']}")
         print(f"  target: {r['target']}")
+    if args.figure:
+        figure(rows, Path(args.figure))
     Path(args.out).write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "rows": rows}, indent=1) + "\n")
 
 
