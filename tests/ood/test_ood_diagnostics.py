@@ -12,8 +12,8 @@ from zoo.models.ood.nets import Discriminator
 from zoo.train import train
 
 TINY = ["recipe=ood_digits_joint", "trainer.enable_progress_bar=false", "model.mahalanobis=false",
-        "model.odin_temperatures=[1000]", "model.odin_eps=[0]", "checkpoint.every_n_epochs=100", "trainer.max_epochs=3",
-        "trainer.limit_train_batches=3", "model.gan_grid_every_n_epochs=2", "test_after_fit=false", "seed=0"]
+        "model.odin_temperatures=[1000]", "model.odin_eps=[0]", "checkpoint.every_n_epochs=100", "trainer.max_epochs=2",
+        "trainer.limit_train_batches=2", "model.gan_grid_every_n_epochs=1", "test_after_fit=false", "seed=0"]
 CURVES = ("d_loss", "g_loss", "g_kl", "kl_out", "d_real", "d_fake", "msp_g", "kl_g", "msp_in", "msp_permuted",
           "msp_blurred", "msp_inverted")
 
@@ -26,19 +26,21 @@ def logged(run_dir) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    return train([*TINY, f"run_dir={tmp_path_factory.mktemp('diag')}", "model.lr_drop_epochs=[1,2]",
+    return train([*TINY, f"run_dir={tmp_path_factory.mktemp('diag')}", "model.lr_drop_epochs=[1]",
                   "model.lr_drop=0.5"])
 
 
 def test_the_gan_curves_are_logged_every_epoch(run):
     rows = logged(run.run_dir)
-    assert len(rows) == 3  # one a validated epoch
+    assert len(rows) == 2  # one a validated epoch
     for row in rows:
         values = {k: float(row[f"gan/{k}"]) for k in CURVES}
         for k in ("msp_g", "msp_in", "msp_permuted", "msp_blurred"):
             assert 0.1 - 1e-6 <= values[k] <= 1.0, (k, values[k])  # a mean max-softmax over 10 classes
         assert values["kl_g"] >= 0 and values["g_kl"] >= 0 and values["d_loss"] > 0
         assert 0 <= float(row["val/made_tnr95"]) <= 1
+        for name in ("photos", "uniform", "gaussian", "rot90"):  # each validation OOD set's TNR, not only the mean
+            assert 0 <= float(row[f"val/{name}/msp_tnr95"]) <= 1
 
 
 def test_the_pictures_are_written(run):
@@ -47,13 +49,13 @@ def test_the_pictures_are_written(run):
     from PIL import Image
 
     grid = Image.open(plots / "generated_over_training.png")
-    # epochs 1 and 3 (every 2nd from the first): two rows of 16 samples, each 8x8 upscaled to 32 + 1 pixel padding
+    # epochs 1 and 2: two rows of 16 samples, each 8x8 upscaled to 32 + 1 pixel padding
     assert grid.size == (16 * 33 + 1, 2 * 33 + 1)
 
 
 def test_the_learning_rates_drop_at_the_given_epochs(run):
     lrs = [o.param_groups[0]["lr"] for o in run.model.trainer.optimizers]
-    assert lrs == pytest.approx([1e-3 * 0.25, 2e-4 * 0.25, 2e-4 * 0.25])  # two drops by 0.5 after epochs 1, 2
+    assert lrs == pytest.approx([1e-3 * 0.5, 2e-4 * 0.5, 2e-4 * 0.5])  # one drop by 0.5, after the first epoch
 
 
 def test_made_ood_kinds_and_fixed_noise_leave_the_random_stream_alone():
