@@ -50,6 +50,16 @@ class OODConfig:
     odin_every_n_epochs: int = positive(5)  # run the ODIN search on validation this often (and at the last epoch)
     mahalanobis: bool = True  # also evaluate the Mahalanobis detector (fits on the training split)
     plot_every_n_epochs: int = positive(10)  # write the figures this often during training
+    gan_grid_every_n_epochs: int = positive(5)  # joint / boundary_gan: a row of G's samples this often (diagnostics.py)
+    # the learning rates of every optimizer times lr_drop at each of these epochs (the paper's code: 0.1 at 60 of 100)
+    lr_drop_epochs: list[int] = field(default_factory=list)
+    lr_drop: float = between(0.1, 0, 1, low_open=True)  # the factor at each of lr_drop_epochs
+    spectral_norm: bool = False  # joint / boundary_gan: spectral normalisation of D's layers (Miyato et al. 2018)
+    # joint / boundary_gan: std of the Gaussian noise added to every input of D, real and G's (pixels; instance
+    # noise, "Amortised MAP Inference for Image Super-resolution"), 0: none; ..._anneal: falls linearly to 0 at
+    # the last epoch
+    instance_noise: float = between(0.0, 0, 1)
+    instance_noise_anneal: bool = False
 
     def __post_init__(self):  # ranges are the fields' (beta and odin_eps: >= 0, the rule for numbers)
         if not self.odin_temperatures or not self.odin_eps:

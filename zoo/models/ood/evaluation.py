@@ -110,13 +110,16 @@ class OODEvaluation:
         self.msp_threshold.fill_(float(torch.quantile(msp_in.float(), 0.05)))
         self.energy_threshold.fill_(float(torch.quantile(detect.energy_score(logits).float(), 0.05)))
         per_set = [detect.detection_metrics(msp_in, detect.msp_score(d["logits"])) for d in data[1:]]
+        each = {f"val/{name}/msp_tnr95": m["tnr95"] for name, m in zip(self.data_info["ood_sets"], per_set)}
         self.log_dict({"val/msp_auroc": _mean(per_set, "auroc"), "val/msp_tnr95": _mean(per_set, "tnr95"),
                        "val/ece": detect.calibration(logits, labels)["ece"],
-                       "val/temperature": float(self.temperature)}, add_dataloader_idx=False, sync_dist=True)
+                       "val/temperature": float(self.temperature), **each}, add_dataloader_idx=False, sync_dist=True)
         if self._odin_now:
             self._choose_odin(data)
             if self.cfg.mahalanobis:
                 self._fit_mahalanobis(data[0]["features"])
+        if hasattr(self, "generator"):
+            self.diagnose(msp_in)  # the GAN's curves (diagnostics.py)
         if (self.current_epoch + 1) % max(1, self.cfg.plot_every_n_epochs) == 0 or self._last_epoch():
             self.save_pictures()
 
@@ -210,6 +213,8 @@ class OODEvaluation:
             self.save_figure("confidence_map", plots.confidence_map(self.classifier, points, fake, self.cfg.mode))
         elif fake is not None:
             self.save_image("generated", upscale(fake.cpu()), nrow=8, padding=1, pad_value=0.5)
+        if fake is not None:
+            self.save_diagnostics()
         self.train(was_training)
 
 

@@ -29,6 +29,7 @@ from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.models.ood import evaluation as ev
 from zoo.models.ood.config import GAN_MODES, OOD_SPEC
+from zoo.models.ood.diagnostics import GANDiagnostics
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
 from zoo.models.ood.predict import OODAPI, predict_cli
@@ -40,7 +41,7 @@ def _optimizer(params, o: dict) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=o["lr"], betas=(o["beta1"], 0.999), weight_decay=o["weight_decay"])
 
 
-class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
+class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
     """Confidence-calibrated OOD classifier: cross-entropy, confidence loss, or the joint GAN loss."""
 
     spec = OOD_SPEC  # its options, monitor (val/acc, max) and node: G's noise in the GAN modes (ood_node)
@@ -66,8 +67,9 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
         if c.mode in GAN_MODES:
             self.generator = Generator(c.generator, self.input_shape, c.noise_dim, c.gan_width,
                                        bounded=bool(d.get("bounded", is_image)))
-            self.discriminator = Discriminator(c.discriminator, self.input_shape, c.gan_width)
+            self.discriminator = Discriminator(c.discriminator, self.input_shape, c.gan_width, c.spectral_norm)
             self.estimator = self.build_estimator()
+            self.init_diagnostics()
         self.init_evaluation()
 
     # ---- the data must fit the model --------------------------------------------------------------
@@ -134,17 +136,34 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
         if c.mode in GAN_MODES:
             opts += [_optimizer(self.generator.parameters(), c.generator_optim),
                      _optimizer(self.discriminator.parameters(), c.discriminator_optim)]
-        return opts
+        if not c.lr_drop_epochs:
+            return opts
+        milestones = sorted(int(e) for e in c.lr_drop_epochs)
+        return opts, [torch.optim.lr_scheduler.MultiStepLR(o, milestones, gamma=c.lr_drop) for o in opts]
+
+    def on_train_epoch_end(self) -> None:
+        # manual optimisation: Lightning leaves the schedulers (model.lr_drop_epochs) to the model
+        schedulers = self.lr_schedulers() if self.cfg.lr_drop_epochs else None
+        for s in schedulers if isinstance(schedulers, list) else [schedulers] if schedulers else []:
+            s.step()
 
     def _step(self, opt: torch.optim.Optimizer, loss: Tensor) -> None:
         opt.zero_grad()
         self.manual_backward(loss)
         opt.step()
 
+    def judge(self, x: Tensor) -> Tensor:
+        """D's logits (B,) on x, through instance noise N(0, sigma^2) per pixel where model.instance_noise > 0."""
+        c = self.cfg
+        sigma = c.instance_noise
+        if c.instance_noise_anneal and self._trainer is not None and self.trainer.max_epochs:
+            sigma *= max(0.0, 1.0 - self.current_epoch / self.trainer.max_epochs)
+        return self.discriminator(x + sigma * torch.randn_like(x) if sigma > 0 else x)
+
     def generator_loss(self, fake: Tensor) -> tuple[Tensor, Tensor]:
         """The G step's loss GAN term + beta * KL(U || p(y|G(z))) and its KL term, for a batch G(z)."""
         g_kl = kl_uniform(self.classifier(fake)).mean()
-        return generator_gan_loss(self.discriminator(fake), self.cfg.saturating) + self.cfg.beta * g_kl, g_kl
+        return generator_gan_loss(self.judge(fake), self.cfg.saturating) + self.cfg.beta * g_kl, g_kl
 
     def _freeze_classifier(self) -> None:
         """boundary_gan's second stage: the classifier of stage 1, fixed. Eval mode (BatchNorm keeps its running
@@ -170,7 +189,7 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
                 self._freeze_classifier()
             fake = self.generate(len(x))
             # (1) D step: max log D(x) + log(1 - D(G(z)))
-            d_real, d_fake = self.discriminator(x), self.discriminator(fake.detach())
+            d_real, d_fake = self.judge(x), self.judge(fake.detach())
             d_loss = discriminator_loss(d_real, d_fake)
             self._step(opt_d, d_loss)
             # (2) G step: min GAN term + beta * KL(U || p(y|G(z))); D gets gradients here too, but its own
@@ -180,6 +199,7 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
             metrics.update({"train/d_loss": d_loss.detach(), "train/g_loss": g_loss.detach(),
                             "train/g_kl": g_kl.detach(), "train/d_real": torch.sigmoid(d_real).mean().detach(),
                             "train/d_fake": torch.sigmoid(d_fake).mean().detach()})
+            self.add_step({k.split("/")[1]: v for k, v in metrics.items()})
             if c.mode == "boundary_gan":
                 self.log_train(metrics, batch_size=len(x), prog_bar=("train/g_loss",))
                 return
@@ -196,6 +216,8 @@ class OODClassifier(OODAPI, ev.OODEvaluation, ZooModule):
         metrics["train/acc"] = (logits.argmax(-1) == y).float().mean().detach()
         if logits_out is not None:
             metrics["train/kl_out"] = kl_uniform(logits_out).mean().detach()
+            if gan_stage:
+                self.add_step({"kl_out": metrics["train/kl_out"]})
         self.log_train(metrics, batch_size=len(x), prog_bar=("train/loss",))
 
     def estimator_loss(self, batch: Any) -> Tensor:

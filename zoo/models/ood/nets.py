@@ -129,7 +129,7 @@ class Generator(nn.Module):
 class Discriminator(nn.Module):
     """A sample -> one logit (B,): high for data, low for the generator's samples."""
 
-    def __init__(self, arch: str, input_shape: list[int], width: int):
+    def __init__(self, arch: str, input_shape: list[int], width: int, spectral_norm: bool = False):
         super().__init__()
         if arch == "mlp":
             d = math.prod(input_shape)
@@ -146,6 +146,10 @@ class Discriminator(nn.Module):
             self.net = nn.Sequential(*layers, nn.Conv2d(ch, 1, side, 1, 0), nn.Flatten())
         else:
             raise ValueError(f"unknown discriminator arch {arch}")
+        if spectral_norm:  # each weight divided by its largest singular value: D is 1-Lipschitz per layer
+            for m in self.net.modules():
+                if isinstance(m, (nn.Linear, nn.Conv2d)):
+                    nn.utils.parametrizations.spectral_norm(m)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x).view(-1)  # (B,)
