@@ -20,6 +20,7 @@ callers differentiate it as they do the other paths (tests/maml: equal to the pe
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 Params = dict[str, Tensor]
@@ -30,18 +31,26 @@ def layer_names(net: nn.Module) -> list[tuple[str, str]]:
     return [(f"body.{i}.weight", f"body.{i}.bias") for i, layer in enumerate(net.body) if isinstance(layer, nn.Linear)]
 
 
+def linear(h: Tensor, w: Tensor, b: Tensor) -> Tensor:
+    """h (T, S, i) times w (o, i) shared or (T, o, i) per task, plus b (o,) or (T, o): (T, S, o) in one op."""
+    return F.linear(h, w, b) if w.dim() == 2 else torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+
+
+def times(d: Tensor, w: Tensor) -> Tensor:
+    """d (T, S, o) times w (o, i) shared or (T, o, i) per task: (T, S, i)."""
+    return d @ w if w.dim() == 2 else torch.bmm(d, w)
+
+
 def forward(names: list, p: Params, x: Tensor) -> tuple[list[Tensor], list[Tensor], Tensor]:
     """x (T, S, in) through weights (o, i) shared or (T, o, i) per task -> (each layer's input, the ReLU
-    masks (T, S, o) as 0/1 floats, the output (T, S, out))."""
+    masks (T, S, o), bool, the output (T, S, out))."""
     inputs, masks, h = [], [], x
     for n, (w, b) in enumerate(names):
         inputs.append(h)
-        z = torch.matmul(h, p[w].transpose(-1, -2)) + p[b].unsqueeze(-2)  # (T, S, o)
+        h = linear(h, p[w], p[b])  # (T, S, o)
         if n < len(names) - 1:
-            masks.append((z > 0).to(z.dtype))
-            h = z * masks[-1]
-        else:
-            h = z
+            masks.append(h > 0)
+            h = h.relu()
     return inputs, masks, h
 
 
@@ -51,10 +60,10 @@ def backward(names: list, p: Params, inputs: list, masks: list, dout: Tensor) ->
     for n in range(len(names) - 1, -1, -1):
         w, b = names[n]
         dzs[n] = dz
-        grads[w] = torch.matmul(dz.transpose(1, 2), inputs[n])  # (T, o, i)
+        grads[w] = torch.bmm(dz.transpose(1, 2), inputs[n])  # (T, o, i)
         grads[b] = dz.sum(1)  # (T, o)
         if n:
-            dz = torch.matmul(dz, p[w]) * masks[n - 1]  # (T, S, i)
+            dz = times(dz, p[w]) * masks[n - 1]  # (T, S, i)
     return grads, dzs
 
 
@@ -65,20 +74,20 @@ def hessian_vector(names: list, p: Params, inputs: list, masks: list, dzs: list,
     loss's d2L/dout2 (a multiple of the identity for the squared error)."""
     rz, r_inputs = None, [None]  # R{x} = 0: the first layer has no term from its input
     for n, (w, b) in enumerate(names):
-        rz = torch.matmul(inputs[n], u[w].transpose(-1, -2)) + u[b].unsqueeze(1)  # (T, S, o)
+        rz = linear(inputs[n], u[w], u[b])  # (T, S, o)
         if n:
-            rz = rz + torch.matmul(r_inputs[n], p[w].transpose(-1, -2))
+            rz = rz + times(r_inputs[n], p[w].transpose(-1, -2))
         if n < len(names) - 1:
             r_inputs.append(rz * masks[n])
     out, rdz = {}, rz * curvature  # R{dL/dout}
     for n in range(len(names) - 1, -1, -1):
         w, b = names[n]
-        g = torch.matmul(rdz.transpose(1, 2), inputs[n])
+        g = torch.bmm(rdz.transpose(1, 2), inputs[n])
         if n:
-            g = g + torch.matmul(dzs[n].transpose(1, 2), r_inputs[n])
+            g = torch.baddbmm(g, dzs[n].transpose(1, 2), r_inputs[n])
         out[w], out[b] = g, rdz.sum(1)
         if n:
-            rdz = (torch.matmul(rdz, p[w]) + torch.matmul(dzs[n], u[w])) * masks[n - 1]
+            rdz = torch.baddbmm(times(rdz, p[w]), dzs[n], u[w]) * masks[n - 1]
     return out
 
 
@@ -94,7 +103,7 @@ def meta_gradient(net: nn.Module, params: Params, alpha: float | Params, batch: 
         inputs, masks, out = forward(names, p, xs)
         g, dzs = backward(names, p, inputs, masks, scale * (out - ys))
         path.append((p, inputs, masks, dzs, g))
-        p = {k: p[k] - (alpha[k] if isinstance(alpha, dict) else alpha) * g[k] for k in p}
+        p = {k: p[k] - alpha[k] * g[k] if isinstance(alpha, dict) else torch.add(p[k], g[k], alpha=-alpha) for k in p}
     inputs, masks, out = forward(names, p, xq)
     error = out - yq  # (T, S, out)
     loss = (error * error).mean()  # tasks of one size: the mean over tasks of each task's mean
