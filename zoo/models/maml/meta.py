@@ -12,7 +12,7 @@ Two implementations of the same meta-loss, whose gradients agree to 1e-5 (tests/
   whole thing (``.backward()`` on the mean), including through the inner gradients (second order).
   For the ReLU MLP under the squared error (the sinusoid) the batched path is ``mlp_grad``: the same
   meta-gradient written out by hand (backprop and a Hessian-vector product per inner step), one
-  autograd node instead of hundreds of small ones: 1.6x the autograd version on the CPU, 1 thread.
+  autograd node instead of hundreds of small ones: 1.6-1.8x the autograd version on the CPU, 1 thread.
 - ``loop``: a Python loop over tasks with ``torch.autograd.grad(create_graph=True)``: the textbook
   reference, and on the CPU the faster path for the conv net (vmap turns a convolution with
   per-task weights into a grouped convolution, which the CPU kernels run slowly;
