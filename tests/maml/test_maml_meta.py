@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from zoo.models.maml import meta
+from zoo.models.maml import meta, mlp_grad
 from zoo.models.maml.nets import MLP, ConvNet
 
 PATHS = ["batched", "batched_vmap", "vmap_grad"]  # batched_vmap: batched without the MLP's batched_forward
@@ -122,6 +122,7 @@ def test_the_sinusoids_batched_path_is_the_hand_written_meta_gradient():
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), (a - b).abs().max()
     other = meta.meta_loss_batched(net, params, 0.05, batch, F.l1_loss, 1)
     assert type(other.grad_fn).__name__ != "MetaLossBackward"
+    assert not mlp_grad.applies(net, F.mse_loss, (batch[0], batch[1][..., :1], *batch[2:]))  # targets not (T, S, out)
 
 
 def test_second_order_differs_from_first_order():

@@ -137,10 +137,15 @@ class MetaLoss(torch.autograd.Function):
         return (None, None, None, None, *[grad * g for g in ctx.grads])
 
 
-def applies(net: nn.Module, loss_fn) -> bool:
-    """This path covers the MLP with ReLU under ``F.mse_loss`` (the sinusoid)."""
-    return (loss_fn is torch.nn.functional.mse_loss and hasattr(net, "body")
-            and all(isinstance(m, (nn.Linear, nn.ReLU)) for m in net.body))
+def applies(net: nn.Module, loss_fn, batch: tuple[Tensor, ...]) -> bool:
+    """This path covers the MLP with ReLU under ``F.mse_loss`` (the sinusoid), on data (T, S, in) with targets
+    shaped as the net's output (T, S, out): other shapes keep ``mse_loss``'s broadcasting, by autograd."""
+    layers = getattr(net, "body", None)
+    if loss_fn is not F.mse_loss or layers is None or not all(isinstance(m, (nn.Linear, nn.ReLU)) for m in layers):
+        return False
+    out_dim = [m for m in layers if isinstance(m, nn.Linear)][-1].out_features
+    xs, ys, xq, yq = batch
+    return xs.dim() == xq.dim() == 3 and ys.shape == (*xs.shape[:2], out_dim) and yq.shape == (*xq.shape[:2], out_dim)
 
 
 def meta_loss(net: nn.Module, params: Params, alpha: float | Params, batch: tuple[Tensor, ...], steps: int,
