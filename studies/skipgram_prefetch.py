@@ -25,6 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's zoo and bench/
 
+from bench.devices import add_device_option, resolve_device  # noqa: E402
 from bench.skipgram_measures import big_corpus  # noqa: E402
 from zoo.models.skipgram import corpus as C  # noqa: E402
 from zoo.models.skipgram import kernel  # noqa: E402
@@ -59,7 +60,11 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=400_000, help="tokens of the chunk trained per repeat")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
     parser.add_argument("--out", default=str(ROOT / "studies" / "results" / "skipgram_prefetch.json"))
+    add_device_option(parser)
     args = parser.parse_args()
+    device = resolve_device(args.device)
+    if device.type != "cpu":
+        raise SystemExit(f"--device {device}: the kernel compared here is the CPU's (numba); use --device cpu")
     item, (keep, alias), vocab = chunk(Path(args.work))
     tokens, sentence, reduced = (item[k].numpy().astype(np.int64) for k in ("tokens", "sentence", "window"))
     n = min(args.tokens, len(tokens))
@@ -90,7 +95,8 @@ def main() -> None:
                 t = time.thread_time()
                 call(fn, syn0, syn1, 0, n)
                 seconds[name].append(time.thread_time() - t)
-    record = {"command": "python " + " ".join(sys.argv), "before": args.before, "vocabulary": vocab, "tokens": n,
+    record = {"command": "python " + " ".join(sys.argv), "device": str(device), "before": args.before,
+              "vocabulary": vocab, "tokens": n,
               "same_tables_and_stream": same, "cpu_seconds": seconds,
               "before_over_now_min": round(min(seconds["before"]) / min(seconds["now"]), 3),
               "before_over_now_median": round(float(np.median(seconds["before"]) / np.median(seconds["now"])), 3)}
