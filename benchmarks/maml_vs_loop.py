@@ -7,6 +7,11 @@ Settings (issue 12): the sinusoid net (1-40-40-1) at meta-batch 25, K = 10 suppo
 the Omniglot conv net (4 x 64 filters, batch-statistics batch norm), 5-way 1-shot, 15 queries per
 class, meta-batch 32, 28x28 images.
 
+The paths are timed in turn, one repetition of each after another, so that all see the same machine load.
+Each setting also states a meta-iteration's FLOPs (matrix products and convolutions, forward and backward,
+counted by ``torch.utils.flop_counter``) and the share of this machine's matmul rate (float32, 1,024 x 1,024
+products, best of 5, measured in the same run) that each path reaches.
+
     python benchmarks/maml_vs_loop.py                    # CPU, 1 thread
     python benchmarks/maml_vs_loop.py --device cuda      # GPU
 """
@@ -77,17 +82,33 @@ def higher_path(net, batch, loss_fn, alpha):
     return tuple(total)
 
 
-def timed(fn, args, reps: int, device: str) -> list[float]:
-    out = []
-    for _ in range(reps):
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        t = time.perf_counter()
+def timed(fn, args, device: str) -> float:
+    """Seconds of one call."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    fn(*args)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.perf_counter() - t
+
+
+def matmul_rate(device: str, n: int = 1024, reps: int = 10) -> float:
+    """FLOP/s of an (n x n) @ (n x n) float32 product on ``device`` with the threads set: the best of 5
+    rounds of ``reps``."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    a @ b  # warm-up
+    best = min(timed(lambda: [a @ b for _ in range(reps)], (), device) for _ in range(5))
+    return 2 * n ** 3 * reps / best
+
+
+def count_flops(fn, args) -> int:
+    """FLOPs of one call: matrix products and convolutions, forward and backward (torch's flop counter)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
         fn(*args)
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        out.append(time.perf_counter() - t)
-    return out
+    return int(counter.get_total_flops())
 
 
 def main() -> None:
@@ -106,7 +127,10 @@ def main() -> None:
         have_higher = True
     except ImportError:
         have_higher = False
+    rate = matmul_rate(args.device)
+    print(f"matmul rate: {rate / 1e9:.1f} GFLOP/s (float32, 1024 x 1024, {args.threads} thread(s))", flush=True)
     record = {"command": "python " + " ".join(sys.argv), "device": args.device, "threads": args.threads,
+              "matmul_gflops": round(rate / 1e9, 2),
               "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
               "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
               "note": "medians of wall-clock times; on the CPU the 2 cores were shared with other jobs",
@@ -128,18 +152,28 @@ def main() -> None:
         with float32_precision("highest"):
             ref = paths["loop"](net, batch, loss_fn, alpha)
         scale = max(float(r.abs().max()) for r in ref)
-        res = {"tasks": len(batch[0]), "reps": reps, "paths": {}}
+        flops = count_flops(paths["loop"], (net, batch, loss_fn, alpha))
+        res = {"tasks": len(batch[0]), "reps": reps, "flops_per_meta_iteration": flops, "paths": {}}
+        times: dict[str, list[float]] = {}
         for pname, fn in paths.items():
             with float32_precision("highest"):
                 got = fn(net, batch, loss_fn, alpha)
             err = max(float((a - b).abs().max()) for a, b in zip(got, ref))
-            ok = err <= 1e-4 * max(scale, 1.0)
+            res["paths"][pname] = {"max_abs_grad_diff_vs_loop": err, "gradient_matches": err <= 1e-4 * max(scale, 1.0)}
             fn(net, batch, loss_fn, alpha)  # warm-up with the device's defaults
-            times = timed(fn, (net, batch, loss_fn, alpha), reps, args.device)
-            res["paths"][pname] = {"median_s": statistics.median(times), "min_s": min(times),
-                                   "max_abs_grad_diff_vs_loop": err, "gradient_matches": ok}
-            print(f"{name:9s} {pname:10s} median {statistics.median(times) * 1e3:9.2f} ms   "
-                  f"|grad - loop| {err:.1e} {'ok' if ok else 'MISMATCH'}", flush=True)
+            times[pname] = []
+        for _ in range(reps):  # the paths in turn: each sees the same load
+            for pname, fn in paths.items():
+                times[pname].append(timed(fn, (net, batch, loss_fn, alpha), args.device))
+        for pname, ts in times.items():
+            median = statistics.median(ts)
+            res["paths"][pname].update(median_s=median, min_s=min(ts), gflops=round(flops / median / 1e9, 3),
+                                       share_of_matmul_rate=round(flops / median / rate, 4))
+            print(f"{name:9s} {pname:10s} median {median * 1e3:9.2f} ms   {flops / median / 1e9:6.2f} GFLOP/s "
+                  f"({100 * flops / median / rate:4.1f} % of matmul)   |grad - loop| "
+                  f"{res['paths'][pname]['max_abs_grad_diff_vs_loop']:.1e} "
+                  f"{'ok' if res['paths'][pname]['gradient_matches'] else 'MISMATCH'}", flush=True)
+        print(f"{name}: {flops / 1e6:.2f} MFLOP a meta-iteration", flush=True)
         loop_t = res["paths"]["loop"]["median_s"]
         res["loop_over_batched"] = round(loop_t / res["paths"]["batched"]["median_s"], 2)
         # minima too: on a loaded machine the 100x longer loop is preempted more often, which moves the

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from zoo.models.maml import meta
+from zoo.models.maml import meta, mlp_grad
 from zoo.models.maml.nets import MLP, ConvNet
 
 PATHS = ["batched", "batched_vmap", "vmap_grad"]  # batched_vmap: batched without the MLP's batched_forward
@@ -103,6 +103,26 @@ def test_meta_sgd_learned_step_sizes_get_the_same_gradient_on_every_path():
         _, got = meta_grad(net, path, batch, F.mse_loss, alpha, 2, False)
         assert all(torch.allclose(g, r, atol=1e-5) for g, r in zip(got, ref))
     assert any(r.abs().max() > 1e-6 for r in ref[-len(alpha):])  # the step sizes do get a gradient
+
+
+def test_the_sinusoids_batched_path_is_the_hand_written_meta_gradient():
+    """The MLP under the squared error takes mlp_grad's path (one autograd node); deeper nets, float32 and
+    a 3-step Meta-SGD give the loop's meta-gradient; another loss keeps autograd's inner gradients."""
+    torch.manual_seed(0)
+    net = MLP(2, 3, hidden=16, layers=3)
+    g = torch.Generator().manual_seed(1)
+    batch = tuple(torch.randn(4, 6, d, generator=g) for d in (2, 3, 2, 3))  # (T, S, in / out), float32
+    alpha = {k: torch.full_like(p, 0.05).requires_grad_() for k, p in net.named_parameters()}
+    params = dict(net.named_parameters())
+    loss = meta.meta_loss_batched(net, params, alpha, batch, F.mse_loss, 3)
+    assert type(loss.grad_fn).__name__ == "MetaLossBackward"
+    _, ref = meta_grad(net, "loop", batch, F.mse_loss, alpha, 3, False)
+    got = torch.autograd.grad(loss, list(params.values()) + list(alpha.values()))
+    for a, b in zip(got, ref):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), (a - b).abs().max()
+    other = meta.meta_loss_batched(net, params, 0.05, batch, F.l1_loss, 1)
+    assert type(other.grad_fn).__name__ != "MetaLossBackward"
+    assert not mlp_grad.applies(net, F.mse_loss, (batch[0], batch[1][..., :1], *batch[2:]))  # targets not (T, S, out)
 
 
 def test_second_order_differs_from_first_order():

@@ -10,6 +10,9 @@ Two implementations of the same meta-loss, whose gradients agree to 1e-5 (tests/
   ``torch.func.grad`` of the functional net (``functional_call``) and ``torch.func.vmap`` maps it
   over the meta-batch, so T tasks are one batched computation. Autograd differentiates through the
   whole thing (``.backward()`` on the mean), including through the inner gradients (second order).
+  For the ReLU MLP under the squared error (the sinusoid) the batched path is ``mlp_grad``: the same
+  meta-gradient written out by hand (backprop and a Hessian-vector product per inner step), one
+  autograd node instead of hundreds of small ones: 1.6-1.8x the autograd version on the CPU, 1 thread.
 - ``loop``: a Python loop over tasks with ``torch.autograd.grad(create_graph=True)``: the textbook
   reference, and on the CPU the faster path for the conv net (vmap turns a convolution with
   per-task weights into a grouped convolution, which the CPU kernels run slowly;
@@ -29,6 +32,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from zoo.errors import UserError
+from zoo.models.maml import mlp_grad
 
 Params = dict[str, Tensor]
 LossFn = Callable[[Tensor, Tensor], Tensor]  # (prediction, target) -> scalar
@@ -87,6 +91,8 @@ def meta_loss_batched(net: nn.Module, params: Params, alpha: float | Params, bat
     level fewer: on the sinusoid net at meta-batch 25 it is about 1.5x faster on the CPU, and about
     2x more with the MLP's own ``batched_forward`` (``net_batched=False``: vmap(functional_call))."""
     xs, ys, xq, yq = batch
+    if net_batched and mlp_grad.applies(net, loss_fn, batch):  # the sinusoid: written out by hand
+        return mlp_grad.meta_loss(net, params, alpha, batch, steps, first_order)
     T = len(xs)
     p = {k: v.expand(T, *v.shape) for k, v in params.items()}  # (T, *shape) views of theta
     for _ in range(steps):
