@@ -100,7 +100,8 @@ def test_cifar_archive_that_lacks_batches(deep):
 
 
 def test_karpathy_split_files(deep):
-    from zoo.models.captioning.data import KarpathyConfig, KarpathyData, check_karpathy_images
+    from zoo.models.captioning.config import KarpathyConfig
+    from zoo.models.captioning.data import KarpathyData, check_karpathy_images
 
     json_path = deep / "dataset_flickr8k.json"
     err = refused(check_karpathy_images, [{"filename": "a.jpg", "split": "train"}], json_path)
