@@ -7,6 +7,8 @@ tables is the union of the tables of that name in those files (a key in two of t
 - ``RESUME``: recipe, or recipe:variant for another loop of the same recipe -> the overrides that make it small for
   tests/test_recipe_resume.py; ``NOT_RESUMED``: recipe -> why it has no case of its own; ``RESUME_STEPS``: case ->
   its global steps (epoch 0's end, the step save, the kill, the end) where its batches are not one step each;
+  ``RESUME_FAST``: the cases `make test` resumes (a model without the table: all of its cases), the others
+  run in `make test-slow`;
 - ``ESTIMATOR_HOSTS``: model with a stochastic node -> the cases whose settings train it (every estimator that fits
   its node runs on the first of them it fits); ``HOST_SETTINGS``: a host that is not a case of its own -> (the case
   it starts from, its own overrides).
@@ -48,3 +50,4 @@ RESUME_STEPS = merged("RESUME_STEPS", MODULES)
 NOT_RESUMED = merged("NOT_RESUMED", MODULES)
 ESTIMATOR_HOSTS = merged("ESTIMATOR_HOSTS", MODULES)
 HOST_SETTINGS = merged("HOST_SETTINGS", MODULES)
+RESUME_FAST = {case for module in MODULES for case in getattr(module, "RESUME_FAST", getattr(module, "RESUME", {}))}

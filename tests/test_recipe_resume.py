@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import torch
 from platform_testlib import forkserver, train_in_child  # tests/platform, on sys.path via conftest
-from recipe_data import ESTIMATOR_HOSTS, HOST_SETTINGS, NOT_RESUMED, REAL_DATA, RESUME, RESUME_STEPS
+from recipe_data import ESTIMATOR_HOSTS, HOST_SETTINGS, NOT_RESUMED, REAL_DATA, RESUME, RESUME_FAST, RESUME_STEPS
 
 from zoo.config import load_config
 from zoo.options import thaw
@@ -195,7 +195,8 @@ def run_in_parts(opts: list[str], recipe: str, folder: Path, steps: Steps) -> Pa
     return resumed.run_dir
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c in RESUME_FAST else pytest.mark.slow)
+                                  for c in sorted(CASES)])
 def test_a_stopped_killed_and_resumed_run_ends_as_the_straight_one(case, tmp_path):
     recipe = recipe_of(case)
     data = REAL_DATA[recipe](tmp_path) if recipe in REAL_DATA else []

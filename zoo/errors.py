@@ -146,8 +146,11 @@ def no_access(path: str | Path, write: bool | None = None, instead: str | None =
     full = Path(os.path.abspath(path))
     closed = next((f for f in _existing_folders(full) if not os.access(f, os.X_OK)), None)
     if closed is not None:
-        return UserError(f"cannot reach {path}: permission denied on the folder {closed}; make it accessible "
-                         f"(chmod +rx {closed}) or {instead or 'give another path'}")
+        return _one_line_or_details(
+            f"cannot reach {path}: permission denied on the folder {closed}; make it accessible "
+            f"(chmod +rx {closed}) or {instead or 'give another path'}",
+            f"cannot reach {Path(path).name}: permission denied on a folder above it; make it accessible (below) "
+            f"or {instead or 'give another path'}", [f"path: {full}", f"chmod +rx {closed}"])
     is_dir, exists = os.path.isdir(full), os.path.lexists(full)
     if write is None:
         write = not exists or os.access(full, os.R_OK | (os.X_OK if is_dir else 0))
@@ -155,8 +158,11 @@ def no_access(path: str | Path, write: bool | None = None, instead: str | None =
         return UserError(f"{path} not found; {instead or 'give another path'}")
     if not write:
         what, mode = ("the folder ", "+rx") if is_dir else ("", "+r")
-        return UserError(f"cannot read {what}{path}: permission denied; make it readable (chmod {mode} {full}) "
-                         f"or {instead or 'give another path'}")
+        return _one_line_or_details(
+            f"cannot read {what}{path}: permission denied; make it readable (chmod {mode} {full}) "
+            f"or {instead or 'give another path'}",
+            f"cannot read {what}{Path(path).name}: permission denied; make it readable (below) "
+            f"or {instead or 'give another path'}", [f"path: {full}", f"chmod {mode} {full}"])
     if exists and not os.access(full, os.W_OK | (os.X_OK if is_dir else 0)):
         target = full
     else:  # a file or folder to be made (or a temporary file beside it): its folder is the obstacle
@@ -166,8 +172,17 @@ def no_access(path: str | Path, write: bool | None = None, instead: str | None =
                          f"{instead or 'choose another path'}")
     what, mode = ("the folder ", "u+wx") if os.path.isdir(target) else ("", "u+w")
     where = "permission denied" if target == full else f"{what}{target} is not writable"
-    return UserError(f"cannot write {path}: {where}; make it writable (chmod {mode} {target}) or "
-                     f"{instead or 'choose another path'}")
+    short = "permission denied" if target == full else f"{what}above it is not writable"
+    return _one_line_or_details(
+        f"cannot write {path}: {where}; make it writable (chmod {mode} {target}) or {instead or 'choose another path'}",
+        f"cannot write {Path(path).name}: {short}; make it writable (below) or {instead or 'choose another path'}",
+        [f"path: {full}", f"chmod {mode} {target}"])
+
+
+def _one_line_or_details(line: str, short: str, details: list[str]) -> UserError:
+    """``line`` where it fits FIRST_LINE; else ``short`` (what is wrong and the fix, without the long paths) with
+    ``details`` (the paths and the command) on the lines below."""
+    return UserError(line) if len(line) <= FIRST_LINE else UserError(short, details=details)
 
 
 def _existing_folders(path: Path) -> list[Path]:

@@ -25,6 +25,8 @@ RESUME = {
     "sat_shapes_hard": SHAPES,  # sampled attention, moving-average baseline, the released encoder frozen
     "sat_shapes_hard_scratch": [*SHAPES, *SMALL_CNN],
 }
+# the cases make test resumes (the most stateful loops); the rest run in make test-slow
+RESUME_FAST = ("sat_shapes_hard",)
 REPRESENTED = "the same model and training loop as {}, on data read from files (their reader has its own tests)"
 NOT_RESUMED = {"sat_flickr8k": REPRESENTED.format("sat_shapes_soft") + " and a torchvision encoder",
                "sat_coco": REPRESENTED.format("sat_shapes_soft") + " and a torchvision encoder"}

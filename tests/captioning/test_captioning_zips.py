@@ -80,7 +80,7 @@ def test_zip_mistakes_are_user_errors(tmp_path):
     _, images = write_tiny_karpathy(base, "flickr8k")
     shutil.rmtree(images)
     opts = {**OPTS, "root": str(tmp_path)}
-    with pytest.raises(UserError, match=r"(?s)image folder not found .*\(or their zips.*"
+    with pytest.raises(UserError, match=r"(?s)image folder not found: .*\(or their zips.*looked for: .*images.*"
                                         r"the zips as downloaded, in .*flickr8k"):
         KarpathyData(opts).setup()
     archive = base / "Flickr8k_Dataset.zip"

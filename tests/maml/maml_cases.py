@@ -26,5 +26,7 @@ RESUME = {
     "maml_nav2d": ["data.meta_batch=2", "data.val_tasks=2", "model.trajectories=2", "model.horizon=5",
                    "model.eval_steps=1", "model.hidden=8"],  # MAML-RL: sampled trajectories
 }
+# the cases make test resumes (the most stateful loops); the rest run in make test-slow
+RESUME_FAST = ("maml_sinusoid", "maml_nav2d")
 NOT_RESUMED = {"maml_omniglot_20w1s": "maml_omniglot_5w1s with 20 classes a task: the same loop"}
 ESTIMATOR_HOSTS = {"maml_rl": ["maml_nav2d"]}

@@ -26,6 +26,8 @@ RESUME = {
     "ood_toy2d": TOY,
     "ood_toy2d_boundary": [*TOY, "model.classifier_epochs=1"],  # boundary_gan: classifier alone, then the GAN
 }
+# the cases make test resumes (the most stateful loops); the rest run in make test-slow
+RESUME_FAST = ("ood_digits_joint",)
 RESUME_STEPS = {
     "ood_digits_joint": (12, 18, 21, 24),  # classifier, D and G: 3 steps a batch
     "ood_toy2d": (12, 18, 21, 24),

@@ -17,6 +17,7 @@ SHORT = ["trainer.limit_train_batches=3", "trainer.limit_val_batches=1", "traine
          "model.mahalanobis=false"]
 
 
+@pytest.mark.slow
 def test_joint_run_resumes_from_its_last_checkpoint(tmp_path):
     first = train(["recipe=ood_digits_joint", f"run_dir={tmp_path}", "trainer.max_epochs=1", *SHORT])
     temperature = float(first.model.temperature)

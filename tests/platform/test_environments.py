@@ -33,6 +33,7 @@ def only_child(folder: Path) -> Path:
     return children[0]
 
 
+@pytest.mark.slow
 def test_home_and_variables_in_paths_from_another_folder_with_warnings_as_errors_and_a_reader_gone(tmp_path):
     """run_dir=~/runs and data.root=$DATA/x as written in a recipe or in quotes; the working folder is
     not the repository; PYTHONWARNINGS=error (the skip-gram loader's by-design warning is not raised);
@@ -70,6 +71,7 @@ def test_a_warning_made_an_error_is_one_line_and_leaves_no_run_folder(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_closed_streams_and_a_full_stdout(tmp_path):
     """stdin, stdout and stderr closed (a cron job, `>&- 2>&-`): the progress bar would write to None and the
     run stop half-way. stdout on a full device: one line, exit status 2, not a traceback."""

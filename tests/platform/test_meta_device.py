@@ -22,15 +22,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from recipe_data import NOT_RESUMED, REAL_DATA  # tests/recipe_data.py
 
 from zoo.config import load_config
 from zoo.recipe_files import all_recipes
 from zoo.train import build
-
-try:
-    from recipe_data import REAL_DATA  # tests/recipe_data.py
-except ImportError:  # pragma: no cover
-    REAL_DATA = {}
 
 META = torch.device("meta")
 HOST_READ_MODELS = {"skipgram"}  # training steps that read their batch's values on the host (see above)
@@ -119,7 +115,10 @@ def assert_gradients_on_meta(model) -> None:
     assert all(g.device == META for g in grads)
 
 
-@pytest.mark.parametrize("name", sorted(all_recipes()))
+# A recipe that is another of the same model and loop on other data (recipe_data.NOT_RESUMED says which) is
+# built on the meta device in make test-slow; make test builds the recipes it stands for.
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow if n in NOT_RESUMED else ())
+                                  for n in sorted(all_recipes())])
 def test_recipe_runs_on_the_meta_device(name: str, tmp_path: Path, generators_on_meta):
     config, batch, model = build_recipe(name, tmp_path)
     batch = to_meta(batch)

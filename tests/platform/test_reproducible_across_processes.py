@@ -78,12 +78,14 @@ def skipgram_first(tmp_path_factory) -> tuple[Path, tuple[dict, dict]]:
     return tmp, run(tmp, "fresh", args, hash_seed=1, cwd="cwd_a")
 
 
+@pytest.mark.slow
 def test_skipgram_same_across_hash_seed_cwd_and_cache_state(skipgram_first):
     tmp, first = skipgram_first
     assert (tmp / "data" / "skipgram_cache").is_dir()
     assert_same(first, run(tmp, "cached", [*SKIPGRAM, f"data.root={tmp / 'data'}"], hash_seed=2, cwd="cwd_b"))
 
 
+@pytest.mark.slow
 def test_skipgram_data_loader_workers_share_the_chunks(skipgram_first):
     """With data.num_workers=2 each worker takes every other chunk, interleaved back in order (were
     every worker to read every chunk, training would see each twice and the run would differ). This

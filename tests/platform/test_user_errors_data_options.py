@@ -79,7 +79,7 @@ def test_evaluate_with_a_data_option_that_changes_the_shapes_vocabulary(capsys):
 
 
 def test_vocabulary_message_names_the_words_and_only_options_the_datamodule_has():
-    from zoo.models.captioning.data import KarpathyConfig, ShapesConfig
+    from zoo.models.captioning.config import KarpathyConfig, ShapesConfig
     from zoo.models.captioning.vocab import VOCAB_OPTIONS, vocab_difference, vocab_fix
 
     for kind, config in (("shapes", ShapesConfig), ("karpathy", KarpathyConfig)):

@@ -162,6 +162,7 @@ def test_skipgram_plot_with_fewer_than_two_components():
         assert len(fig.axes[0].collections[0].get_offsets()) == len(vectors)
 
 
+@pytest.mark.slow
 def test_skipgram_trains_with_dim_1(tmp_path, capsys):
     from zoo.train import main
 

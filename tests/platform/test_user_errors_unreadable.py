@@ -37,8 +37,11 @@ def lock():
 def assert_refused(result: dict, path: Path, runs: Path | None = None) -> str:
     err = result["err"]
     assert result["code"] == 2 and "Traceback" not in err and err.strip(), err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("error: ") and str(path) in last and "chmod" in last, err
+    lines = err.strip().splitlines()
+    first = max(i for i, line in enumerate(lines) if line.startswith("error: "))
+    assert all(line.startswith("  ") for line in lines[first + 1:]), err  # the message's details, indented
+    last = "\n".join(lines[first:])  # a message too long for one line gives the path and the chmod below it
+    assert str(path) in last and "chmod" in last, err
     assert runs is None or not runs.exists() or not any(runs.iterdir()), "nothing written for a refused run"
     return last
 

@@ -12,6 +12,8 @@ RESUME = {
                                         "model.d_pretrain_epochs=1", "model.adv_iterations=1",
                                         "model.adv_d_rounds=1", "model.adv_d_epochs=1"],
 }
+# the cases make test resumes (the most stateful loops); the rest run in make test-slow
+RESUME_FAST = ("seqgan_oracle_small:pretrain", "seqgan_oracle_small:adversarial")
 RESUME_STEPS = {"seqgan_oracle_small:adversarial": (4, 6, 7, 9)}  # epoch 1 begins with G's policy-gradient step
 NOT_RESUMED = {
     "seqgan_oracle": "seqgan_oracle_small at the paper's size (a minute a step)",

@@ -25,6 +25,8 @@ RESUME = {
     "skipgram_synthetic_nce": [*SMALL, "model.updates=sequential"],
     "skipgram_synthetic_softmax": [*SMALL, "model.updates=minibatch", "model.batch_centres=256"],
 }
+# the cases make test resumes (the most stateful loops); the rest run in make test-slow
+RESUME_FAST = ("skipgram_synthetic",)
 REPRESENTED = "the same model and training loop as {}, on data read from files (their reader has its own tests)"
 NOT_RESUMED = {"skipgram_lee": REPRESENTED.format("skipgram_synthetic"),
                "skipgram_text8": REPRESENTED.format("skipgram_synthetic")}

@@ -30,6 +30,8 @@ RESUME = {
     "dvae_digits_rloo": SMALL,
     "dvae_digits_st": SMALL,
 }
+# the cases make test resumes (the most stateful loops); the rest run in make test-slow
+RESUME_FAST = ("vae_digits", "dvae_digits_relax")
 REPRESENTED = "the same model and training loop as {}, on data read from files (their reader has its own tests)"
 NOT_RESUMED = {"vae_mnist": REPRESENTED.format("vae_digits"), "dvae_mnist": REPRESENTED.format("dvae_digits")}
 # an estimator runs on the first host its node fits: arm and disarm need binary latents, expectation and

@@ -259,9 +259,9 @@ class KarpathyData(_CaptionData):
             zips = [] if c.image_dir or not base.is_dir() else sorted(
                 z for z in base.glob("*.zip") if z.name != KARPATHY_ZIP)
             if not zips:
-                raise UserError(f"image folder not found at {image_dir}: put the {c.dataset} images there (or their "
-                                "zips, below), or set data.image_dir to a folder or zip",
-                                details=["COCO: train2014/ and val2014/ inside it",
+                raise UserError(f"{c.dataset} image folder not found: put the images there (or their zips, below), "
+                                "or set data.image_dir to a folder or zip",
+                                details=[f"looked for: {image_dir}", "COCO: train2014/ and val2014/ inside it",
                                          f"the zips as downloaded, in {base}: Flickr8k_Dataset.zip; COCO: "
                                          "train2014.zip, val2014.zip"])
         return ImageZips(zips) if zips else None

@@ -42,9 +42,10 @@ def made_ood(x: Tensor, seed: int = DIAG_SEED) -> dict[str, Tensor]:
     random order of their own: the same intensities, no strokes), ``blurred`` (a 3 x 3 box filter: the
     strokes smeared) and ``inverted`` (1 - x: dark strokes on a bright ground, the brightness of noise).
     Each (N, C, H, W), on x's device and dtype."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)  # cpu: the same permutations on every device, then moved
     flat = x.flatten(1)  # (N, C*H*W)
-    order = torch.stack([torch.randperm(flat.shape[1], generator=g) for _ in range(len(x))]).to(x.device)
+    order = torch.stack([torch.randperm(flat.shape[1], generator=g)  # cpu: drawn by g, moved below
+                         for _ in range(len(x))]).to(x.device)
     permuted = flat.gather(1, order).view_as(x)
     blurred = F.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False)
     return {"permuted": permuted, "blurred": blurred, "inverted": 1 - x}
@@ -52,7 +53,7 @@ def made_ood(x: Tensor, seed: int = DIAG_SEED) -> dict[str, Tensor]:
 
 def fixed_noise(n: int, dim: int, like: Tensor) -> Tensor:
     """(n, dim) N(0, I) draws from a generator of their own (the run's random stream is left as it is)."""
-    z = torch.randn(n, dim, generator=torch.Generator().manual_seed(DIAG_SEED))
+    z = torch.randn(n, dim, generator=torch.Generator().manual_seed(DIAG_SEED))  # cpu: the same z on every device
     return z.to(like.device, like.dtype)
 
 
@@ -60,10 +61,17 @@ class GANDiagnostics:
     """Needs ``self.classifier``, ``self.generator``, ``self.cfg``, ``self.input_shape`` and the ZooModule helpers."""
 
     def init_diagnostics(self) -> None:
-        self._epoch_sums: dict[str, list[Tensor]] = defaultdict(list)  # name -> the epoch's step values (scalars)
+        self._epoch_sums: dict[str, list] = defaultdict(list)  # name -> the epoch's step values (0-d tensors, floats)
         self._history: list[dict[str, float]] = []  # one row per validated epoch: the figure's points
         self._grid_rows: list[Tensor] = []  # (GRID_Z, C, H, W) each: G's samples of the fixed z over training
         self._made: dict[str, Tensor] | None = None  # made_ood of the first training images, built once
+
+    def diagnostics_state(self) -> dict[str, list[float]]:
+        """The epoch's step values so far, for the checkpoint: a run resumed mid-epoch logs the whole epoch's means."""
+        return {k: [float(v) for v in vs] for k, vs in self._epoch_sums.items()}
+
+    def load_diagnostics_state(self, state: dict[str, list[float]]) -> None:
+        self._epoch_sums = defaultdict(list, {k: list(vs) for k, vs in state.items()})
 
     def add_step(self, values: dict[str, Tensor]) -> None:
         for k, v in values.items():
@@ -84,10 +92,10 @@ class GANDiagnostics:
         """Log the epoch's GAN curves (module docstring); ``msp_in``: max-softmax of the validation digits (N,)."""
         row: dict[str, float] = {"epoch": float(self.current_epoch + 1)}
         for k in EPOCH_SUMS:
-            if self._epoch_sums.get(k):
-                row[k] = float(torch.stack(self._epoch_sums[k]).mean())
+            if self._epoch_sums.get(k):  # in float64 on the host: the same sum whether or not a resume split the epoch
+                row[k] = sum(float(v) for v in self._epoch_sums[k]) / len(self._epoch_sums[k])
         self._epoch_sums = defaultdict(list)
-        z = fixed_noise(N_FIXED, self.cfg.noise_dim, msp_in)
+        z = fixed_noise(N_FIXED, self.cfg.noise_dim, next(self.generator.parameters()))
         logits_g = self.classifier(self.generator(z))  # (N_FIXED, K)
         row["msp_g"] = float(detect.msp_score(logits_g).mean())
         row["kl_g"] = float(kl_uniform(logits_g).mean())

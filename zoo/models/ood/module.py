@@ -112,12 +112,18 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
             raise UserError(f"model.mode=boundary_gan trains G only after model.classifier_epochs="
                             f"{self.cfg.classifier_epochs}: set trainer.max_epochs above it (got {epochs})")
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.cfg.mode in GAN_MODES:
+            checkpoint["gan_epoch_sums"] = self.diagnostics_state()
+
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         # runs before the state dict is loaded: resuming with other data is a clear error, not a size mismatch
         info = checkpoint.get("hyper_parameters", {}).get("data_info") or {}
         if "input_shape" in info:
             self._check_fits(info["input_shape"], int(info.get("num_classes", self.num_classes)),
                              "the checkpoint", resuming=True)
+        if self.cfg.mode in GAN_MODES and "gan_epoch_sums" in checkpoint:
+            self.load_diagnostics_state(checkpoint["gan_epoch_sums"])
 
     # ---- the stochastic node ----------------------------------------------------------------------
     def noise(self, n: int) -> Tensor:
