@@ -56,6 +56,7 @@ def metrics_of(folder: Path, label: str) -> float:
     return ran["test/loss"]
 
 
+@pytest.mark.slow
 def test_sweep_table_paired_differences_and_failures(swept):
     folder, proc = swept
     assert proc.returncode == 1, proc.stderr[-3000:]  # a run failed: the sweep says so

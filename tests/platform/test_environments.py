@@ -200,7 +200,8 @@ def test_many_cores_and_warnings_as_errors(tmp_path, monkeypatch, capsys):
     assert code == 0, err
 
 
-@pytest.mark.parametrize("home", ["unset", pytest.param("read-only", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("home", ["unset", "read-only"])
 def test_wandb_and_matplotlib_without_a_writable_home(home, tmp_path):
     """HOME unset or read-only (a container, a cron job, a shared account): wandb's core would print about
     20 of its log lines ("ERROR main: failed to get logger path", "INFO server: ...") and leave
