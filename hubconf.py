@@ -21,7 +21,7 @@ def _entry(name: str):
 
 
 def _entries() -> dict:
-    from zoo.hub import pretrained_cards
+    from zoo.loading import pretrained_cards
 
     return {name.replace("-", "_"): _entry(name) for name in pretrained_cards()}
 

@@ -12,7 +12,7 @@ import torch
 
 from bench.devices import accelerator, describe, processor
 from zoo.evaluate import evaluate
-from zoo.hub import PRETRAINED_DIR
+from zoo.loading import PRETRAINED_DIR
 from zoo.spread import spread
 from zoo.sweep import run_sweep
 

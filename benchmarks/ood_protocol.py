@@ -58,8 +58,8 @@ def score_model(target: str, device: torch.device) -> dict:
     """{split: {set: {setting: scores}}} for split val / test, set "in" or an OOD kind, setting msp or T_eps."""
     import zoo
     from zoo.models.ood.data import as_float
-    from zoo.options import validate
     from zoo.registry import DATAMODULES
+    from zoo.schema import validate
 
     model = zoo.load(target, device=str(device))
     data = dict(model.run_info["data"])

@@ -77,8 +77,8 @@ def save(picture, stem: str, colours: int = 128) -> str:
 def test_data(data: dict):
     """The datamodule of a card's (or a checkpoint's) data options, set up for its test split (as
     ``zoo.evaluate`` builds it)."""
-    from zoo.options import validate
     from zoo.registry import DATAMODULES
+    from zoo.schema import validate
 
     cfg = dict(data)
     entry = DATAMODULES.entry(cfg.pop("name"))
@@ -277,7 +277,7 @@ def ood_scores(model, dm) -> tuple[dict, dict]:
 
 def toy2d_map(mode: str) -> tuple[object, str]:
     """The 2-D toy's confidence map from a run of its recipe (trained here: no released weights)."""
-    from zoo.hub import load_any
+    from zoo.loading import load_any
     from zoo.models.ood.plots import confidence_map
     from zoo.train import main as train
 

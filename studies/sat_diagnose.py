@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
 from bench.devices import accelerator, add_device_option, processor, resolve_device
-from zoo.hub import load_any
+from zoo.loading import load_any
 from zoo.models.captioning.data import ShapesData
 
 COLOURS = ["red", "green", "blue", "yellow", "purple"]

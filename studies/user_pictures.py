@@ -27,7 +27,7 @@ import zoo
 from bench.devices import add_device_option, describe, resolve_device
 from bench.user_pictures import KINDS, ood_acceptance, pictures, same_captions, scaled, vae_log_likelihood
 from zoo.core.transforms import transform_batch
-from zoo.hub import pretrained_cards
+from zoo.loading import pretrained_cards
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))

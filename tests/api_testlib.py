@@ -5,8 +5,8 @@ from typing import Any
 
 def model_datamodule(model: Any, stage: str = "test") -> Any:
     """The datamodule of ``model.run_info['data']`` (what zoo.load keeps), set up for ``stage``."""
-    from zoo.options import validate
     from zoo.registry import DATAMODULES
+    from zoo.schema import validate
 
     data = dict(model.run_info["data"])
     entry = DATAMODULES.entry(data.pop("name"))

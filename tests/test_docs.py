@@ -178,7 +178,7 @@ def makefile_targets() -> set[str]:
 
 def command_problem(words: list[str]) -> str | None:
     """What is wrong with a shell command that is not a training run, or None."""
-    from zoo.hub import pretrained_cards
+    from zoo.loading import pretrained_cards
 
     released = set(pretrained_cards())
     for module in ("zoo.evaluate", "zoo.predict"):

@@ -182,7 +182,7 @@ def test_maml_conv_meta_gradient_on_cuda_in_full_float32():
 
 def test_rng_state_restores_cuda_generators():
     """A resumed GPU run draws the same CUDA random numbers as the uninterrupted one (RNGState)."""
-    from zoo.callbacks.safety import RNGState
+    from zoo.callbacks.checkpoints import RNGState
 
     torch.cuda.manual_seed_all(0)
     torch.rand(1, device="cuda")  # CUDA in use, as in a run

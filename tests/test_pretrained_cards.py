@@ -21,7 +21,7 @@ import pytest
 
 import zoo
 from zoo.evaluate import evaluate
-from zoo.hub import PRETRAINED_DIR, pretrained_cards, sha256
+from zoo.loading import PRETRAINED_DIR, pretrained_cards, sha256
 
 CARDS = pretrained_cards()
 NAMES = sorted(CARDS)

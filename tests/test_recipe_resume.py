@@ -33,8 +33,8 @@ from platform_testlib import forkserver, train_in_child  # tests/platform, on sy
 from recipe_data import ESTIMATOR_HOSTS, HOST_SETTINGS, NOT_RESUMED, REAL_DATA, RESUME, RESUME_FAST, RESUME_STEPS
 
 from zoo.config import load_config
-from zoo.options import thaw
 from zoo.recipe_files import all_recipes
+from zoo.schema import thaw
 from zoo.train import train
 
 EPOCH = 4  # training batches an epoch

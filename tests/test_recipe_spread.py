@@ -17,7 +17,7 @@ import shlex
 import pytest
 
 from bench.devices import processor  # the name recipe_seeds.py records with the spread
-from zoo.hub import pretrained_cards
+from zoo.loading import pretrained_cards
 
 CARDS = pretrained_cards()
 WITH_SPREAD = sorted(n for n, c in CARDS.items() if "recipe_seeds" in c)

@@ -150,7 +150,7 @@ def test_every_option_refuses_a_value_of_the_wrong_type(name):
     UserError each, never a traceback and never silently read (OmegaConf reads 2 as true); checked
     by fuzzing every key."""
     from zoo.errors import UserError
-    from zoo.options import flatten
+    from zoo.schema import flatten
 
     cfg = load_config(name)
     checked = 0
@@ -181,7 +181,7 @@ def test_every_option_of_every_recipe_takes_a_bad_value_without_a_traceback(name
     ``BAD_VALUES`` for its type; the config either takes the value or refuses it with a UserError,
     never another exception."""
     from zoo.errors import UserError
-    from zoo.options import flatten
+    from zoo.schema import flatten
 
     cfg = load_config(name)
     for section in ("model", "data"):

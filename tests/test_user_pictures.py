@@ -207,7 +207,7 @@ def test_a_picture_that_cannot_be_mapped_is_one_clear_error(call, expected):
 def test_export_writes_the_transforms_of_an_image_model(name, expected):
     from safetensors.torch import load_file
 
-    from zoo.hub import PRETRAINED_DIR, pretrained_cards
+    from zoo.loading import PRETRAINED_DIR, pretrained_cards
     from zoo.pretrained.__main__ import image_transforms
 
     card = pretrained_cards()[name]

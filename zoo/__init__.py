@@ -26,7 +26,7 @@ def list_pretrained() -> dict[str, str]:
     """The pretrained models ``load`` takes by name: {name: one-line description}, e.g. {"vae-digits": "...", ...};
     the released ones, then those ``python -m zoo.pretrained export`` wrote into the working folder's
     ``pretrained/``."""
-    from zoo.hub import entries  # imported when used: `import zoo` stays light (zoo.hub reads files)
+    from zoo.loading import entries  # imported when used: `import zoo` stays light (zoo.loading reads files)
 
     return {name: card.get("description", "") for name, (card, _) in entries().items()}
 
@@ -39,7 +39,7 @@ def load(name_or_path: str, device: str | None = None, trust_code: bool = False)
     The model and estimator its file names resolve to the zoo's own and the installed plugins; one named by a
     dotted path (``"mypkg.models:MyModel"``) is refused before its module is imported, unless ``trust_code=True``
     (as the Hub's ``trust_remote_code``)."""
-    from zoo.hub import load as _load  # imported when used: `import zoo` stays light (zoo.hub reads files)
+    from zoo.loading import load as _load  # imported when used: `import zoo` stays light (zoo.loading reads files)
 
     model = _load(name_or_path, trust_code)
     return model if device is None else model.to(device)
@@ -50,6 +50,8 @@ def transforms(name_or_path: str, trust_code: bool = False):
     picture goes through before the model sees it, as the card states it (size, channels, resampling, value
     range, polarity, ...), read from the card without loading the weights; for a checkpoint or an older card,
     derived from the model's config. Callable: ``zoo.transforms("vae-digits")("digit.png")`` -> (1, 8, 8)."""
-    from zoo.hub import transforms as _transforms  # imported when used: `import zoo` stays light (zoo.hub reads files)
+    from zoo.loading import (
+        transforms as _transforms,  # imported when used: `import zoo` stays light (zoo.loading reads files)
+    )
 
     return _transforms(name_or_path, trust_code)

@@ -19,11 +19,11 @@ from omegaconf import OmegaConf
 from zoo.callbacks.named import check_callbacks, is_early_stopping
 from zoo.errors import UserError
 from zoo.estimators.seam import check_spec, keep_checked
-from zoo.options import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, freeze, parse_dotlist, positive, thaw
-from zoo.options import validate as validate_options
 from zoo.recipe_files import find_recipe, load_recipe, merge_replacing
 from zoo.registry import DATAMODULES, MODELS, closest
-from zoo.trainer_options import check_trainer_options, trainer_arguments
+from zoo.schema import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, freeze, parse_dotlist, positive, thaw
+from zoo.schema import validate as validate_options
+from zoo.trainer_schema import check_trainer_options, trainer_arguments
 
 LOGGERS = ("csv", "wandb", "tensorboard")
 WANDB_MODES = ("online", "offline", "disabled", "shared")
@@ -246,7 +246,7 @@ def check_precision(name: str, precision: Any, where: str) -> None:
 
 def load_config(recipe: str, overrides: list[str] | None = None) -> LoadedRun:
     """Recipe name/path + overrides -> the run they describe, checked (``LoadedRun``): its settings a read-only
-    tree of dicts and lists (see `RunConfig`; ``zoo.options.FrozenDict``: a change is a TypeError, ``thaw`` gives
+    tree of dicts and lists (see `RunConfig`; ``zoo.schema.FrozenDict``: a change is a TypeError, ``thaw`` gives
     plain ones), each section validated once against the declarations (no torch imported; a plugin's or a dotted
     path's class is imported), and the options objects the ``model:`` and ``data:`` sections were validated
     into, which the run's constructors take as given (``zoo.runner.build``), so a section's checks run once."""

@@ -30,11 +30,11 @@ from zoo import cli
 from zoo.cli import CommandLineParser, build_trainer, ctrl_c_in_lightning, exit_status, format_table, user_error_in_fit
 from zoo.config import MATMUL_PRECISIONS, repeated_overrides
 from zoo.errors import UserError
-from zoo.hub import load_any, locate
+from zoo.loading import load_any, locate
 from zoo.messages import HeldMessages
-from zoo.options import SEED_MAX, between, choice, parse_kv, validate
 from zoo.registry import DATAMODULES, loaded_config
-from zoo.trainer_options import check_trainer_options
+from zoo.schema import SEED_MAX, between, choice, parse_kv, validate
+from zoo.trainer_schema import check_trainer_options
 
 
 @dataclass
@@ -71,7 +71,7 @@ def evaluate(target: str, options: dict[str, Any] | None = None, trust_code: boo
     locate(target)  # a mistyped name or path: answered before torch is imported
     import lightning as L  # the front (options, target, --help) stays light: torch and Lightning from here on
 
-    from zoo.callbacks.safety import ReleaseHeldMessages
+    from zoo.callbacks.run_notes import ReleaseHeldMessages
     from zoo.tracking import set_float32_precision
 
     model, info = load_any(target, trust_code)

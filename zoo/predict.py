@@ -19,8 +19,8 @@ import sys
 
 from zoo import cli
 from zoo.cli import CommandLineParser, exit_status
-from zoo.hub import load_any, locate
-from zoo.options import parse_kv
+from zoo.loading import load_any, locate
+from zoo.schema import parse_kv
 
 TRUST_CODE = "--trust-code"
 

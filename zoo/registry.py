@@ -342,5 +342,5 @@ class Registry:
 MODELS = Registry("model", ModelSpec, base="lightning.pytorch:LightningModule", builtins="zoo.models:declare_all")
 DATAMODULES = Registry("datamodule", DataSpec, base="lightning.pytorch:LightningDataModule",
                        builtins="zoo.models:declare_all")
-ESTIMATORS = Registry("estimator", "zoo.estimators.fit:EstimatorDef",  # declared in zoo/estimators/options.py
+ESTIMATORS = Registry("estimator", "zoo.estimators.capabilities:EstimatorDef",  # declared in zoo/estimators/options.py
                       builtins="zoo.estimators:declare_all")

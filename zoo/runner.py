@@ -23,30 +23,20 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch.nn.parameter import is_lazy
 
+from zoo.callbacks.checkpoints import AtomicCheckpointIO, FinalCheckpoint, LastCheckpoint, RNGState, SignalCheckpoint
+from zoo.callbacks.guards import MonitorCheck, NonFiniteLossGuard, as_divergence
 from zoo.callbacks.named import build_callbacks
+from zoo.callbacks.run_notes import Notes, ReleaseHeldMessages, RunInfo
 from zoo.callbacks.runlog import end_summary, run_console
-from zoo.callbacks.safety import (
-    AtomicCheckpointIO,
-    FinalCheckpoint,
-    LastCheckpoint,
-    MonitorCheck,
-    NonFiniteLossGuard,
-    Notes,
-    ReleaseHeldMessages,
-    RNGState,
-    RunInfo,
-    SignalCheckpoint,
-    as_divergence,
-)
 from zoo.cli import build_trainer, ctrl_c_in_lightning, user_error_in_fit
 from zoo.config import LoadedRun, repeated_overrides, to_yaml, validation_off
 from zoo.core.files import remove_empty
 from zoo.core.memory import AllocationGuard, check_step_fits
 from zoo.errors import UserError
-from zoo.options import thaw
 from zoo.record import RunRecord, run_record
 from zoo.registry import DATAMODULES, MODELS
-from zoo.runs import changed_options, check_writable, claim_run_dir, read_resume_checkpoint, resolve_run_dir
+from zoo.run_folder import changed_options, check_writable, claim_run_dir, read_resume_checkpoint, resolve_run_dir
+from zoo.schema import thaw
 from zoo.tracking import HeldMessages, console_callbacks, make_loggers, quiet_lightning, set_float32_precision
 
 

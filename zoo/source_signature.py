@@ -1,6 +1,6 @@
 """A class's ``__init__`` signature read from its installed source, without importing it.
 
-lightning.Trainer's arguments and a callback's options are checked (``zoo.options.validate_call``) before
+lightning.Trainer's arguments and a callback's options are checked (``zoo.schema.validate_call``) before
 torch and Lightning are imported (~4 s): their annotations are evaluated from the source, each name
 followed through the package's own imports to where it is defined; a class there stands for itself by
 name only (a recipe's YAML value is never one), and a name that cannot be followed accepts anything.

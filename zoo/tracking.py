@@ -30,8 +30,8 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from zoo.errors import UserError
 from zoo.messages import HeldMessages, _DropNoise, quiet_lightning  # noqa: F401  (zoo.tracking's names too)
-from zoo.options import thaw
 from zoo.paths import home_folder, writable
+from zoo.schema import thaw
 
 
 def set_float32_precision(level: str) -> None:

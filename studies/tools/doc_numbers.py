@@ -167,10 +167,10 @@ def sat_card(args) -> dict:
     import lightning as L
     from safetensors.torch import load_file
 
-    from zoo.hub import build_model
+    from zoo.loading import build_model
     from zoo.models.captioning import decode as D
-    from zoo.options import validate
     from zoo.registry import DATAMODULES
+    from zoo.schema import validate
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)

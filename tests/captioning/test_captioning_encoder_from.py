@@ -4,7 +4,7 @@ paper's encoder is a fixed pretrained CNN); mistakes are refused before a run fo
 import pytest
 import torch
 
-from zoo.hub import load_checkpoint
+from zoo.loading import load_checkpoint
 from zoo.train import main, train
 
 TINY = ["model.feat_dim=32", "model.cnn_width=8", "model.embed_dim=32", "model.hidden_dim=64", "model.att_dim=32",
@@ -85,7 +85,7 @@ def test_a_wrong_encoder_from_is_refused_before_the_run_folder(target, extra, ex
 
 
 def test_the_hard_recipe_starts_from_the_soft_cards_encoder_and_keeps_it(tmp_path):
-    from zoo.hub import load
+    from zoo.loading import load
 
     wanted = load("sat-shapes-soft").encoder.state_dict()
     run = train(["recipe=sat_shapes_hard", f"run_dir={tmp_path}", "data.n_train=32", "data.n_val=8", "data.n_test=8",

@@ -7,7 +7,7 @@ from PIL import Image
 from torchmetrics.text import BLEUScore
 
 import zoo
-from zoo.hub import load_any
+from zoo.loading import load_any
 from zoo.models.captioning import decode as D
 from zoo.models.captioning.data import ShapesData
 

@@ -119,9 +119,9 @@ def test_soft_recipe_checkpoints_and_scores_the_averaged_weights(tmp_path):
     """sat_shapes_soft keeps an exponential moving average of the weights and BatchNorm statistics
     (Lightning's EMAWeightAveraging): validation, last.ckpt and so zoo.evaluate / the card use the
     average, not the last step's weights (docs/captioning.md, seeds). A tiny run of the recipe: the
-    checkpoint's weights differ from the current ones that Lightning keeps beside them, and zoo.hub
+    checkpoint's weights differ from the current ones that Lightning keeps beside them, and zoo.loading
     loads the averaged ones. sat_shapes_hard(_scratch) (the same base) opts out: its checkpoint has no average."""
-    from zoo.hub import load_checkpoint, read_checkpoint
+    from zoo.loading import load_checkpoint, read_checkpoint
 
     tiny = [f"model.{k}={v}" for k, v in SMALL.items()] + [
         "data.n_train=32", "data.n_val=8", "data.n_test=8", "data.batch_size=16", "trainer.max_epochs=2",

@@ -53,7 +53,7 @@ def test_capabilities_follow_the_options():
 @pytest.mark.parametrize("model", NODE_MODELS)
 def test_models_declare_their_node_and_the_fits_are_as_designed(model):
     """Every registered model with a node: the node is a StochasticNode, its option ``estimator`` is
-    declared with ``estimator_option`` (so ``zoo.options.validate`` hands it to the seam) and its
+    declared with ``estimator_option`` (so ``zoo.schema.validate`` hands it to the seam) and its
     default fits; the fits are the designed ones (a new model adds its line to EXPECTED_FITS)."""
     cls = MODELS.get(model)
     node = node_of(model)

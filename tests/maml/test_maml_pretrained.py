@@ -3,7 +3,7 @@
 import json
 
 from zoo.evaluate import evaluate
-from zoo.hub import PRETRAINED_DIR
+from zoo.loading import PRETRAINED_DIR
 from zoo.predict import main as predict
 
 

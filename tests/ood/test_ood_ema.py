@@ -9,7 +9,7 @@ import csv
 import pytest
 import torch
 
-from zoo.hub import load_checkpoint
+from zoo.loading import load_checkpoint
 from zoo.train import train
 
 SHORT = ["trainer.limit_train_batches=4", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1",

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from zoo import evaluate
-from zoo.hub import pretrained_cards
+from zoo.loading import pretrained_cards
 
 NAMES = ["ood-digits-ce", "ood-digits-joint"]
 

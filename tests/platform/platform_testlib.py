@@ -185,7 +185,7 @@ def released_checkpoint(path: Path, model: str = "dvae", estimator: str | None =
     import torch
     from safetensors.torch import load_file
 
-    from zoo.hub import PRETRAINED_DIR, pretrained_cards
+    from zoo.loading import PRETRAINED_DIR, pretrained_cards
 
     card = pretrained_cards()["dvae-digits"]
     hparams = json.loads(json.dumps(card["hyper_parameters"]))

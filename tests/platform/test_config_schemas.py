@@ -223,9 +223,9 @@ def test_trainer_signature_read_from_lightnings_source_is_its_signature():
     in order, and each annotation as the messages print it (the same union of types, read without torch)."""
     import lightning as L
 
-    from zoo.options import signature_types, type_name
+    from zoo.schema import signature_types, type_name
     from zoo.source_signature import init_signature
-    from zoo.trainer_options import TRAINER
+    from zoo.trainer_schema import TRAINER
 
     params, hints, kwargs = signature_types(L.Trainer.__init__)
     read = init_signature(TRAINER)

@@ -1,15 +1,15 @@
 """The options every datamodule shares (``root``, ``seed``, ``num_workers``, and ``batch_size`` where the
-loaders batch examples) are declared once, in ``zoo.data_options``; each datamodule keeps its own defaults.
+loaders batch examples) are declared once, in ``zoo.data_schema``; each datamodule keeps its own defaults.
 Torch-free: the option dataclasses only."""
 
 import dataclasses
 
 import pytest
 
-from zoo.data_options import BatchedDataOptions, DataOptions
+from zoo.data_schema import BatchedDataOptions, DataOptions
 from zoo.errors import UserError
-from zoo.options import validate
 from zoo.registry import DATAMODULES
+from zoo.schema import validate
 
 # the shared fields' defaults of every built-in datamodule, as they were when each declared its own
 SHARED_DEFAULTS = {  # name -> (root, seed, num_workers, batch_size or None: takes no batch_size)

@@ -14,8 +14,8 @@ import zoo.config
 import zoo.estimators.seam
 from zoo.config import load_config, to_yaml
 from zoo.errors import UserError
-from zoo.options import thaw
 from zoo.registry import MODELS
+from zoo.schema import thaw
 from zoo.train import train
 
 

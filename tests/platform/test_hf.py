@@ -1,4 +1,4 @@
-"""The Hugging Face Hub (zoo.hf), all local: ``save_pretrained`` / ``from_pretrained`` round trips of every
+"""The Hugging Face Hub (zoo.hf_hub), all local: ``save_pretrained`` / ``from_pretrained`` round trips of every
 released model, ``zoo.load("hf://owner/repo")`` from a pre-filled huggingface_hub cache under
 ``HF_HUB_OFFLINE=1``, ``push_to_hub`` against a stand-in ``HfApi``, and the folder's checks (hash, foreign
 config, nothing cached) as one UserError each."""
@@ -14,7 +14,7 @@ import yaml
 import zoo
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
-from zoo.hub import pretrained_cards
+from zoo.loading import pretrained_cards
 
 
 @pytest.fixture

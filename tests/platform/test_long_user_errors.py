@@ -124,8 +124,8 @@ def test_idx_files(deep):
 
 
 def test_checkpoints_and_run_folders(deep):
-    from zoo.hub import check_checkpoint_file
-    from zoo.runs import check_writable
+    from zoo.loading import check_checkpoint_file
+    from zoo.run_folder import check_writable
 
     ckpt = deep / "last.ckpt"
     ckpt.write_bytes(b"garbage")

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import zoo
-from zoo.hub import PRETRAINED_DIR
+from zoo.loading import PRETRAINED_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 NAMES = sorted(json.loads(p.read_text())["name"] for p in PRETRAINED_DIR.glob("*.json"))

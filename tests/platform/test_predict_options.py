@@ -1,5 +1,5 @@
 """Each model's ``zoo.predict`` options are declared as recipes' are (``positive``, ``at_least``, ``between``,
-``choice`` as field defaults) and checked by ``zoo.options.validate``; ``predict_cli`` checks by hand only
+``choice`` as field defaults) and checked by ``zoo.schema.validate``; ``predict_cli`` checks by hand only
 what depends on the model (captioning's beams against its vocabulary) or on the inputs. A bad value is one
 ``UserError`` naming the option and its range: exit status 2, one line, nothing written."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from zoo import predict
 from zoo.errors import UserError
-from zoo.options import validate
+from zoo.schema import validate
 
 WHERE = {"vae": "VAE predict", "captioning": "the captioning model (sat)", "maml": "maml predict",
          "seqgan": "seqgan (zoo.predict)", "skipgram": "skipgram"}

@@ -7,7 +7,7 @@ import json
 from platform_testlib import released_checkpoint
 
 import zoo
-from zoo.hub import PRETRAINED_DIR, pretrained_cards
+from zoo.loading import PRETRAINED_DIR, pretrained_cards
 from zoo.pretrained.__main__ import main
 
 

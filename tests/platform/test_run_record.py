@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import zoo
-import zoo.hub
+import zoo.loading
 from zoo.config import load_config
 from zoo.record import SOURCE, git_state, run_record
 from zoo.train import train
@@ -106,5 +106,5 @@ def test_a_resume_writes_its_own_record_and_an_old_checkpoint_loads(toy_recipe, 
     del saved["zoo"]["record"]  # a checkpoint written before runs had a record
     old = tmp_path / "old.ckpt"
     torch.save(saved, old)
-    model, info = zoo.hub.load_any(str(old), trust_code=True)  # the toy model is named by dotted path
+    model, info = zoo.loading.load_any(str(old), trust_code=True)  # the toy model is named by dotted path
     assert "record" not in info and type(model).__name__ == "Toy"

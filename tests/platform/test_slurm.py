@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from platform_testlib import run_forked, subprocess_env
 
-from zoo.runs import resolve_run_dir
+from zoo.run_folder import resolve_run_dir
 from zoo.train import train
 
 SLURM_ENV = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "zoo", "SLURM_NTASKS": "1", "SLURM_PROCID": "0",

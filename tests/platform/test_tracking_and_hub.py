@@ -10,7 +10,7 @@ import torch
 from platform_testlib import subprocess_env
 
 import zoo
-import zoo.hub
+import zoo.loading
 from zoo.errors import UserError
 from zoo.pretrained.__main__ import export
 from zoo.tracking import wandb_mode
@@ -60,7 +60,7 @@ def test_wandb_without_credentials_falls_back_to_offline(monkeypatch, tmp_path):
 @pytest.fixture
 def exported(toy_recipe, tmp_path, monkeypatch):
     result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=2"])
-    monkeypatch.setattr(zoo.hub, "PRETRAINED_DIR", tmp_path)
+    monkeypatch.setattr(zoo.loading, "PRETRAINED_DIR", tmp_path)
     weights = export(str(result.run_dir / "checkpoints" / "last.ckpt"), "toy-test", "a toy", {}, out_dir=tmp_path,
                      trust_code=True)  # the toy model is named by dotted path (toymodel:Toy)
     return result, weights
@@ -146,7 +146,7 @@ def test_a_checkpoint_with_an_option_the_model_no_longer_has_is_one_message(toy_
     import torch
 
     from zoo.errors import UserError
-    from zoo.hub import load_any
+    from zoo.loading import load_any
     from zoo.train import train
 
     run = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "trainer.max_epochs=1", "test_after_fit=false"])

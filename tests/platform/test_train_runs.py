@@ -208,7 +208,7 @@ def test_rng_state_round_trips_through_a_safe_load_and_ignores_foreign_cuda_stat
     """RNGState restores the CPU generator from a weights_only checkpoint; a CUDA state saved on a
     machine with another number of GPUs (here: 7, none visible) is skipped, not an error.
     The CUDA half itself is tests/test_gpu.py::test_rng_state_restores_cuda_generators."""
-    from zoo.callbacks.safety import RNGState
+    from zoo.callbacks.checkpoints import RNGState
 
     cb = RNGState()
     torch.manual_seed(0)
@@ -286,7 +286,7 @@ def test_ctrl_c_twice_before_the_first_checkpoint_leaves_no_run_folder(toy_recip
 def test_runs_started_in_the_same_second_get_their_own_folders(toy_recipe, tmp_path):
     """A folder name chosen by `exists()` and made seconds later would be shared by two runs of one second
     (their metrics interleaved, one checkpoint surviving): it is made at once, the next suffix if taken."""
-    from zoo.runs import claim_run_dir
+    from zoo.run_folder import claim_run_dir
 
     first, made = claim_run_dir(tmp_path / "runs" / "toy" / "20261127-150357", {"ckpt_path": None})
     second, _ = claim_run_dir(tmp_path / "runs" / "toy" / "20261127-150357", {"ckpt_path": None})

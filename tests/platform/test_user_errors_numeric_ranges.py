@@ -36,7 +36,7 @@ def test_every_integer_and_float_option_keeps_within_what_it_feeds():
     from dataclasses import dataclass
 
     from zoo.errors import UserError
-    from zoo.options import FLOAT_MAX, INT_MAX, SEED_MAX, validate
+    from zoo.schema import FLOAT_MAX, INT_MAX, SEED_MAX, validate
 
     @dataclass
     class Opts:
@@ -68,7 +68,7 @@ def test_a_pair_option_is_checked_at_both_ends_and_in_order(override, expected, 
 def test_a_pair_option_may_be_negative_where_declared_signed():
     from zoo.errors import UserError
     from zoo.models.maml.data import SinusoidConfig
-    from zoo.options import validate
+    from zoo.schema import validate
 
     assert validate(SinusoidConfig, {"x_range": [-3.0, -1.0]}, "t")["x_range"] in ([-3.0, -1.0], (-3.0, -1.0))
     with pytest.raises(UserError, match="'x_range' in t must be a pair"):

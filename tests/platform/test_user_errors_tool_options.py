@@ -14,7 +14,7 @@ from platform_testlib import one_message
 from zoo import evaluate, predict
 from zoo.config import SEED_MAX
 from zoo.errors import UserError
-from zoo.options import validate
+from zoo.schema import validate
 
 HUGE = "99999999999999999999999"  # ValueError: Overflow when unpacking long long (torch's manual_seed)
 
@@ -190,7 +190,7 @@ def test_skipgram_refuses_a_one_word_corpus(tmp_path, capsys):
 @pytest.mark.parametrize("name", ["vae.ckpt", "vae.safetensors", "vae.JSON", "a\\b"])
 def test_export_refuses_a_name_read_as_a_file_path(name, tmp_path, capsys):
     # vae.ckpt would write vae.ckpt.json + .safetensors, which `zoo.predict vae.ckpt` takes for a missing checkpoint
-    from zoo.hub import PRETRAINED_DIR
+    from zoo.loading import PRETRAINED_DIR
     from zoo.pretrained.__main__ import main as pretrained_main
 
     before = sorted(PRETRAINED_DIR.iterdir())
@@ -201,7 +201,7 @@ def test_export_refuses_a_name_read_as_a_file_path(name, tmp_path, capsys):
 
 
 def test_a_pretrained_cards_path_names_the_entry(tmp_path, capsys):
-    from zoo.hub import PRETRAINED_DIR
+    from zoo.loading import PRETRAINED_DIR
 
     for path in (PRETRAINED_DIR / "vae-digits.json", PRETRAINED_DIR / "vae-digits.safetensors"):
         assert evaluate.main([str(path)]) == 2  # not "no such file": the file exists

@@ -75,11 +75,11 @@ def test_truncated_checkpoint_and_a_folder_for_a_checkpoint(toy_recipe, tmp_path
 def test_pretrained_weights_changed_since_their_release(tmp_path, capsys, monkeypatch):
     import shutil
 
-    import zoo.hub
+    import zoo.loading
 
-    shutil.copy(zoo.hub.PRETRAINED_DIR / "vae-digits.json", tmp_path)
+    shutil.copy(zoo.loading.PRETRAINED_DIR / "vae-digits.json", tmp_path)
     (tmp_path / "vae-digits.safetensors").write_bytes(b"edited")
-    monkeypatch.setattr(zoo.hub, "PRETRAINED_DIR", tmp_path)
+    monkeypatch.setattr(zoo.loading, "PRETRAINED_DIR", tmp_path)
     assert evaluate.main(["vae-digits"]) == 2
     err = capsys.readouterr().err
     assert "does not match the card's" in err and "Restore the released file" in err and "git checkout --" in err
@@ -96,10 +96,10 @@ def test_evaluate_on_a_datamodule_of_another_kind(target, data, expected, capsys
 
 
 def test_a_broken_pretrained_card_is_refused(tmp_path, capsys, monkeypatch):
-    import zoo.hub
+    import zoo.loading
 
     (tmp_path / "vae-digits.json").write_text("{not json")  # not a JSONDecodeError traceback
-    monkeypatch.setattr(zoo.hub, "PRETRAINED_DIR", tmp_path)
+    monkeypatch.setattr(zoo.loading, "PRETRAINED_DIR", tmp_path)
     assert evaluate.main(["vae-digits"]) == 2
     err = capsys.readouterr().err
     assert "pretrained card" in err and "vae-digits.json" in err and one_message(err), err
@@ -156,7 +156,7 @@ def test_export_refuses_a_name_that_is_not_a_file_stem(name, trained, capsys):
 def test_export_does_not_overwrite_an_entry_without_replace(trained, capsys):
     """A released card (here vae-digits) is not overwritten by a reused --name, nor shadowed by an export of
     that name into ./pretrained/ (zoo.load would load the released one)."""
-    from zoo.hub import PRETRAINED_DIR
+    from zoo.loading import PRETRAINED_DIR
     from zoo.pretrained.__main__ import main as pretrained_main
 
     card = PRETRAINED_DIR / "vae-digits.json"

@@ -214,7 +214,7 @@ def write_readers_data(root: Path) -> dict[str, tuple[Path, int]]:
 
 def readers(root: Path) -> dict:
     """{case: a call of one reader} (run in the child process)."""
-    from zoo.hub import read_checkpoint
+    from zoo.loading import read_checkpoint
     from zoo.models.captioning.data import KarpathyData
     from zoo.models.maml.omniglot import load_images
     from zoo.models.ood.readers import load_folder, load_svhn

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from zoo.callbacks.safety import SignalCheckpoint
+from zoo.callbacks.checkpoints import SignalCheckpoint
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
 from zoo.core.module import ZooModule
 

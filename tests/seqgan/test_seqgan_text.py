@@ -12,7 +12,7 @@ from zoo.errors import UserError
 from zoo.models.seqgan.config import TextDataConfig
 from zoo.models.seqgan.data import TextData, decode, grammar_sentences, read_lines
 from zoo.models.seqgan.evaluation import bleu, bleu_orders, self_bleu
-from zoo.options import validate
+from zoo.schema import validate
 
 LINES = [
     "The cat sat on the mat .",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.errors import UserError
-from zoo.options import validate_call
 from zoo.registry import closest, import_dotted
+from zoo.schema import validate_call
 from zoo.source_signature import class_lineage, init_signature
 
 NAMED_CALLBACKS = {

@@ -3,7 +3,7 @@ resumes in the middle of an epoch.
 
 Contract:
 - ``Config``: dataclass of the data options (the recipe's ``data:`` section minus ``name``); it
-  extends ``zoo.data_options.DataOptions`` (``root``, ``seed``, ``num_workers``) or ``BatchedDataOptions``
+  extends ``zoo.data_schema.DataOptions`` (``root``, ``seed``, ``num_workers``) or ``BatchedDataOptions``
   (and ``batch_size``). The zoo's own datamodules point to their ``zoo.registry.DataSpec`` instead
   (``spec = DIGITS_SPEC``, declared in their folder's ``config.py``), which gives it.
 - ``__init__(self, cfg: dict)``; read options from ``self.cfg``.

@@ -53,9 +53,9 @@ from torchvision.utils import save_image
 from zoo import hf
 from zoo.errors import UserError
 from zoo.estimators.seam import build_for_node, checked_estimator
-from zoo.options import thaw
 from zoo.paths import make_folder
 from zoo.registry import PRECISIONS, ModelSpec
+from zoo.schema import thaw
 
 
 def not_primitive(value: Any, where: str = "") -> tuple[str, str] | None:
@@ -247,7 +247,7 @@ class ZooModule(L.LightningModule):
     def predict_cli(self, inputs: list[str], options: dict) -> None:
         raise UserError(f"model '{type(self).__name__}' has no `zoo.predict` behaviour")
 
-    # ---- the Hugging Face Hub (zoo.hf) --------------------------------------------------------
+    # ---- the Hugging Face Hub (zoo.hf_hub) --------------------------------------------------------
     def save_pretrained(self, folder: str | Path, name: str | None = None) -> Path:
         """Write the model into ``folder``: ``model.safetensors`` (weights), ``config.json`` (the zoo's card,
         with the weights' sha256) and ``README.md`` (the Hub's model card, metrics as evaluation results).

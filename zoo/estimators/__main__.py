@@ -13,8 +13,8 @@ from zoo import cli
 from zoo.cli import CommandLineParser, exit_status
 from zoo.errors import UserError
 from zoo.estimators import describe, list_estimators
-from zoo.options import SEED_MAX
 from zoo.paths import check_output_file
+from zoo.schema import SEED_MAX
 
 MAX_DRAWS = 10**6  # CPU, one thread: 10**4 draws take 4 s, 10**5 28 s, 10**7 over 11 minutes and 3.6 GB
 MAX_THETA = 1e5

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from torch.distributions import Categorical, Distribution, OneHotCategorical
 
 from zoo.errors import UserError
-from zoo.estimators.fit import DISTRIBUTIONS, Capabilities, EstimatorDef  # noqa: F401  (zoo.estimators.base.Capabilities)
+from zoo.estimators.capabilities import DISTRIBUTIONS, Capabilities, EstimatorDef  # noqa: F401  (zoo.estimators.base.Capabilities)
 from zoo.estimators.options import EstimatorOptions  # noqa: F401  (zoo.estimators.base.EstimatorOptions)
 from zoo.estimators.seam import build_options, check_estimator_class  # noqa: F401  (base's names too)
 from zoo.registry import ESTIMATORS, doc_line

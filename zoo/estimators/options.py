@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from zoo.errors import UserError
-from zoo.estimators.fit import Capabilities, EstimatorDef
-from zoo.options import between, choice, positive
+from zoo.estimators.capabilities import Capabilities, EstimatorDef
 from zoo.registry import ESTIMATORS
+from zoo.schema import between, choice, positive
 
 BASELINES = ("none", "ema", "batch_mean", "rloo", "learned", "grpo", "dr_grpo", "reinforce_pp")  # REINFORCE's
 # baselines (baselines.py)
@@ -28,7 +28,7 @@ class EstimatorOptions:
 
 @dataclass
 class ReinforceOptions:
-    """Checked by ``zoo.options.validate`` (choices, ranges; numbers without a range are >= 0)."""
+    """Checked by ``zoo.schema.validate`` (choices, ranges; numbers without a range are >= 0)."""
 
     baseline: str = choice("none", list(BASELINES))  # none | ema | batch_mean | rloo | learned | grpo | dr_grpo |
     # reinforce_pp (baselines.py; the last three are biased)
@@ -65,7 +65,7 @@ class ReinforcePPOptions(ReinforceOptions):
 
 @dataclass
 class ARMOptions:
-    """Checked by ``zoo.options.validate``, then the cross-option check below."""
+    """Checked by ``zoo.schema.validate``, then the cross-option check below."""
 
     n: int = positive(2)  # samples per input when sample() is called without n: n / 2 antithetic pairs
 
@@ -76,7 +76,7 @@ class ARMOptions:
 
 @dataclass
 class GumbelSoftmaxOptions:
-    """Checked by ``zoo.options.validate`` (ranges; numbers without a range are >= 0), then the
+    """Checked by ``zoo.schema.validate`` (ranges; numbers without a range are >= 0), then the
     cross-option check below."""
 
     tau: float = positive(1.0)  # temperature at step 0 (> 0); lower: less bias, more variance
@@ -96,7 +96,7 @@ class StraightThroughOptions(GumbelSoftmaxOptions):
 
 @dataclass
 class RelaxOptions:
-    """Checked by ``zoo.options.validate`` (ranges; numbers without a range are >= 0)."""
+    """Checked by ``zoo.schema.validate`` (ranges; numbers without a range are >= 0)."""
 
     n: int = positive(1)  # samples per input when sample() is called without n
     tau: float = positive(1.0)  # starting temperature of softmax(z / tau), the control variate's input (learned)

@@ -10,7 +10,7 @@ nothing to sample, e.g. soft attention; the zoo's own models give the function a
                               variables=cfg.n_latents, categories=cfg.n_classes, samples=cfg.n_samples or None)
 
 and types the option that names the estimator (``estimator: EstimatorSpec = estimator_option("reinforce")``
-in its config). Every estimator declares its ``Capabilities`` (``fit.py``; the built-ins in their specs,
+in its config). Every estimator declares its ``Capabilities`` (``capabilities.py``; the built-ins in their specs,
 ``options.py``). The recipe loader calls ``check_spec`` before torch is imported (a built-in estimator's class
 is not imported for it): the estimator's name, every one of its options, and its
 fit to the node; a mismatch is a ``UserError`` that lists the estimators that do fit. The loader keeps
@@ -28,14 +28,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from zoo.errors import FIRST_LINE, UserError
-from zoo.estimators.fit import NODE_KINDS, Capabilities, StochasticNode, mismatch  # noqa: F401  (seam's names)
+from zoo.estimators.capabilities import NODE_KINDS, Capabilities, StochasticNode, mismatch  # noqa: F401  (seam's names)
 from zoo.estimators.options import split_spec
-from zoo.options import EstimatorSpec, estimator_option, validate  # noqa: F401  (light, for configs that import no torch)
 from zoo.registry import ESTIMATORS
+from zoo.schema import EstimatorSpec, estimator_option, validate  # noqa: F401  (light, for configs that import no torch)
 
 
 def build_options(config_cls: type, name: str, kwargs: Mapping[str, Any]) -> Any:
-    """Validate ``kwargs`` against the dataclass ``config_cls`` (``zoo.options.validate``: keys, types,
+    """Validate ``kwargs`` against the dataclass ``config_cls`` (``zoo.schema.validate``: keys, types,
     ranges, choices, ``__post_init__``); mistakes are ``UserError``s."""
     if not dataclasses.is_dataclass(config_cls):
         return config_cls(**kwargs)

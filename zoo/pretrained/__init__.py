@@ -1,1 +1,1 @@
-"""Released weights: ``<name>.safetensors`` + ``<name>.json`` (the card). See `zoo.hub`."""
+"""Released weights: ``<name>.safetensors`` + ``<name>.json`` (the card). See `zoo.loading`."""

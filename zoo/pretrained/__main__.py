@@ -23,7 +23,7 @@ from zoo.cli import CommandLineParser, exit_status
 from zoo.core.files import atomic_path
 from zoo.errors import UserError
 from zoo.evaluate import evaluate
-from zoo.hub import (
+from zoo.loading import (
     EXPORTS_DIR,
     build_model,
     check_checkpoint_file,
@@ -31,9 +31,9 @@ from zoo.hub import (
     pretrained_cards,
     read_checkpoint,
 )
-from zoo.options import parse_kv
 from zoo.paths import make_folder, sha256
 from zoo.registry import loaded_config
+from zoo.schema import parse_kv
 
 # each model's headline test metrics (the README's Results table), in this order, those a card has; a card's
 # own "headline" list comes first

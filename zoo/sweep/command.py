@@ -45,7 +45,7 @@ from zoo import cli
 from zoo.cli import CommandLineParser, exit_status
 from zoo.config import load_config
 from zoo.errors import UserError
-from zoo.runs import check_writable
+from zoo.run_folder import check_writable
 from zoo.spread import fmt, paired, spread
 from zoo.sweep.runs import Run, Sweep, execute, finished, read_result, run_folder
 from zoo.sweep.slurm import require_submitit, run_slurm

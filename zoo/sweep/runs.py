@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from zoo.errors import UserError
-from zoo.hub import read_checkpoint
-from zoo.runs import check_left_to_train
+from zoo.loading import read_checkpoint
+from zoo.run_folder import check_left_to_train
 
 
 @dataclass

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from zoo.data_options import BatchedDataOptions
-from zoo.estimators.fit import StochasticNode
-from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, positive
+from zoo.data_schema import BatchedDataOptions
+from zoo.estimators.capabilities import StochasticNode
 from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
+from zoo.schema import EstimatorSpec, at_least, between, choice, estimator_option, positive
 
 MAX_BEAMS = 100  # beams kept per step (training's beam_size, predict's beam= and sbs=)
 MAX_LEN = 1000  # words per generated caption (the recipes' captions are tens of words)

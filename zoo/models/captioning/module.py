@@ -20,7 +20,7 @@ from torch.distributions import Categorical
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.estimators import StochasticSample, reward_to_go
-from zoo.hub import load_any, mismatch_line
+from zoo.loading import load_any, mismatch_line
 
 from . import decode as D
 from .config import SAT_SPEC, cnn_side

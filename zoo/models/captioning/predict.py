@@ -34,8 +34,8 @@ from torch import Tensor
 from zoo.core.inputs import check_count, generator, image_batch
 from zoo.core.transforms import ImageTransforms, card_transforms, transform_batch
 from zoo.errors import UserError
-from zoo.options import at_least, between, validate
 from zoo.paths import check_output_file, make_folder
+from zoo.schema import at_least, between, validate
 
 from . import decode as D
 from .config import MAX_BEAMS, MAX_LEN

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from zoo.data_options import DataOptions
-from zoo.estimators.fit import StochasticNode
-from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, interval, positive
+from zoo.data_schema import DataOptions
+from zoo.estimators.capabilities import StochasticNode
 from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
+from zoo.schema import EstimatorSpec, at_least, between, choice, estimator_option, interval, positive
 
 PATHS = ("auto", "batched", "vmap_grad", "loop")  # meta-gradient implementations (meta.py)
 # Adaptation steps per task in training (each unrolled into the meta-gradient's graph) and in

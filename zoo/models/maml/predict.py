@@ -26,8 +26,8 @@ from torch.func import functional_call
 
 from zoo.errors import UserError
 from zoo.models.maml import meta, plots
-from zoo.options import between, validate
 from zoo.paths import check_output_file, make_folder
+from zoo.schema import between, validate
 
 MAX_STEPS = 10_000  # gradient steps of fine-tuning: seconds at most (the paper shows 1 and 10)
 MAX_SHOTS = 10_000  # points of the random task (0: the model's K); 10**8 runs out of memory

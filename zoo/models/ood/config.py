@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from zoo.data_options import BatchedDataOptions
-from zoo.estimators.fit import StochasticNode
-from zoo.options import EstimatorSpec, between, estimator_option, positive
+from zoo.data_schema import BatchedDataOptions
+from zoo.estimators.capabilities import StochasticNode
 from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
+from zoo.schema import EstimatorSpec, between, estimator_option, positive
 
 MODES = ("ce", "confidence", "joint", "boundary_gan")
 GAN_MODES = ("joint", "boundary_gan")  # the modes with a generator and a discriminator

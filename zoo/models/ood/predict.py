@@ -34,8 +34,8 @@ from zoo.core.transforms import DIGITS_DATA, ImageTransforms, card_transforms, t
 from zoo.errors import UserError
 from zoo.models.ood import detect as det
 from zoo.models.ood.data import as_float
-from zoo.options import validate
 from zoo.registry import DATAMODULES, loaded_config
+from zoo.schema import validate
 
 API_DETECTORS = ("msp", "odin", "energy", "mahalanobis")
 LATE_THRESHOLDS = ("odin_threshold", "energy_threshold", "mahalanobis_threshold")  # older checkpoints lack them

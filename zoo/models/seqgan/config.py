@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from zoo.data_options import BatchedDataOptions
+from zoo.data_schema import BatchedDataOptions
 from zoo.errors import UserError
-from zoo.estimators.fit import StochasticNode
-from zoo.options import EstimatorSpec, at_least, between, estimator_option, positive
+from zoo.estimators.capabilities import StochasticNode
 from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
+from zoo.schema import EstimatorSpec, at_least, between, estimator_option, positive
 
 PAPER_FILTERS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20]  # the discriminator's widths (the paper)
 PAPER_COUNTS = [100, 200, 200, 200, 200, 100, 100, 100, 100, 100, 160, 160]  # and its filters per width

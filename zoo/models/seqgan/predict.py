@@ -19,7 +19,7 @@ from torch import Tensor
 from zoo.core.inputs import check_count, generator, resolve_seed
 from zoo.errors import UserError
 from zoo.estimators import stochastic_beam_search
-from zoo.options import between, choice, validate
+from zoo.schema import between, choice, validate
 
 # predict's sizes: n=10**8 samples and method=sbs k=10**8 beams never finished (the recipes evaluate on
 # 10,000 samples; a beam is a printed line)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from zoo.data_options import DataOptions
-from zoo.options import at_least, between, choice, positive, validate
+from zoo.data_schema import DataOptions
 from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
+from zoo.schema import at_least, between, choice, positive, validate
 
 OBJECTIVES = ("nce", "negative_sampling", "full_softmax")
 CAP_METHODS = ("newton", "line")  # see nets.SkipGram._capped_step

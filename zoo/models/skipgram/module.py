@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
-from zoo.callbacks.safety import NonFiniteLossError
+from zoo.callbacks.guards import NonFiniteLossError
 from zoo.core.module import ZooModule
 from zoo.errors import UserError
 from zoo.models.skipgram import gpu_kernel, kernel

@@ -27,8 +27,8 @@ from zoo.core.inputs import check_count
 from zoo.errors import UserError
 from zoo.models.skipgram.evaluation import nearest
 from zoo.models.skipgram.export import save_word2vec
-from zoo.options import at_least, validate
 from zoo.paths import check_output_file
+from zoo.schema import at_least, validate
 
 
 class SkipGramAPI:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from zoo.data_options import BatchedDataOptions
-from zoo.estimators.fit import StochasticNode
-from zoo.options import EstimatorSpec, at_least, between, choice, estimator_option, positive
+from zoo.data_schema import BatchedDataOptions
+from zoo.estimators.capabilities import StochasticNode
 from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
+from zoo.schema import EstimatorSpec, at_least, between, choice, estimator_option, positive
 
 ARCHS = ("mlp", "conv")  # encoder / decoder families (nets.py)
 LIKELIHOODS = ("bernoulli", "gaussian")

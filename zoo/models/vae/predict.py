@@ -22,8 +22,8 @@ from zoo.core.inputs import check_count, check_seed, generator
 from zoo.core.transforms import DIGITS_DATA, MNIST_DATA, ImageTransforms, card_transforms, transform_batch
 from zoo.errors import no_access
 from zoo.models.vae import plots
-from zoo.options import at_least, validate
 from zoo.paths import check_output_file, make_folder, writable
+from zoo.schema import at_least, validate
 
 
 class VAEAPI:

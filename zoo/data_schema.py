@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zoo.options import nonempty_path, positive
+from zoo.schema import nonempty_path, positive
 
 
 @dataclass

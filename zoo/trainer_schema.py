@@ -11,7 +11,7 @@ import datetime
 import os
 
 from zoo.errors import UserError
-from zoo.options import signature_types, validate_call
+from zoo.schema import signature_types, validate_call
 from zoo.source_signature import init_signature
 
 # Ranges of lightning.Trainer's numeric arguments where they differ from the zoo's ">= 0" rule:

@@ -2,7 +2,7 @@
 
 - a ``.ckpt`` written by ``python -m zoo.train`` (read with ``torch.load(weights_only=True)``);
 - a model folder written by ``model.save_pretrained(folder)``, or a Hugging Face Hub repository
-  ``hf://owner/repo`` (``zoo.hf``; from the local cache when offline);
+  ``hf://owner/repo`` (``zoo.hf_hub``; from the local cache when offline);
 - a pretrained entry shipped in ``zoo/pretrained/``: ``<name>.safetensors`` (the weights) next to
   ``<name>.json`` (the card: model, hyperparameters, data, recipe, exact command, metrics with
   their split, sha256, size). The file's sha256 is checked before loading;
@@ -213,7 +213,7 @@ def card_info(card: dict) -> dict:
 
 
 def load_hf(target: str) -> tuple[Any, dict]:
-    """A model folder written by ``save_pretrained``, or the Hub repository ``hf://owner/repo`` (zoo.hf)."""
+    """A model folder written by ``save_pretrained``, or the Hub repository ``hf://owner/repo`` (zoo.hf_hub)."""
     card, state, source = hf.fetch(target)
     return with_info(build_model(card["model"], card["hyper_parameters"], state, source), card_info(card))
 
@@ -297,7 +297,9 @@ def load(target: str, trust_code: bool = False) -> Any:
 
 def transforms(name_or_path: str, trust_code: bool = False) -> Any:
     """``zoo.transforms``: the card's input transforms (no weights loaded), else the loaded model's."""
-    from zoo.core.transforms import ImageTransforms  # imported when used: torch (zoo.hub lists the cards without it)
+    from zoo.core.transforms import (
+        ImageTransforms,  # imported when used: torch (zoo.loading lists the cards without it)
+    )
 
     card = entries().get(name_or_path, (None,))[0] if isinstance(name_or_path, str) else None
     if card and card.get("transforms"):

@@ -1,4 +1,4 @@
-"""Never lose a run: atomic checkpoint files, save on SIGTERM/SIGINT, stop on a non-finite loss,
+"""Never lose a run: atomic checkpoint files, the last and final checkpoints, a save on SIGTERM/SIGINT,
 and RNG state in the checkpoint so a resumed run continues exactly."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from zoo.core.files import atomic_path
-from zoo.registry import closest
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -34,67 +32,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict:
         return torch.load(path, map_location=map_location or "cpu", weights_only=True)
-
-
-class NonFiniteLossError(RuntimeError):
-    def __init__(self, step: int, epoch: int, value: float | str):
-        super().__init__(f"the training loss became {value} at step {step} (epoch {epoch})")
-        self.step, self.epoch = step, epoch
-
-
-def as_divergence(err: Exception, trainer: L.Trainer) -> NonFiniteLossError | None:
-    """``err`` raised in fit as a diverged run, or None: the guard's own error, or torch.distributions
-    refusing NaN parameters (an update made the weights non-finite; the next forward pass builds a
-    distribution from them before any loss exists for the guard to see)."""
-    if isinstance(err, NonFiniteLossError):
-        return err
-    if isinstance(err, ValueError) and "but found invalid values" in str(err):
-        return NonFiniteLossError(trainer.global_step, trainer.current_epoch, "non-finite (NaN parameters of a "
-                                  "distribution: the previous update broke the weights)")
-    return None
-
-
-class NonFiniteLossGuard(L.Callback):
-    """Raise before ``backward`` when the loss is NaN/inf, so no bad update is applied and no
-    checkpoint of the broken weights is written."""
-
-    def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
-        if not torch.isfinite(loss).all():
-            raise NonFiniteLossError(trainer.global_step, trainer.current_epoch, float(loss.detach().sum()))
-
-
-class MonitorCheck(L.Callback):
-    """Say so when the metric the best checkpoint is chosen by is not logged (a typo in
-    ``checkpoint.monitor``): Lightning then saves no best checkpoint and, here, says nothing. A
-    warning, not an error: some metrics are logged only every few epochs (the OOD model's ODIN search)."""
-
-    def __init__(self, monitor: str, chooses_best: bool = True):
-        self.monitor, self.seen, self.warned = monitor, False, False
-        self.chooses_best = chooses_best and monitor.startswith("val/")  # False: validation off, said at the start
-        self.validated = False
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking:
-            return
-        self.validated = True
-        self.seen = self.seen or self.monitor in trainer.callback_metrics
-        if not self.seen and not self.warned:
-            self.warned = True
-            self._warn(trainer, "is not among the metrics of the first validation")
-
-    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not self.seen and self.warned:
-            self._warn(trainer, "was never logged, so no best checkpoint was saved (last.ckpt was)")
-        elif self.chooses_best and not self.validated and not trainer.fast_dev_run and trainer.is_global_zero:
-            print(f"note: the run ended (at step {trainer.global_step}) before its first validation, so no best "
-                  f"checkpoint was chosen by {self.monitor}; last.ckpt was saved", file=sys.stderr)
-
-    def _warn(self, trainer: L.Trainer, what: str) -> None:
-
-        logged = sorted(k for k in trainer.callback_metrics if k.startswith("val/"))
-        if trainer.is_global_zero:
-            print(f"warning: checkpoint.monitor={self.monitor!r} {what}{closest(self.monitor, logged)}; "
-                  f"the model logs {', '.join(logged) or 'no val/ metric'}", file=sys.stderr)
 
 
 def at_epochs_last_batch(trainer: L.Trainer) -> bool:
@@ -249,49 +186,3 @@ class RNGState(L.Callback):
         np.random.set_state((kind, keys.numpy().astype(np.uint32), *rest))
         version, internal, gauss = state["python"]
         random.setstate((version, tuple(internal), gauss))
-
-
-class RunInfo(L.Callback):
-    """Puts the run's identity into every checkpoint under ``checkpoint["zoo"]``: which model,
-    the data options and the full resolved config. `zoo.load` / `zoo.evaluate` read it to rebuild
-    the model and its datamodule, and to refuse files that are not zoo checkpoints."""
-
-    def __init__(self, info: dict):
-        self.info = info
-
-    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # the loggers get the recipe's resolved config (the model keeps its hyperparameters, which
-        # may hold a whole vocabulary, out of the loggers: see ZooModule.__init__)
-        for logger in trainer.loggers:
-            logger.log_hyperparams(self.info["config"])
-
-    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
-        checkpoint["zoo"] = self.info
-
-
-class Notes(L.Callback):
-    """One-line notes about the run's settings (``note: ...`` on stderr), printed once training has started,
-    after the checks Lightning makes inside fit (a mistake found there is then the only line), by one process."""
-
-    def __init__(self, notes: list[str]):
-        self.notes, self.said = list(notes), False
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.is_global_zero and not self.said:
-            for note in self.notes:
-                print(f"note: {note}", file=sys.stderr)
-        self.said = True
-
-
-class ReleaseHeldMessages(L.Callback):
-    """Lets out Lightning's start-up lines held by ``zoo.messages.HeldMessages`` once training (or
-    testing) has started, i.e. after the checks Lightning makes inside fit and test."""
-
-    def __init__(self, held: Any):
-        self.held = held
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.held.release()
-
-    def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.held.release()

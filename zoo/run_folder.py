@@ -15,8 +15,8 @@ from pathlib import Path
 
 from zoo.core.files import missing_folders
 from zoo.errors import UserError, no_access
-from zoo.hub import pretrained_cards, read_checkpoint
-from zoo.options import flatten
+from zoo.loading import pretrained_cards, read_checkpoint
+from zoo.schema import flatten
 
 
 def resolve_run_dir(cfg: dict) -> tuple[Path, str | None]:
