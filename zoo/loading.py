@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from zoo import hf
+from zoo import hf_hub
 from zoo.errors import UserError
 from zoo.paths import sha256
 from zoo.registry import MODELS, closest, loaded_config
@@ -214,7 +214,7 @@ def card_info(card: dict) -> dict:
 
 def load_hf(target: str) -> tuple[Any, dict]:
     """A model folder written by ``save_pretrained``, or the Hub repository ``hf://owner/repo`` (zoo.hf_hub)."""
-    card, state, source = hf.fetch(target)
+    card, state, source = hf_hub.fetch(target)
     return with_info(build_model(card["model"], card["hyper_parameters"], state, source), card_info(card))
 
 
@@ -247,7 +247,7 @@ def locate(target: str | Path) -> tuple[str, str]:
         raise UserError(f"nothing to load ({got}): give a pretrained name ({', '.join(entries()) or 'none'}) "
                         "or the path of a .ckpt written by `python -m zoo.train`")
     path = Path(target)
-    if target.startswith(hf.PREFIX) or hf.is_model_folder(path):
+    if target.startswith(hf_hub.PREFIX) or hf_hub.is_model_folder(path):
         return "hf", target
     if path.suffix in (".json", ".safetensors") and path.is_file():  # a card's own file: named as its entry
         raise entry_file(path)

@@ -92,14 +92,14 @@ def test_the_model_card_carries_the_metrics_as_evaluation_results(tmp_path, hugg
 def test_each_models_hub_task_is_its_specs():
     """The Hub task a model card names is in the model's own spec (its folder's config.py), not in a table of
     every model here; a model of a user's own is "other"."""
-    from zoo import hf
+    from zoo import hf_hub
     from zoo.registry import MODELS
 
-    assert not hasattr(hf, "TASKS")
-    tasks = {name: hf.hub_task(name) for name in MODELS.declared()}
+    assert not hasattr(hf_hub, "TASKS")
+    tasks = {name: hf_hub.hub_task(name) for name in MODELS.declared()}
     assert tasks == {name: MODELS.spec(name).task for name in MODELS.declared()}
     assert tasks["sat"] == "image-to-text" and tasks["seqgan"] == "text-generation" and tasks["maml"] == "other"
-    assert hf.hub_task("toymodel:Toy") == "other"
+    assert hf_hub.hub_task("toymodel:Toy") == "other"
 
 
 def test_a_folder_with_a_wrong_hash_or_a_foreign_config_is_one_user_error(tmp_path, huggingface_hub):

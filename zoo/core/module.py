@@ -50,7 +50,7 @@ import matplotlib.image as mpimg
 import torch
 from torchvision.utils import save_image
 
-from zoo import hf
+from zoo import hf_hub
 from zoo.errors import UserError
 from zoo.estimators.seam import build_for_node, checked_estimator
 from zoo.paths import make_folder
@@ -252,13 +252,13 @@ class ZooModule(L.LightningModule):
         """Write the model into ``folder``: ``model.safetensors`` (weights), ``config.json`` (the zoo's card,
         with the weights' sha256) and ``README.md`` (the Hub's model card, metrics as evaluation results).
         ``name``: the name on the card (default: the released entry's, else the model's)."""
-        return hf.save_pretrained(self, folder, name)
+        return hf_hub.save_pretrained(self, folder, name)
 
     def push_to_hub(self, repo_id: str, private: bool | None = None, token: str | None = None,
                     commit_message: str = "Upload a zoo model") -> str:
         """Upload the model to the Hub repository ``repo_id`` (``owner/name``, made if missing; ``hf auth
         login`` or ``token``); ``zoo.load("hf://owner/name")`` loads it back. The URL of the commit."""
-        return hf.push_to_hub(self, repo_id, private=private, token=token, commit_message=commit_message)
+        return hf_hub.push_to_hub(self, repo_id, private=private, token=token, commit_message=commit_message)
 
     @classmethod
     def from_pretrained(cls, folder_or_repo: str | Path, revision: str | None = None,
@@ -267,5 +267,5 @@ class ZooModule(L.LightningModule):
         into huggingface_hub's cache; from the cache when offline), in eval mode on the CPU. On a model class
         (``LatentVAE.from_pretrained``) a folder of another model is refused. ``trust_code``: import the modules
         its config.json names by dotted path (else refused, as the Hub's ``trust_remote_code``)."""
-        return hf.from_pretrained(folder_or_repo, revision, expected=None if cls is ZooModule else cls,
+        return hf_hub.from_pretrained(folder_or_repo, revision, expected=None if cls is ZooModule else cls,
                                   trust_code=trust_code)

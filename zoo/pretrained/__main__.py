@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import zoo
-from zoo import cli, hub
+from zoo import cli, loading
 from zoo.cli import CommandLineParser, exit_status
 from zoo.core.files import atomic_path
 from zoo.errors import UserError
@@ -66,7 +66,7 @@ def list_entries(every_metric: bool = False) -> str:
         values = ", ".join(f"{k}={metrics[k]:.4g}" for k in shown)
         more = len(metrics) - len(shown)
         rest = f" (+{more} more: --all)" if more else ""
-        where = "" if folder == hub.PRETRAINED_DIR else f", exported into {folder}/"
+        where = "" if folder == loading.PRETRAINED_DIR else f", exported into {folder}/"
         size = f"{card['size_bytes'] / 1e6:.2f} MB"
         lines.append(f"{name}  [{card['model']}, recipe {card.get('recipe')}, {size}{where}]\n"
                      f"    {card.get('description', '')}\n    {card.get('metrics_split', 'test')}: {values}{rest}")
@@ -131,7 +131,7 @@ def export(ckpt_path: str, name: str, description: str, options: dict, out_dir: 
     if (out_dir / f"{name}.json").exists() and not replace:  # a released card is not overwritten by a typo
         raise UserError(f"entry '{name}' exists ({out_dir / name}.json): choose another --name, or add --replace "
                         "to overwrite it")
-    if name in pretrained_cards() and out_dir.resolve() != hub.PRETRAINED_DIR.resolve():
+    if name in pretrained_cards() and out_dir.resolve() != loading.PRETRAINED_DIR.resolve():
         raise UserError(f"'{name}' is the name of a released entry, which zoo.load(\"{name}\") loads before an "
                         "export of that name: choose another --name")
     if not Path(ckpt_path).exists():  # a mistyped path: answered before a folder is made or torch imported
