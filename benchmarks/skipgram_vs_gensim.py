@@ -242,10 +242,17 @@ def loop_quality(stats: dict, vec: torch.Tensor, words: list[str], similarity: l
     return stats
 
 
+def shown(path: Path) -> str:
+    """The corpus's path as a record names it: from the checkout's root, else the file's name alone (a record
+    names no folder of the machine it was made on)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
 def run_corpus(name: str, path: Path, similarity: list[str], analogies: list[str], args, threads: list[int],
                model_options: dict, device: torch.device, work: Path) -> dict:
     """Every run of one corpus: the training loop (in-process) and/or whole commands, per seed."""
-    entry: dict = {"file": str(path), "runs": {}, "summary": {}}
+    entry: dict = {"file": shown(path), "runs": {}, "summary": {}}
     vectors: dict[str, list] = {}
     if "loop" in args.what:
         probe = objective_probe(path)
@@ -373,7 +380,7 @@ def main() -> None:
             report["corpora"][name] = run_corpus(name, path, similarity, analogies, args, threads, model_options,
                                                  device, work)
         except Exception as err:  # a run that diverges or crashes is a result too: recorded, then the next corpus
-            report["corpora"][name] = {"file": str(path), "failed": f"{type(err).__name__}: {err}", "summary": {}}
+            report["corpora"][name] = {"file": shown(path), "failed": f"{type(err).__name__}: {err}", "summary": {}}
         print(name, json.dumps(report["corpora"][name].get("failed") or report["corpora"][name]["summary"],
                                indent=1), flush=True)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
