@@ -375,7 +375,7 @@ def cell(recs: dict, row: str, k: int, seeds: tuple[int, ...], base: dict | None
 
     seeds = tuple(seeds) + tuple(s for s in MORE_SEEDS if s not in seeds and (row, k, s) in recs)
     runs = [recs.get((row, k, s)) for s in seeds]
-    test = [r["test"] if r and not r["failure"] else None for r in runs]
+    test = [test_of(r) for r in runs]
     out = {"lr": runs[0]["lr"] if runs[0] else None, "lr_step": k, "seeds": list(seeds), "test": spread(test),
            "grad_var": spread([r["grad_var"] if r else None for r in runs]),
            "train_s": spread([r["train_s"] if r else None for r in runs]),
