@@ -60,7 +60,7 @@ reproduce: install
 	$(BIN)/python -m pytest -q -m reproduce
 
 lint: install
-	$(BIN)/ruff check zoo bench tests benchmarks studies
+	$(BIN)/ruff check zoo tests benchmarks studies
 
 .PHONY: install demo test test-slow test-oldest test-newest test-gpu reproduce lint
 

@@ -1,7 +1,7 @@
 """How fast the command line answers when it need not train: `--help`, `--list`, a mistyped
 recipe name, a mistyped model, data or trainer key and a mistyped estimator (all answered before torch
 is imported; the keys and estimators since 2026-11-27, from the models' torch-free config.py,
-zoo/estimators/options.py and lightning.Trainer's arguments read from its source), each in a fresh
+zoo/estimators/config.py and lightning.Trainer's arguments read from its source), each in a fresh
 process, median of repeats.
 
     python benchmarks/cli_latency.py --repeats 7   # -> benchmarks/results/cli_latency.json
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import add_device_option, processor, resolve_device  # noqa: E402
+from benchmarks.common.devices import add_device_option, processor, resolve_device  # noqa: E402
 
 COMMANDS = {  # name -> arguments of `python -m zoo.train`, and the exit status it must give
     "help": (["--help"], 0),

@@ -37,7 +37,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.devices import accelerator, add_device_option, describe, resolve_device, synchronize  # noqa: E402
+from benchmarks.common.devices import accelerator, add_device_option, describe, resolve_device, synchronize  # noqa: E402
 from zoo.spread import fmt, paired, spread  # noqa: E402
 
 ESTIMATORS = {  # label -> estimator spec for model.estimator

@@ -816,7 +816,7 @@ def main() -> None:
                   + (f", next {todo[0]}" if todo else ""))
         return
     if args.run:
-        from bench.devices import accelerator, resolve_device  # torch: for the runs only
+        from benchmarks.common.devices import accelerator, resolve_device  # torch: for the runs only
 
         device = resolve_device(args.device)
         acc, devices = accelerator(device)

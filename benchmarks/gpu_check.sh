@@ -214,7 +214,7 @@ EOF
     OUT="$OUT" bash "$0" install > /dev/null 2>&1 || echo "gpu_check: install failed" >&2
     env_there
     big=$("$PY" -c "from pathlib import Path
-from bench.skipgram_measures import big_corpus; print(big_corpus(Path('data/skipgram_bench'), 10_000_000))") || exit 1
+from benchmarks.common.skipgram_measures import big_corpus; print(big_corpus(Path('data/skipgram_bench'), 10_000_000))") || exit 1
     batch=${BATCH:-65536}
     if [ "${UPDATES:-minibatch}" = sequential ]; then settings=${JOBS:-1024 256}; else settings=${ORDERS:-at_once in_turn}; fi
     for setting in $settings; do  # UPDATES=sequential: the Triton kernel with JOBS warps at once; else window orders

@@ -29,7 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import add_device_option, resolve_device  # noqa: E402  (benchmarks/devices.py)
+from benchmarks.common.devices import add_device_option, resolve_device  # noqa: E402
 
 PAPER_5SHOT = {"maml": [0.67, 0.38, 0.35], "pretrained": [2.41, 2.23, 2.19]}
 PAPER_ITERATIONS = 70_000

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import add_device_option, resolve_device  # noqa: E402  (benchmarks/devices.py)
+from benchmarks.common.devices import add_device_option, resolve_device  # noqa: E402
 from zoo.models.maml import meta  # noqa: E402
 from zoo.models.maml.nets import MLP, ConvNet  # noqa: E402
 from zoo.tracking import float32_precision  # noqa: E402

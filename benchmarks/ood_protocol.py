@@ -31,8 +31,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
-from bench.devices import add_device_option, describe, resolve_device
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
+from benchmarks.common.devices import add_device_option, describe, resolve_device
 
 ROOT = Path(__file__).resolve().parent.parent
 NEAR, FAR = ("rot90",), ("photos", "uniform", "gaussian")  # docs/ood.md, ### Data

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
+from benchmarks.common.devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
 
 SUITES = {  # suite -> mode -> recipe
     "digits": {"ce": "ood_digits_ce", "confidence": "ood_digits_confidence", "joint": "ood_digits_joint"},

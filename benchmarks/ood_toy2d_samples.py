@@ -20,10 +20,11 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import accelerator, add_device_option, describe, processor, resolve_device  # noqa: E402
+from benchmarks.common.devices import accelerator, add_device_option, describe, processor, resolve_device  # noqa: E402
 from zoo.evaluate import evaluate  # noqa: E402
 from zoo.loading import load_any  # noqa: E402
-from zoo.models.ood.data import Toy2DConfig, toy_points  # noqa: E402
+from zoo.models.ood.config import Toy2DConfig  # noqa: E402
+from zoo.models.ood.data import toy_points  # noqa: E402
 from zoo.spread import spread  # noqa: E402
 from zoo.train import train  # noqa: E402
 

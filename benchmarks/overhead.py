@@ -25,8 +25,8 @@ import lightning as L
 import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
-from bench.devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
+from benchmarks.common.devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
 from zoo.config import load_config
 from zoo.train import build, train
 

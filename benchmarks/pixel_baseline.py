@@ -19,7 +19,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import add_device_option, describe, processor, resolve_device  # noqa: E402
+from benchmarks.common.devices import add_device_option, describe, processor, resolve_device  # noqa: E402
 from zoo.models.vae.data import DigitsData  # noqa: E402
 
 

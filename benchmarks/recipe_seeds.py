@@ -28,9 +28,9 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
-from bench.devices import add_device_option, resolve_device
-from bench.seeds import record_path, train_seeds, write_cards
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
+from benchmarks.common.devices import add_device_option, resolve_device
+from benchmarks.common.seeds import record_path, train_seeds, write_cards
 from zoo.spread import fmt
 
 ROOT = Path(__file__).resolve().parent.parent

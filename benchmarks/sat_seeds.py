@@ -3,7 +3,7 @@
     python benchmarks/sat_seeds.py --device cuda --variants soft,hard,hard_long --seeds 0,1,2
     python benchmarks/sat_seeds.py --device cpu --variants hard --seeds 0      # the card's run
 
-Each variant is a seed sweep through `bench.seeds.train_seeds` (`zoo.sweep`: every run its own process
+Each variant is a seed sweep through `benchmarks.common.seeds.train_seeds` (`zoo.sweep`: every run its own process
 with one torch thread, its last.ckpt scored by `zoo.evaluate`), and every variant's seeds go at once, all
 variants at the same time (meant for a machine with many cores, and a GPU for --device cuda). Each variant
 also leaves its record, benchmarks/results/seeds_<recipe>_<variant>_<device>.json.
@@ -22,9 +22,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
-from bench.devices import add_device_option, describe, processor, resolve_device
-from bench.seeds import train_seeds
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
+from benchmarks.common.devices import add_device_option, describe, processor, resolve_device
+from benchmarks.common.seeds import train_seeds
 from zoo.spread import spread
 
 LONG_HARD = ["trainer.max_epochs=12", "model.expected_context_hold=1200", "model.expected_context_anneal=600"]

@@ -24,10 +24,10 @@ import shlex
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
-from bench.devices import add_device_option, processor, resolve_device
-from bench.sat_table import VARIANTS, summarise, table
-from bench.seeds import record_path, train_seeds
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
+from benchmarks.common.devices import add_device_option, processor, resolve_device
+from benchmarks.common.sat_table import VARIANTS, summarise, table
+from benchmarks.common.seeds import record_path, train_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

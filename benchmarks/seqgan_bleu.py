@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import add_device_option, processor, resolve_device  # noqa: E402
+from benchmarks.common.devices import add_device_option, processor, resolve_device  # noqa: E402
 from zoo.models.seqgan.data import grammar_sentences  # noqa: E402
 from zoo.models.seqgan.evaluation import bleu, bleu_orders, self_bleu  # noqa: E402
 

@@ -30,8 +30,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.devices import accelerator, add_device_option, describe, processor, resolve_device  # noqa: E402
-from bench.seqgan_merge import PAPER_RESULTS, merged, over_seeds  # noqa: E402
+from benchmarks.common.devices import accelerator, add_device_option, describe, processor, resolve_device  # noqa: E402
+from benchmarks.common.seqgan_merge import PAPER_RESULTS, merged, over_seeds  # noqa: E402
 
 PAPER = {
     "mle_epochs": 120,

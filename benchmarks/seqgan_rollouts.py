@@ -30,7 +30,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
+from benchmarks.common.devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
 
 PAPER_D = (
     [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20],

@@ -25,7 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
+from benchmarks.common.devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
 from zoo.models.skipgram import gpu_kernel, kernel  # noqa: E402
 from zoo.models.skipgram.sampling import AliasSampler, noise_distribution  # noqa: E402
 

@@ -29,8 +29,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
-from bench.skipgram_measures import wiki_corpus  # noqa: E402
+from benchmarks.common.devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
+from benchmarks.common.skipgram_measures import wiki_corpus  # noqa: E402
 
 SYNCING = {"nonzero", "_unique2", "unique_dim", "_unique", "unique_consecutive", "_local_scalar_dense",
            "masked_select"}  # ops whose output size or value the host must read

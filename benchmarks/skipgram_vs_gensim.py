@@ -50,9 +50,9 @@ from pathlib import Path
 import torch
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
-from bench.devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
-from bench.skipgram_measures import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
+from benchmarks.common.devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
+from benchmarks.common.skipgram_measures import (
     big_corpus,
     lee_corpus,
     neighbour_agreement,

@@ -65,7 +65,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--device", default="cpu", help="where the runs train: cpu (default; threads are the CPU's)")
     a = ap.parse_args()
-    from bench.devices import accelerator, resolve_device
+    from benchmarks.common.devices import accelerator, resolve_device
 
     device = resolve_device(a.device)
     acc, devices = accelerator(device)

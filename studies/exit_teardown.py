@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import accelerator, add_device_option, describe, processor, resolve_device  # noqa: E402
+from benchmarks.common.devices import accelerator, add_device_option, describe, processor, resolve_device  # noqa: E402
 
 # a vae_digits run of a few batches: imports, data, a fit, a test, checkpoints, metrics.json
 TRAIN = ["recipe=vae_digits", "trainer.max_epochs=1", "trainer.limit_train_batches=5",

@@ -26,7 +26,7 @@ from torch.func import functional_call, grad, vmap
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import add_device_option, processor, resolve_device  # noqa: E402  bench/devices.py
+from benchmarks.common.devices import add_device_option, processor, resolve_device  # noqa: E402  benchmarks/common/devices.py
 
 ALPHA, STEPS, POWER_ITERATIONS = 0.01, 10, 60
 

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import add_device_option, processor, resolve_device  # noqa: E402
+from benchmarks.common.devices import add_device_option, processor, resolve_device  # noqa: E402
 
 COMMANDS = {  # name -> arguments of `python -m zoo.train`, and the exit status it must give
     "help": (["--help"], 0),

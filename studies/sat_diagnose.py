@@ -23,8 +23,8 @@ from pathlib import Path
 import lightning as L
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
-from bench.devices import accelerator, add_device_option, processor, resolve_device
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
+from benchmarks.common.devices import accelerator, add_device_option, processor, resolve_device
 from zoo.loading import load_any
 from zoo.models.captioning.data import ShapesData
 

@@ -89,7 +89,7 @@ def pretrain(seed: int) -> dict:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
-    from bench.devices import add_device_option, describe, resolve_device
+    from benchmarks.common.devices import add_device_option, describe, resolve_device
     from zoo.spread import paired, spread
 
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])

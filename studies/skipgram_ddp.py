@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
-from bench.devices import accelerator, add_device_option, describe, processor, resolve_device
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
+from benchmarks.common.devices import accelerator, add_device_option, describe, processor, resolve_device
 from zoo.spread import fmt, paired, spread
 
 ROOT = Path(__file__).resolve().parent.parent

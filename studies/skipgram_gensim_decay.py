@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # skipgram_vs_gensim.py
 from skipgram_vs_gensim import HYPER, ROOT, loop_quality, run_zoo, similarity_files  # noqa: E402
 
-from bench.devices import add_device_option, processor, resolve_device  # noqa: E402
-from bench.skipgram_measures import agreement_between_processes, objective_probe, wiki_corpus  # noqa: E402
+from benchmarks.common.devices import add_device_option, processor, resolve_device  # noqa: E402
+from benchmarks.common.skipgram_measures import agreement_between_processes, objective_probe, wiki_corpus  # noqa: E402
 from zoo.spread import median_range  # noqa: E402
 
 

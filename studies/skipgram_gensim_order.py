@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # skipgram_vs_gensim.py
 from skipgram_vs_gensim import ROOT, loop_quality, quality_medians, run_gensim
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
-from bench.devices import add_device_option, describe, processor, resolve_device
-from bench.skipgram_measures import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
+from benchmarks.common.devices import add_device_option, describe, processor, resolve_device
+from benchmarks.common.skipgram_measures import (
     big_corpus,
     lee_corpus,
     neighbour_agreement,

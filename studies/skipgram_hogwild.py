@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # skipgram_vs_gensim.py
 from skipgram_vs_gensim import ROOT, loop_quality, run_gensim, run_zoo, similarity_files  # noqa: E402
 
-from bench.devices import add_device_option, processor, resolve_device  # noqa: E402
-from bench.skipgram_measures import (  # noqa: E402
+from benchmarks.common.devices import add_device_option, processor, resolve_device  # noqa: E402
+from benchmarks.common.skipgram_measures import (  # noqa: E402
     agreement_between_processes,
     big_corpus,
     lee_corpus,
@@ -124,7 +124,7 @@ def warps(name: str):
     (skipgram_lockstep.py): ``warpsJ`` J contiguous jobs (gpu_kernel.job_bounds: at most one a 16 tokens),
     ``warpsJbS`` J jobs taking blocks of S tokens in turn; a final ``a`` (``warpsJa``): additive writes; a final
     ``s``: every step lands at once (the jobs' order without stale reads)."""
-    from bench.skipgram_lockstep import lockstep_chunk
+    from benchmarks.common.skipgram_lockstep import lockstep_chunk
     from zoo.models.skipgram.gpu_kernel import job_bounds
 
     additive = name.endswith("a")  # warpsJa: the writes add their steps (atomic adds)

@@ -23,10 +23,10 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # this checkout's zoo and bench/
+sys.path.insert(0, str(ROOT))  # this checkout's zoo and benchmarks/common/
 
-from bench.devices import add_device_option, resolve_device  # noqa: E402
-from bench.skipgram_measures import big_corpus  # noqa: E402
+from benchmarks.common.devices import add_device_option, resolve_device  # noqa: E402
+from benchmarks.common.skipgram_measures import big_corpus  # noqa: E402
 from zoo.models.skipgram import corpus as C  # noqa: E402
 from zoo.models.skipgram import kernel  # noqa: E402
 from zoo.models.skipgram.sampling import AliasSampler, noise_distribution  # noqa: E402

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))  # skipgram_vs_gensim.py
 from skipgram_vs_gensim import ZOO_HYPER, wiki_corpus  # noqa: E402
 
-from bench.devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
+from benchmarks.common.devices import add_device_option, describe, processor, resolve_device, synchronize  # noqa: E402
 
 
 def read_epoch(corpus: Path, cache: Path, chunk_tokens: int, workers: int, device: torch.device) -> dict:

@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.devices import add_device_option, processor, resolve_device  # noqa: E402
-from bench.skipgram_measures import big_corpus, lee_corpus, wiki_corpus  # noqa: E402
+from benchmarks.common.devices import add_device_option, processor, resolve_device  # noqa: E402
+from benchmarks.common.skipgram_measures import big_corpus, lee_corpus, wiki_corpus  # noqa: E402
 
 CORPORA = {"lee": lee_corpus, "wiki": wiki_corpus, "wiki10m": lambda work: big_corpus(work, 10_000_000)}
 COMPRESSORS = {"gzip": (gzip.open, ".gz"), "bzip2": (bz2.open, ".bz2"), "xz": (lzma.open, ".xz")}

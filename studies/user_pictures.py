@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and bench/, not an installed zoo
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
 import zoo
-from bench.devices import add_device_option, describe, resolve_device
-from bench.user_pictures import KINDS, ood_acceptance, pictures, same_captions, scaled, vae_log_likelihood
+from benchmarks.common.devices import add_device_option, describe, resolve_device
+from benchmarks.common.user_pictures import KINDS, ood_acceptance, pictures, same_captions, scaled, vae_log_likelihood
 from zoo.core.transforms import transform_batch
 from zoo.loading import pretrained_cards
 

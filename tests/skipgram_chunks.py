@@ -1,5 +1,5 @@
 """A random chunk for the tests of skip-gram's update kernels (kernel.py, gpu_kernel.py and the CPU model of the
-GPU's jobs, bench/skipgram_lockstep.py): every kernel trains the same chunk from the same tables."""
+GPU's jobs, benchmarks/common/skipgram_lockstep.py): every kernel trains the same chunk from the same tables."""
 
 import torch
 

@@ -16,7 +16,7 @@ import shlex
 
 import pytest
 
-from bench.devices import processor  # the name recipe_seeds.py records with the spread
+from benchmarks.common.devices import processor  # the name recipe_seeds.py records with the spread
 from zoo.loading import pretrained_cards
 
 CARDS = pretrained_cards()

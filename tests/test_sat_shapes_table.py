@@ -1,8 +1,8 @@
-"""benchmarks/sat_shapes.py's comparison (bench.sat_table): variants paired with the recipe by seed."""
+"""benchmarks/sat_shapes.py's comparison (benchmarks.common.sat_table): variants paired with the recipe by seed."""
 
 from __future__ import annotations
 
-from bench import sat_table as sat_shapes
+from benchmarks.common import sat_table as sat_shapes
 
 
 def record(recipe: str, bleu: dict[int, float | None], tag: str = "") -> dict:
@@ -35,7 +35,7 @@ def test_variants_are_paired_with_the_recipe_by_seed_and_failures_stay_in_the_ta
 def test_seed_records_are_written_into_this_checkouts_benchmarks_results():
     from pathlib import Path
 
-    from bench.seeds import record_path
+    from benchmarks.common.seeds import record_path
 
     results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
     assert results.is_dir()

@@ -17,7 +17,7 @@ from api_testlib import model_datamodule
 from PIL import Image
 
 import zoo
-from bench.user_pictures import KINDS, ood_acceptance, pictures, same_captions, scaled, vae_log_likelihood
+from benchmarks.common.user_pictures import KINDS, ood_acceptance, pictures, same_captions, scaled, vae_log_likelihood
 from zoo.core.transforms import ImageTransforms, transform_batch
 from zoo.core.unenlarge import CANDIDATES, THRESHOLD, best_enlargement
 from zoo.errors import UserError
@@ -146,7 +146,7 @@ def test_an_exact_enlargement_comes_back_to_the_small_picture(enlarge, k):
 
 @pytest.mark.parametrize("picture", ["noise", "bitmap"])
 def test_a_picture_that_is_not_an_enlargement_takes_the_cards_filter(picture):
-    from bench.user_pictures import bitmap
+    from benchmarks.common.user_pictures import bitmap
 
     rng = np.random.default_rng(3)
     grey = (rng.random((8, 8)) * 255).astype(np.uint8)

@@ -1,7 +1,7 @@
 """One small registry type for models, datamodules and estimators (timm/torchvision style).
 
 Each of the zoo's own entries has one spec, declared in its folder's torch-free ``config.py`` (the estimators':
-``zoo/estimators/options.py``): a name, the class's dotted path (imported on first use), its options dataclass
+``zoo/estimators/config.py``): a name, the class's dotted path (imported on first use), its options dataclass
 and what the recipe check needs of it, so a recipe is checked before torch loads. The class points to that spec
 (``spec = VAE_SPEC``) rather than restating it::
 
@@ -342,5 +342,5 @@ class Registry:
 MODELS = Registry("model", ModelSpec, base="lightning.pytorch:LightningModule", builtins="zoo.models:declare_all")
 DATAMODULES = Registry("datamodule", DataSpec, base="lightning.pytorch:LightningDataModule",
                        builtins="zoo.models:declare_all")
-ESTIMATORS = Registry("estimator", "zoo.estimators.capabilities:EstimatorDef",  # declared in zoo/estimators/options.py
+ESTIMATORS = Registry("estimator", "zoo.estimators.capabilities:EstimatorDef",  # declared in zoo/estimators/config.py
                       builtins="zoo.estimators:declare_all")

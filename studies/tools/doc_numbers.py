@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def machine() -> dict:
-    from bench.devices import processor
+    from benchmarks.common.devices import processor
 
     return {"processor": processor(), "nproc": os.cpu_count(), "torch": torch.__version__,
             "python": platform.python_version(), "loadavg_at_start": open("/proc/loadavg").read().split()[:3]}

@@ -1,5 +1,5 @@
 """The model, data and trainer keys of a recipe, and its estimators' names and options, are checked
-before torch is imported: each model folder's config.py and zoo/estimators/options.py hold the option
+before torch is imported: each model folder's config.py and zoo/estimators/config.py hold the option
 dataclasses and import no torch; each declares its entries' specs once (name, class path, options, what the
 recipe check needs), which the classes point to;
 lightning.Trainer's arguments are read from its source. A mistyped key is refused in ~0.2 s (with torch
@@ -194,7 +194,7 @@ def test_an_estimator_registered_in_this_process_is_not_refused_early():
     from zoo.config import load_config
     from zoo.errors import UserError
     from zoo.estimators import ESTIMATORS, Reinforce, register_estimator
-    from zoo.estimators.options import ReinforceOptions
+    from zoo.estimators.config import ReinforceOptions
 
     register_estimator("early_check_own", config=ReinforceOptions)(type("Own", (Reinforce,), {}))
     try:

@@ -155,27 +155,27 @@ def test_models_follow_float64(recipe, overrides):
 
 
 def test_every_benchmark_takes_device_and_records_it():
-    """benchmarks/*.py and studies/*.py: a --device option (bench/devices.py) and the device in the JSON.
-    A benchmark is a script (``if __name__ == "__main__":``) that imports torch, a model or a bench/ helper; the
-    helpers it imports (bench/) are not, nor a script that only joins records."""
+    """benchmarks/*.py and studies/*.py: a --device option (benchmarks/common/devices.py) and the device in the JSON.
+    A benchmark is a script (``if __name__ == "__main__":``) that imports torch, a model or a shared helper
+    (benchmarks/common/); the helpers are not, nor a script that only joins records."""
     scripts = [p for folder in ("benchmarks", "studies") for p in sorted((ROOT / folder).glob("*.py"))
                if '__name__ == "__main__"' in p.read_text()]
     assert len(scripts) >= 6
     for path in scripts:
         source = path.read_text()
-        # a record written by a bench helper the script calls (recipe_seeds.py: bench/seeds.py) counts
-        source += "".join((ROOT / "bench" / f"{name}.py").read_text()
-                          for name in re.findall(r"^from bench\.(\w+) import", source, re.M))
-        if not re.search(r"torch|zoo\.train|zoo\.models|bench\.", source):
+        # a record written by a helper the script calls (recipe_seeds.py: benchmarks/common/seeds.py) counts
+        source += "".join((ROOT / "benchmarks" / "common" / f"{name}.py").read_text()
+                          for name in re.findall(r"^from benchmarks\.common\.(\w+) import", source, re.M))
+        if not re.search(r"torch|zoo\.train|zoo\.models|benchmarks\.common\.", source):
             continue  # joins records others made (studies/ood_joint_seeds.py): runs nothing on a device
         takes_option = "add_device_option(" in source or '"--device"' in source
         assert "resolve_device(" in source and takes_option, \
-            f"{path.name}: no --device (use bench/devices.py)"
+            f"{path.name}: no --device (use benchmarks/common/devices.py)"
         assert '"device": str(' in source or '"device": args.device' in source, f"{path.name}: device not in the JSON"
 
 
 def test_device_option_refuses_an_absent_gpu():
-    from bench.devices import accelerator, resolve_device
+    from benchmarks.common.devices import accelerator, resolve_device
 
     assert resolve_device("cpu") == torch.device("cpu") and accelerator(torch.device("cpu")) == ("cpu", 1)
     assert accelerator(torch.device("cuda:1")) == ("gpu", [1])

@@ -95,7 +95,7 @@ def test_the_wheel_carries_recipes_and_commands(tmp_path):
     pip --target, and run from a folder outside the checkout."""
     source = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("zoo", "recipes", "bench"):  # bench/: the benchmarks' helpers, to check they stay out of the wheel
+    for name in ("zoo", "recipes", "benchmarks/common"):  # the benchmarks' helpers: to check they stay out of the wheel
         shutil.copytree(REPO / name, source / name, ignore=ignore)
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, source / name)
@@ -107,7 +107,7 @@ def test_the_wheel_carries_recipes_and_commands(tmp_path):
     (wheel,) = wheels.glob("stochastic_zoo-*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True, capture_output=True)
     assert len(list((site / "zoo" / "recipes").rglob("*.yaml"))) == len(list((REPO / "recipes").rglob("*.yaml")))
-    assert not (site / "bench").exists() and not (site / "zoo" / "bench").exists()
+    assert not (site / "benchmarks").exists() and not (site / "common").exists()
     env = _away_from_the_checkout(site)
 
     def run(*args: str) -> str:

@@ -1,5 +1,5 @@
-"""The scripts under benchmarks/ and studies/ import this checkout's ``zoo`` and ``bench`` (the benchmarks'
-helpers, which the wheel leaves out) when run as ``python benchmarks/NAME.py`` from the repository root,
+"""The scripts under benchmarks/ and studies/ import this checkout's ``zoo`` and ``benchmarks.common`` (their
+shared helpers, which the wheel leaves out) when run as ``python benchmarks/NAME.py`` from the repository root,
 where ``sys.path[0]`` is the script's own folder: each puts the checkout's root first on ``sys.path``
 before its first import of either (docs/development.md, "Benchmarks and studies")."""
 
@@ -12,8 +12,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(p for folder in ("benchmarks", "studies") for p in (ROOT / folder).rglob("*.py")
-                 if "results" not in p.parts)
-OURS = ("zoo", "bench")
+                 if "results" not in p.parts and "common" not in p.parts)
+HELPERS = sorted((ROOT / "benchmarks" / "common").glob("*.py"))  # imported by the scripts, not run
+OURS = ("zoo", "benchmarks")
 
 
 def first_party(node: ast.stmt) -> bool:
@@ -30,7 +31,7 @@ def puts_root_first(node: ast.stmt) -> bool:
             and "tests" not in ast.unparse(call.args[1]))
 
 
-def test_every_script_puts_the_checkout_first_before_importing_zoo_or_bench():
+def test_every_script_puts_the_checkout_first_before_importing_zoo_or_its_helpers():
     assert len(SCRIPTS) >= 30
     wrong = []
     for path in SCRIPTS:
@@ -44,13 +45,35 @@ def test_every_script_puts_the_checkout_first_before_importing_zoo_or_bench():
 
 
 @pytest.mark.slow  # a process that imports torch (~5 s): `make test-slow`
-def test_a_script_run_from_the_root_imports_the_checkouts_bench():
+def test_a_script_run_from_the_root_imports_the_checkouts_helpers():
     """One script as a user runs it (its folder first on sys.path, not the root), stopped before its work."""
     code = ("import runpy, sys; sys.path[0] = 'benchmarks'; runpy.run_path('benchmarks/recipe_seeds.py', "
-            "run_name='imported'); print(sys.modules['bench'].__file__, sys.modules['zoo'].__file__)")
+            "run_name='imported'); print(sys.modules['benchmarks.common'].__file__, sys.modules['zoo'].__file__)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == [str(ROOT / "bench" / "__init__.py"), str(ROOT / "zoo" / "__init__.py")]
+    helpers = ROOT / "benchmarks" / "common" / "__init__.py"
+    assert out.stdout.split() == [str(helpers), str(ROOT / "zoo" / "__init__.py")]
+
+
+def test_every_name_a_script_imports_from_the_checkout_exists():
+    """A module renamed or a name moved breaks a script only when someone runs it: read every first-party
+    ``from X import a, b`` of every script (at any depth) and look the names up."""
+    import importlib
+
+    missing = []
+    for path in SCRIPTS + HELPERS:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and first_party(node)):
+                continue
+            try:
+                module = importlib.import_module(node.module)
+            except ImportError as err:
+                missing.append(f"{path.relative_to(ROOT)}:{node.lineno}: {err}")
+                continue
+            missing += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{a.name}" for a in node.names
+                        if not hasattr(module, a.name) and not (hasattr(module, "__path__")
+                                                            and importlib.util.find_spec(f"{node.module}.{a.name}"))]
+    assert missing == []
 
 
 def test_no_script_writes_under_tmp_by_default():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import seqgan_merge as seqgan_oracle
+from benchmarks.common import seqgan_merge as seqgan_oracle
 
 SCHEDULE = {"mle_epochs": 40, "adv_iterations": 40}
 

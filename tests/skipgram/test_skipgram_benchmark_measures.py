@@ -1,11 +1,11 @@
-"""The skip-gram benchmark's quality measures (bench/skipgram_measures.py) compare the zoo with
+"""The skip-gram benchmark's quality measures (benchmarks/common/skipgram_measures.py) compare the zoo with
 gensim fairly: the same questions for both, whatever order each tool gives words of equal count."""
 
 from __future__ import annotations
 
 import torch
 
-from bench.skipgram_measures import neighbour_agreement, score
+from benchmarks.common.skipgram_measures import neighbour_agreement, score
 
 
 def test_analogy_questions_do_not_depend_on_how_ties_are_ordered(tmp_path):

@@ -143,7 +143,7 @@ def test_job_bounds_cut_a_chunk_into_near_equal_contiguous_jobs():
 
 
 def test_the_cpu_model_of_the_jobs_is_the_sequential_kernel_with_one_job():
-    """bench/skipgram_lockstep.py (the GPU's jobs stepped together on a CPU, to see how quality falls with
+    """benchmarks/common/skipgram_lockstep.py (the GPU's jobs stepped together on a CPU, to see how quality falls with
     their number): with one job it is the CPU kernel (to 1e-6; added steps round as u + (g v), not (u + g v)),
     whether steps are stored or added and the job takes blocks or not; with 3 it trains the same pairs from
     other tables (the jobs' updates interleave), and with steps landing at once (``immediate``) stored and
@@ -151,7 +151,7 @@ def test_the_cpu_model_of_the_jobs_is_the_sequential_kernel_with_one_job():
     import numpy as np
     from skipgram_chunks import random_chunk
 
-    from bench.skipgram_lockstep import lockstep_chunk
+    from benchmarks.common.skipgram_lockstep import lockstep_chunk
     from zoo.models.skipgram import kernel
 
     c = random_chunk(300, 16, 5000, sentence_length=37, max_half=3)

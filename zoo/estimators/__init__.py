@@ -10,7 +10,7 @@ loader checks the pair (``seam.py``).
 
 Registered: reparam, reinforce, rloo, grpo, dr_grpo, reinforce_pp, gumbel_softmax, straight_through, expectation,
 unordered_set, relax, arm, disarm.
-The built-ins are declared in ``options.py`` with their options (no torch). Your own:
+The built-ins are declared in ``config.py`` with their options (no torch). Your own:
 ``@register_estimator("mine", config=MyOptions)`` on an ``Estimator`` subclass, a dotted
 path ``"pkg.mod:MyEstimator"``, or the entry point group ``zoo.estimators``.
 See the README section "Gradient estimators".
@@ -19,7 +19,7 @@ See the README section "Gradient estimators".
 import importlib
 
 # where each public name lives; the package imports a module (and torch) only when a name is used,
-# so that ``zoo.estimators.options`` (no torch) serves the recipe checks before torch is imported
+# so that ``zoo.estimators.config`` (no torch) serves the recipe checks before torch is imported
 _EXPORTS = {
     "arm": ("ARM", "DisARM"),
     "base": ("ESTIMATORS", "Capabilities", "Estimator", "StochasticSample", "describe", "get_estimator",
@@ -42,8 +42,8 @@ __all__ = sorted(_WHERE)
 
 
 def declare_all() -> None:
-    """Import ``options.py``, which declares the built-ins (the registry does it on its first lookup)."""
-    importlib.import_module(f"{__name__}.options")
+    """Import ``config.py``, which declares the built-ins (the registry does it on its first lookup)."""
+    importlib.import_module(f"{__name__}.config")
 
 
 def __getattr__(name: str):

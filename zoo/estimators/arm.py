@@ -34,8 +34,8 @@ from zoo.estimators.base import (
     check_cost,
     one_hot_sample,
 )
-from zoo.estimators.options import ARM as ARM_SPEC
-from zoo.estimators.options import DISARM
+from zoo.estimators.config import ARM as ARM_SPEC
+from zoo.estimators.config import DISARM
 
 
 def binary_logits(dist: Distribution, name: str) -> tuple[Tensor, bool]:

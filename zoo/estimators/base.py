@@ -26,7 +26,7 @@ from torch.distributions import Categorical, Distribution, OneHotCategorical
 
 from zoo.errors import UserError
 from zoo.estimators.capabilities import DISTRIBUTIONS, Capabilities, EstimatorDef  # noqa: F401  (zoo.estimators.base.Capabilities)
-from zoo.estimators.options import EstimatorOptions  # noqa: F401  (zoo.estimators.base.EstimatorOptions)
+from zoo.estimators.config import EstimatorOptions  # noqa: F401  (zoo.estimators.base.EstimatorOptions)
 from zoo.estimators.seam import build_options, check_estimator_class  # noqa: F401  (base's names too)
 from zoo.registry import ESTIMATORS, doc_line
 
@@ -180,7 +180,7 @@ class Estimator(nn.Module):
         ```
     """
 
-    spec: EstimatorDef | None = None  # the built-ins' spec (zoo/estimators/options.py), which sets the three below
+    spec: EstimatorDef | None = None  # the built-ins' spec (zoo/estimators/config.py), which sets the three below
     Config: type = EstimatorOptions
     capabilities: Capabilities | None = None  # None: undeclared (a user's estimator), never refused
     unbiased: bool = True  # whether E[grad loss] == grad E[cost]; mirrors capabilities.unbiased

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.errors import UserError
-from zoo.estimators.options import BASELINES
+from zoo.estimators.config import BASELINES
 
 STD_EPS = 1e-4  # added to a group's or batch's std before dividing (TRL's GRPOTrainer's value): equal costs give 0
 

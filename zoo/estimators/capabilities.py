@@ -79,7 +79,7 @@ class Capabilities:
 @dataclass(frozen=True)
 class EstimatorDef(Spec):
     """An estimator's spec: its name, class, options and what it can train, declared once (the built-ins:
-    ``zoo/estimators/options.py``); its class points to it (``spec = REINFORCE``)."""
+    ``zoo/estimators/config.py``); its class points to it (``spec = REINFORCE``)."""
 
     capabilities: Capabilities | None = None  # what it can train (None: undeclared, never refused)
     refine: Callable | None = None  # (capabilities, options) -> the capabilities with these options (a

@@ -23,7 +23,7 @@ from zoo.estimators.base import (
     categorical_logits,
     check_cost,
 )
-from zoo.estimators.options import EXPECTATION
+from zoo.estimators.config import EXPECTATION
 
 
 class Expectation(Estimator):

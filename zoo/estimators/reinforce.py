@@ -28,7 +28,7 @@ from zoo.estimators.base import (
     sum_trailing,
 )
 from zoo.estimators.baselines import make_baseline
-from zoo.estimators.options import DR_GRPO, GRPO, REINFORCE, REINFORCE_PP, RLOO
+from zoo.estimators.config import DR_GRPO, GRPO, REINFORCE, REINFORCE_PP, RLOO
 
 
 def reward_to_go(rewards: Tensor, gamma: float = 1.0, dim: int = -1) -> Tensor:

@@ -67,8 +67,8 @@ from zoo.estimators.base import (
     one_hot_sample,
     sum_trailing,
 )
+from zoo.estimators.config import RELAX
 from zoo.estimators.gumbel import sample_exponential, sample_gumbel, truncated_gumbel
-from zoo.estimators.options import RELAX
 
 
 def per_sample(logits: Tensor, index: Tensor) -> Tensor:

@@ -28,8 +28,8 @@ from zoo.estimators.base import (
     categorical_logits,
     check_cost,
 )
+from zoo.estimators.config import GUMBEL_SOFTMAX, STRAIGHT_THROUGH
 from zoo.estimators.gumbel import sample_gumbel
-from zoo.estimators.options import GUMBEL_SOFTMAX, STRAIGHT_THROUGH
 
 
 class GumbelSoftmax(Estimator):

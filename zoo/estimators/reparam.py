@@ -21,7 +21,7 @@ from zoo.estimators.base import (
     as_distribution,
     check_cost,
 )
-from zoo.estimators.options import REPARAM
+from zoo.estimators.config import REPARAM
 
 
 class Reparam(Estimator):

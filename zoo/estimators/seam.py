@@ -29,7 +29,7 @@ from typing import Any
 
 from zoo.errors import FIRST_LINE, UserError
 from zoo.estimators.capabilities import NODE_KINDS, Capabilities, StochasticNode, mismatch  # noqa: F401  (seam's names)
-from zoo.estimators.options import split_spec
+from zoo.estimators.config import split_spec
 from zoo.registry import ESTIMATORS
 from zoo.schema import EstimatorSpec, estimator_option, validate  # noqa: F401  (light, for configs that import no torch)
 

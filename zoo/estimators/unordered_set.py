@@ -34,8 +34,8 @@ from zoo.estimators.base import (
     check_cost,
     one_hot_sample,
 )
+from zoo.estimators.config import UNORDERED_SET
 from zoo.estimators.gumbel import gumbel_topk
-from zoo.estimators.options import UNORDERED_SET
 
 
 def log_set_prob(logp: Tensor, log_rest: Tensor) -> Tensor:

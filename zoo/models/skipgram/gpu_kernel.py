@@ -21,7 +21,7 @@ seeds its jobs (seed + 7919 (j + 1)), noise words come from the same alias table
 the same table: with the jobs run one after another (``TRITON_INTERPRET=1`` runs the programs in
 order on the CPU) the tables equal the CPU kernel's over the same jobs, up to float32 rounding of the
 dot product (tested). On a GPU the jobs run concurrently: how the embedding changes with their number
-is modelled on a CPU by ``bench/skipgram_lockstep.py`` (stored rather than added rows lose
+is modelled on a CPU by ``benchmarks/common/skipgram_lockstep.py`` (stored rather than added rows lose
 steps and agree less with gensim the more jobs, on an H100; added steps hold it near 0.48 from 256 to
 4,096 jobs on Wikipedia, and stripes of 16 tokens raise it to 0.55 at 1,024, 0.56 at 256) and measured by
 ``benchmarks/skipgram_vs_gensim.py --device cuda --zoo updates=sequential gpu_jobs=N gpu_stripe=S``.

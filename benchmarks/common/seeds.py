@@ -10,13 +10,13 @@ from pathlib import Path
 
 import torch
 
-from bench.devices import accelerator, describe, processor
+from benchmarks.common.devices import accelerator, describe, processor
 from zoo.evaluate import evaluate
 from zoo.loading import PRETRAINED_DIR
 from zoo.spread import spread
 from zoo.sweep import run_sweep
 
-ROOT = Path(__file__).resolve().parents[1]  # the checkout (bench/ is at its top)
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (this folder is benchmarks/common/)
 
 
 def scored(summary: dict, recipe: str) -> list[dict]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.seeds import record_path
+from benchmarks.common.seeds import record_path
 from zoo.spread import paired, spread
 
-ROOT = Path(__file__).resolve().parents[1]  # the checkout (bench/ is at its top)
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (this folder is benchmarks/common/)
 RLOO = "model.estimator={name: rloo, n: 4, entropy_weight: 0.002}"
 VARIANTS = [  # (tag, recipe, overrides, what the row is); the first hard row is what the others are paired with
     ("", "sat_shapes_soft", [], "soft attention (recipe `sat_shapes_soft`)"),

@@ -1,6 +1,6 @@
 """``--device`` for every benchmark: the option, its check and a timing fence.
 
-    from bench.devices import add_device_option, resolve_device, synchronize
+    from benchmarks.common.devices import add_device_option, resolve_device, synchronize
 """
 
 from __future__ import annotations
