@@ -143,11 +143,10 @@ class SignalCheckpoint(L.Callback):
         # mid-epoch state with "epoch done", which save_now's record of the step prevents
         self.last.save_now(trainer)
         trainer.should_stop = True
-        # Lightning validates once more when should_stop is set: after last.ckpt, so its metrics rows and
-        # best checkpoint came from a state no resume knows of (a stale best-*.ckpt stayed beside the
-        # resumed run's); Lightning's own flag for "the next validation is skipped" (a no-op at epoch end)
+        # Lightning's own flag to skip the validation should_stop adds (a no-op at epoch end): it would run
+        # after last.ckpt, its metrics rows and best checkpoint from a state no resume knows of
         trainer.fit_loop.epoch_loop._skip_next_val = True
-        # should_stop alone waits for trainer.min_epochs / min_steps (it saved and printed every step until then)
+        # should_stop alone waits for trainer.min_epochs / min_steps, with a save and a line at every step
         trainer.fit_loop.min_epochs, trainer.fit_loop.epoch_loop.min_steps = None, None
         if trainer.is_global_zero:
             name = signal.Signals(self.received).name if self.received else "a stop signal (on another rank)"

@@ -68,8 +68,8 @@ class GradientVarianceCallback(L.Callback):
         self.last = stats
         self.history.append(stats)
         metrics = {f"{self.prefix}{key}": stats[key] for key in ("grad_var", "grad_snr")}
-        # to the loggers once, at this step: self.log from a callback repeated the value at every logged
-        # step until the next measurement (a staircase in metrics.csv that reads as a measure a step)
+        # to the loggers once, at this step: a callback's self.log repeats the value at every logged step
+        # until the next measurement
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=step)
         device = pl_module.device  # for monitors (early stopping on grad_snr, say)
