@@ -106,10 +106,8 @@ class EpochSampler(Sampler):
         self.epoch = epoch
 
     def __iter__(self) -> Iterator:
-        # A generator: the order is read at the first item, not when the iterator is made. Lightning makes the
-        # first epoch's DataLoader iterator before its set_epoch, and a DataLoader without a batch sampler
-        # (batch_size=None: MAML's meta-batches) calls this at once: an order read then is epoch 0's, and a run
-        # resumed from an epoch-end checkpoint would train its first epoch on it (a BatchSampler's __iter__ is lazy)
+        # a generator: the order is read at the first item, after Lightning's set_epoch (a DataLoader without a
+        # batch sampler, MAML's meta-batches, calls this before it: a resumed run would train on epoch 0's order)
         if self.shuffle:
             g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
             order = torch.randperm(self.n, generator=g).tolist()

@@ -96,9 +96,8 @@ class ZooModule(L.LightningModule):
         # from a checkpoint's hyperparameters or from Python
         made = cfg if self.Config is not None and isinstance(cfg, self.Config) else None
         cfg = dataclasses.asdict(made) if made is not None else thaw(cfg)  # thaw: a read-only mapping's plain copy
-        # in the checkpoint (to rebuild the model), not sent to the loggers: data_info can hold a
-        # vocabulary, which Lightning's CSV logger writes through OmegaConf at ~1 ms a node (9 s for
-        # 7k words); zoo.runner logs the recipe's config to every logger instead (runner.make_trainer)
+        # in the checkpoint (to rebuild the model), not sent to the loggers: data_info can hold a vocabulary, slow
+        # through Lightning's CSV logger (OmegaConf, node by node); runner.make_trainer logs the recipe's config
         self.save_hyperparameters({"cfg": dict(cfg), "data_info": dict(data_info or {})}, logger=False)
         for what, value in (("data_info", data_info or {}), ("the model's options", cfg)):
             bad = not_primitive(value)  # else a numpy scalar trains, then zoo.evaluate refuses the checkpoint
@@ -156,7 +155,7 @@ class ZooModule(L.LightningModule):
         size (see ``zoo.estimators.seam``); checked against the node here unless ``zoo.config`` checked it when
         the recipe loaded (options made by ``load_config``: ``checked_estimator``)."""
         spec = self.cfg.estimator
-        if spec is None:  # checkpoints written before the option had a default
+        if spec is None:  # None in a checkpoint: the model's default
             spec = self.Config().estimator
         return build_for_node(spec, self.stochastic_node(self.cfg, self.data_info), where="model.estimator",
                               model=type(self).__name__, checked=checked_estimator(self.cfg, spec))
@@ -213,9 +212,9 @@ class ZooModule(L.LightningModule):
         path = None
         if self._trainer is None or self.trainer.is_global_zero:
             path = self._plots_dir() / f"{name}.png"
-            with warnings.catch_warnings():  # words in a script the font lacks (CJK) are drawn as boxes, and
-                warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from")  # that is no reason
-                fig.savefig(path, dpi=110, bbox_inches="tight")  # to end a run under PYTHONWARNINGS=error
+            with warnings.catch_warnings():  # a glyph the font lacks (CJK) is drawn as a box, even under -W error
+                warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from")
+                fig.savefig(path, dpi=110, bbox_inches="tight")
             self._log_png(name, path)
         pyplot = sys.modules.get("matplotlib.pyplot")  # loaded if the figure came from it
         if pyplot is not None:

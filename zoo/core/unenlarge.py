@@ -21,9 +21,8 @@ from PIL import Image
 
 # (name, how one axis of n pixels is enlarged k times); bilinear_pil is also OpenCV's and align_corners=False
 CANDIDATES = ("nearest", "bilinear_pil", "bilinear_align_corners")
-# The largest residual ||U x - y|| / ||y - mean(y)|| (x clipped to [0, 1]) of an enlargement that is taken
-# as one. On 200 test digits: uint8 rounding of a bilinear upscale gives at most 0.004, JPEGs (quality 75) of
-# nearest / bilinear x4 upscales at most 0.048 / 0.032; a bitmap drawn like the data 0.41 and more, noise 0.96.
+# The largest residual ||U x - y|| / ||y - mean(y)|| (x clipped to [0, 1]) of an enlargement taken as one:
+# between upscales (<= 0.048) and drawn bitmaps (>= 0.41) on 200 digits (studies/2026-11-29-user-pictures.md)
 THRESHOLD = 0.1
 
 
