@@ -16,7 +16,7 @@ from zoo.estimators import describe, list_estimators
 from zoo.paths import check_output_file
 from zoo.schema import SEED_MAX
 
-MAX_DRAWS = 10**6  # CPU, one thread: 10**4 draws take 4 s, 10**5 28 s, 10**7 over 11 minutes and 3.6 GB
+MAX_DRAWS = 10**6  # time and memory grow with the draws: 10**7 takes minutes and gigabytes
 MAX_THETA = 1e5
 DEFAULT_OUT = "runs/estimators/compare.png"  # under runs/, as zoo.train's runs: the working folder stays clean
 

@@ -146,12 +146,10 @@ class StochasticNode:
     differentiable_cost: bool  # the cost is a differentiable function of the sample's value
     per_variable_cost: bool = False  # each categorical variable has its own cost (exact enumeration works)
     multi_sample: bool = True  # the model can draw n >= 2 samples per input (leave-one-out baselines)
-    own_samples: bool = True  # what est.loss scores carries what est.sample drew, its extras (the noise) included:
-    # the model hands the sample on as it is, or stacks the per-step samples' extras (False: it draws or assembles
-    # its samples itself, e.g. token by token, and keeps only values and log-probs)
-    sequential: bool = False  # the variables one cost scores are drawn one after another, each distribution
-    # depending on the earlier draws (a caption's attention locations): a control variate that reads them all at
-    # once (relax's joint one) is biased there
+    own_samples: bool = True  # est.loss gets what est.sample drew, extras (the noise) included (False: the model
+    # assembles its samples itself, e.g. token by token, and keeps only values and log-probs)
+    sequential: bool = False  # the variables one cost scores are drawn each given the earlier ones (a caption's
+    # attention locations): a control variate that reads them all at once (relax's joint one) is biased there
     coupling: str = ""  # why the cost couples the variables, when it does (the reason a per-variable estimator
     # cannot fit, said in its refusal)
     cost_function: bool = False  # the model passes cost_fn(value) -> (n, *C), its cost at any (relaxed) value,

@@ -108,10 +108,8 @@ class RelaxOptions:
     # relaxed samples (a node with cost_function; the discrete VAE) and 3 more cost evaluations per sample
     eta: float = 1.0  # REBAR term's starting scale (learned)
     decay: float = between(0.9, 0.0, 1.0, high_open=True)  # EMA of the cost's mean and spread (the control's m, s)
-    control: str = choice("auto", ["auto", "joint", "per_variable"])  # joint: one control variate c(z) reads
-    # every variable one cost scores (needs independent draws); per_variable: one c(z_i) per variable, summed
-    # (unbiased also for sequential draws, each given the earlier ones); auto: the node's (per_variable for a
-    # sequential node, else joint), joint without a node
+    control: str = choice("auto", ["auto", "joint", "per_variable"])  # joint: one c(z) of all a cost scores
+    # (independent draws only); per_variable: one c(z_i) each, summed; auto: per_variable if sequential, else joint
 
 
 @dataclass
