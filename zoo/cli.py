@@ -19,7 +19,7 @@ Torch-free: a command imports it before torch.
 
 from __future__ import annotations
 
-import _io  # the C base of every file object: a plain type check in leave (io.IOBase's ABC check costs ~0.4 s)
+import _io  # the C base of every file object: a plain type check in leave (io.IOBase's ABC check is slow)
 import argparse
 import atexit
 import contextlib

@@ -33,8 +33,7 @@ WANDB_PROJECT_FORBIDDEN = "/\\#?%:"  # characters W&B refuses in a project name
 @dataclass
 class CheckpointConfig:
     every_n_train_steps: Optional[int] = None  # also save last.ckpt every N steps (None: epoch ends only)
-    every_n_epochs: int = positive(1)  # save at the end of every N-th epoch (0 saved no checkpoint, not even
-    # last.ckpt: the finished run could be neither evaluated nor resumed)
+    every_n_epochs: int = positive(1)  # save at the end of every N-th epoch (0 would leave no last.ckpt)
     save_top_k: int = at_least(1, -1)  # how many "best" checkpoints to keep, by the model's monitored metric
     monitor: Optional[str] = None  # metric for "best"; None = the model's own (e.g. val/loss)
     mode: Optional[str] = choice(None, [None, "min", "max"])  # None = the model's own
@@ -48,7 +47,7 @@ class WandbConfig:
     log_model: bool = True  # upload checkpoints as artifacts (online only)
     tags: list[str] = field(default_factory=list)  # run tags
 
-    def __post_init__(self):  # W&B's own rules, which it enforced only once the run had started (a traceback)
+    def __post_init__(self):  # W&B's own rules, which W&B checks only once the run has started
         bad = sorted(set(WANDB_PROJECT_FORBIDDEN) & set(self.project))
         if not 1 <= len(self.project) <= 128 or bad:
             why = f"contains {' '.join(bad)}" if bad else f"has {len(self.project)} characters"
@@ -71,9 +70,8 @@ class RunConfig:
     trainer: Any = field(default_factory=dict)  # keyword arguments of lightning.Trainer
     seed: int = between(0, 0, SEED_MAX)  # seeds python, numpy and torch (and dataloader workers)
     threads: int = 0  # torch intra-op CPU threads; 0 = torch's default (one per core)
-    # float32 arithmetic on a CUDA GPU: None = torch's defaults (matrix products in full float32, cuDNN
-    # convolutions in TF32); highest = both in full float32 (nearest the CPU's numbers); high / medium =
-    # both with TF32 / bf16 inside (faster from Ampere on; Lightning's tip names this setting)
+    # float32 on a CUDA GPU: None = torch's defaults (full float32 matmuls, TF32 cuDNN convolutions); highest =
+    # both in full float32 (nearest the CPU's numbers); high / medium = TF32 / bf16 inside (faster from Ampere on)
     matmul_precision: Optional[str] = choice(None, [None, *MATMUL_PRECISIONS])
     logger: Any = field(default_factory=lambda: ["csv"])  # any of csv, wandb, tensorboard
     wandb: WandbConfig = field(default_factory=WandbConfig)
@@ -311,7 +309,7 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> LoadedRun:
             raise UserError(f"unknown logger '{name}' in {where}{closest(str(name), list(LOGGERS))}. "
                             f"Choose from {', '.join(LOGGERS)}, or none: logger=[]")
     twice = sorted({name for name in loggers if loggers.count(name) > 1})
-    if twice:  # two csv loggers wrote every row of metrics.csv twice
+    if twice:  # two csv loggers would write every row of metrics.csv twice
         raise UserError(f"logger lists {', '.join(twice)} more than once in {where}: list each logger once, "
                         f"e.g. logger=[{','.join(dict.fromkeys(loggers))}]")
     if "wandb" in loggers and cfg["wandb"]["mode"] is None:
@@ -472,7 +470,7 @@ def check_validation_and_test(cfg: dict, model_monitor: tuple[str, str] | None,
     ``check_callbacks``' entries."""
     trainer, ck = cfg["trainer"], cfg["checkpoint"]
     limit = trainer.get("limit_test_batches")
-    if cfg["test_after_fit"] and _is_zero(limit):  # the run trained, tested nothing and wrote metrics.json {}
+    if cfg["test_after_fit"] and _is_zero(limit):
         raise UserError(f"trainer.limit_test_batches={limit} tests nothing, so metrics.json would be empty: to train "
                         "without testing, set test_after_fit=false (and test later: python -m zoo.evaluate "
                         "RUN/checkpoints/last.ckpt); to test on part of the test set, give a number of batches or a "
@@ -504,7 +502,7 @@ def check_validation_and_test(cfg: dict, model_monitor: tuple[str, str] | None,
                         f"checkpoint.mode={right}")
     for monitor, mode in stoppers:
         what = mode and _wrong_direction(monitor, mode)
-        if what:  # it stopped the run once the loss stopped rising
+        if what:
             right = "min" if mode == "max" else "max"
             raise UserError(f"callback 'early_stopping' watches {monitor}, {what}, with mode {mode} (it would stop "
                             f"the run when {monitor} stops {'rising' if mode == 'max' else 'falling'}): give it "

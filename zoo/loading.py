@@ -141,7 +141,7 @@ def build_model(model_name: str, hparams: dict, state_dict: dict, source: str) -
     cls = MODELS.get(model_name)
     config = getattr(cls, "Config", None)
     saved = hparams.get("cfg") if isinstance(hparams, dict) else None
-    if config is not None and isinstance(saved, dict):  # an option the model no longer has: named, with the closest one
+    if config is not None and isinstance(saved, dict):  # an option the model lacks: named, with the closest one
 
         known = [f.name for f in dataclasses.fields(config)]
         unknown = [k for k in saved if k not in known]

@@ -35,7 +35,7 @@ def expand_path(value: Any, key: str, where: str) -> Any:
         return value
     if _HOME.match(value):
         expanded = os.path.expanduser(value)
-        if expanded.startswith("~") and "/" in value:  # ~nosuchuser/x made a folder '~nosuchuser' in the working one
+        if expanded.startswith("~") and "/" in value:  # else ~nosuchuser/x makes a folder '~nosuchuser' here
             user = value[1:].split("/", 1)[0]
             raise UserError(f"'{key}' in {where}: {value} names the home folder of a user '{user}', and this machine "
                             f"has none: write ~/ for your own home folder, or the path out")
@@ -108,7 +108,7 @@ def check_output_file(path: str | Path, option: str, writer: str | None = "image
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{option}={path} is a folder; give a file name, e.g. {option}={path / example}")
-    for given in inputs or []:  # the command's own input files: the output replaced the image it read
+    for given in inputs or []:  # the command's own input files: an output there replaces the image it reads
         if path.is_file() and Path(given).is_file() and os.path.samefile(path, given):
             raise UserError(f"{option}={path} is one of the input files ({given}): writing there would replace it; "
                             f"choose another {option}= path")

@@ -83,7 +83,7 @@ def load_yaml(path: Path) -> Any:
         if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":str") and node.value.strip():  # OmegaConf: a key
             raise not_a_mapping(path, f"a single value ({node.value[:40]!r})")
         size = expanded_size(node)
-        if size > MAX_RECIPE_VALUES:  # OmegaConf 2.3 built every copy (2.4 stops at 10,000 with its own message)
+        if size > MAX_RECIPE_VALUES:  # OmegaConf 2.3 builds every copy (2.4 stops at 10,000 with its own message)
             raise UserError(f"the recipe is too large: its YAML aliases (*name) expand to {size:,} values, more "
                             f"than the {MAX_RECIPE_VALUES:,} a recipe may hold (an alias bomb?): write the values "
                             "out, or nest fewer aliases", details=[f"recipe: {path}"])

@@ -123,7 +123,7 @@ def _make_trainer(run: LoadedRun, run_dir: Path, model: Any, extra_callbacks: li
     best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=monitor,
                            mode=ck["mode"] or (own[1] if own else model.monitor_mode), save_top_k=ck["save_top_k"],
                            every_n_epochs=ck["every_n_epochs"], auto_insert_metric_name=False)
-    # validation turned off (trainer.limit_val_batches=0): no best by a val/ metric (Lightning warned that it
+    # validation turned off (trainer.limit_val_batches=0): no best by a val/ metric (Lightning would warn that it
     # "could not find the monitored key" at each epoch end), said once; a val/ checkpoint.monitor is refused
     off = validation_off(cfg["trainer"]) if monitor.startswith("val/") else None
     last = LastCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False,
@@ -214,7 +214,7 @@ def run_training(run: LoadedRun, argv: list[str], given: list[str]) -> RunResult
             set_float32_precision(cfg["matmul_precision"])
         L.seed_everything(cfg["seed"], workers=True, verbose=False)
         saved = read_resume_checkpoint(ckpt, cfg) if ckpt is not None else None
-        # before the first loader: OOD's CombinedLoader warned of LeafSpec ahead of any message
+        # before the first loader: OOD's CombinedLoader would warn of LeafSpec ahead of any message
         quiet_lightning(resumed=run_dir / "checkpoints" if ckpt is not None else None)
         command = "python -m zoo.train " + shlex.join(argv)
         plain = thaw(cfg)  # in every checkpoint (loaded with weights_only=True) and sent to the loggers

@@ -182,7 +182,7 @@ def validate(schema: type, options: Mapping, where: str, what: str = "key", pref
             raise UserError(f"'{prefix}{key}' in {where} must be {what_int}, got {value!r}")
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), options)
-        plain = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)  # else '???' went on as a value
+        plain = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)  # else '???' goes on as a value
     except MissingMandatoryValue as err:  # a field without a default that the options leave out
         raise UserError(f"missing value for '{prefix}{err.full_key}' in {where}: {schema.__name__} gives it no "
                         "default; set it in the recipe or on the command line") from None
@@ -339,7 +339,7 @@ def parse_dotlist(items: list[str]) -> Any:
         if "" in key.split("."):  # model..lr=3 or model.lr.=3: "unknown key ''", or a mapping {'': 3} as the value
             raise UserError(f"malformed override '{item}': the key '{key}' has an empty part between its dots; "
                             "write e.g. model.lr=0.01")
-        if not item.split("=", 1)[1].strip():  # OmegaConf reads it as null: ckpt_path=$UNSET started a new run
+        if not item.split("=", 1)[1].strip():  # OmegaConf reads it as null: ckpt_path=$UNSET would start a new run
             raise UserError(f"'{item}' gives {key} no value (a shell variable that is not set expands to nothing): "
                             f"write one ({key}=null unsets an optional key), or leave the key out")
     try:

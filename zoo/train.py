@@ -131,7 +131,7 @@ def run(argv: list[str]) -> int:
             last = result.run_dir / "checkpoints" / "last.ckpt"
             print(f"  not tested ({result.untested})"
                   + (f": python -m zoo.evaluate {last} tests it" if last.is_file() else ""))
-        width = max(map(len, result.test_metrics), default=0)  # 28 broke the columns of longer names
+        width = max(map(len, result.test_metrics), default=0)  # the widest name sets the column
         for key, value in in_order(result.test_metrics):
             print(f"  {key:<{width}} {value:.4f}")
     return 0

@@ -14,10 +14,8 @@ from zoo.errors import UserError
 from zoo.schema import signature_types, validate_call
 from zoo.source_signature import init_signature
 
-# Ranges of lightning.Trainer's numeric arguments where they differ from the zoo's ">= 0" rule:
-# -1 sentinels (all devices, no limit, the whole validation set) and counts that must be >= 1.
-# Lightning checks some of these itself, but only once it runs (accumulate_grad_batches=0 and
-# check_val_every_n_epoch=0 crashed inside fit with a ZeroDivisionError).
+# Ranges of lightning.Trainer's numeric arguments where they differ from the zoo's ">= 0" rule: -1 sentinels (all
+# devices, no limit, the whole validation set) and counts >= 1 (Lightning checks some only inside fit, if at all)
 TRAINER_RANGES = {
     "devices": {"ge": -1}, "num_sanity_val_steps": {"ge": -1},
     "max_epochs": {"ge": -1, "ne": 0, "why": "it would train nothing; -1 trains until max_steps"},
