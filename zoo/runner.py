@@ -262,7 +262,7 @@ def run_training(run: LoadedRun, argv: list[str], given: list[str]) -> RunResult
         result.test_metrics = {k: float(v) for k, v in (metrics[0] if metrics else {}).items()}
         if trainer.is_global_zero and result.test_metrics:
             (run_dir / "metrics.json").write_text(json.dumps(result.test_metrics, indent=2) + "\n")
-        elif trainer.is_global_zero:  # an empty metrics.json, silently
+        elif trainer.is_global_zero:  # said, not an empty metrics.json
             print("warning: the test logged no metric, so no metrics.json was written", file=sys.stderr)
     if trainer.is_global_zero:
         result.summary = end_summary(trainer, run_dir, tested=result.untested is None)

@@ -92,7 +92,7 @@ def _search(step_fn: StepFn, batch_size: int, k: int, max_len: int, start_token:
             scores = child_phi
         new_beams = min(k, beams * V)
         top, idx = scores.view(B, beams * V).topk(new_beams, dim=-1)  # (B, new_beams), sorted
-        parent = torch.div(idx, V, rounding_mode="floor")  # LongTensor floor division
+        parent = torch.div(idx, V, rounding_mode="floor")  # (B, new_beams): each child's parent beam
         token = idx - parent * V  # (B, new_beams)
         phi = child_phi.view(B, beams * V).gather(1, idx)
         G = top if stochastic else phi
