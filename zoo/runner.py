@@ -221,9 +221,8 @@ def run_training(run: LoadedRun, argv: list[str], given: list[str]) -> RunResult
         record = run_record(run.model_options)  # code, versions, machine, estimator: run.json
         info = {"format": 1, "model": cfg["model"]["name"], "data": plain["data"], "recipe": cfg["recipe"],
                 "command": command, "config": plain, "record": record}
-        # Lightning's start-up lines (devices, model summary) are printed once training starts: a mistake
-        # it finds before then (in the data, or inside fit: a validation interval longer than the epoch) is the
-        # only line
+        # Lightning prints its start-up lines (devices, model summary) once training starts: a mistake found before
+        # then (in the data, or inside fit: a validation interval longer than the epoch) is the only line
         with HeldMessages() as held:
             # the run's one Trainer, before any data is built or cached: Lightning's own checks of the trainer:
             # section (an accelerator this machine lacks, a strategy name that does not exist) come first
