@@ -211,7 +211,7 @@ def make_wandb_logger(cfg: dict, run_dir: Path) -> Any:
     cache = home_folder("XDG_CACHE_HOME", ".cache")
     if cache is None or not writable(cache):
         # wandb's core keeps its logs and cache there: without HOME (a container, a cron job) or with a
-        # read-only one it prints a screen of log lines on every run and leaves .wandb_cache in the working folder
+        # read-only one it prints log lines on every run and leaves .wandb_cache in the working folder
         os.environ["XDG_CACHE_HOME"] = str(run_dir / "wandb" / "cache")
     # the same id on every start of this run folder: Lightning hands wandb.init resume="allow", so a resume
     # continues the run (online: its steps and history; offline: `wandb sync` joins the folders into one run)

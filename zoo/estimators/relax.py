@@ -105,7 +105,7 @@ class ControlVariate(nn.Module):
 
     def __init__(self, tau: float, hidden: int, input_dim: int | None, decay: float, eta: float | None = None):
         super().__init__()
-        if eta is not None:  # REBAR's scale; absent without rebar, so that checkpoints saved without it load as they are
+        if eta is not None:  # REBAR's scale; absent without rebar, so that a checkpoint saved without it loads as it is
             self.eta = nn.Parameter(torch.tensor(float(eta)))
         first = nn.LazyLinear(hidden) if input_dim is None else nn.Linear(input_dim, hidden)
         self.net = nn.Sequential(first, nn.Tanh(), nn.Linear(hidden, 1))
