@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from zoo.models.skipgram.config import CAP_METHODS, OBJECTIVES
 from zoo.models.skipgram.sampling import AliasSampler, noise_distribution
 
-NEWTON_ITERATIONS = 2  # conjugate-gradient iterations of the damped Newton step (Wikipedia, 65,536
-# windows, one seed: agreement with gensim 0.487 / 0.531 / 0.529 / 0.527 after 1 / 2 / 3 / 4)
+NEWTON_ITERATIONS = 2  # conjugate-gradient iterations of the damped Newton step (1 to 4
+# compared in studies/2026-11-27-skipgram-vs-gensim.md)
 
 
 def path_curvature(residual: torch.Tensor) -> torch.Tensor:
