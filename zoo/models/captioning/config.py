@@ -38,9 +38,8 @@ class SATConfig:
     expected_context_anneal: int = 0  # >0: then it falls linearly to 0 over this many steps: a
     # continuation from soft to hard attention (samples start where a trained soft attention looks)
     score_cost: str = field(default="sum", metadata={"choices": ["sum", "mean", "reward_to_go", "word"]})
-    # hard: the cost the score term weighs log p(s|a) with. sum: -log p(y|s,a) per caption (the
-    # "Hard Attention" notes' L_s); mean: the same / caption length; reward_to_go: each s_t weighed by the words
-    # from t on (unbiased, less variance); word: by its own word only (biased; the reference code's default)
+    # hard: the cost weighing log p(s|a). sum: -log p(y|s,a) per caption (L_s); mean: sum / length;
+    # reward_to_go: the words from t on (unbiased, less variance); word: its own word (biased; the reference code's)
     hard_decode: str = field(default="argmax", metadata={"choices": ["argmax", "expected"]})  # hard at test
     encoder: str = choice("cnn", ["cnn", *TORCHVISION])  # cnn (shapes) or a torchvision net
     feat_dim: int = positive(128)  # cnn: D of the annotation vectors (torchvision encoders: 512 / 2048)

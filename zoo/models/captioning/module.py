@@ -62,10 +62,8 @@ class ShowAttendTell(CaptionEvaluation, CaptionAPI, ZooModule):
         self.vocab = Vocab(info["vocab"])
         self.encoder = build_encoder(c.encoder, c.feat_dim, c.cnn_width, c.pretrained_encoder, c.grid,
                                      c.cnn_stages)
-        if c.freeze_encoder:  # eval mode here too: Lightning restores each module's mode as it found it
-            self.encoder.requires_grad_(False).eval()  # before validation, and never calls train() itself
-            # by design, so Lightning's warning about modules in eval mode is noise (and under
-            # PYTHONWARNINGS=error the end of the run)
+        if c.freeze_encoder:  # eval mode too: Lightning keeps each module's mode and never calls train()
+            self.encoder.requires_grad_(False).eval()  # so its eval-mode warning is noise (an error under -W error)
             warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
         self.decoder = AttentionDecoder(len(self.vocab), self.encoder.feat_dim, c.embed_dim, c.hidden_dim,
                                         c.att_dim, c.dropout, c.gate, c.deep_output, c.init_state)

@@ -13,8 +13,8 @@ from zoo.registry import DATAMODULES, MODELS, DataSpec, ModelSpec
 from zoo.schema import EstimatorSpec, at_least, between, choice, estimator_option, interval, positive
 
 PATHS = ("auto", "batched", "vmap_grad", "loop")  # meta-gradient implementations (meta.py)
-# Adaptation steps per task in training (each unrolled into the meta-gradient's graph) and in
-# evaluation (on every validation task, every epoch): the paper takes 1 to 10; 10**8 never finished
+# Adaptation steps per task (the paper: 1 to 10): each is unrolled into the meta-gradient's graph in
+# training and run on every validation task every epoch
 MAX_STEPS = 1000
 
 
@@ -49,8 +49,7 @@ class Nav2dMAMLConfig:
     first_order: bool = False  # drop the gradient through the inner policy gradient too
     trajectories: int = at_least(20, 2, why="the leave-one-out baseline")  # n: trajectories per task per step
     # (the paper: 20)
-    horizon: int = between(100, 1, 10_000)  # H: steps per trajectory (the paper: 100); one Python step
-    # each, so 10**8 never finished
+    horizon: int = between(100, 1, 10_000)  # H: steps per trajectory (the paper: 100), one Python step each
     lr: float = positive(3e-3)  # Adam learning rate of the meta-update
     estimator: EstimatorSpec = estimator_option({"name": "reinforce", "baseline": "rloo"})  # policy gradient estimator
     eval_seed: int = 0  # seeds the evaluation rollouts and the random-init baseline policy

@@ -167,9 +167,8 @@ def adaptation_curve(net: nn.Module, params: Params, alpha: float | Params, batc
                 p = adapt(net, p, alpha, xs, ys, loss_fn, 1, first_order=True)
         return torch.stack(losses), torch.stack(metrics)
 
-    # torch.func.grad needs autograd on inside, and out of inference mode (Lightning evaluates in it):
-    # there torch before 2.12 silently returns zeros (pytorch issue 177318), and no step would adapt. The
-    # batch is copied out of inference mode (an inference tensor cannot enter a recorded graph).
+    # torch.func.grad needs autograd on and inference mode off (Lightning evaluates in it; torch < 2.12 returns
+    # zeros there, pytorch issue 177318); the batch is cloned, as an inference tensor cannot enter a graph
     with torch.inference_mode(False), torch.enable_grad():
         batch = tuple(t.clone() for t in batch)
         parts = [vmap(one_task)(*(t[i:i + chunk] for t in batch)) for i in range(0, len(batch[0]), chunk)]

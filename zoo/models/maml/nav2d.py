@@ -105,9 +105,8 @@ class Nav2dMAML(ZooModule):
         states, actions, rewards = rollout(self.policy, params, goals, c.trajectories, c.horizon)
         return self.policy_loss(params, states, actions, rewards, goals), rewards, before
 
-    # the 8-task probe's count over the real peak per task (``zoo.core.memory``): 24.0 MB a task counted,
-    # 7.3 MB a task at the peak (benchmarks/maml_step_memory.py maml_nav2d 100); with the default a step whose
-    # peak is well inside the machine's memory would be refused
+    # the 8-task probe's count over the real peak per task (``zoo.core.memory``; counted_over_peak in
+    # benchmarks/results/maml_step_memory_maml_nav2d.json): with the default, steps that fit would be refused
     created_over_peak = 3.2
 
     def step_bytes(self, datamodule) -> tuple[int, str]:

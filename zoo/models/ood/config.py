@@ -27,9 +27,8 @@ class OptimConfig:
 @dataclass
 class OODConfig:
     mode: str = field(default="ce", metadata={"choices": list(MODES)})  # ce | confidence | joint | boundary_gan
-    # weight of the KL(U || p) term (the paper: 1 for SVHN, 0.1 for CIFAR-10). At most 1000: there the KL term
-    # outweighs the cross-entropy a thousandfold (the 2-D toy's accuracy already falls from 0.99 to 0.88), and
-    # 1e38 trains to chance or overflows the float32 loss into the "diverged" message
+    # weight of the KL(U || p) term (the paper: 1 for SVHN, 0.1 for CIFAR-10); at most 1000, where the KL term
+    # already outweighs the cross-entropy a thousandfold
     beta: float = between(1.0, 0, MAX_BETA, why="the KL term would outweigh the cross-entropy more than "
                           "a thousandfold; the paper uses 0.1 and 1")
     classifier: str = field(default="cnn", metadata={"choices": ["mlp", "cnn", "vgg13"]})  # classifier net
@@ -54,10 +53,9 @@ class OODConfig:
     # the learning rates of every optimizer times lr_drop at each of these epochs (the paper's code: 0.1 at 60 of 100)
     lr_drop_epochs: list[int] = field(default_factory=list)
     lr_drop: float = between(0.1, 0, 1, low_open=True)  # the factor at each of lr_drop_epochs
-    spectral_norm: bool = False  # joint / boundary_gan: spectral normalisation of D's layers (Miyato et al. 2018)
-    # joint / boundary_gan: std of the Gaussian noise added to every input of D, real and G's (pixels; instance
-    # noise, "Amortised MAP Inference for Image Super-resolution"), 0: none; ..._anneal: falls linearly to 0 at
-    # the last epoch
+    spectral_norm: bool = False  # "Spectral Normalization for Generative Adversarial Networks" on D (GAN modes)
+    # joint / boundary_gan: std of Gaussian noise on every input of D, real and G's (pixels; 0: none; instance
+    # noise, "Amortised MAP Inference for Image Super-resolution"); ..._anneal: falls linearly to 0 by the end
     instance_noise: float = between(0.0, 0, 1)
     instance_noise_anneal: bool = False
 
@@ -88,9 +86,8 @@ class Toy2DConfig(BatchedDataOptions):
     batch_size: int = positive(128)  # training points per batch
     eval_batch_size: int = positive(1000)  # points per validation / test batch
     n_train: int = positive(2000)  # training points (half per class)
-    # The OOD sets are fixed: the box [-8, 8]^2 and a ring of radius 5 around the origin. Classes placed
-    # or spread past the box (separation or std 1e30 trained without complaint) leave no OOD set to
-    # measure against: both are bounded by the box's half-width, far beyond any toy a study would draw.
+    # The OOD sets are fixed (the box [-8, 8]^2, a ring of radius 5): classes placed or spread past the box
+    # leave no OOD set to measure against, so separation and std are bounded by the box's half-width
     separation: float = between(2.0, 0, TOY_BOX, why=TOY_BOX_WHY)  # class means (-separation, 0), (+separation, 0)
     std: float = between(0.5, 0, TOY_BOX, low_open=True, why=TOY_BOX_WHY)  # per-coordinate std of each class
     ood_train: bool = False  # also serve an OOD training set (uniform on [-8, 8]^2) for mode=confidence

@@ -47,7 +47,7 @@ IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 SVHN_URL = "http://ufldl.stanford.edu/housenumbers/"
 # where the four IDX files are looked for: our folder, torchvision's layout inside it (what data/README.md's
-# torchvision command, run by the user on a machine with internet, writes), torchvision's layout at the root
+# torchvision command writes), torchvision's layout at the root
 IDX_DIRS = {"mnist": ("mnist", "mnist/MNIST/raw", "MNIST/raw"),
             "fashion_mnist": ("fashion_mnist", "fashion_mnist/FashionMNIST/raw", "FashionMNIST/raw")}
 

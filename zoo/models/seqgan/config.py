@@ -42,33 +42,26 @@ class SeqGANConfig:
     adv_d_rounds: int = 5  # D rounds (fresh negatives) per iteration
     adv_d_epochs: int = 3  # D epochs per round
     num_negatives: Optional[int] = at_least(None, 1)  # negatives per D round (None: as many as training sequences)
-    # oracle data: D's real examples drawn fresh from the oracle at every D step instead of the fixed
-    # training set (which the small recipe's D learns by heart: test/d_train_real 0.998, d_real 0.006)
+    # oracle data: D's real examples drawn fresh from the oracle at every D step, not from the fixed
+    # training set (which a small recipe's D learns by heart)
     d_fresh_reals: bool = False
     adv_batch_size: int = positive(64)  # sequences sampled per G step
-    # Monte Carlo rollouts N per prefix (the paper: 16). At most 1000: a G step generates and scores
-    # (seq_len - 1) x N x adv_batch_size sequences, and 10**8 runs out of memory only at the first
-    # adversarial step, after MLE and D pre-training
-    # 0: no rollouts, the sequence's final D score is every token's reward. Score-function estimators only:
-    # estimators that backpropagate through D (gumbel_softmax, straight_through) score the whole relaxed sequence
+    # Monte Carlo rollouts N per prefix (the paper: 16); a G step scores (seq_len - 1) x N x adv_batch_size
+    # sequences. 0: the final D score is every token's reward (score-function estimators; those that
+    # backpropagate through D, gumbel_softmax and straight_through, score the whole relaxed sequence)
     rollouts: int = between(16, 0, MAX_ROLLOUTS, why="over 60x the paper's 16; each G step generates "
                             "(seq_len - 1) x rollouts x adv_batch_size sequences")
-    # sequences G draws per start (n; the paper: 1). n >= 2 gives estimators that need a group of samples per
-    # input (rloo, reinforce with baseline rloo) their leave-one-out baseline; a G step then draws
-    # group_size x adv_batch_size sequences
+    # sequences G draws per start (n; the paper: 1); n >= 2 gives the leave-one-out baselines (rloo, reinforce
+    # with baseline rloo) their group, and a G step draws group_size x adv_batch_size sequences
     group_size: int = between(1, 1, 1024, why="each G step draws group_size x adv_batch_size sequences")
     rollout_keep: float = between(0.8, 0, 1)  # rollout net update: beta <- keep * beta + (1 - keep) * theta
     batched_rollouts: bool = True  # all prefixes x rollouts in one generation (False: per-step loop)
     d_chunk: int = positive(4096)  # sequences per D call when scoring rollouts (bounds memory)
     estimator: EstimatorSpec = estimator_option({"name": "reinforce", "baseline": "none"})  # G's gradient
-    # generator samples for val/nll_oracle (the paper: 10,000) and test/nll_oracle. At most 10**6: 10,000 take
-    # about 20 s on a CPU core at the paper's sizes, so 10**6 is half an hour per evaluation (val: every epoch);
-    # 2**31 - 1 would sample for days, or run out of memory, only after the first epoch has trained
+    # generator samples for val/nll_oracle (the paper: 10,000) and test/nll_oracle; every validation draws them
     eval_samples: int = between(10000, 1, MAX_EVAL_SAMPLES, why=EVAL_SAMPLES_WHY)
     test_samples: int = between(10000, 1, MAX_EVAL_SAMPLES, why=EVAL_SAMPLES_WHY)
-    # samples for val BLEU and for test BLEU and self-BLEU (text data). Scoring is cheap (each n-gram's reference
-    # counts are found once: self-BLEU of 2,000 samples in ~0.1 s); drawing the samples is what costs, and
-    # 10**8 val samples are still being generated 10 minutes after the first epoch (5 GB)
+    # samples for val BLEU and for test BLEU and self-BLEU (text data); drawing them costs, scoring is cheap
     bleu_samples: int = between(100, 1, 10_000, why="100x the recipe's 100; drawn at every validation")
     test_bleu_samples: int = between(200, 1, 2_000, why="10x the recipe's 200")
     bleu_refs: int = positive(300)  # held-out references every BLEU sample is scored against

@@ -203,9 +203,9 @@ class TextData(ZooDataModule):
         if self.tokenizer is not None:
             return
         from tokenizers import Tokenizer  # imported when used: tokenizers
-        from tokenizers.models import WordLevel  # imported when used: tokenizers
-        from tokenizers.pre_tokenizers import WhitespaceSplit  # imported when used: tokenizers
-        from tokenizers.trainers import WordLevelTrainer  # imported when used: tokenizers
+        from tokenizers.models import WordLevel
+        from tokenizers.pre_tokenizers import WhitespaceSplit
+        from tokenizers.trainers import WordLevelTrainer
 
         c = self.cfg
         lines = self._lines()

@@ -118,9 +118,8 @@ def draw_with_estimator(model: Any, generator: torch.Generator | None) -> tuple[
         finally:
             model.dis.train(was_training)
         q = prob.detach().unsqueeze(1).expand(sample.index.shape[1:])  # (R, T), for logging
-        # cost (1, R), one per sequence: -D / T, so the gradient estimates grad E[-D(Y)] / T as the score
-        # path's does (its loss averages the T per-token terms -Q_t grad log p(y_t)): the rows of the
-        # estimator matrix compare gradient variances on one scale
+        # cost (1, R), one per sequence: -D / T, so the gradient estimates grad E[-D(Y)] / T as the score path's
+        # per-token mean does: the estimator matrix's rows compare gradient variances on one scale
         return est.loss(sample, -prob.unsqueeze(0) / sample.index.shape[-1]), q
     q = model.rewards(sample.index[0], generator)  # (R, T)
     return est.loss(sample, -q.unsqueeze(0), context=states.detach()), q  # cost (1, R, T): -Q per token

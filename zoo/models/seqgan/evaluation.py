@@ -57,7 +57,7 @@ class SeqGANEvaluation:
     def eval_step(self, batch: torch.Tensor, batch_idx: int, split: str) -> None:
         B = batch.shape[0]
         log_p = self.gen.log_prob(batch)  # (B, T)
-        if self.text:  # the words up to and with [EOS]: the [PAD]s after it are free and halved the NLL
+        if self.text:  # the words up to and with [EOS]: the [PAD]s after it are free and would halve the NLL
             eos = self.data_info["eos_token"]
             ended_before = torch.cumsum((batch == eos).long(), dim=1) - (batch == eos).long()  # (B, T)
             counted = ended_before == 0

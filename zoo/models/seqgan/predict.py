@@ -21,8 +21,7 @@ from zoo.errors import UserError
 from zoo.estimators import stochastic_beam_search
 from zoo.schema import between, choice, validate
 
-# predict's sizes: n=10**8 samples and method=sbs k=10**8 beams never finished (the recipes evaluate on
-# 10,000 samples; a beam is a printed line)
+# predict's bounds on n and sbs's k: the recipes evaluate on 10,000 samples; a beam is a printed line
 MAX_SAMPLES = 100_000
 MAX_BEAMS = 100
 

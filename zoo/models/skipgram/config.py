@@ -45,27 +45,22 @@ class SkipGramConfig:
     negative: int = positive(5)  # k noise words per positive pair
     noise_power: float = 0.75  # noise q(w) ~ count(w)^noise_power
     window_pairs: str = choice("in_turn", list(WINDOW_PAIRS))  # minibatch updates: in_turn = a window's
-    # contexts one after another, each seeing the centre's output vector as the previous one left it
-    # (word2vec's order: 2W calls per minibatch); at_once = all of a window's pairs from the same vectors
-    # (Ji et al. 2016; fewer, larger calls, 4.5-5x faster a word on a CPU). Wikipedia, one thread, 3 seeds,
-    # agreement with gensim: 0.560 in_turn against 0.546 at_once at 5,120 windows, 0.535 / 0.532 at 65,536
+    # contexts one after another, each from the output vector the previous one left (word2vec's order: 2W
+    # calls per minibatch); at_once = all its pairs from the same vectors (fewer, larger calls: "Parallelizing
+    # Word2Vec in Shared and Distributed Memory"); both measured in studies/2026-11-27-skipgram-vs-gensim.md
     interleave: int = at_least(1, 0)  # minibatch updates: 1 = a minibatch is batch_centres consecutive windows;
     # s = each run of s minibatches covers s x batch_centres consecutive windows, minibatch j taking every
-    # s-th from the j-th (B streams of s windows stepped together: a passage's repeated words are not all
-    # updated in one step); 0 = the whole chunk. Wikipedia, 5,120 windows, 3 seeds: agreement with gensim
-    # 0.560 at 1, 0.566 at 2, 0.552 at 8 (gensim's vector lengths), 0.516 at 0 (a lower probe loss than gensim's)
-    share_negatives: bool = True  # at_once: k noise words per window (Ji et al. 2016) instead of per pair
+    # s-th from the j-th (a passage's repeated words are not all updated in one step); 0 = the whole chunk
+    # (measured: studies/2026-11-27-skipgram-vs-gensim.md)
+    share_negatives: bool = True  # at_once: k noise words per window (as at_once's paper), not per pair
     init_range: float = positive(0.5)  # word vectors start U(-r/D, r/D): 0.5 = word2vec.c, 1.0 = gensim 4
     lr: float = positive(0.025)  # initial SGD learning rate (word2vec's skip-gram default)
     min_lr_ratio: float = between(1e-4, 0, 1)  # lr falls linearly to lr * min_lr_ratio over all epochs (gensim:
     # min_alpha / alpha = 0.004; word2vec.c's floor: 1e-4)
     updates: str = choice("auto", ["auto", "sequential", "minibatch"])  # how SGD visits the pairs:
-    # sequential = word2vec's update after every pair: a compiled CPU kernel (kernel.py; best quality
-    # and speed on a CPU), on a CUDA GPU the same updates in a Triton kernel, gpu_jobs warps at once
-    # (gpu_kernel.py; an H100 and a CPU model of it in docs/skipgram.md); minibatch = batch_centres windows per
-    # vectorised update (torch, any device, and the only one for full_softmax); auto = sequential on a CPU
-    # for nce / negative_sampling, else minibatch. batch_centres, window_pairs, interleave, share_negatives
-    # and step_cap are minibatch settings.
+    # sequential = word2vec's update after every pair: kernel.py on a CPU (best quality and speed there),
+    # gpu_kernel.py on a CUDA GPU; minibatch = batch_centres windows per vectorised update (any device; the
+    # only one for full_softmax); auto = sequential on a CPU for nce / negative_sampling, else minibatch
     saturated: str = choice("clip", ["clip", "skip"])  # sequential updates, a score beyond +-6: clip =
     # word2vec.c (sigmoid taken as 0 or 1: a full step), skip = gensim (no update from that term)
     sigmoid_index: str = choice("exact", ["exact", "word2vec"])  # sequential updates, where a score is
@@ -76,26 +71,20 @@ class SkipGramConfig:
     job_tokens: int = at_least(10000, 0)  # sequential updates: threads take turns on jobs of this many tokens
     # of a chunk (gensim's 10,000-word jobs); 0 = each thread one contiguous part of the chunk
     gpu_jobs: int = positive(1024)  # sequential updates on a GPU: a chunk is cut into this many jobs (gpu_stripe),
-    # each one warp walking its tokens in order, all at once (Hogwild over warps, as BlazingText). More jobs
-    # keep more of the GPU busy (an H100, kernel alone: 40M words/s at 1,024, 74M at 4,096, when rows were
-    # stored) and compute more steps from rows others have moved. A CPU model of the jobs with the kernel's
-    # atomic adds (benchmarks/skipgram_lockstep.py, Wikipedia, 3 seeds), striped: agreement with gensim 0.56 at
-    # 256 and 512, 0.55 at 1,024, 0.53 at 2,048 (gensim's own 0.58), probe loss and scores at gensim's
-    # (docs/skipgram.md). What fewer jobs cost on a GPU is unmeasured, so the default stays 1,024
+    # one warp each, walking its tokens in order, all at once (Hogwild over warps, as BlazingText): more jobs
+    # keep more of the GPU busy and compute more steps from rows others have moved (speed and agreement with
+    # gensim: studies/2026-11-27-skipgram-vs-gensim.md; fewer jobs are unmeasured on a GPU)
     gpu_stripe: int = at_least(16, 0)  # sequential updates on a GPU: job j takes the stripes of this many tokens
     # j, j + J, j + 2J, ... of a chunk, so that the jobs sweep it side by side and the text is read nearly in
-    # order; 0 = each job one contiguous part of the chunk. In the CPU model, 1,024 jobs: agreement with gensim
-    # 0.55 with stripes of 16 (0.547 with 8, 0.539 with 32, 0.49 with 256, one seed) against 0.48 contiguous;
-    # on 10M words 0.67 (256 jobs: 0.69) against 0.63 contiguous and gensim's own 0.69 (docs/skipgram.md)
+    # order (closer to gensim than contiguous jobs: studies/2026-11-27-skipgram-vs-gensim.md); 0 = each job one
+    # contiguous part of the chunk
     step_cap: bool = True  # minibatch updates: damp each row's step where the minibatch's many simultaneous
-    # terms on it would overshoot (nets.SkipGram._capped_step). Without it 65,536-window steps diverge on
-    # Wikipedia and 5,120-window ones agree less with gensim (0.473 against 0.550, pairs at once); false = plain SGD
+    # terms on it would overshoot (nets.SkipGram._capped_step; without it large minibatches diverge:
+    # studies/2026-11-27-skipgram-vs-gensim.md); false = plain SGD
     step_cap_method: str = choice("auto", ["auto", *CAP_METHODS])  # newton = 2 conjugate-gradient
     # iterations of the damped Newton step per row; line = the step along the row's summed gradient only
     # (one Hessian-vector product instead of two); auto = newton for nce / negative_sampling, line for
-    # full_softmax. Wikipedia, one thread, pairs at once, agreement with gensim: newton 0.550 / line 0.516 at 5,120
-    # windows, 0.532 / 0.500 at 65,536; planted corpus, full_softmax without subsampling: newton 0.597,
-    # line 0.941 (docs/skipgram.md)
+    # full_softmax, each the better there (studies/2026-11-27-skipgram-vs-gensim.md)
     neighbours: list[str] = field(default_factory=list)  # probe words whose neighbours are printed at validation
     topn: int = positive(8)  # neighbours shown per probe word
     analogy_restrict: int = positive(30000)  # analogies are answered among this many most frequent words (word2vec)

@@ -43,7 +43,7 @@ from zoo.errors import UserError
 from zoo.models.skipgram.sampling import keep_probability
 from zoo.paths import readable
 
-CACHE_VERSION = 2  # bumped when the cached vocabulary or encoding changes (v2: no 30k cap)
+CACHE_VERSION = 2  # bumped when the cached vocabulary or encoding changes
 _PUNCTUATION = re.compile(r"[^\w\s]+")
 
 
@@ -78,7 +78,7 @@ def read_sentences(paths: list[Path], max_sentence_length: int = 10000, read_cha
                 lines = clean(text).split("\n")
                 for i, line in enumerate(lines):
                     pending.extend(line.split())
-                    # whole sentences by offset: slicing each off the front copied the rest (0.5 s on 10M words)
+                    # whole sentences by offset: slicing each off the front would copy the rest
                     full = len(pending) - len(pending) % max_sentence_length
                     for start in range(0, full, max_sentence_length):
                         yield pending[start:start + max_sentence_length]
@@ -101,7 +101,7 @@ def resolve_files(spec: str | list, what: str = "corpus") -> list[Path]:
     for item in specs:
         item = str(item)
         if item.startswith("gensim:"):
-            spec = importlib.util.find_spec("gensim")  # where gensim is, without importing it (0.1-1.2 s)
+            spec = importlib.util.find_spec("gensim")  # where gensim is, without importing it (a slow import)
             if spec is None or spec.origin is None:
                 raise UserError(f"{what} '{item}' needs gensim installed (pip install gensim), or give "
                                 "a path to the file instead")

@@ -51,8 +51,8 @@ LOSS_PAIRS_PER_JOB = 32  # pairs per job whose loss is summed (the reported trai
 MIN_JOB_TOKENS = 16  # a chunk is cut into at most len(chunk) / this many jobs
 
 
-# The oldest Triton the kernel has run with (an H100, torch 2.11's Triton 3.6.0; the interpreter tests use 3.8).
-# Triton 3.0 (torch 2.4, the oldest torch pyproject.toml allows) fails on it even in its interpreter.
+# the oldest Triton the kernel is known to run with (torch 2.11's 3.6.0 on an H100; the interpreter tests use
+# 3.8); Triton 3.0 (torch 2.4, the oldest torch pyproject.toml allows) fails on it even in its interpreter
 MIN_TRITON = (3, 6)
 
 

@@ -57,10 +57,9 @@ except ImportError:  # pragma: no cover - numba is a dependency; this keeps a br
 MAX_SCORE = 6.0  # word2vec.c's MAX_EXP: beyond it sigmoid is taken as 0 or 1 for the step
 SIGMOID = 1.0 / (1.0 + np.exp(-(np.arange(1001) / 500.0 - 1.0) * MAX_SCORE))  # (1001,) sigmoid on a grid
 SIGMOID32 = SIGMOID.astype(np.float32)  # the kernel computes in float32, like the tables (and gensim's BLAS)
-# Cells per unit score when looking a score up in SIGMOID. word2vec.c and gensim write it as
-# EXP_TABLE_SIZE / MAX_EXP / 2 in C integer arithmetic: 1000 / 6 / 2 = 83, not 83.33, so they read
-# sigmoid(~0.996 f - 0.024) (then rounded down to the grid): a small bias towards larger positive
-# steps and smaller noise steps. "word2vec" reproduces it, "exact" reads sigmoid(f) on the grid.
+# Cells per unit score in SIGMOID. word2vec.c and gensim compute it in C integers, 1000 / 6 / 2 = 83 (not
+# 83.33), so they read sigmoid(~0.996 f - 0.024), rounded down to the grid: slightly larger positive and smaller
+# noise steps. "word2vec" reproduces it, "exact" reads sigmoid(f) on the grid.
 TABLE_SCALE = {"word2vec": float(1000 // 6 // 2), "exact": 500.0 / MAX_SCORE}
 LOSS_PAIRS = 20_000  # pairs per thread and chunk whose loss is summed (the reported train/loss)
 

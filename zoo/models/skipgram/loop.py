@@ -128,9 +128,8 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
 
     net.hogwild_threads, net.replicas = min(threads, n_batches), replicas  # for the step cap
     previous = torch.get_num_threads()
-    # parallelism comes from the Python threads: their ops are too small for intra-op threads, whose
-    # barriers stall badly when the cores are shared. Without Hogwild (a tiny vocabulary, where the
-    # dense V x V path does a few larger GEMMs) intra-op threads are the way to use the cores.
+    # parallelism comes from the Python threads: their ops are too small for intra-op threads, whose barriers
+    # stall on shared cores; without Hogwild (a tiny vocabulary: a few larger V x V GEMMs) intra-op threads do
     torch.set_num_threads(intra_op_threads if threads <= 1 else 1)
     try:
         if threads <= 1 or n_batches == 1:

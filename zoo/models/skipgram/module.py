@@ -50,13 +50,10 @@ class SkipGramModule(SkipGramAPI, ZooModule):
                             "which, and needs at least 2 distinct words; give a larger corpus (data.files=) "
                             "or lower data.min_count")
         small = self.small_vocabulary = 4 * vocab < c.batch_centres  # every row is hot: hundreds of terms
-        # per minibatch
-        # Hogwild is safe while concurrent updates rarely touch the same rows (Recht et al. 2011); on
-        # a tiny vocabulary every minibatch rewrites every row, and a thread that was descheduled
-        # applies a step computed on rows another thread has already moved: one thread there, whose
-        # torch ops use the cores instead (intra-op threads)
+        # per minibatch, and Hogwild ("Hogwild!: A Lock-Free Approach to Parallelizing Stochastic Gradient
+        # Descent") needs updates that rarely touch the same rows: one thread, whose torch ops use the cores
         self.threads, self.intra_op_threads = (1, c.threads) if small else (c.threads, 1)
-        step_cap = c.step_cap is not False  # checkpoints saved before 2026-11-25 hold None (then: automatic)
+        step_cap = c.step_cap is not False  # older checkpoints hold None (then: automatic)
         self.net = SkipGram(self.data_info["counts"], c.dim, c.objective, c.negative, c.noise_power, step_cap,
                             c.init_range, self.cap_method())
         self.register_buffer("words_done", torch.zeros((), dtype=torch.float64))  # raw words trained on
@@ -142,7 +139,7 @@ class SkipGramModule(SkipGramAPI, ZooModule):
                                     1 if self.small_vocabulary else world,  # ranks whose updates are summed
                                     self.cfg.window_pairs, self.cfg.interleave)
         # the loss is summed before each update: a chunk whose own updates diverge shows only in the
-        # tables (one sum each, ~1 ms a chunk), and would otherwise reach the last checkpoint
+        # tables (one sum each), and would otherwise reach the last checkpoint
         if math.isfinite(stats["loss"]) and not torch.isfinite(self.net.centre.sum() + self.net.context.sum()):
             stats["loss"] = float("nan")
         if not math.isfinite(stats["loss"]):

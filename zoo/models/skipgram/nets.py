@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from zoo.models.skipgram.config import CAP_METHODS, OBJECTIVES
 from zoo.models.skipgram.sampling import AliasSampler, noise_distribution
 
-NEWTON_ITERATIONS = 2  # conjugate-gradient iterations of the damped Newton step (Wikipedia, 65,536
-# windows, one seed: agreement with gensim 0.487 / 0.531 / 0.529 / 0.527 after 1 / 2 / 3 / 4)
+NEWTON_ITERATIONS = 2  # conjugate-gradient iterations of the damped Newton step (1 to 4
+# compared in studies/2026-11-27-skipgram-vs-gensim.md)
 
 
 def path_curvature(residual: torch.Tensor) -> torch.Tensor:
@@ -133,10 +133,9 @@ class SkipGram(nn.Module):
             self.centre.index_add_(0, cond.flatten(), grad_v.flatten(0, 1), alpha=lr)
             self.context.index_add_(0, out.flatten(), grad_u.flatten(0, 1), alpha=lr)
             return loss, valid.sum()
-        # per-row damped steps (``_capped_step``), both from the tables before either update (v, u
-        # are gathered copies); a row's Hessian-vector product sums h (x . p) x over its terms. The two
-        # tables' rows are solved as one (R + R', D) system (each row its own block), so the solver's
-        # operations are launched once, not once a table: on a GPU each is a kernel launch
+        # per-row damped steps (``_capped_step``), both from the tables before either update (v, u are
+        # gathered copies); a row's Hessian-vector product sums h (x . p) x over its terms. Both tables' rows
+        # form one (R + R', D) system, each row its own block: one kernel launch per solver operation on a GPU
         rows_v, inv_v = self.rows(cond)  # (R,), (B, S)
         rows_u, inv_u = self.rows(out)  # (R',), (B, K1)
         R = len(rows_v)

@@ -39,7 +39,7 @@ class VAEConfig(CommonConfig):
     # reparam is the standard; any estimator for continuous nodes fits (see stochastic_node)
     traversal_dims: int = positive(8)  # latent traversal: how many dimensions (those with the largest KL) to vary
     traversal_range: float = 3.0  # latent traversal: z_d goes from -range to +range (prior std units)
-    active_threshold: float = 0.01  # a unit is "active" if Var_x(E[z_d|x]) exceeds this (Burda et al.)
+    active_threshold: float = 0.01  # "active" unit: Var_x(E[z_d|x]) above this ("Importance Weighted Autoencoders")
 
 
 @dataclass

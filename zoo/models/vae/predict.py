@@ -102,8 +102,7 @@ class PredictOptions:
     nrow: int = at_least(8, 1)  # images per row of the grid
     mean: bool = True  # E[x|z] (true) or a Bernoulli draw of the pixels (false)
     invert: str = "auto"  # input images: ink dark on light is inverted (auto: when the border is light), true,
-    # false; checked by preprocess, as the Python API's invert= (a choice field would refuse invert=true, which
-    # key=value parsing reads as a boolean and the string field receives as 'True')
+    # false; a string checked by preprocess, as the Python API's invert=, since key=value parsing reads true as a bool
 
 
 def predict_cli(model: Any, inputs: list[str], options: dict) -> None:

@@ -71,7 +71,7 @@ class VAE(LatentVAE):
         means = getattr(self, "_test_means", [])
         means = torch.cat(means) if means else torch.zeros(0, self.cfg.latent_dim, device=self.device, dtype=self.dtype)
         if len(means) > 1:
-            # Burda et al. 2016: units whose posterior mean varies across inputs carry information
+            # "Importance Weighted Autoencoders": units whose posterior mean varies across inputs carry information
             active = (means.var(0) > self.cfg.active_threshold).sum().float()
             self.log("test/active_units", active, sync_dist=True)
         super().on_test_epoch_end()
