@@ -1,6 +1,7 @@
 """One MAML meta-iteration (second-order meta-gradient, 1 inner step): the zoo's batched path vs the
 per-task loop (plain autograd), the batched path with a ``vmap(functional_call)`` forward instead of
-the MLP's own ``batched_forward`` (sinusoid), the textbook ``vmap(grad(...))`` and ``higher`` (if installed:
+the net's own ``batched_forward`` (the MLP's bmm, the conv net's per-task or grouped convolutions), the
+textbook ``vmap(grad(...))`` (sinusoid) and ``higher`` (if installed:
 ``pip install -e .[bench]``). Every path's meta-gradient is checked against the loop's before timing.
 
 Settings (issue 12): the sinusoid net (1-40-40-1) at meta-batch 25, K = 10 support + 10 query points;
@@ -139,9 +140,9 @@ def main() -> None:
     for name in args.settings:
         net, batch, loss_fn, alpha = setting(name, args.device)
         conv = name == "omniglot"
-        paths = {"batched": zoo_path("batched"), "loop": zoo_path("loop")}
+        paths = {"batched": zoo_path("batched"), "loop": zoo_path("loop"),
+                 "batched_vmap": zoo_path("batched", net_batched=False)}  # vmap(functional_call) forward
         if not conv:
-            paths["batched_vmap"] = zoo_path("batched", net_batched=False)  # vmap(functional_call) forward
             paths["vmap_grad"] = zoo_path("vmap_grad")
         if have_higher:
             paths["higher"] = higher_path

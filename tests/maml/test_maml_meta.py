@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from zoo.models.maml import meta, mlp_grad
 from zoo.models.maml.nets import MLP, ConvNet
 
-PATHS = ["batched", "batched_vmap", "vmap_grad"]  # batched_vmap: batched without the MLP's batched_forward
+PATHS = ["batched", "batched_vmap", "vmap_grad"]  # batched_vmap: batched without the net's batched_forward
 
 
 def sinusoid_batch(T=6, K=5, seed=0, dtype=torch.float64):
@@ -57,6 +57,48 @@ def test_batched_meta_gradient_equals_the_per_task_loop(path, first_order, steps
         assert torch.allclose(loss, ref_loss, atol=1e-10), name
         for g, r in zip(got, ref):
             assert torch.allclose(g, r, atol=1e-5, rtol=1e-5), (name, (g - r).abs().max())
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_the_conv_nets_batched_forward_is_vmap_of_functional_call(grouped):
+    """Per-task filters and batch-norm statistics, as vmap(functional_call) computes them, with the CPU's
+    convolution per task and the GPU's grouped convolution alike (float64, seed 0)."""
+    torch.manual_seed(0)
+    net = ConvNet(n_way=3, filters=8).double()
+    T = 4
+    params = {k: v.detach() + 0.1 * torch.randn(T, *v.shape, dtype=v.dtype) for k, v in net.named_parameters()}
+    x = torch.rand(T, 6, 1, 12, 12, dtype=torch.float64)
+    ref = torch.func.vmap(lambda p, xi: torch.func.functional_call(net, p, (xi,)))(params, x)
+    got = net.batched_forward(params, x, grouped=grouped)
+    assert got.shape == (T, 6, 3)
+    assert torch.allclose(got, ref, atol=1e-10)
+
+
+def test_the_grouped_conv_path_gives_the_loops_second_order_meta_gradient(monkeypatch):
+    """The GPU's layout (grouped convolutions, one batch norm over T*F channels), run here on the CPU: its
+    double backward through batch norm is exact, unlike vmap's (float64, seed 0, 2 inner steps)."""
+    forward = ConvNet.batched_forward
+    monkeypatch.setattr(ConvNet, "batched_forward", lambda self, p, x: forward(self, p, x, grouped=True))
+    torch.manual_seed(0)
+    net = ConvNet(n_way=3, filters=8).double()
+    _, ref = meta_grad(net, "loop", image_batch(), F.cross_entropy, 0.4, 2, False)
+    _, got = meta_grad(net, "batched", image_batch(), F.cross_entropy, 0.4, 2, False)
+    for g, r in zip(got, ref):
+        assert torch.allclose(g, r, atol=1e-8), (g - r).abs().max()
+
+
+def test_the_conv_nets_batched_forward_runs_under_bf16_autocast():
+    """Batch norm in float32 inside (as BatchNorm32), the logits in the autocast dtype's reach (seed 0)."""
+    torch.manual_seed(0)
+    net = ConvNet(n_way=3, filters=8)
+    params = {k: v.expand(2, *v.shape) for k, v in net.named_parameters()}
+    x = torch.rand(2, 6, 1, 12, 12)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = net.batched_forward(params, x, grouped=True)
+        loss = F.cross_entropy(got.flatten(0, 1).float(), torch.arange(3).repeat(4))
+    grads = torch.autograd.grad(loss, list(params.values()))
+    assert all(torch.isfinite(g).all() for g in grads)
+    assert torch.allclose(got.float(), torch.stack([net(xi) for xi in x]), atol=0.1)  # each task its own batch
 
 
 def test_textbook_vmap_grad_is_refused_for_second_order_through_batch_norm():

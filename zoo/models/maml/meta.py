@@ -13,10 +13,10 @@ Two implementations of the same meta-loss, whose gradients agree to 1e-5 (tests/
   For the ReLU MLP under the squared error (the sinusoid) the batched path is ``mlp_grad``: the same
   meta-gradient written out by hand (backprop and a Hessian-vector product per inner step), one
   autograd node instead of hundreds of small ones: 1.6-1.8x the autograd version on the CPU, 1 thread.
+  The conv net's ``batched_forward`` runs a plain convolution per task on the CPU (vmap would make
+  them one grouped convolution, which the CPU's kernels run slower) and a grouped one on a GPU.
 - ``loop``: a Python loop over tasks with ``torch.autograd.grad(create_graph=True)``: the textbook
-  reference, and on the CPU the faster path for the conv net (vmap turns a convolution with
-  per-task weights into a grouped convolution, which the CPU kernels run slowly;
-  benchmarks/maml_vs_loop.py).
+  reference; on the CPU the conv net's batched path ties with it (benchmarks/maml_vs_loop.py).
 
 ``first_order`` (FOMAML) stops the gradient at the inner gradients: theta_k = theta - alpha sg(g), so
 d theta_k / d theta = I and the meta-gradient is the query gradient at theta_k. ``alpha`` is a float
@@ -130,8 +130,8 @@ def meta_loss_loop(net: nn.Module, params: Params, alpha: float | Params, batch:
 
 
 def resolve_path(path: str, conv: bool, device: torch.device, first_order: bool = False) -> str:
-    """``auto``: the loop for the conv net on the CPU (grouped convolutions are slow there), the
-    batched path everywhere else (benchmarks/results/maml_vs_loop*.json).
+    """``auto``: the loop for the conv net on the CPU (the batched path ties with it there, so the
+    reference stays), the batched path everywhere else (benchmarks/results/maml_vs_loop*.json).
 
     ``vmap_grad`` is refused for second order through batch norm: torch.func's batching rule for
     batch norm's double backward gives wrong meta-gradients (off by ~3 % in float64 against the

@@ -7,6 +7,7 @@ tensors), so the modules themselves hold only the meta-parameters theta.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 
@@ -84,3 +85,36 @@ class ConvNet(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:  # (B, C, H, W) -> (B, N) logits
         return self.head(self.features(x).mean((-2, -1)))  # (B, F) after the spatial mean
+
+    def batched_forward(self, params: dict[str, Tensor], x: Tensor, grouped: bool | None = None) -> Tensor:
+        """T tasks at once, each under its own parameters: ``params`` keyed like named_parameters(), each
+        (T, *shape); x (T, B, C, H, W) -> (T, B, N) logits: what ``vmap(functional_call)`` computes (up to
+        rounding), in the kernels each device runs fastest. ``grouped`` (None: off the CPU): the tasks'
+        channels side by side, (B, T*C, H, W), so that each convolution is one grouped convolution (tasks as
+        groups) and batch norm with each task's statistics one ``batch_norm`` over T*F channels. The CPU runs
+        grouped convolutions slower than one plain convolution per task (benchmarks/maml_vs_loop.py), so
+        there each task's forward runs on its own (meta.task_losses)."""
+        T, B = x.shape[:2]
+        if not (x.device.type != "cpu" if grouped is None else grouped):
+            names, per_task = list(params), zip(*(v.unbind(0) for v in params.values()))
+            return torch.stack([torch.func.functional_call(self, dict(zip(names, p)), (xt,))
+                                for p, xt in zip(per_task, x.unbind(0))])
+        h = x.transpose(0, 1).reshape(B, -1, *x.shape[-2:])  # (B, T*C, H, W)
+        for i in range(0, len(self.features), 3):
+            conv, norm = self.features[i], self.features[i + 1]
+            w, b = params[f"features.{i}.weight"], params[f"features.{i}.bias"]  # (T, F, C, k, k), (T, F)
+            h = F.conv2d(h, w.flatten(0, 1), b.flatten(), conv.stride, conv.padding, groups=T)  # (B, T*F, H', W')
+            w, b = params[f"features.{i + 1}.weight"], params[f"features.{i + 1}.bias"]  # (T, F)
+            h = torch.relu(batch_norm32(h, w.flatten(), b.flatten(), norm.eps))
+        features = h.mean((-2, -1)).view(B, T, -1).transpose(0, 1)  # (T, B, F)
+        w, b = params["head.weight"], params["head.bias"]  # (T, N, F), (T, N)
+        return torch.baddbmm(b.unsqueeze(1).to(features.dtype), features, w.transpose(1, 2).to(features.dtype))
+
+
+def batch_norm32(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """Batch norm with the batch's statistics, in float32 under mixed precision (as ``BatchNorm32``)."""
+    low = x.dtype in (torch.bfloat16, torch.float16)
+    with torch.autocast(x.device.type, enabled=False):
+        out = F.batch_norm(x.float() if low else x, None, None, weight.to(torch.float32 if low else x.dtype),
+                           bias.to(torch.float32 if low else x.dtype), training=True, eps=eps)
+    return out.to(x.dtype)
