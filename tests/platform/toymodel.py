@@ -93,6 +93,7 @@ class Toy(ZooModule):
     """Tiny MLP regressor for platform tests."""
 
     Config = ToyConfig
+    compiled = ("net",)  # what compile=true compiles (tests/platform/test_compile.py)
 
     def __init__(self, cfg, data_info=None):
         super().__init__(cfg, data_info)
