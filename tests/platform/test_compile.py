@@ -78,6 +78,13 @@ def test_a_model_that_cannot_be_compiled_refuses_the_key_before_training(recipe,
     assert_refused(code, err, rf"model '{REFUSING[recipe]}' takes no compile: .*\n  why: its .+", tmp_path / "runs")
 
 
+def test_a_model_whose_compiled_names_no_submodule_it_has_is_refused(toy_recipe, tmp_path, capsys):
+    code, err = run_main([f"recipe={toy_recipe}", f"run_dir={tmp_path}/runs", "model.name=toymodel:ToyMisnamed",
+                          EAGER], capsys)
+    assert_refused(code, err, r"ToyMisnamed has none of the submodules its `compiled` names \(nett\)",
+                   tmp_path / "runs")
+
+
 def test_every_model_names_what_compile_compiles_or_why_it_refuses():
     for name in MODELS.list():
         compiled = MODELS.spec(name).compiled

@@ -166,6 +166,12 @@ class Toy(ZooModule):
         print(f"{self.net(x).item():.4f}")
 
 
+class ToyMisnamed(Toy):
+    """A model whose ``compiled`` names no submodule it has."""
+
+    compiled = ("nett",)
+
+
 class Toy2(Toy):
     """Another model, to test that a checkpoint of one model is refused by another."""
 

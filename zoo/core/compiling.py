@@ -42,8 +42,10 @@ def compile_nets(model: nn.Module, names: tuple[str, ...], options: dict[str, An
     """Compile the submodules ``names`` of ``model`` (its spec's ``compiled``) in place with ``options``
     (torch.compile's keyword arguments); the names of those compiled."""
     check_backend(options)
-    done = []
-    for name, module in compiled_submodules(model, names):
+    found = compiled_submodules(model, names)
+    if not found:  # a misspelt name would otherwise compile nothing, silently
+        raise UserError(f"{type(model).__name__} has none of the submodules its `compiled` names "
+                        f"({', '.join(names)}): name its nets there (attributes that hold an nn.Module)")
+    for _, module in found:
         module.compile(**options)
-        done.append(name)
-    return done
+    return [name for name, _ in found]
