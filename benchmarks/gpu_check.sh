@@ -47,6 +47,8 @@
 #                                            (model.interleave 2 and 0), 5,120 and 65,536 windows
 #                                            (words/s and neighbour agreement; docs/skipgram.md, Known limits;
 #                                            measured on an H100 on 2026-11-26, gpu_h100_2026-11-26b.json)
+#   bash benchmarks/gpu_check.sh compile     training batches/s with compile=true vs eager, each model that takes it
+#                                            (benchmarks/compile.py; docs/training.md#compiling-compile); not run yet
 # Each stage writes its log and JSON to $OUT (what the device tool brings back; at most 8 files),
 # else to benchmarks/results/gpu/. Copy the JSON you keep into benchmarks/results/ with a row in
 # benchmarks/README.md. DEVICE=cpu runs the bench and seeds stages on the CPU (to try this script).
@@ -165,6 +167,11 @@ EOF
       --zoo updates=minibatch --out "$OUT/skipgram_vs_gensim_$DEVICE.json" 2>&1 | tee -a "$OUT/bench.log"
     timeout 60 "$PY" benchmarks/overhead.py --device "$DEVICE" --recipe vae_digits --steps 300 --repeats 3 \
       --out "$OUT/overhead_vae_digits_$DEVICE.json" 2>&1 | tee -a "$OUT/bench.log"
+    ;;
+  compile)
+    env_there
+    timeout 560 "$PY" benchmarks/compile.py --device "$DEVICE" --steps 100 --repeats 3 \
+      --out "$OUT/compile_$DEVICE.json" 2>&1 | tee "$OUT/compile.log"
     ;;
   seeds)
     env_there

@@ -208,6 +208,32 @@ def test_a_stopped_killed_and_resumed_run_ends_as_the_straight_one(case, tmp_pat
     compare(straight.run_dir, run_in_parts(opts, recipe, tmp_path / "parts", steps), steps)
 
 
+# one case for each model that takes the key compile (its spec's compiled), run compiled with the eager backend
+COMPILED = ("vae_digits", "dvae_digits", "ood_digits_joint", "seqgan_oracle_small:adversarial", "sat_shapes_soft")
+
+
+def test_every_model_that_takes_compile_has_a_compiled_resume_case():
+    from zoo.registry import MODELS
+
+    takes = {name for name in MODELS.list() if isinstance(MODELS.spec(name).compiled, tuple)}
+    assert takes == {load_config(recipe_of(case))["model"]["name"] for case in COMPILED}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", COMPILED)
+def test_a_compiled_run_stopped_killed_and_resumed_ends_as_the_straight_uncompiled_one(case, tmp_path):
+    """``compile={backend: eager}``: the nets compiled in place (dynamo captures their calls and runs the captured
+    ops as they are), the run in parts resumes from its own checkpoints and ends as the straight uncompiled run,
+    bit for bit: the checkpoints hold the uncompiled model's keys, and compiling changes no number."""
+    recipe = recipe_of(case)
+    data = REAL_DATA[recipe](tmp_path) if recipe in REAL_DATA else []
+    steps = STEPS.get(case, Steps())
+    opts = [f"recipe={recipe}", *COMMON, f"checkpoint.every_n_train_steps={steps.save_at}", *data, *CASES[case]]
+    straight = train([*opts, f"run_dir={tmp_path}/straight", callbacks(recipe)])
+    compare(straight.run_dir, run_in_parts([*opts, "compile={backend: eager}"], recipe, tmp_path / "parts", steps),
+            steps)
+
+
 def test_hogwild_skipgram_resumes_at_the_same_step_data_position_and_learning_rate(tmp_path):
     """Hogwild (``model.threads=2``): the threads update the shared tables in whatever order they run, so no two
     runs are bit-exact, resumed or not, and the weights are not compared. What does not depend on that order

@@ -73,6 +73,9 @@ class RunConfig:
     # float32 on a CUDA GPU: None = torch's defaults (full float32 matmuls, TF32 cuDNN convolutions); highest =
     # both in full float32 (nearest the CPU's numbers); high / medium = TF32 / bf16 inside (faster from Ampere on)
     matmul_precision: Optional[str] = choice(None, [None, *MATMUL_PRECISIONS])
+    # torch.compile the model's nets in place (their state_dict keys unchanged; the model's spec names them, or why
+    # it refuses): false, true, or a mapping of torch.compile's options {mode, backend, fullgraph, dynamic, options}
+    compile: Any = False
     logger: Any = field(default_factory=lambda: ["csv"])  # any of csv, wandb, tensorboard
     wandb: WandbConfig = field(default_factory=WandbConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
@@ -225,6 +228,57 @@ def check_stochastic_node(registry: Any, name: str, cfg: Any, where: str, data_i
     keep_checked(cfg, spec, check_spec(spec, node, f"{where} [estimator]", model=model))
 
 
+# torch.compile's options the key `compile` takes (the rest of its keywords concern other callers), and its modes
+COMPILE_OPTIONS = ("mode", "backend", "fullgraph", "dynamic", "options")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile_options(value: Any) -> dict | None:
+    """The keyword arguments of ``nn.Module.compile`` that a checked ``compile`` value gives, None for false."""
+    if value is False:
+        return None
+    return {} if value is True else dict(value)
+
+
+def check_compile(model: str, value: Any, where: str) -> None:
+    """The key ``compile`` (false, true or a mapping of ``COMPILE_OPTIONS``), and the model's own word on it (its
+    spec's ``compiled``: the submodules compiled, or why it refuses), before torch is imported. The backend's name
+    is checked against torch's list once torch is (``zoo.core.compiling``)."""
+    example = "compile=true or compile={mode: max-autotune}"
+    if isinstance(value, str) and value in COMPILE_MODES:
+        raise UserError(f"compile={value} in {where}: a mode is given as an option, compile={{mode: {value}}}")
+    if not isinstance(value, (bool, dict)):
+        raise UserError(f"compile={value!r} in {where} must be true, false or a mapping of torch.compile's options "
+                        f"({', '.join(COMPILE_OPTIONS)}), e.g. {example}")
+    for key, option in (value.items() if isinstance(value, dict) else ()):
+        if key not in COMPILE_OPTIONS:
+            raise UserError(f"unknown option '{key}' in compile in {where}{closest(str(key), list(COMPILE_OPTIONS))}: "
+                            f"torch.compile's options here are {', '.join(COMPILE_OPTIONS)}")
+        rule = _COMPILE_RULES[key]
+        if not rule[0](option):
+            raise UserError(f"compile.{key}={option!r} in {where}: {rule[1]}")
+    if isinstance(value, dict) and value.get("mode") is not None and value.get("options") is not None:
+        raise UserError(f"compile in {where} gives both mode and options, which torch.compile takes one at a time: "
+                        "drop one of them")
+    compiled = MODELS.spec(model).compiled
+    if value is False or isinstance(compiled, tuple) and compiled:
+        return
+    why = compiled if isinstance(compiled, str) else (f"{MODELS.spec(model).class_name} names no submodules to "
+                                                       "compile (a `compiled` attribute, docs/adding_a_model.md)")
+    raise UserError(f"model '{model}' takes no compile: leave compile out (or compile=false)", details=[f"why: {why}"])
+
+
+_COMPILE_RULES = {  # option: (test of its value, what it takes)
+    "mode": (lambda v: v is None or v in COMPILE_MODES, f"mode is one of {', '.join(COMPILE_MODES)}"),
+    "backend": (lambda v: isinstance(v, str) and v != "", "backend is the name of a torch.compile backend (e.g. "
+                "inductor, the default, or eager, aot_eager)"),
+    "fullgraph": (lambda v: isinstance(v, bool), "fullgraph is true or false"),
+    "dynamic": (lambda v: v is None or isinstance(v, bool), "dynamic is true, false or null (torch decides)"),
+    "options": (lambda v: isinstance(v, dict), "options is a mapping of the backend's settings, e.g. "
+                "{triton.cudagraphs: false}"),
+}
+
+
 # Lightning's short forms of trainer.precision
 PRECISION_ALIASES = {"64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}
 
@@ -299,6 +353,7 @@ def load_config(recipe: str, overrides: list[str] | None = None) -> LoadedRun:
                   "logger": loggers, "recipe": top["recipe"] or path.stem})
     name = cfg["model"]["name"]
     check_precision(name, cfg["trainer"].get("precision"), where)
+    check_compile(name, top["compile"], where)
     check_run = MODELS.spec(name).check_run  # a model's own checks of the run's settings together
     if check_run is not None:  # (a plain LightningModule named by dotted path has none)
         check_run(cfg)

@@ -85,13 +85,18 @@ class ModelSpec(Spec):
     check_run: Callable | None = None  # (the run's validated config) -> None; a UserError where settings each valid
     # make no run together (SeqGAN's schedule with every phase 0)
     task: str = "other"  # its task on the Hugging Face Hub (huggingface.co/tasks), in its model card
+    compiled: tuple | str | None = None  # what the recipe key `compile` compiles in place (nn.Module.compile): the
+    # attribute names of the submodules that carry the model's math (one absent or None on a built model, e.g. a
+    # GAN part its options leave out, is skipped); a str: why the model refuses the key (one short line); None:
+    # not stated (refused: a model names its own)
 
     @staticmethod
     def facts_of(obj: Any) -> dict:
         own = getattr(obj, "spec", None)
         return {"node": getattr(obj, "stochastic_node", None), "monitor": getattr(obj, "run_monitor", None),
                 "precisions": getattr(obj, "precisions", None), "check_run": getattr(obj, "check_run", None),
-                "task": own.task if isinstance(own, ModelSpec) else "other"}
+                "task": own.task if isinstance(own, ModelSpec) else "other",
+                "compiled": getattr(obj, "compiled", None)}
 
     def run_monitor(self, cfg: Any) -> tuple[str, str] | None:
         """(metric, mode) a model built from the run's validated config ``cfg`` will watch, None where not known."""

@@ -29,7 +29,8 @@ from zoo.callbacks.named import build_callbacks
 from zoo.callbacks.run_notes import Notes, ReleaseHeldMessages, RunInfo
 from zoo.callbacks.runlog import end_summary, run_console
 from zoo.cli import build_trainer, ctrl_c_in_lightning, user_error_in_fit
-from zoo.config import LoadedRun, repeated_overrides, to_yaml, validation_off
+from zoo.config import LoadedRun, compile_options, repeated_overrides, to_yaml, validation_off
+from zoo.core.compiling import compile_nets
 from zoo.core.files import remove_empty
 from zoo.core.memory import AllocationGuard, check_step_fits
 from zoo.errors import UserError
@@ -230,6 +231,9 @@ def run_training(run: LoadedRun, argv: list[str], given: list[str]) -> RunResult
                                    [RunInfo(info), RunRecord(record), ReleaseHeldMessages(held)],
                                    resumed=ckpt is not None, notes=repeated_overrides(given))
             datamodule, model = build(run)
+            compiled = compile_options(thaw(cfg["compile"]))
+            if compiled is not None:  # in place: the state_dict keys stay the uncompiled model's
+                compile_nets(model, MODELS.spec(cfg["model"]["name"]).compiled, compiled)
             # the training loader's own checks (a batch larger than the data) before Lightning prints its device
             # lines and model summary: a mistake found there is then the only line on the screen
             datamodule.train_dataloader()

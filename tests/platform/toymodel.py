@@ -93,6 +93,7 @@ class Toy(ZooModule):
     """Tiny MLP regressor for platform tests."""
 
     Config = ToyConfig
+    compiled = ("net",)  # what compile=true compiles (tests/platform/test_compile.py)
 
     def __init__(self, cfg, data_info=None):
         super().__init__(cfg, data_info)
@@ -163,6 +164,12 @@ class Toy(ZooModule):
     def predict_cli(self, inputs, options):
         x = torch.tensor([[float(v) for v in inputs]])
         print(f"{self.net(x).item():.4f}")
+
+
+class ToyMisnamed(Toy):
+    """A model whose ``compiled`` names no submodule it has."""
+
+    compiled = ("nett",)
 
 
 class Toy2(Toy):

@@ -3,7 +3,7 @@
 Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on):
 
 - ``spec``: the zoo's own models point to their ``zoo.registry.ModelSpec``, declared once in the folder's
-  torch-free ``config.py``; it gives ``Config``, ``monitor`` / ``monitor_mode``, ``precisions``,
+  torch-free ``config.py``; it gives ``Config``, ``monitor`` / ``monitor_mode``, ``precisions``, ``compiled``,
   ``stochastic_node``, ``run_monitor`` and ``check_run`` below (a model of a user's own may set those instead).
 - ``Config``: a dataclass of the model's options (the recipe's ``model:`` section minus ``name``).
 - ``__init__(self, cfg: dict, data_info: dict)``: ``cfg`` are those options as a plain dict,
@@ -79,6 +79,8 @@ class ZooModule(L.LightningModule):
     precisions: tuple = PRECISIONS
     ddp_find_unused_parameters: bool = False  # True if a training step leaves some parameters without
     # gradients (a GAN's G step leaves D's): `trainer.strategy=ddp` then runs DDP with that detection
+    compiled: tuple | str | None = None  # the submodules the recipe key `compile` compiles, or why the model refuses
+    # it (``zoo.registry.ModelSpec.compiled``)
     fitted_buffers: tuple = ()  # buffers the model fits on validation data (a temperature, say): state, not
     # weights, so the `ema` callback fits them on the averaged weights and never averages them
 
@@ -86,7 +88,7 @@ class ZooModule(L.LightningModule):
         super().__init_subclass__(**kwargs)
         spec = cls.__dict__.get("spec")
         if spec is not None:  # the class points to its spec rather than restating it
-            cls.Config, cls.precisions = spec.config, spec.precisions
+            cls.Config, cls.precisions, cls.compiled = spec.config, spec.precisions, spec.compiled
             if isinstance(spec.monitor, tuple):  # a function of the run's config: the model sets it once built
                 cls.monitor, cls.monitor_mode = spec.monitor
 

@@ -148,6 +148,9 @@ def sat_node(cfg: SATConfig, data_info: dict | None = None) -> StochasticNode | 
 # the folder's entries, each declared once as a spec its class points to: name, class (imported when first
 # used), options and what the recipe check needs
 SAT_SPEC = MODELS.declare(ModelSpec("sat", "zoo.models.captioning.module:ShowAttendTell", SATConfig, node=sat_node,
-                                    monitor=("val/bleu4", "max"), task="image-to-text"))
+                                    monitor=("val/bleu4", "max"), task="image-to-text",
+                                    # the CNN only: the decoder's steps run a loop as long as each batch's captions
+                                    # and a beam search whose beams end at different steps (a graph per length)
+                                    compiled=("encoder",)))
 KARPATHY_SPEC = DATAMODULES.declare(DataSpec("karpathy", "zoo.models.captioning.data:KarpathyData", KarpathyConfig))
 SHAPES_SPEC = DATAMODULES.declare(DataSpec("shapes", "zoo.models.captioning.data:ShapesData", ShapesConfig))

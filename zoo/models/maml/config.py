@@ -121,9 +121,13 @@ def nav2d_node(cfg: Nav2dMAMLConfig, data_info: dict | None = None) -> Stochasti
                           own_samples=False, context=True, context_dim=BASELINE_FEATURES)
 
 
-MAML_SPEC = MODELS.declare(ModelSpec("maml", "zoo.models.maml.module:MAML", MAMLConfig))
+MAML_UNCOMPILED = ("its meta-gradient calls the net with each task's adapted weights through torch.func "
+                   "(functional_call, grad, vmap) or hand-written batched products, never through the module's "
+                   "own call, which is what compile compiles")
+MAML_SPEC = MODELS.declare(ModelSpec("maml", "zoo.models.maml.module:MAML", MAMLConfig, compiled=MAML_UNCOMPILED))
 MAML_RL_SPEC = MODELS.declare(ModelSpec("maml_rl", "zoo.models.maml.nav2d:Nav2dMAML", Nav2dMAMLConfig,
-                                        node=nav2d_node, monitor=("val/return", "max")))
+                                        node=nav2d_node, monitor=("val/return", "max"),
+                                        compiled=MAML_UNCOMPILED.replace("net", "policy", 1)))
 NAV2D_SPEC = DATAMODULES.declare(DataSpec("nav2d", "zoo.models.maml.data:Nav2dData", Nav2dConfig))
 OMNIGLOT_SPEC = DATAMODULES.declare(DataSpec("omniglot", "zoo.models.maml.data:OmniglotData", OmniglotConfig))
 SINUSOID_SPEC = DATAMODULES.declare(DataSpec("sinusoid", "zoo.models.maml.data:SinusoidData", SinusoidConfig))

@@ -125,7 +125,8 @@ def ood_node(cfg: OODConfig, data_info: dict | None = None) -> StochasticNode | 
 
 
 OOD_SPEC = MODELS.declare(ModelSpec("ood", "zoo.models.ood.module:OODClassifier", OODConfig, node=ood_node,
-                                    monitor=("val/acc", "max"), task="image-classification"))
+                                    monitor=("val/acc", "max"), task="image-classification",
+                                    compiled=("classifier", "generator", "discriminator")))  # the GAN's if any
 OOD_DIGITS_SPEC = DATAMODULES.declare(DataSpec("ood_digits", "zoo.models.ood.data:OODDigits", OODDigitsConfig))
 OOD_IMAGES_SPEC = DATAMODULES.declare(DataSpec("ood_images", "zoo.models.ood.data:OODImages", OODImagesConfig))
 OOD_TOY2D_SPEC = DATAMODULES.declare(DataSpec("ood_toy2d", "zoo.models.ood.data:OODToy2D", Toy2DConfig))

@@ -144,7 +144,10 @@ def check_seqgan_run(cfg: dict) -> None:
 
 
 SEQGAN_SPEC = MODELS.declare(ModelSpec("seqgan", "zoo.models.seqgan.module:SeqGAN", SeqGANConfig, node=seqgan_node,
-                                       monitor=seqgan_monitor, check_run=check_seqgan_run, task="text-generation"))
+                                       monitor=seqgan_monitor, check_run=check_seqgan_run, task="text-generation",
+                                       # D's CNN only: G samples token by token (its step, not its call) and its
+                                       # teacher-forced call is one fused LSTM kernel, which compiling leaves as is
+                                       compiled=("dis",)))
 
 
 def oracle_known_info(cfg: OracleDataConfig) -> dict:

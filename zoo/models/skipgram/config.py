@@ -136,7 +136,9 @@ SKIPGRAM_SPEC = MODELS.declare(ModelSpec(
     # no 16-mixed: the updates are hand-written in float32, and float16 AMP's GradScaler asserts on an optimizer
     # that has no gradients to unscale
     precisions=("32-true", "64-true", "bf16-mixed"),
-    task="feature-extraction"))
+    task="feature-extraction",
+    compiled="its training step is a hand-written kernel (numba on the CPU, Triton on CUDA, batched in-place "
+             "updates in loop.py) that adds into the tables outside any module's call, which is what compile compiles"))
 SKIPGRAM_SYNTHETIC_SPEC = DATAMODULES.declare(DataSpec("skipgram_synthetic",
                                                        "zoo.models.skipgram.data:SyntheticCorpusData",
                                                        SyntheticCorpusConfig))

@@ -107,8 +107,8 @@ def dvae_node(cfg: DVAEConfig, data_info: dict | None = None) -> StochasticNode:
 
 
 DVAE_SPEC = MODELS.declare(ModelSpec("dvae", "zoo.models.vae.dvae:DiscreteVAE", DVAEConfig, node=dvae_node,
-                                     task="unconditional-image-generation"))
+                                     task="unconditional-image-generation", compiled=("encoder", "decoder")))
 VAE_SPEC = MODELS.declare(ModelSpec("vae", "zoo.models.vae.vae:VAE", VAEConfig, node=vae_node,
-                                    task="unconditional-image-generation"))
+                                    task="unconditional-image-generation", compiled=("encoder", "decoder")))
 DIGITS_SPEC = DATAMODULES.declare(DataSpec("digits", "zoo.models.vae.data:DigitsData", DigitsConfig))
 MNIST_SPEC = DATAMODULES.declare(DataSpec("mnist", "zoo.models.vae.data:MnistData", MnistConfig))
