@@ -1,7 +1,7 @@
-"""A run's config: a recipe (``zoo.recipe_files``) and its overrides, validated against ``RunConfig`` and the
-model's, datamodule's, estimator's and trainer's options; and the rules of the metrics a run watches
-(validation on or off, a best checkpoint or early stopping judged in the right direction). Every user
-mistake is a `UserError` that says what is wrong, where (recipe file, key) and the closest valid choice.
+"""A run's config: a recipe (``zoo.recipe_files``) and its overrides (``zoo.overrides``), validated against
+``RunConfig`` and the model's, datamodule's, estimator's and trainer's options, and the metrics it watches
+(``zoo.monitoring``). Every user mistake is a `UserError` that says what is wrong, where (recipe file, key)
+and the closest valid choice.
 
 Overrides are OmegaConf dotlist items ``key=value`` (``trainer.max_epochs=3 model.attention=hard``).
 """
@@ -16,12 +16,14 @@ from typing import Any, Optional
 
 from omegaconf import OmegaConf
 
-from zoo.callbacks.named import check_callbacks, is_early_stopping
+from zoo.callbacks.named import check_callbacks
 from zoo.errors import UserError
 from zoo.estimators.seam import check_spec, keep_checked
+from zoo.monitoring import check_validation_and_test
+from zoo.overrides import parse_overrides
 from zoo.recipe_files import find_recipe, load_recipe, merge_replacing
 from zoo.registry import DATAMODULES, MODELS, closest
-from zoo.schema import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, freeze, parse_dotlist, positive, thaw
+from zoo.schema import INTERPOLATION_SYNTAX, SEED_MAX, at_least, between, choice, freeze, positive, thaw
 from zoo.schema import validate as validate_options
 from zoo.trainer_schema import check_trainer_options, trainer_arguments
 
@@ -105,82 +107,6 @@ class LoadedRun:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.settings.get(key, default)
-
-
-def parse_overrides(items: list[str]) -> Any:
-    """``key=value`` items -> the nested config merged over the recipe (``merge_replacing``). A key that names
-    a thing (``X=NAME``, ``X={name: NAME, ...}``, ``X.name=NAME``) picks it whole, so the recipe's choice and
-    its options do not carry over; the items ``X.OPTION=VALUE`` refine the thing named, wherever they stand
-    on the command line. ``X.OPTION=VALUE`` alone refines the recipe's choice."""
-    parse_dotlist(items)  # the syntax, each item on its own
-    given = [(item, item.split("=", 1)[0], _value(item)) for item in items]
-    for item, _, value in given:
-        _check_yaml_spaces(item, value)
-    picks = picked_names(given)
-    ordered = [(key, {"name": value} if isinstance(value, str) else value) for key, (_, value) in picks.items()]
-    ordered += [(key, value) for _, key, value in given if key not in picks]  # refinements after their pick
-    out = OmegaConf.create({})
-    for key, value in ordered:
-        OmegaConf.update(out, key, value, merge=True)  # as OmegaConf.from_dotlist does, item by item
-    return out
-
-
-def _value(item: str) -> Any:
-    """The value of one ``key=value`` item as OmegaConf reads it (YAML; a ``${...}`` kept as written)."""
-    return OmegaConf.to_container(OmegaConf.from_dotlist([f"value={item.split('=', 1)[1]}"]))["value"]
-
-
-def picked_names(given: list[tuple[str, str, Any]]) -> dict[str, tuple[str, Any]]:
-    """{X: (item, value)} for each key X among the overrides ``given`` ((item, key, value) each) whose last
-    value names a thing (``X=NAME`` refined by an ``X.OPTION=...`` item, or ``X={name: NAME, ...}``); a name
-    that an ``X.name=...`` item contradicts is refused."""
-    last = {key: (item, value) for item, key, value in given}
-    picks = {}
-    for key, (item, value) in last.items():
-        refined = any(other.startswith(f"{key}.") for _, other, _ in given)
-        if isinstance(value, dict) and "name" in value or isinstance(value, str) and value and refined:
-            picks[key] = (item, value)
-            name = value["name"] if isinstance(value, dict) else value
-            other = last.get(f"{key}.name")
-            if other is not None and other[1] != name:
-                raise UserError(f"'{item}' and '{other[0]}' name two things for {key}: name one, "
-                                f"e.g. {key}={other[1]}, and give its options as {key}.OPTION=VALUE")
-    return picks
-
-
-def _check_yaml_spaces(item: str, value: Any) -> None:
-    """``{name:rloo,n:1}``: YAML reads ``name:rloo`` as one key without a value, not ``name: rloo``."""
-    glued = _glued_keys(value)
-    if glued:
-        text = item.split("=", 1)[1]
-        for key in glued:  # its first colon: the one meant to end the key (a dotted path's value keeps its own)
-            text = text.replace(key, key.replace(":", ": ", 1))
-        spaced = glued[0].replace(":", ": ", 1)
-        mapping = next((m for m in re.findall(r"\{[^{}]*\}", text) if spaced in m), text)
-        mapping = re.sub(r",(?=\S)", ", ", mapping)
-        raise UserError(f"malformed override '{item}': YAML reads '{glued[0]}' as one key because no space "
-                        f"follows its colon, write {mapping}")
-
-
-def _glued_keys(value: Any) -> list[str]:
-    """Keys of the mappings in ``value`` written ``key:value`` without a space (YAML: a key, no value)."""
-    if isinstance(value, list):
-        return [k for v in value for k in _glued_keys(v)]
-    if not isinstance(value, dict):
-        return []
-    own = [k for k, v in value.items() if isinstance(k, str) and ":" in k and v is None]
-    return own + [k for v in value.values() for k in _glued_keys(v)]
-
-
-def repeated_overrides(overrides: list[str]) -> list[str]:
-    """Notes for a key given more than once with different values (``model.lr=1e-3 model.lr=1e-2``): the
-    last one wins, as in a shell, and the note says which."""
-    given: dict[str, list[str]] = {}
-    for item in overrides:
-        key, _, value = item.partition("=")
-        given.setdefault(key, []).append(value)
-    return [f"{key} given {'twice' if len(values) == 2 else f'{len(values)} times'}; using {key}={values[-1]} "
-            "(the last)" for key, values in given.items() if len(set(values)) > 1]
 
 
 def _section(raw: dict, key: str, registry: Any, where: str) -> tuple[dict, Any]:
@@ -460,107 +386,3 @@ def _mapping(raw: dict, key: str, where: str) -> dict:
 
 def to_yaml(cfg: dict) -> str:
     return OmegaConf.to_yaml(OmegaConf.create(thaw(cfg)))
-
-
-# ---- validation, test and the direction of the metrics watched ------------------------------------------------
-def _is_zero(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
-
-
-def validation_off(trainer: dict) -> tuple[str, str] | None:
-    """(why, fix) when the ``trainer:`` section turns validation off for the whole run, else None."""
-    limit = trainer.get("limit_val_batches")
-    if _is_zero(limit):
-        return (f"trainer.limit_val_batches={limit} turns validation off",
-                "leave trainer.limit_val_batches out (or give it a number of batches or a fraction above 0)")
-    every, epochs = trainer.get("check_val_every_n_epoch"), trainer.get("max_epochs")
-    if isinstance(every, int) and isinstance(epochs, int) and 0 < epochs < every:
-        return (f"trainer.check_val_every_n_epoch={every} with trainer.max_epochs={epochs} never validates",
-                f"lower trainer.check_val_every_n_epoch to {epochs} or less")
-    return None
-
-
-MIN_WORDS, MAX_WORDS = ("loss", "nll"), ("acc", "accuracy", "bleu", "bleu1", "bleu2", "bleu3", "bleu4")
-
-
-def metric_direction(name: str) -> str | None:
-    """'min' or 'max' where a metric's name makes its direction certain: its first or last word (split at
-    '/' and '_') a loss or a negative log-likelihood (val/loss, val/nll_oracle, test/iwae_nll), or an accuracy
-    or a BLEU score (val/acc, val/bleu4). None for any other name (val/spearman, val/return, ...)."""
-    words = [w for w in re.split(r"[^a-z0-9]+", name.rsplit("/", 1)[-1].lower()) if w]
-    ends = {words[0], words[-1]} if words else set()
-    low = any(w in MIN_WORDS or w.endswith("loss") for w in ends)
-    high = any(w in MAX_WORDS for w in ends)
-    return "min" if low and not high else "max" if high and not low else None
-
-
-def _wrong_direction(monitor: str, mode: str) -> str | None:
-    """How ``monitor`` is judged when ``mode`` contradicts its name (``metric_direction``), else None."""
-    certain = metric_direction(monitor)
-    if certain is None or certain == mode:
-        return None
-    return "a loss (lower is better)" if certain == "min" else "a score where higher is better"
-
-
-def early_stopping_entries(callbacks: list[tuple[str, str, dict]],
-                           model_monitor: tuple[str, str] | None) -> list[tuple[str, str | None]]:
-    """(monitor, mode) of each early-stopping callback of the run (``check_callbacks``' entries), as it will watch
-    them (mode None: not known)."""
-    found = []
-    for name, target, spec in callbacks:
-        if not is_early_stopping(name, target):
-            continue
-        if spec.get("monitor"):
-            found.append((spec["monitor"], spec.get("mode") or "min"))  # Lightning's default mode
-        elif model_monitor is not None:  # zoo's early_stopping: the model's own metric and mode
-            found.append((model_monitor[0], spec.get("mode") or model_monitor[1]))
-    return found
-
-
-def check_validation_and_test(cfg: dict, model_monitor: tuple[str, str] | None,
-                              callbacks: list[tuple[str, str, dict]]) -> None:
-    """Settings that leave the run's test or validation empty where the run relies on them, and a best
-    checkpoint or early stopping judged in the wrong direction (a loss maximised), before anything is built.
-    ``model_monitor``: the model's own (monitor, mode), None where not known before it is built; ``callbacks``:
-    ``check_callbacks``' entries."""
-    trainer, ck = cfg["trainer"], cfg["checkpoint"]
-    limit = trainer.get("limit_test_batches")
-    if cfg["test_after_fit"] and _is_zero(limit):
-        raise UserError(f"trainer.limit_test_batches={limit} tests nothing, so metrics.json would be empty: to train "
-                        "without testing, set test_after_fit=false (and test later: python -m zoo.evaluate "
-                        "RUN/checkpoints/last.ckpt); to test on part of the test set, give a number of batches or a "
-                        "fraction above 0 (e.g. 0.25)")
-    stoppers = early_stopping_entries(callbacks, model_monitor)
-    off = validation_off(trainer)
-    if off is not None:
-        why, fix = off
-        for monitor, _ in stoppers:
-            if monitor.startswith("val/"):  # Lightning's "Early stopping conditioned on metric ... not available"
-                raise UserError(f"callback 'early_stopping' watches {monitor}, a validation metric, but {why}, so it "
-                                f"could never stop the run: {fix}, or drop the callback")
-        if ck["monitor"] and ck["monitor"].startswith("val/"):  # no best checkpoint, a warning of Lightning's
-            raise UserError(f"checkpoint.monitor={ck['monitor']} chooses the best checkpoint by a validation metric, "
-                            f"but {why}: {fix}, or leave checkpoint.monitor out (last.ckpt is saved either way)")
-    own_monitor, own_mode = model_monitor or (None, None)
-    monitor = ck["monitor"] or own_monitor
-    mode = ck["mode"] or own_mode
-    what = monitor and mode and _wrong_direction(monitor, mode)
-    if what:  # the "best" checkpoint would be the worst
-        right = "min" if mode == "max" else "max"
-        if ck["mode"]:
-            most = "highest" if mode == "max" else "lowest"
-            own = f" (or leave it out: the model's own is {own_mode})" if monitor == own_monitor else ""
-            raise UserError(f"checkpoint.mode={mode} keeps the checkpoint with the {most} {monitor}, but {monitor} is "
-                            f"{what}, so the 'best' checkpoint would be the worst: use checkpoint.mode={right}{own}")
-        raise UserError(f"checkpoint.monitor={monitor} is {what}, but the best checkpoint is chosen by the model's "
-                        f"mode, {mode} (for its own metric {own_monitor}), so the 'best' would be the worst: add "
-                        f"checkpoint.mode={right}")
-    for monitor, mode in stoppers:
-        what = mode and _wrong_direction(monitor, mode)
-        if what:
-            right = "min" if mode == "max" else "max"
-            raise UserError(f"callback 'early_stopping' watches {monitor}, {what}, with mode {mode} (it would stop "
-                            f"the run when {monitor} stops {'rising' if mode == 'max' else 'falling'}): give it "
-                            f"mode: {right}, e.g. callbacks=[{{name: early_stopping, monitor: {monitor}, "
-                            f"mode: {right}}}]")
-

@@ -28,10 +28,11 @@ from typing import Any, Optional
 
 from zoo import cli
 from zoo.cli import CommandLineParser, build_trainer, ctrl_c_in_lightning, exit_status, format_table, user_error_in_fit
-from zoo.config import MATMUL_PRECISIONS, repeated_overrides
+from zoo.config import MATMUL_PRECISIONS
 from zoo.errors import UserError
 from zoo.loading import load_any, locate
 from zoo.messages import HeldMessages
+from zoo.overrides import repeated_overrides
 from zoo.registry import DATAMODULES, loaded_config
 from zoo.schema import SEED_MAX, between, choice, parse_kv, validate
 from zoo.trainer_schema import check_trainer_options

@@ -29,11 +29,13 @@ from zoo.callbacks.named import build_callbacks
 from zoo.callbacks.run_notes import Notes, ReleaseHeldMessages, RunInfo
 from zoo.callbacks.runlog import end_summary, run_console
 from zoo.cli import build_trainer, ctrl_c_in_lightning, user_error_in_fit
-from zoo.config import LoadedRun, compile_options, repeated_overrides, to_yaml, validation_off
+from zoo.config import LoadedRun, compile_options, to_yaml
 from zoo.core.compiling import compile_nets
 from zoo.core.files import remove_empty
 from zoo.core.memory import AllocationGuard, check_step_fits
 from zoo.errors import UserError
+from zoo.monitoring import validation_off
+from zoo.overrides import repeated_overrides
 from zoo.record import RunRecord, run_record
 from zoo.registry import DATAMODULES, MODELS
 from zoo.run_folder import changed_options, check_writable, claim_run_dir, read_resume_checkpoint, resolve_run_dir

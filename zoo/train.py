@@ -14,8 +14,9 @@ from typing import Any
 
 from zoo import cli
 from zoo.cli import exit_status, in_order
-from zoo.config import load_config, repeated_overrides, to_yaml
+from zoo.config import load_config, to_yaml
 from zoo.errors import UserError
+from zoo.overrides import repeated_overrides
 from zoo.recipe_files import all_recipes, recipe_description
 
 USAGE = """\

@@ -9,7 +9,8 @@ a circle, within a layer either):
     models     zoo.models.<name>: one folder each, never importing another's; they use the layers
                below. The platform finds them as it finds a user's plugin: through the registry, which
                imports the declarations in their torch-free config.py by name (``zoo.models:declare_all``)
-    platform   zoo.cli, zoo.messages, zoo.config, zoo.recipe_files, zoo.trainer_schema, zoo.run_folder,
+    platform   zoo.cli, zoo.messages, zoo.config, zoo.overrides, zoo.monitoring, zoo.recipe_files,
+               zoo.trainer_schema, zoo.run_folder,
                zoo.tracking, zoo.loading, zoo.pretrained, zoo.record (the run's record: code, versions, machine)
     parts      zoo.core, zoo.estimators, zoo.callbacks (estimators know nothing of models or core), zoo.hf_hub (a
                model as a Hugging Face Hub folder: ZooModule's save_pretrained / from_pretrained / push_to_hub)
@@ -36,7 +37,7 @@ LAYERS = {  # module prefix -> layer (higher imports lower); the longest matchin
     "zoo.pretrained.__main__": 4, "zoo.estimators.__main__": 4,
     "zoo.models": 3,
     "zoo.cli": 2, "zoo.messages": 2, "zoo.config": 2, "zoo.recipe_files": 2, "zoo.trainer_schema": 2,
-    "zoo.run_folder": 2,
+    "zoo.run_folder": 2, "zoo.overrides": 2, "zoo.monitoring": 2,
     "zoo.tracking": 2, "zoo.loading": 2, "zoo.pretrained": 2, "zoo.record": 2,
     "zoo.core": 1, "zoo.estimators": 1, "zoo.callbacks": 1, "zoo.hf_hub": 1,
     "zoo.registry": 0, "zoo.schema": 0, "zoo.source_signature": 0, "zoo.errors": 0, "zoo.paths": 0, "zoo.spread": 0,

@@ -111,10 +111,8 @@ def test_a_metric_judged_in_the_wrong_direction_is_refused(recipe, overrides, ex
 
 
 def test_a_direction_is_judged_only_where_the_name_makes_it_certain():
-    from zoo.config import (
-        load_config,
-        metric_direction,
-    )
+    from zoo.config import load_config
+    from zoo.monitoring import metric_direction
 
     assert [metric_direction(n) for n in ("val/loss", "val/nll_oracle", "test/iwae_nll", "train/objective_loss",
                                           "val/acc", "val/bleu4", "val/spearman", "val/return", "val/kl",

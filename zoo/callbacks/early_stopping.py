@@ -9,7 +9,7 @@ a run that ends before its first validation left to finish.
   metric `val/loss` which is not available": it now runs, and says at the end that early stopping never
   checked. A metric still missing once validation has run (a typo: ``monitor: val/nope``) stays an error.
   Validation turned off altogether (``trainer.limit_val_batches=0``) is refused with the recipe
-  (``zoo.config.check_validation_and_test``).
+  (``zoo.monitoring.check_validation_and_test``).
 """
 
 from __future__ import annotations
