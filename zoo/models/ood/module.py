@@ -99,9 +99,11 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
             raise UserError(f"{what} has {classes} classes; the model has {self.num_classes} (built for {built})")
 
     def check_data(self, info: dict) -> None:
-        """An OOD datamodule whose inputs and classes fit the model (called by ``ZooModule.setup``)."""
+        """An OOD datamodule whose inputs and classes fit the model (called by ``ZooModule.setup``). Its OOD sets
+        name the validation and test metrics: a model trained before a set was added is scored on it too."""
         self._require_keys(info)
         self._check_fits(info["input_shape"], info["num_classes"], f"the data ({info.get('dataset', '?')})")
+        self.data_info["ood_sets"] = list(info["ood_sets"])
 
     @staticmethod
     def _require_keys(info: dict) -> None:
