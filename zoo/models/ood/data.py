@@ -44,6 +44,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities import CombinedLoader
+from PIL import Image, ImageDraw, ImageFont
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
@@ -177,8 +178,6 @@ def letters(chars: str, n: int, seed: int) -> torch.Tensor:
     turned by up to 15 degrees, cropped to their ink, scaled to a height or width of 24-32 px (the longer side)
     and placed in a 32x32 box up to 2 px off centre, then averaged over 4x4 blocks (scikit-learn's digits are
     32x32 bitmaps of size-normalised digits counted in 4x4 blocks): (n, 1, 8, 8) in [0, 1]."""
-    from PIL import Image, ImageDraw, ImageFont  # imported when used: Pillow
-
     g = torch.Generator().manual_seed(seed)
     font = ImageFont.load_default(size=40)
     out = []
