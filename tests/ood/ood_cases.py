@@ -23,13 +23,16 @@ RESUME = {
     "ood_digits_ce": DIGITS,
     "ood_digits_confidence": DIGITS,  # an explicit OOD training set
     "ood_digits_joint": DIGITS,  # joint: classifier, G and D (three optimizers); the zoo's EMA callback
+    # joint with a replay of G's samples (full after 3 batches, then replacing): the buffer is in the checkpoint
+    "ood_digits_joint:replay": [*DIGITS, "model.replay_size=40"],
     "ood_toy2d": TOY,
     "ood_toy2d_boundary": [*TOY, "model.classifier_epochs=1"],  # boundary_gan: classifier alone, then the GAN
 }
 # the cases make test resumes (the most stateful loops); the rest run in make test-slow
-RESUME_FAST = ("ood_digits_joint",)
+RESUME_FAST = ("ood_digits_joint", "ood_digits_joint:replay")
 RESUME_STEPS = {
     "ood_digits_joint": (12, 18, 21, 24),  # classifier, D and G: 3 steps a batch
+    "ood_digits_joint:replay": (12, 18, 21, 24),
     "ood_toy2d": (12, 18, 21, 24),
     "ood_toy2d_boundary": (4, 8, 10, 12),  # epoch 0 the classifier alone; then D and G
 }

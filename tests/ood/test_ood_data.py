@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from zoo.errors import UserError
-from zoo.models.ood.data import OODDigits, OODImages, OODToy2D
+from zoo.models.ood.data import LETTERS, OODDigits, OODImages, OODToy2D, blends, letters
 
 sys.path.insert(0, str(Path(__file__).parent))
 from tiny_ood_files import write_cifar10, write_image_folder, write_mnist, write_svhn  # noqa: E402
@@ -27,7 +27,8 @@ def test_digits_splits_are_fixed_and_disjoint():
     assert [len(p[s][0]) for s in ("train", "val", "test")] == [1257, 180, 360]
     assert torch.equal(p["test"][0], other.parts["test"][0])
     info = dm.info()
-    assert info["ood_sets"] == ["photos", "uniform", "gaussian", "rot90"] and info["input_shape"] == [1, 8, 8]
+    assert info["ood_sets"] == ["photos", "uniform", "gaussian", "rot90", "blends", "letters"]
+    assert info["input_shape"] == [1, 8, 8]
     assert not info["ood_train"] and p["train_ood"] is None
     for name in info["ood_sets"]:
         val, test = p["val_ood"][name].flatten(1), p["test_ood"][name].flatten(1)
@@ -35,6 +36,24 @@ def test_digits_splits_are_fixed_and_disjoint():
         assert test.min() >= 0 and test.max() <= 1
         assert torch.cdist(val, test).min() > 0, f"{name}: a validation image is also a test image"
     assert torch.equal(p["test_ood"]["rot90"], torch.rot90(p["test"][0], 1, dims=(2, 3)))
+
+
+def test_blends_are_means_of_two_digits_of_different_classes_drawn_the_same_for_a_seed():
+    x = torch.eye(6).view(6, 1, 2, 3)  # image i: pixel i lit
+    y = torch.tensor([0, 0, 1, 1, 2, 2])
+    b = blends(x, y, 50, seed=3)
+    assert b.shape == (50, 1, 2, 3) and b.min() >= 0 and b.max() <= 1
+    lit = b.flatten(1).nonzero()[:, 1].view(50, 2)  # each blend: two pixels at 0.5, of two classes
+    assert (b.flatten(1).sum(1) == 1).all() and (y[lit[:, 0]] != y[lit[:, 1]]).all()
+    assert torch.equal(b, blends(x, y, 50, seed=3)) and not torch.equal(b, blends(x, y, 50, seed=4))
+
+
+def test_letters_are_8x8_grey_glyphs_drawn_the_same_for_a_seed():
+    a = letters(LETTERS["test"], 20, seed=7)
+    assert a.shape == (20, 1, 8, 8) and a.min() >= 0 and a.max() <= 1
+    assert (a.flatten(1).max(1).values > 0.5).all()  # ink in every image
+    assert torch.equal(a, letters(LETTERS["test"], 20, seed=7)) and not torch.equal(a, letters(LETTERS["test"], 20, 8))
+    assert not set(LETTERS["val"]) & set(LETTERS["test"])  # validation and test letters are other glyphs
 
 
 def test_digits_explicit_ood_training_set_is_another_photo():
@@ -197,3 +216,12 @@ def test_ood_sets_named_twice_or_trained_on_are_refused(tmp_path):
     dm = OODImages({**opts, "ood": ["folder:a/LSUN"], "ood_train": True, "ood_train_folder": "train_ood"})
     dm.setup()
     assert dm.info()["ood_sets"] == ["LSUN"] and len(dm.parts["train_ood"]) == 4
+
+
+def test_a_model_trained_before_a_set_was_added_names_its_metrics_by_the_data_it_meets():
+    from zoo.models.ood.module import OODClassifier
+
+    info = _digits().info()
+    model = OODClassifier({"mode": "ce"}, {**info, "ood_sets": info["ood_sets"][:4]})  # a checkpoint without blends
+    model.check_data(info)  # Lightning's setup, before validation or test
+    assert model.data_info["ood_sets"] == info["ood_sets"]  # the test metrics' names: every loader is scored

@@ -48,9 +48,12 @@ class JointStepProbe(L.Callback):
         g.register_forward_hook(lambda m, i, o: self.calls and self.calls["G"].append(
             (i[0].detach().clone(), o.detach().clone(), next(g.parameters()).detach().clone())))
         c.register_forward_hook(lambda m, i, o: self.calls and self.calls["C"].append(i[0].detach().clone()))
+        if hasattr(pl_module, "generator_ema"):  # model.g_ema: its outputs, as "E"
+            pl_module.generator_ema.register_forward_hook(
+                lambda m, i, o: self.calls and self.calls["E"].append(o.detach().clone()))
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self.calls = {"G": [], "C": []}
+        self.calls = {"G": [], "C": [], "E": []}
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self.steps.append(self.calls)
@@ -74,3 +77,20 @@ def test_joint_classifier_step_sees_fresh_noise_through_the_updated_generator(tm
         assert z1.shape == z2.shape and not torch.equal(z1, z2)  # fresh noise
         assert not torch.equal(w1, w2)  # the updated G
         assert torch.equal(calls["C"][-1], fake2)  # the classifier's OOD batch
+
+
+def test_joint_classifier_step_with_a_generator_average_and_a_replay(tmp_path):
+    """model.g_ema: the classifier's OOD batch is made by the average of G, not by G (called once a step, for D
+    and G's steps); model.replay_size with replay_fraction 0.5: from the second step on, the first half of that
+    batch are past samples (here: the first step's), the second half this step's."""
+    JointStepProbe.runs.clear()
+    train(["recipe=ood_digits_joint", f"run_dir={tmp_path}", *FAST, "trainer.max_epochs=1", "test_after_fit=false",
+           "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "model.g_ema=0.5", "model.replay_size=64",
+           "callbacks=[{name: 'test_ood_train:JointStepProbe'}]"])
+    first, second = JointStepProbe.runs[-1].steps
+    for calls in (first, second):
+        assert len(calls["G"]) == 1 and len(calls["E"]) == 1
+    assert torch.equal(first["C"][-1], first["E"][0])  # nothing to replay yet
+    out, past, now = second["C"][-1], first["E"][0].flatten(1), second["E"][0]
+    assert torch.equal(out[32:], now[32:])
+    assert (out[:32].flatten(1)[:, None] == past[None]).all(-1).any(1).all()  # each one of the first step's

@@ -58,6 +58,13 @@ class OODConfig:
     # noise, "Amortised MAP Inference for Image Super-resolution"); ..._anneal: falls linearly to 0 by the end
     instance_noise: float = between(0.0, 0, 1)
     instance_noise_anneal: bool = False
+    # joint: G's samples kept for the classifier's KL term (replay.py: a reservoir over the whole of training,
+    # "Learning from Simulated and Unsupervised Images through Adversarial Training"), 0: no replay
+    replay_size: int = between(0, 0, 1_000_000, why="the buffer is held in memory, a sample an image")
+    replay_fraction: float = between(0.5, 0, 1)  # joint, replay_size > 0: share of the classifier's G batch replayed
+    # joint: the classifier step's samples come from an exponential moving average of G's weights with this
+    # decay per step (~1 / (1 - decay) steps averaged; ~19 steps an epoch on the digits), 0: from G itself
+    g_ema: float = between(0.0, 0, 1, high_open=True)
 
     def __post_init__(self):  # ranges are the fields' (beta and odin_eps: >= 0, the rule for numbers)
         if not self.odin_temperatures or not self.odin_eps:

@@ -15,7 +15,12 @@ test and 180 validation images each, drawn with fixed seeds; validation and test
   patches from the top half of the photo, test patches from the bottom half);
 - ``uniform``: U[0, 1] pixels;  ``gaussian``: N(0.5, 1) pixels clipped to [0, 1] (ODIN's noise sets);
 - ``rot90``: digits rotated by 90 degrees (the validation / test digits themselves): *near* OOD,
-  same strokes and intensity statistics, different shapes.
+  same strokes and intensity statistics, different shapes;
+- ``blends``: the pixelwise mean of two digits of different classes (pairs of the validation / test
+  digits): near OOD, every stroke a digit's, no digit's shape;
+- ``letters``: letters rendered by Pillow's built-in font, turned, size-normalised into 32x32 and
+  box-averaged to 8x8 as the digits were made (validation: A-M and a-m, test: N-Z and n-z): near OOD,
+  pen strokes of another alphabet. The rendering is FreeType's: bit-identical per seed on one machine.
 
 The explicit OOD *training* set of ``mode: confidence`` (``ood_train: true``) is 1,257 patches of
 the other bundled photo, china.jpg: a different photo from the test ``photos`` and none of the
@@ -39,6 +44,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities import CombinedLoader
+from PIL import Image, ImageDraw, ImageFont
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.core.data import ZooDataModule, plain_loader, shuffled_loader
@@ -154,8 +160,49 @@ def noise_images(kind: str, n: int, shape: list[int], seed: int) -> torch.Tensor
     raise UserError(f"unknown noise OOD set '{kind}': use uniform or gaussian")
 
 
+def blends(x: torch.Tensor, y: torch.Tensor, n: int, seed: int) -> torch.Tensor:
+    """n pixelwise means of two images (N, C, H, W) of different labels y (N,), pairs drawn with a fixed seed."""
+    g = torch.Generator().manual_seed(seed)
+    a, b = torch.randint(len(x), (2, 4 * n), generator=g)  # 4n pairs: ~9 in 10 of ten classes differ
+    keep = (y[a] != y[b]).nonzero()[:n, 0]
+    if len(keep) < n:
+        raise AssertionError(f"{len(keep)} pairs of different classes among {4 * n}: too few classes to blend")
+    return (x[a[keep]] + x[b[keep]]) / 2
+
+
+LETTERS = {"val": "ABCDEFGHIJKLMabcdefghijklm", "test": "NOPQRSTUVWXYZnopqrstuvwxyz"}  # disjoint glyphs
+
+
+def letters(chars: str, n: int, seed: int) -> torch.Tensor:
+    """n letters drawn from ``chars``, rendered bright on black by Pillow's built-in font (40 px, 2 px stroke),
+    turned by up to 15 degrees, cropped to their ink, scaled to a height or width of 24-32 px (the longer side)
+    and placed in a 32x32 box up to 2 px off centre, then averaged over 4x4 blocks (scikit-learn's digits are
+    32x32 bitmaps of size-normalised digits counted in 4x4 blocks): (n, 1, 8, 8) in [0, 1]."""
+    g = torch.Generator().manual_seed(seed)
+    font = ImageFont.load_default(size=40)
+    out = []
+    for _ in range(n):
+        char = chars[int(torch.randint(len(chars), (1,), generator=g))]
+        angle = float(torch.rand(1, generator=g)) * 30 - 15
+        target = int(torch.randint(24, 33, (1,), generator=g))
+        dx, dy = torch.randint(-2, 3, (2,), generator=g).tolist()
+        glyph = Image.new("L", (64, 64))
+        ImageDraw.Draw(glyph).text((32, 32), char, fill=255, font=font, anchor="mm", stroke_width=2, stroke_fill=255)
+        glyph = glyph.rotate(angle, resample=Image.BILINEAR)
+        glyph = glyph.crop(glyph.getbbox())
+        scale = target / max(glyph.size)
+        glyph = glyph.resize((max(1, round(glyph.width * scale)), max(1, round(glyph.height * scale))),
+                             Image.BILINEAR)
+        box = Image.new("L", (32, 32))
+        box.paste(glyph, ((32 - glyph.width) // 2 + dx, (32 - glyph.height) // 2 + dy))
+        out.append(torch.tensor(list(box.getdata()), dtype=torch.float32))
+    big = torch.stack(out).view(n, 1, 32, 32) / 255.0
+    return F.avg_pool2d(big, 4)  # (n, 1, 8, 8)
+
+
 class OODDigits(OODDataModule):
-    """scikit-learn digits (in) vs photo patches, uniform / Gaussian noise and rotated digits (out)."""
+    """scikit-learn digits (in) vs photo patches, uniform / Gaussian noise, and near OOD: rotated digits,
+    blends of two digits and letters (out)."""
 
     spec = OOD_DIGITS_SPEC
 
@@ -175,6 +222,8 @@ class OODDigits(OODDataModule):
                 "uniform": noise_images("uniform", n, [1, 8, 8], seed=200 + seed),
                 "gaussian": noise_images("gaussian", n, [1, 8, 8], seed=300 + seed),
                 "rot90": torch.rot90(x[idx], 1, dims=(2, 3)),
+                "blends": blends(x[idx], y[idx], n, seed=500 + seed),
+                "letters": letters(LETTERS[split], n, seed=600 + seed),
             }
         train_ood = random_patches(grey_photo("china.jpg", 4), len(train), 8, seed=400) if self.cfg.ood_train else None
         return {"train": (x[train], y[train]), "val": (x[val], y[val]), "test": (x[test], y[test]),

@@ -19,6 +19,7 @@ for every OOD set and detector TNR@TPR95, AUROC, AUPR-in/out and detection accur
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -33,6 +34,7 @@ from zoo.models.ood.diagnostics import GANDiagnostics
 from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
 from zoo.models.ood.predict import OODAPI, predict_cli
+from zoo.models.ood.replay import Replay
 
 
 def _optimizer(params, o: dict) -> torch.optim.Optimizer:
@@ -70,6 +72,10 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
             self.discriminator = Discriminator(c.discriminator, self.input_shape, c.gan_width, c.spectral_norm)
             self.estimator = self.build_estimator()
             self.init_diagnostics()
+        # joint: past samples of G for the classifier's KL term (replay.py), saved in the checkpoint
+        self.replay = Replay(c.replay_size, c.replay_fraction) if c.mode == "joint" and c.replay_size else None
+        if c.mode == "joint" and c.g_ema > 0:  # joint: an average of G makes the classifier's samples (model.g_ema)
+            self.generator_ema = copy.deepcopy(self.generator).requires_grad_(False)
         self.init_evaluation()
 
     # ---- the data must fit the model --------------------------------------------------------------
@@ -93,9 +99,11 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
             raise UserError(f"{what} has {classes} classes; the model has {self.num_classes} (built for {built})")
 
     def check_data(self, info: dict) -> None:
-        """An OOD datamodule whose inputs and classes fit the model (called by ``ZooModule.setup``)."""
+        """An OOD datamodule whose inputs and classes fit the model (called by ``ZooModule.setup``). Its OOD sets
+        name the validation and test metrics: a model trained before a set was added is scored on it too."""
         self._require_keys(info)
         self._check_fits(info["input_shape"], info["num_classes"], f"the data ({info.get('dataset', '?')})")
+        self.data_info["ood_sets"] = list(info["ood_sets"])
 
     @staticmethod
     def _require_keys(info: dict) -> None:
@@ -115,6 +123,8 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.cfg.mode in GAN_MODES:
             checkpoint["gan_epoch_sums"] = self.diagnostics_state()
+        if self.replay is not None:
+            checkpoint["replay"] = self.replay.state()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         # runs before the state dict is loaded: resuming with other data is a clear error, not a size mismatch
@@ -124,6 +134,8 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
                              "the checkpoint", resuming=True)
         if self.cfg.mode in GAN_MODES and "gan_epoch_sums" in checkpoint:
             self.load_diagnostics_state(checkpoint["gan_epoch_sums"])
+        if self.replay is not None and "replay" in checkpoint:
+            self.replay.load(checkpoint["replay"])
 
     # ---- the stochastic node ----------------------------------------------------------------------
     def noise(self, n: int) -> Tensor:
@@ -157,6 +169,14 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
         opt.zero_grad()
         self.manual_backward(loss)
         opt.step()
+
+    @torch.no_grad()
+    def _update_generator_ema(self) -> None:
+        """generator_ema's weights <- g_ema * theirs + (1 - g_ema) * G's; its BatchNorm statistics: G's."""
+        for avg, p in zip(self.generator_ema.parameters(), self.generator.parameters()):
+            avg.lerp_(p, 1.0 - self.cfg.g_ema)
+        for avg, b in zip(self.generator_ema.buffers(), self.generator.buffers()):
+            avg.copy_(b)
 
     def judge(self, x: Tensor) -> Tensor:
         """D's logits (B,) on x, through instance noise N(0, sigma^2) per pixel where model.instance_noise > 0."""
@@ -202,6 +222,8 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
             # step zeroes them before use (joint: the classifier's as well; boundary_gan: it has none, frozen)
             g_loss, g_kl = self.generator_loss(fake)
             self._step(opt_g, g_loss)
+            if c.mode == "joint" and c.g_ema > 0:
+                self._update_generator_ema()
             metrics.update({"train/d_loss": d_loss.detach(), "train/g_loss": g_loss.detach(),
                             "train/g_kl": g_kl.detach(), "train/d_real": torch.sigmoid(d_real).mean().detach(),
                             "train/d_fake": torch.sigmoid(d_fake).mean().detach()})
@@ -212,7 +234,9 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
             # (3) joint: the classifier sees a fresh batch of the *updated* G as OOD (the paper's Algorithm 1
             # and its authors' code draw new z after G's step), not the batch G was just trained on
             with torch.no_grad():
-                x_out = self.generate(len(x))
+                x_out = (self.generator_ema if c.g_ema > 0 else self.generator)(self.noise(len(x)))
+                if self.replay is not None:  # a share of the batch from G's past samples (model.replay_size)
+                    x_out = self.replay.mix(x_out)
         opt_c = opts[0]
         logits = self.classifier(x)  # (B, K)
         logits_out = self.classifier(x_out) if (x_out is not None and c.mode != "ce") else None
