@@ -15,6 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.common.devices import add_device_option  # noqa: E402
 
 
 def checkpoint(run: dict) -> Path | None:
@@ -25,21 +26,23 @@ def checkpoint(run: dict) -> Path | None:
     return found[-1] if found else None
 
 
-def rescore(path: Path, command: str) -> list[str]:
-    """Adds the missing metrics to every run of the record at ``path`` whose checkpoint exists; returns the added
-    metric names."""
+def rescore(path: Path, command: str, device: str) -> list[str]:
+    """Adds the missing metrics to every run of the record at ``path`` whose checkpoint exists, scored on
+    ``device``; returns the added metric names."""
     import torch
 
+    from benchmarks.common.devices import accelerator, resolve_device
     from zoo.evaluate import evaluate
 
     torch.set_num_threads(1)
+    acc, devices = accelerator(resolve_device(device))
     record = json.loads(path.read_text())
     added: dict[str, None] = {}
     for run in record["runs"]:
         ckpt = checkpoint(run) if run.get("rc") == 0 else None
         if ckpt is None:
             continue
-        metrics = evaluate(str(ckpt))
+        metrics = evaluate(str(ckpt), {"trainer.accelerator": acc, "trainer.devices": devices})
         for k, v in run["metrics"].items():
             if abs(metrics[k] - v) > 1e-4:
                 raise SystemExit(f"{path.name} seed {run['seed']}: {k} is {metrics[k]} now, {v} in the record")
@@ -48,7 +51,7 @@ def rescore(path: Path, command: str) -> list[str]:
                 run["metrics"][k] = v
                 added[k] = None
     if added:
-        record["rescored"] = {"command": command, "added": list(added),
+        record["rescored"] = {"command": command, "device": str(device), "added": list(added),
                               "seeds": [r["seed"] for r in record["runs"] if set(added) <= set(r["metrics"])]}
         path.write_text(json.dumps(record, indent=1) + "\n")
     return list(added)
@@ -57,10 +60,11 @@ def rescore(path: Path, command: str) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("records", nargs="+", help="seed records (JSON) written by benchmarks/recipe_seeds.py")
+    add_device_option(ap)
     args = ap.parse_args()
     command = " ".join(["python", "studies/ood_rescore.py", *sys.argv[1:]])
     for p in args.records:
-        added = rescore(Path(p), command)
+        added = rescore(Path(p), command, args.device)
         print(p, f"added {len(added)} metrics" if added else "nothing to add (or no run folder left)")
 
 

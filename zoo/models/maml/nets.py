@@ -113,8 +113,7 @@ class ConvNet(nn.Module):
 
 def batch_norm32(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     """Batch norm with the batch's statistics, in float32 under mixed precision (as ``BatchNorm32``)."""
-    low = x.dtype in (torch.bfloat16, torch.float16)
+    if x.dtype not in (torch.bfloat16, torch.float16):  # float32 / float64 runs: as they come
+        return F.batch_norm(x, None, None, weight.to(x.dtype), bias.to(x.dtype), training=True, eps=eps)
     with torch.autocast(x.device.type, enabled=False):
-        out = F.batch_norm(x.float() if low else x, None, None, weight.to(torch.float32 if low else x.dtype),
-                           bias.to(torch.float32 if low else x.dtype), training=True, eps=eps)
-    return out.to(x.dtype)
+        return F.batch_norm(x.float(), None, None, weight.float(), bias.float(), training=True, eps=eps).to(x.dtype)
