@@ -25,6 +25,7 @@ from torch.nn.parameter import is_lazy
 
 from zoo.callbacks.checkpoints import AtomicCheckpointIO, FinalCheckpoint, LastCheckpoint, RNGState, SignalCheckpoint
 from zoo.callbacks.guards import MonitorCheck, NonFiniteLossGuard, as_divergence
+from zoo.callbacks.hooks import skip_empty_batch_hooks
 from zoo.callbacks.named import build_callbacks
 from zoo.callbacks.run_notes import Notes, ReleaseHeldMessages, RunInfo
 from zoo.callbacks.runlog import end_summary, run_console
@@ -144,8 +145,10 @@ def _make_trainer(run: LoadedRun, run_dir: Path, model: Any, extra_callbacks: li
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
     # its loggers come once the data and the model are built (attach_loggers): a W&B run starts online only
     # for a run whose data and model were accepted
-    return L.Trainer(default_root_dir=str(run_dir), logger=False, callbacks=callbacks,
-                     plugins=[AtomicCheckpointIO()], **trainer_opts)
+    trainer = L.Trainer(default_root_dir=str(run_dir), logger=False, callbacks=callbacks,
+                        plugins=[AtomicCheckpointIO()], **trainer_opts)
+    skip_empty_batch_hooks(trainer.callbacks)  # Lightning's own among them: ~70 empty calls a step less
+    return trainer
 
 
 def attach_loggers(trainer: Any, cfg: dict, run_dir: Path, resumed: bool) -> None:

@@ -1,0 +1,68 @@
+"""The per-step cost zoo.train adds to Lightning's loop (benchmarks/overhead.py): counted in calls, never timed."""
+
+from types import SimpleNamespace
+
+import lightning as L
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from zoo.callbacks.guards import NonFiniteLossError, NonFiniteLossGuard
+from zoo.callbacks.hooks import BATCH_HOOKS
+from zoo.train import train
+
+
+def dispatched(trainer: L.Trainer) -> dict[tuple[str, str], int]:
+    """{(callback's state_key, hook): calls} of the per-batch callback hooks Lightning's SimpleProfiler timed."""
+    out = {}
+    for name, durations in trainer.profiler.recorded_durations.items():
+        key, _, hook = name.removeprefix("[Callback]").rpartition(".")
+        if name.startswith("[Callback]") and hook in BATCH_HOOKS:
+            out[key, hook] = len(durations)
+    return out
+
+
+def test_empty_batch_hooks_are_not_dispatched(toy_recipe, tmp_path):
+    """8 training steps: Lightning calls a callback's per-batch hook only where the callback implements it (the
+    NaN guard before each backward, the signal and last-checkpoint checks after each batch), not the ~70 empty
+    ones a step of a dozen callbacks; the run still saves its checkpoint and writes its metrics."""
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=1", "trainer.profiler=simple",
+                    "test_after_fit=false"])
+    trainer = result.model.trainer
+    calls = dispatched(trainer)
+    by_key = {c.state_key: c for c in trainer.callbacks}
+    empty = [(key, hook) for key, hook in calls if getattr(type(by_key[key]), hook) is getattr(L.Callback, hook)]
+    assert empty == [], f"empty hooks dispatched: {empty}"
+    assert calls[("NonFiniteLossGuard", "on_before_backward")] == 8
+    assert calls[("SignalCheckpoint", "on_train_batch_end")] == 8
+    assert sum(calls.values()) == 5 * 8, calls  # five hooks a step (also RunLog, both checkpoints), not ~70
+    assert (result.run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert "train/loss" in (result.run_dir / "logs" / "metrics.csv").read_text().splitlines()[0]
+
+
+class Calls(TorchFunctionMode):
+    """The names of the torch functions and tensor methods called inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nonfinite_guard_reads_a_scalar_loss_once(bad):
+    """A one-number loss is read with one .item() (no isfinite/all kernels a step); a non-finite one still stops the
+    run with its step, as does a non-finite entry of a loss of several numbers."""
+    trainer = SimpleNamespace(global_step=7, current_epoch=1)
+    guard = NonFiniteLossGuard()
+    with Calls() as calls:
+        guard.on_before_backward(trainer, None, torch.tensor(2.5, requires_grad=True))
+    assert "isfinite" not in calls.names and calls.names.count("item") == 1, calls.names
+    with pytest.raises(NonFiniteLossError, match="at step 7"):
+        guard.on_before_backward(trainer, None, torch.tensor(bad))
+    with pytest.raises(NonFiniteLossError, match="at step 7"):
+        guard.on_before_backward(trainer, None, torch.tensor([1.0, bad]))
+    guard.on_before_backward(trainer, None, torch.tensor([1.0, 2.0]))
