@@ -66,3 +66,20 @@ def test_nonfinite_guard_reads_a_scalar_loss_once(bad):
     with pytest.raises(NonFiniteLossError, match="at step 7"):
         guard.on_before_backward(trainer, None, torch.tensor([1.0, bad]))
     guard.on_before_backward(trainer, None, torch.tensor([1.0, 2.0]))
+
+
+def test_hook_names_are_set_without_module_checks(toy_recipe, tmp_path, monkeypatch):
+    """Lightning sets ``_current_fx_name`` on the model around every hook; on a ZooModule that skips nn.Module's
+    __setattr__ (counted: none of those calls), and the model still reads it (self.log works: metrics.csv rows)."""
+    names = []
+    module_setattr = torch.nn.Module.__setattr__
+
+    def counted(self, name, value):
+        names.append(name)
+        module_setattr(self, name, value)
+
+    monkeypatch.setattr(torch.nn.Module, "__setattr__", counted)
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=1", "test_after_fit=false"])
+    assert "_current_fx_name" not in names
+    assert result.model._current_fx_name is None  # Lightning's restore after the last hook
+    assert "val/loss" in (result.run_dir / "logs" / "metrics.csv").read_text().splitlines()[0]
