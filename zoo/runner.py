@@ -33,6 +33,7 @@ from zoo.cli import build_trainer, ctrl_c_in_lightning, user_error_in_fit
 from zoo.config import LoadedRun, repeated_overrides, to_yaml, validation_off
 from zoo.core.files import remove_empty
 from zoo.core.memory import AllocationGuard, check_step_fits
+from zoo.core.nvml import skip_failing_nvml_check
 from zoo.errors import UserError
 from zoo.record import RunRecord, run_record
 from zoo.registry import DATAMODULES, MODELS
@@ -213,6 +214,7 @@ def run_training(run: LoadedRun, argv: list[str], given: list[str]) -> RunResult
     with removed_if_unsaved(run_dir, made):
         if cfg["threads"]:
             torch.set_num_threads(cfg["threads"])
+        skip_failing_nvml_check()  # no NVML probe at each optimizer step where NVML finds no GPU
         if cfg["matmul_precision"]:
             set_float32_precision(cfg["matmul_precision"])
         L.seed_everything(cfg["seed"], workers=True, verbose=False)

@@ -1,5 +1,6 @@
 """The per-step cost zoo.train adds to Lightning's loop (benchmarks/overhead.py): counted in calls, never timed."""
 
+import os
 from types import SimpleNamespace
 
 import lightning as L
@@ -9,6 +10,7 @@ from torch.overrides import TorchFunctionMode
 
 from zoo.callbacks.guards import NonFiniteLossError, NonFiniteLossGuard
 from zoo.callbacks.hooks import BATCH_HOOKS
+from zoo.core.nvml import VARIABLE, skip_failing_nvml_check
 from zoo.train import train
 
 
@@ -83,3 +85,25 @@ def test_hook_names_are_set_without_module_checks(toy_recipe, tmp_path, monkeypa
     assert "_current_fx_name" not in names
     assert result.model._current_fx_name is None  # Lightning's restore after the last hook
     assert "val/loss" in (result.run_dir / "logs" / "metrics.csv").read_text().splitlines()[0]
+
+
+@pytest.mark.parametrize("nvml_count", [-1, 0, 2])
+def test_nvml_check_dropped_only_where_nvml_fails(nvml_count, monkeypatch):
+    """Lightning's PYTORCH_NVML_BASED_CUDA_CHECK=1 is unset only where torch's NVML probe fails (< 0, when torch asks
+    the CUDA runtime anyway): torch.cuda.is_available() then gives the same answer without the probe (counted)."""
+    probes = []
+    monkeypatch.setenv(VARIABLE, "1")
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: probes.append(1) or nvml_count)
+    monkeypatch.setattr(torch.cuda, "_is_compiled", lambda: True)
+    assert skip_failing_nvml_check() == (nvml_count < 0)
+    assert (VARIABLE in os.environ) == (nvml_count >= 0)
+    if nvml_count < 0 and hasattr(torch._C, "_cuda_getDeviceCount"):  # a CUDA build of torch: ask it as a run does
+        probes.clear()
+        assert torch.cuda.is_available() == (torch._C._cuda_getDeviceCount() > 0)
+        assert probes == []
+
+
+def test_nvml_check_left_alone_when_unset(monkeypatch):
+    monkeypatch.delenv(VARIABLE, raising=False)
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: -1)
+    assert not skip_failing_nvml_check() and VARIABLE not in os.environ
