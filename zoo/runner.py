@@ -25,7 +25,7 @@ from torch.nn.parameter import is_lazy
 
 from zoo.callbacks.checkpoints import AtomicCheckpointIO, FinalCheckpoint, LastCheckpoint, RNGState, SignalCheckpoint
 from zoo.callbacks.guards import MonitorCheck, NonFiniteLossGuard, as_divergence
-from zoo.callbacks.hooks import skip_empty_batch_hooks
+from zoo.callbacks.hooks import QuietProfiler, skip_empty_batch_hooks
 from zoo.callbacks.named import build_callbacks
 from zoo.callbacks.run_notes import Notes, ReleaseHeldMessages, RunInfo
 from zoo.callbacks.runlog import end_summary, run_console
@@ -142,6 +142,8 @@ def _make_trainer(run: LoadedRun, run_dir: Path, model: Any, extra_callbacks: li
     trainer_opts = thaw(cfg["trainer"])  # a plain copy: the strategy may change below
     callbacks[:0] = run_console(trainer_opts, callbacks, run_dir)  # first: the run folder's line before Lightning's
     callbacks += console_callbacks(trainer_opts, callbacks)
+    if trainer_opts.get("profiler") is None:  # none named (trainer.profiler=simple): Lightning's default, lighter
+        trainer_opts["profiler"] = QuietProfiler()
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
     # its loggers come once the data and the model are built (attach_loggers): a W&B run starts online only
