@@ -4,16 +4,21 @@ checkpoint/signal/NaN/RNG callbacks, CSV logging) vs a plain PyTorch loop, with 
 Steps/s side by side, interleaved so machine load hits all three alike.
 
     python benchmarks/overhead.py [--recipe vae_digits] [--steps 600] [--repeats 3] [--threads 1] [--device cuda]
+                                  [--profile-steps 300]
 
 `--recipe vae_mnist` runs the MNIST-sized VAE (784-512-32, batch 100) on random images written
 in MNIST's IDX format to a temporary folder (speed does not depend on the pixels).
-Prints a table and writes benchmarks/results/overhead_<recipe>.json.
+Prints a table and writes benchmarks/results/overhead_<recipe>.json, then profiles ``--profile-steps`` steps of
+each loop (cProfile: its times are inflated, its call counts exact) into overhead_<recipe>_profile.txt beside it:
+where zoo.train's step still costs more than bare Lightning's, and Lightning's more than the plain loop's.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import statistics
 import sys
 import tempfile
@@ -28,9 +33,11 @@ from lightning.fabric.utilities.apply_func import move_data_to_device
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
 from benchmarks.common.devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
 from zoo.config import load_config
+from zoo.core.nvml import skip_failing_nvml_check
 from zoo.train import build, train
 
 DEVICE = torch.device("cpu")  # set by --device
+PROFILE: cProfile.Profile | None = None  # set by profile_loops: the training steps of the next loop are profiled
 
 
 class StepTimer(L.Callback):
@@ -40,11 +47,15 @@ class StepTimer(L.Callback):
 
     def on_train_start(self, trainer, pl_module):
         synchronize(pl_module.device)
+        if PROFILE is not None:
+            PROFILE.enable()
         StepTimer._t0 = time.perf_counter()
 
     def on_train_end(self, trainer, pl_module):
         synchronize(pl_module.device)
         StepTimer.seconds = time.perf_counter() - StepTimer._t0
+        if PROFILE is not None:
+            PROFILE.disable()
 
 
 def zoo_steps_per_second(recipe: str, steps: int, seed: int, data: list[str]) -> float:
@@ -84,6 +95,8 @@ def plain_steps_per_second(recipe: str, steps: int, seed: int, data: list[str]) 
     model.to(DEVICE).train()
     done = 0
     synchronize(DEVICE)
+    if PROFILE is not None:
+        PROFILE.enable()
     t0 = time.perf_counter()
     while done < steps:
         for i, batch in enumerate(loader):
@@ -95,7 +108,51 @@ def plain_steps_per_second(recipe: str, steps: int, seed: int, data: list[str]) 
             if done == steps:
                 break
     synchronize(DEVICE)
-    return steps / (time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    if PROFILE is not None:
+        PROFILE.disable()
+    return steps / seconds
+
+
+def where(key: tuple) -> str:
+    """A profile entry's function as package/file.py:line(name)."""
+    path, line, name = key
+    path = path.split("site-packages/")[-1].removeprefix(str(Path(__file__).resolve().parents[1]) + "/")
+    return f"{path}:{line}({name})"
+
+
+def per_step(stats: pstats.Stats, steps: int) -> dict[tuple, tuple[float, float, float]]:
+    """{function: (calls, own us, cumulative us) a step} of a profile of ``steps`` steps."""
+    return {k: (v[1] / steps, 1e6 * v[2] / steps, 1e6 * v[3] / steps) for k, v in stats.stats.items()}
+
+
+def table(title: str, rows: list[tuple[str, float, float, float]]) -> list[str]:
+    return [f"## {title}", f"{'calls':>8} {'own us':>8} {'cum us':>8}  function",
+            *(f"{c:>8.2f} {o:>8.1f} {u:>8.1f}  {name}" for name, c, o, u in rows), ""]
+
+
+def profile_loops(loops: dict, recipe: str, steps: int, data: list[str], top: int = 25) -> tuple[list[str], dict]:
+    """Each loop's ``steps`` steps under cProfile: the report's lines and the calls a step of each loop."""
+    global PROFILE
+    profiles = {}
+    for name, fn in loops.items():
+        PROFILE = cProfile.Profile()
+        fn(recipe, steps, 0, data)
+        profiles[name], PROFILE = per_step(pstats.Stats(PROFILE), steps), None
+    calls = {name: sum(c for c, _, _ in p.values()) for name, p in profiles.items()}
+    lines = [f"# cProfile of {steps} training steps of each loop ({recipe}); times inflated by the profiler, calls "
+             "exact", "python function calls a step: " + ", ".join(f"{k} {v:.0f}" for k, v in calls.items()), ""]
+    for more, less in (("zoo.train", "bare Lightning"), ("bare Lightning", "plain torch")):
+        a, b = profiles[more], profiles[less]
+        diff = {k: tuple(x - y for x, y in zip(a.get(k, (0, 0, 0)), b.get(k, (0, 0, 0)))) for k in set(a) | set(b)}
+        # functions called as often in both (the model's, torch's ops) differ by noise only: left out
+        rows = sorted(((k, v) for k, v in diff.items() if v[0] > 0.005), key=lambda kv: -kv[1][1])[:top]
+        lines += table(f"{more} minus {less}: the extra calls a step and their own time, by function (top {top})",
+                       [(where(k), *v) for k, v in rows])
+    for order, col in (("own", 1), ("cumulative", 2)):
+        rows = sorted(profiles["zoo.train"].items(), key=lambda kv: -kv[1][col])[:top]
+        lines += table(f"zoo.train: a step by {order} time (top {top})", [(where(k), *v) for k, v in rows])
+    return lines, calls
 
 
 def fake_mnist(root: Path) -> list[str]:
@@ -117,6 +174,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for both loops")
+    parser.add_argument("--profile-steps", type=int, default=300, help="steps of each loop profiled after the "
+                        "timing (0: none)")
     parser.add_argument("--out", default=None, help="default: benchmarks/results/overhead_<recipe>.json")
     add_device_option(parser)
     args = parser.parse_args()
@@ -124,6 +183,9 @@ def main() -> None:
     DEVICE = resolve_device(args.device)
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
+    # as zoo.train does at its start: every loop in this process then runs without it (a plain torch script, which
+    # imports no Lightning, never has it)
+    nvml_skipped = skip_failing_nvml_check()
     out = args.out or str(Path(__file__).parent / "results" / f"overhead_{args.recipe}.json")
     loops = {"plain torch": plain_steps_per_second, "bare Lightning": bare_lightning_steps_per_second,
              "zoo.train": zoo_steps_per_second}
@@ -133,6 +195,7 @@ def main() -> None:
         for r in range(args.repeats):  # interleaved, so machine load hits all loops alike
             for name, fn in loops.items():
                 runs[name].append(fn(args.recipe, args.steps, r, data))
+        profile, calls = profile_loops(loops, args.recipe, args.profile_steps, data) if args.profile_steps else ([], {})
     sps = {name: statistics.median(v) for name, v in runs.items()}
     plain_ms = 1000 / sps["plain torch"]
     overhead = sps["plain torch"] / sps["zoo.train"] - 1.0
@@ -140,14 +203,21 @@ def main() -> None:
               "machine": processor(),
               "device_name": describe(DEVICE), "command": "python " + " ".join(sys.argv),
               "torch_threads": torch.get_num_threads(), "steps_per_s": sps, "runs": runs,
-              "ms_per_step": {name: 1000 / v for name, v in sps.items()}, "overhead_fraction": overhead}
+              "ms_per_step": {name: 1000 / v for name, v in sps.items()}, "overhead_fraction": overhead,
+              "overhead_over_lightning": sps["bare Lightning"] / sps["zoo.train"] - 1.0,
+              "nvml_check_skipped": nvml_skipped, "python_calls_per_step": calls}
     print(f"{'loop':<15} {'steps/s (median)':>17} {'ms/step':>8} {'vs plain':>9}   runs")
     for name, v in sps.items():
         print(f"{name:<15} {v:>17.1f} {1000 / v:>8.2f} {sps['plain torch'] / v - 1:>+8.1%}   "
               f"{', '.join(f'{x:.1f}' for x in runs[name])}")
     print(f"overhead of zoo.train: {100 * overhead:+.1f} % (target < 5 %); "
-          f"{1000 / sps['zoo.train'] - plain_ms:.2f} ms a step on a {plain_ms:.2f} ms step")
+          f"{1000 / sps['zoo.train'] - plain_ms:.2f} ms a step on a {plain_ms:.2f} ms step; "
+          f"{100 * result['overhead_over_lightning']:+.1f} % over bare Lightning (target <= 3 %)")
     Path(out).parent.mkdir(parents=True, exist_ok=True)
+    if profile:
+        result["profile"] = Path(out).with_name(Path(out).stem + "_profile.txt").name
+        Path(out).with_name(result["profile"]).write_text("\n".join([f"# {result['command']}", *profile]))
+        print(f"profile of the remainder: {Path(out).with_name(result['profile'])}")
     Path(out).write_text(json.dumps(result, indent=2) + "\n")
 
 
