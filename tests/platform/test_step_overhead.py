@@ -1,16 +1,18 @@
 """The per-step cost zoo.train adds to Lightning's loop (benchmarks/overhead.py): counted in calls, never timed."""
 
 import os
+from datetime import timedelta
 from types import SimpleNamespace
 
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.overrides import TorchFunctionMode
 
 from zoo.callbacks.checkpoints import LastCheckpoint
 from zoo.callbacks.guards import NonFiniteLossError, NonFiniteLossGuard
-from zoo.callbacks.hooks import BATCH_HOOKS, QuietProfiler
+from zoo.callbacks.hooks import BATCH_HOOKS, QuietProfiler, idle_batch_hooks, skip_empty_batch_hooks
 from zoo.core.nvml import VARIABLE, skip_failing_nvml_check
 from zoo.train import train
 
@@ -26,9 +28,10 @@ def dispatched(trainer: L.Trainer) -> dict[tuple[str, str], int]:
 
 
 def test_empty_batch_hooks_are_not_dispatched(toy_recipe, tmp_path):
-    """8 training steps: Lightning calls a callback's per-batch hook only where the callback implements it (the
-    NaN guard before each backward, the signal and last-checkpoint checks after each batch), not the ~70 empty
-    ones a step of a dozen callbacks; the run still saves its checkpoint and writes its metrics."""
+    """8 training steps: Lightning calls a callback's per-batch hook only where the callback does something there
+    (the NaN guard before each backward, the signal check and the console after each batch), not the ~70 empty ones
+    a step of a dozen callbacks, nor the checks of the checkpoints saved by epoch; the run still saves its
+    checkpoints (the best one by validation too) and writes its metrics."""
     result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=1", "trainer.profiler=simple",
                     "test_after_fit=false"])
     trainer = result.model.trainer
@@ -36,10 +39,10 @@ def test_empty_batch_hooks_are_not_dispatched(toy_recipe, tmp_path):
     by_key = {c.state_key: c for c in trainer.callbacks}
     empty = [(key, hook) for key, hook in calls if getattr(type(by_key[key]), hook) is getattr(L.Callback, hook)]
     assert empty == [], f"empty hooks dispatched: {empty}"
-    assert calls[("NonFiniteLossGuard", "on_before_backward")] == 8
-    assert calls[("SignalCheckpoint", "on_train_batch_end")] == 8
-    assert sum(calls.values()) == 5 * 8, calls  # five hooks a step (also RunLog, both checkpoints), not ~70
+    assert calls == {("NonFiniteLossGuard", "on_before_backward"): 8, ("SignalCheckpoint", "on_train_batch_end"): 8,
+                     ("RunLog", "on_train_batch_end"): 8}
     assert (result.run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert [p.name for p in (result.run_dir / "checkpoints").glob("best-*")] == ["best-0-8.ckpt"]
     assert "train/loss" in (result.run_dir / "logs" / "metrics.csv").read_text().splitlines()[0]
 
 
@@ -75,7 +78,8 @@ def test_per_step_bookkeeping_left_out(toy_recipe, tmp_path, monkeypatch):
     """One epoch of 8 steps, with Lightning's default profiler: Lightning sets ``_current_fx_name`` on the model
     around every hook, which on a ZooModule skips nn.Module's __setattr__ (counted: none of those calls); the
     profiler enters one reused context; last.ckpt, saved by epoch, checks nothing after each batch (Lightning's
-    ModelCheckpoint checks ran 8 times more). The results stand: metrics.csv rows, last.ckpt at step 8."""
+    ModelCheckpoint checks ran 8 times more; a step schedule keeps them). The results stand: metrics.csv rows,
+    last.ckpt at step 8."""
     names, skip_checks = [], []
     module_setattr = torch.nn.Module.__setattr__
     should_skip = LastCheckpoint._should_skip_saving_checkpoint
@@ -119,3 +123,21 @@ def test_nvml_check_left_alone_when_unset(monkeypatch):
     monkeypatch.delenv(VARIABLE, raising=False)
     monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: -1)
     assert not skip_failing_nvml_check() and VARIABLE not in os.environ
+
+
+def test_checkpoint_checks_kept_on_a_step_schedule(tmp_path):
+    """A checkpoint saved every N steps or on a timer keeps its after-batch check; one saved by epoch, and a
+    subclass's own after-batch hook, are left as they are otherwise."""
+    class Own(ModelCheckpoint):
+        def on_train_batch_end(self, *args):
+            pass
+
+    by_steps = LastCheckpoint(dirpath=tmp_path, every_n_train_steps=3, every_n_epochs=None)
+    by_time = ModelCheckpoint(dirpath=tmp_path, train_time_interval=timedelta(minutes=5))
+    by_epoch = ModelCheckpoint(dirpath=tmp_path, every_n_epochs=2)
+    own = Own(dirpath=tmp_path)
+    assert "on_train_batch_end" not in idle_batch_hooks(by_steps) + idle_batch_hooks(by_time) + idle_batch_hooks(own)
+    assert "on_train_batch_end" in idle_batch_hooks(by_epoch)
+    idle = len(idle_batch_hooks(by_steps)) + len(idle_batch_hooks(by_epoch))
+    assert skip_empty_batch_hooks([by_steps, by_epoch]) == idle
+    assert callable(by_steps.on_train_batch_end) and by_epoch.on_train_batch_end is None

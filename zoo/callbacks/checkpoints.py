@@ -63,8 +63,6 @@ class LastCheckpoint(ModelCheckpoint):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         every = self._every_n_train_steps
-        if not every and self._train_time_interval is None:  # saved by epoch only: Lightning's checks here end the
-            return  # same way, at ~0.1 ms a batch
         if every and at_epochs_last_batch(trainer):
             self.deferred = self.deferred or trainer.global_step % every == 0
             return
