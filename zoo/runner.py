@@ -142,7 +142,7 @@ def _make_trainer(run: LoadedRun, run_dir: Path, model: Any, extra_callbacks: li
     trainer_opts = thaw(cfg["trainer"])  # a plain copy: the strategy may change below
     callbacks[:0] = run_console(trainer_opts, callbacks, run_dir)  # first: the run folder's line before Lightning's
     callbacks += console_callbacks(trainer_opts, callbacks)
-    if trainer_opts.get("profiler") is None:  # none named (trainer.profiler=simple): Lightning's default, lighter
+    if trainer_opts.get("profiler") is None:  # none named by trainer.profiler=: Lightning's default, lighter
         trainer_opts["profiler"] = QuietProfiler()
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
