@@ -25,6 +25,7 @@ from torch.nn.parameter import is_lazy
 
 from zoo.callbacks.checkpoints import AtomicCheckpointIO, FinalCheckpoint, LastCheckpoint, RNGState, SignalCheckpoint
 from zoo.callbacks.guards import MonitorCheck, NonFiniteLossGuard, as_divergence
+from zoo.callbacks.hooks import QuietProfiler, skip_empty_batch_hooks
 from zoo.callbacks.named import build_callbacks
 from zoo.callbacks.run_notes import Notes, ReleaseHeldMessages, RunInfo
 from zoo.callbacks.runlog import end_summary, run_console
@@ -33,6 +34,7 @@ from zoo.config import LoadedRun, compile_options, to_yaml
 from zoo.core.compiling import compile_nets
 from zoo.core.files import remove_empty
 from zoo.core.memory import AllocationGuard, check_step_fits
+from zoo.core.nvml import skip_failing_nvml_check
 from zoo.errors import UserError
 from zoo.monitoring import validation_off
 from zoo.overrides import repeated_overrides
@@ -143,12 +145,16 @@ def _make_trainer(run: LoadedRun, run_dir: Path, model: Any, extra_callbacks: li
     trainer_opts = thaw(cfg["trainer"])  # a plain copy: the strategy may change below
     callbacks[:0] = run_console(trainer_opts, callbacks, run_dir)  # first: the run folder's line before Lightning's
     callbacks += console_callbacks(trainer_opts, callbacks)
+    if trainer_opts.get("profiler") is None:  # none named by trainer.profiler=: Lightning's default, lighter
+        trainer_opts["profiler"] = QuietProfiler()
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
         trainer_opts["strategy"] = "ddp_find_unused_parameters_true"  # e.g. a GAN: each step trains one net
     # its loggers come once the data and the model are built (attach_loggers): a W&B run starts online only
     # for a run whose data and model were accepted
-    return L.Trainer(default_root_dir=str(run_dir), logger=False, callbacks=callbacks,
-                     plugins=[AtomicCheckpointIO()], **trainer_opts)
+    trainer = L.Trainer(default_root_dir=str(run_dir), logger=False, callbacks=callbacks,
+                        plugins=[AtomicCheckpointIO()], **trainer_opts)
+    skip_empty_batch_hooks(trainer.callbacks)  # Lightning's own among them: ~70 empty calls a step less
+    return trainer
 
 
 def attach_loggers(trainer: Any, cfg: dict, run_dir: Path, resumed: bool) -> None:
@@ -213,6 +219,7 @@ def run_training(run: LoadedRun, argv: list[str], given: list[str]) -> RunResult
     with removed_if_unsaved(run_dir, made):
         if cfg["threads"]:
             torch.set_num_threads(cfg["threads"])
+        skip_failing_nvml_check()  # no NVML probe at each optimizer step where NVML finds no GPU
         if cfg["matmul_precision"]:
             set_float32_precision(cfg["matmul_precision"])
         L.seed_everything(cfg["seed"], workers=True, verbose=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 import lightning as L
@@ -33,7 +34,10 @@ class NonFiniteLossGuard(L.Callback):
     checkpoint of the broken weights is written."""
 
     def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
-        if not torch.isfinite(loss).all():
+        # a one-number loss through .item(): one read, as bool() of a tensor is (on CUDA, one sync either way),
+        # where torch.isfinite(...).all() costs two kernels a step (~40 us on this CPU, a step being ~3 ms)
+        finite = math.isfinite(loss.item()) if loss.numel() == 1 else bool(torch.isfinite(loss).all())
+        if not finite:
             raise NonFiniteLossError(trainer.global_step, trainer.current_epoch, float(loss.detach().sum()))
 
 

@@ -116,6 +116,14 @@ class ZooModule(L.LightningModule):
         self.data_info = dict(data_info or {})
         self.plots_dir: Path | None = None  # set by zoo.train / zoo.evaluate
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Lightning sets the name of the hook it runs around each hook (~40 times a training step); a str or None is
+        # never a parameter, module or buffer, so nn.Module's checks of the value (~2 us a time) are passed over
+        if name == "_current_fx_name":
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
     @classmethod
     def check_run(cls, cfg: dict) -> None:
         """The whole validated recipe (model, data, trainer) before anything is built: settings that are

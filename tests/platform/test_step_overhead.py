@@ -1,0 +1,143 @@
+"""The per-step cost zoo.train adds to Lightning's loop (benchmarks/overhead.py): counted in calls, never timed."""
+
+import os
+from datetime import timedelta
+from types import SimpleNamespace
+
+import lightning as L
+import pytest
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from torch.overrides import TorchFunctionMode
+
+from zoo.callbacks.checkpoints import LastCheckpoint
+from zoo.callbacks.guards import NonFiniteLossError, NonFiniteLossGuard
+from zoo.callbacks.hooks import BATCH_HOOKS, QuietProfiler, idle_batch_hooks, skip_empty_batch_hooks
+from zoo.core.nvml import VARIABLE, skip_failing_nvml_check
+from zoo.train import train
+
+
+def dispatched(trainer: L.Trainer) -> dict[tuple[str, str], int]:
+    """{(callback's state_key, hook): calls} of the per-batch callback hooks Lightning's SimpleProfiler timed."""
+    out = {}
+    for name, durations in trainer.profiler.recorded_durations.items():
+        key, _, hook = name.removeprefix("[Callback]").rpartition(".")
+        if name.startswith("[Callback]") and hook in BATCH_HOOKS:
+            out[key, hook] = len(durations)
+    return out
+
+
+def test_empty_batch_hooks_are_not_dispatched(toy_recipe, tmp_path):
+    """8 training steps: Lightning calls a callback's per-batch hook only where the callback does something there
+    (the NaN guard before each backward, the signal check and the console after each batch), not the ~70 empty ones
+    a step of a dozen callbacks, nor the checks of the checkpoints saved by epoch; the run still saves its
+    checkpoints (the best one by validation too) and writes its metrics."""
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=1", "trainer.profiler=simple",
+                    "test_after_fit=false"])
+    trainer = result.model.trainer
+    calls = dispatched(trainer)
+    by_key = {c.state_key: c for c in trainer.callbacks}
+    empty = [(key, hook) for key, hook in calls if getattr(type(by_key[key]), hook) is getattr(L.Callback, hook)]
+    assert empty == [], f"empty hooks dispatched: {empty}"
+    assert calls == {("NonFiniteLossGuard", "on_before_backward"): 8, ("SignalCheckpoint", "on_train_batch_end"): 8,
+                     ("RunLog", "on_train_batch_end"): 8}
+    assert (result.run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert [p.name for p in (result.run_dir / "checkpoints").glob("best-*")] == ["best-0-8.ckpt"]
+    assert "train/loss" in (result.run_dir / "logs" / "metrics.csv").read_text().splitlines()[0]
+
+
+class Calls(TorchFunctionMode):
+    """The names of the torch functions and tensor methods called inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nonfinite_guard_reads_a_scalar_loss_once(bad):
+    """A one-number loss is read with one .item() (no isfinite/all kernels a step); a non-finite one still stops the
+    run with its step, as does a non-finite entry of a loss of several numbers."""
+    trainer = SimpleNamespace(global_step=7, current_epoch=1)
+    guard = NonFiniteLossGuard()
+    with Calls() as calls:
+        guard.on_before_backward(trainer, None, torch.tensor(2.5, requires_grad=True))
+    assert "isfinite" not in calls.names and calls.names.count("item") == 1, calls.names
+    with pytest.raises(NonFiniteLossError, match="at step 7"):
+        guard.on_before_backward(trainer, None, torch.tensor(bad))
+    with pytest.raises(NonFiniteLossError, match="at step 7"):
+        guard.on_before_backward(trainer, None, torch.tensor([1.0, bad]))
+    guard.on_before_backward(trainer, None, torch.tensor([1.0, 2.0]))
+
+
+def test_per_step_bookkeeping_left_out(toy_recipe, tmp_path, monkeypatch):
+    """One epoch of 8 steps, with Lightning's default profiler: Lightning sets ``_current_fx_name`` on the model
+    around every hook, which on a ZooModule skips nn.Module's __setattr__ (counted: none of those calls); the
+    profiler enters one reused context; last.ckpt, saved by epoch, checks nothing after each batch (Lightning's
+    ModelCheckpoint checks ran 8 times more; a step schedule keeps them). The results stand: metrics.csv rows,
+    last.ckpt at step 8."""
+    names, skip_checks = [], []
+    module_setattr = torch.nn.Module.__setattr__
+    should_skip = LastCheckpoint._should_skip_saving_checkpoint
+
+    def counted(self, name, value):
+        names.append(name)
+        module_setattr(self, name, value)
+
+    monkeypatch.setattr(torch.nn.Module, "__setattr__", counted)
+    monkeypatch.setattr(LastCheckpoint, "_should_skip_saving_checkpoint",
+                        lambda self, trainer: skip_checks.append(trainer.global_step) or should_skip(self, trainer))
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=1", "test_after_fit=false"])
+    assert "_current_fx_name" not in names
+    assert result.model._current_fx_name is None  # Lightning's restore after the last hook
+    profiler = result.model.trainer.profiler
+    assert isinstance(profiler, QuietProfiler) and profiler.profile("a") is profiler.profile("b")
+    assert skip_checks == [8, 8], skip_checks  # at the epoch's end and after its validation only
+    last = torch.load(result.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert (last["epoch"], last["global_step"]) == (0, 8)
+    rows = (result.run_dir / "logs" / "metrics.csv").read_text().splitlines()
+    assert "val/loss" in rows[0] and len(rows) > 1
+
+
+@pytest.mark.parametrize("nvml_count", [-1, 0, 2])
+def test_nvml_check_dropped_only_where_nvml_fails(nvml_count, monkeypatch):
+    """Lightning's PYTORCH_NVML_BASED_CUDA_CHECK=1 is unset only where torch's NVML probe fails (< 0, when torch asks
+    the CUDA runtime anyway): torch.cuda.is_available() then gives the same answer without the probe (counted)."""
+    probes = []
+    monkeypatch.setenv(VARIABLE, "1")
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: probes.append(1) or nvml_count)
+    monkeypatch.setattr(torch.cuda, "_is_compiled", lambda: True)
+    assert skip_failing_nvml_check() == (nvml_count < 0)
+    assert (VARIABLE in os.environ) == (nvml_count >= 0)
+    if nvml_count < 0 and hasattr(torch._C, "_cuda_getDeviceCount"):  # a CUDA build of torch: ask it as a run does
+        probes.clear()
+        assert torch.cuda.is_available() == (torch._C._cuda_getDeviceCount() > 0)
+        assert probes == []
+
+
+def test_nvml_check_left_alone_when_unset(monkeypatch):
+    monkeypatch.delenv(VARIABLE, raising=False)
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: -1)
+    assert not skip_failing_nvml_check() and VARIABLE not in os.environ
+
+
+def test_checkpoint_checks_kept_on_a_step_schedule(tmp_path):
+    """A checkpoint saved every N steps or on a timer keeps its after-batch check; one saved by epoch, and a
+    subclass's own after-batch hook, are left as they are otherwise."""
+    class Own(ModelCheckpoint):
+        def on_train_batch_end(self, *args):
+            pass
+
+    by_steps = LastCheckpoint(dirpath=tmp_path, every_n_train_steps=3, every_n_epochs=None)
+    by_time = ModelCheckpoint(dirpath=tmp_path, train_time_interval=timedelta(minutes=5))
+    by_epoch = ModelCheckpoint(dirpath=tmp_path, every_n_epochs=2)
+    own = Own(dirpath=tmp_path)
+    assert "on_train_batch_end" not in idle_batch_hooks(by_steps) + idle_batch_hooks(by_time) + idle_batch_hooks(own)
+    assert "on_train_batch_end" in idle_batch_hooks(by_epoch)
+    idle = len(idle_batch_hooks(by_steps)) + len(idle_batch_hooks(by_epoch))
+    assert skip_empty_batch_hooks([by_steps, by_epoch]) == idle
+    assert callable(by_steps.on_train_batch_end) and by_epoch.on_train_batch_end is None
