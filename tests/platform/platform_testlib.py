@@ -62,6 +62,15 @@ def enforced(argv: list[str]) -> list[str]:
     return [setpriv, f"--inh-caps={DROP}", f"--bounding-set={DROP}", *argv]
 
 
+def heavy_modules_imported_by(code: str) -> list[str]:
+    """Runs ``code`` in a fresh interpreter (it must exit 0) and returns which of torch and Lightning it imported:
+    the checks a user's mistake meets before a run starts stay light."""
+    probe = "\nimport sys\nprint('heavy:', ','.join(m for m in ('torch', 'lightning') if m in sys.modules))\n"
+    out = subprocess.run([sys.executable, "-c", code + probe], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return [m for m in out.stdout.rsplit("heavy:", 1)[1].strip().split(",") if m]
+
+
 def train_in_child(argv: list[str], log: str) -> None:
     """``zoo.train.train(argv)`` with its output in ``log``: the target of a process that a test kills (a
     forkserver's child: forked from a fresh interpreter that imported torch and Lightning once, not from the test
