@@ -58,7 +58,7 @@ def test_a_script_run_from_the_root_imports_the_checkouts_helpers():
 def test_every_name_a_script_imports_from_the_checkout_exists():
     """A module renamed or a name moved breaks a script only when someone runs it: read every first-party
     ``from X import a, b`` of every script (at any depth) and look the names up."""
-    import importlib
+    import importlib.util
 
     missing = []
     for path in SCRIPTS + HELPERS:
