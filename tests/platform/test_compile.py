@@ -89,7 +89,8 @@ def test_every_model_names_what_compile_compiles_or_why_it_refuses():
 
 def test_a_compiled_runs_checkpoints_resume_exactly_compiled_or_not(toy_recipe, tmp_path):
     """Cut at step 11 (mid-epoch) by a signal, a compiled run resumes compiled and uncompiled from the same
-    checkpoint, and both end with the straight compiled run's weights, which are the uncompiled run's."""
+    checkpoint, an uncompiled run cut there resumes compiled, and all end with the straight compiled run's
+    weights, which are the uncompiled run's."""
     opts = [f"recipe={toy_recipe}", *TOY]
     torch._dynamo.reset()
     counters.clear()
@@ -102,11 +103,14 @@ def test_a_compiled_runs_checkpoints_resume_exactly_compiled_or_not(toy_recipe, 
     shutil.copytree(cut.run_dir, twin)
     compiled = train([*opts, f"run_dir={tmp_path}/cut", EAGER, "ckpt_path=last"])
     uncompiled = train([*opts, f"run_dir={tmp_path}/twin", f"ckpt_path={twin}/checkpoints/last.ckpt"])
+    plain_cut = train([*opts, f"run_dir={tmp_path}/plain_cut", SIGNAL_AT_11])
+    assert plain_cut.interrupted
+    compiled_later = train([*opts, f"run_dir={tmp_path}/plain_cut", EAGER, "ckpt_path=last"])
     a = load(straight.run_dir / "checkpoints" / "last.ckpt")
     assert a["global_step"] == 24 and list(a["state_dict"]) == ["net.0.weight", "net.0.bias", "net.3.weight",
                                                                 "net.3.bias"]
     assert_same(a["state_dict"], load(plain.run_dir / "checkpoints" / "last.ckpt")["state_dict"])
-    for run in (compiled, uncompiled):
+    for run in (compiled, uncompiled, compiled_later):
         b = load(run.run_dir / "checkpoints" / "last.ckpt")
         assert b["global_step"] == 24
         assert_same(a["state_dict"], b["state_dict"])
