@@ -29,6 +29,7 @@ from zoo.callbacks.hooks import QuietProfiler, skip_empty_batch_hooks
 from zoo.callbacks.named import build_callbacks
 from zoo.callbacks.run_notes import Notes, ReleaseHeldMessages, RunInfo
 from zoo.callbacks.runlog import end_summary, run_console
+from zoo.callbacks.train_logs import TrainLogs
 from zoo.cli import build_trainer, ctrl_c_in_lightning, user_error_in_fit
 from zoo.config import LoadedRun, compile_options, to_yaml
 from zoo.core.compiling import compile_nets
@@ -145,6 +146,7 @@ def _make_trainer(run: LoadedRun, run_dir: Path, model: Any, extra_callbacks: li
     trainer_opts = thaw(cfg["trainer"])  # a plain copy: the strategy may change below
     callbacks[:0] = run_console(trainer_opts, callbacks, run_dir)  # first: the run folder's line before Lightning's
     callbacks += console_callbacks(trainer_opts, callbacks)
+    callbacks.append(TrainLogs())  # last: after any callback that logs a step value in on_train_batch_end
     if trainer_opts.get("profiler") is None:  # none named by trainer.profiler=: Lightning's default, lighter
         trainer_opts["profiler"] = QuietProfiler()
     if trainer_opts.get("strategy") == "ddp" and getattr(model, "ddp_find_unused_parameters", False):
