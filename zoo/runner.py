@@ -19,11 +19,17 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from torch.nn.parameter import is_lazy
 
-from zoo.callbacks.checkpoints import AtomicCheckpointIO, FinalCheckpoint, LastCheckpoint, RNGState, SignalCheckpoint
+from zoo.callbacks.checkpoints import (
+    AtomicCheckpointIO,
+    EpochCheckpoint,
+    FinalCheckpoint,
+    LastCheckpoint,
+    RNGState,
+    SignalCheckpoint,
+)
 from zoo.callbacks.guards import MonitorCheck, NonFiniteLossGuard, as_divergence
 from zoo.callbacks.hooks import QuietProfiler, skip_empty_batch_hooks
 from zoo.callbacks.named import build_callbacks
@@ -126,7 +132,7 @@ def _make_trainer(run: LoadedRun, run_dir: Path, model: Any, extra_callbacks: li
     # monitor, Lightning 2.6 refreshes save_last only when a new best is saved).
     own = run.monitor  # None: not stated before the model is built; the class's then
     monitor = ck["monitor"] or (own[0] if own else model.monitor)
-    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=monitor,
+    best = EpochCheckpoint(dirpath=ckpt_dir, filename="best-{epoch}-{step}", monitor=monitor,
                            mode=ck["mode"] or (own[1] if own else model.monitor_mode), save_top_k=ck["save_top_k"],
                            every_n_epochs=ck["every_n_epochs"], auto_insert_metric_name=False)
     # validation turned off (trainer.limit_val_batches=0): no best by a val/ metric (Lightning would warn that it

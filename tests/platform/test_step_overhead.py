@@ -30,8 +30,8 @@ def dispatched(trainer: L.Trainer) -> dict[tuple[str, str], int]:
 
 def test_empty_batch_hooks_are_not_dispatched(toy_recipe, tmp_path):
     """8 training steps: Lightning calls a callback's per-batch hook only where the callback does something there
-    (the NaN guard before each backward, the signal check, the console and log_train's row after each batch), not the ~70 empty ones
-    a step of a dozen callbacks, nor the checks of the checkpoints saved by epoch; the run still saves its
+    (the NaN guard before each backward, the signal check, the console and log_train's row after each batch), not
+    the ~70 empty ones a step of a dozen callbacks, nor the checks of the checkpoints saved by epoch; the run saves its
     checkpoints (the best one by validation too) and writes its metrics."""
     result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=1", "trainer.profiler=simple",
                     "test_after_fit=false"])
@@ -183,3 +183,20 @@ def test_logged_tensor_as_self_log_keeps_it():
     assert logged_tensor("a", torch.tensor(0.1, dtype=torch.float64), torch.device("cpu")).item() == 0.1
     with pytest.raises(ValueError, match="single element"):
         logged_tensor("a", torch.zeros(2), torch.device("cpu"))
+
+
+def test_checkpoints_copy_the_metrics_only_where_they_save(toy_recipe, tmp_path, monkeypatch):
+    """3 epochs, checkpoint.every_n_epochs=2: the best and last checkpoints copy the callback metrics (Lightning's
+    _monitor_candidates, a deep copy) at the end of the one epoch where they save, not at all 3 (6 copies before);
+    the checkpoints are those of every epoch's checks: best of epoch 1, last.ckpt at the end (step 24)."""
+    copies = []
+    candidates = ModelCheckpoint._monitor_candidates
+    monkeypatch.setattr(ModelCheckpoint, "_monitor_candidates",
+                        lambda self, trainer: copies.append((type(self).__name__, trainer.current_epoch))
+                        or candidates(self, trainer))
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "checkpoint.every_n_epochs=2",
+                    "test_after_fit=false"])
+    assert sorted(copies) == [("EpochCheckpoint", 1), ("LastCheckpoint", 1)], copies
+    assert sorted(p.name for p in (result.run_dir / "checkpoints").iterdir()) == ["best-1-16.ckpt", "last.ckpt"]
+    last = torch.load(result.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert (last["epoch"], last["global_step"]) == (3, 24)  # saved at the end: epochs done

@@ -41,7 +41,18 @@ def at_epochs_last_batch(trainer: L.Trainer) -> bool:
     return trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
 
 
-class LastCheckpoint(ModelCheckpoint):
+class EpochCheckpoint(ModelCheckpoint):
+    """Lightning's ``ModelCheckpoint`` without its deep copy of every callback metric at the end of each training
+    epoch where it saves nothing (no ``save_last``, an epoch off ``every_n_epochs``: four in five with
+    ``checkpoint.every_n_epochs: 5``); the saves, their names and choices are Lightning's."""
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        every = self._every_n_epochs
+        if self.save_last or (every >= 1 and (trainer.current_epoch + 1) % every == 0):
+            super().on_train_epoch_end(trainer, pl_module)
+
+
+class LastCheckpoint(EpochCheckpoint):
     """``last.ckpt``: on its schedule, except that a step save (``checkpoint.every_n_train_steps``)
     falling on an epoch's last batch is made at the epoch's end, after the validation there
     (``at_epochs_last_batch``); and off the schedule through ``save_now`` (a signal, the end of
