@@ -200,3 +200,5 @@ def test_checkpoints_copy_the_metrics_only_where_they_save(toy_recipe, tmp_path,
     assert sorted(p.name for p in (result.run_dir / "checkpoints").iterdir()) == ["best-1-16.ckpt", "last.ckpt"]
     last = torch.load(result.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     assert (last["epoch"], last["global_step"]) == (3, 24)  # saved at the end: epochs done
+    # the best one's state under Lightning's key, as before: checkpoints of either version resume into the other
+    assert [k for k in last["callbacks"] if "val/loss" in k] == [ModelCheckpoint(monitor="val/loss", every_n_epochs=2).state_key]
