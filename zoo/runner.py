@@ -31,7 +31,7 @@ from zoo.callbacks.checkpoints import (
     SignalCheckpoint,
 )
 from zoo.callbacks.guards import MonitorCheck, NonFiniteLossGuard, as_divergence
-from zoo.callbacks.hooks import QuietProfiler, skip_empty_batch_hooks
+from zoo.callbacks.hooks import QuietProfiler, skip_empty_batch_hooks, skip_empty_module_hooks
 from zoo.callbacks.named import build_callbacks
 from zoo.callbacks.run_notes import Notes, ReleaseHeldMessages, RunInfo
 from zoo.callbacks.runlog import end_summary, run_console
@@ -260,6 +260,7 @@ def run_training(run: LoadedRun, argv: list[str], given: list[str]) -> RunResult
             elif hasattr(model, "before_fit"):  # a fresh run only: a resumed one's checkpoint holds what it sets up
                 model.before_fit()  # (a plain LightningModule named by dotted path has no before_fit)
             model.plots_dir = run_dir / "plots"
+            skip_empty_module_hooks(model)  # ~25 us a step less Lightning dispatch
             attach_loggers(trainer, cfg, run_dir, resumed=ckpt is not None)
             fit(trainer, model, datamodule, ckpt, run_dir, command, cfg)
     signal_cb = signal_callback(trainer)

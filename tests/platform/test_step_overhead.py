@@ -12,7 +12,14 @@ from torch.overrides import TorchFunctionMode
 
 from zoo.callbacks.checkpoints import LastCheckpoint
 from zoo.callbacks.guards import NonFiniteLossError, NonFiniteLossGuard
-from zoo.callbacks.hooks import BATCH_HOOKS, QuietProfiler, idle_batch_hooks, skip_empty_batch_hooks
+from zoo.callbacks.hooks import (
+    BATCH_HOOKS,
+    MODULE_BATCH_HOOKS,
+    QuietProfiler,
+    idle_batch_hooks,
+    idle_module_hooks,
+    skip_empty_batch_hooks,
+)
 from zoo.callbacks.train_logs import logged_tensor
 from zoo.core.nvml import VARIABLE, skip_failing_nvml_check
 from zoo.train import train
@@ -201,4 +208,23 @@ def test_checkpoints_copy_the_metrics_only_where_they_save(toy_recipe, tmp_path,
     last = torch.load(result.run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     assert (last["epoch"], last["global_step"]) == (3, 24)  # saved at the end: epochs done
     # the best one's state under Lightning's key, as before: checkpoints of either version resume into the other
-    assert [k for k in last["callbacks"] if "val/loss" in k] == [ModelCheckpoint(monitor="val/loss", every_n_epochs=2).state_key]
+    lightnings = ModelCheckpoint(monitor="val/loss", every_n_epochs=2).state_key
+    assert [k for k in last["callbacks"] if "val/loss" in k] == [lightnings]
+
+
+def test_empty_model_hooks_are_not_dispatched(toy_recipe, tmp_path):
+    """8 training steps and a validation: Lightning dispatches none of the toy model's per-batch hooks that its class
+    leaves as LightningModule's no-op (on_after_backward, ...: 5 a step), and the ones it has (ZooModule's
+    on_train_batch_start) as before; a class's own hook stays."""
+    result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.max_epochs=1", "trainer.profiler=simple",
+                    "test_after_fit=false"])
+    recorded = result.model.trainer.profiler.recorded_durations
+    hooks = {name.rpartition(".")[2]: len(d) for name, d in recorded.items() if name.startswith("[LightningModule]")}
+    assert not set(hooks) & set(MODULE_BATCH_HOOKS), hooks
+    assert hooks["on_train_batch_start"] == 8
+
+    class Own(L.LightningModule):
+        def on_after_backward(self):
+            pass
+
+    assert "on_after_backward" not in idle_module_hooks(Own()) and "on_before_backward" in idle_module_hooks(Own())
