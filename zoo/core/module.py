@@ -13,8 +13,8 @@ Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on
 - ``monitor`` / ``monitor_mode``: the metric the best checkpoint is chosen by.
 - ``ddp_find_unused_parameters``: set True when a step trains only part of the model (GANs).
 - ``test_step`` logs ``test/<metric>``; ``zoo.evaluate`` prints those.
-- ``training_step`` logs its per-step diagnostics with ``self.log_train({...})``, which calls
-  ``self.log`` only on the steps the loggers write.
+- ``training_step`` logs its per-step diagnostics with ``self.log_train({...})``, which logs them only on
+  the steps the loggers write (under ``zoo.train`` without ``self.log``: ``zoo.callbacks.train_logs``).
 - ``stochastic_node``: a ``zoo.estimators.StochasticNode`` if the model samples somewhere and trains
   through an estimator; its config then has an ``estimator`` option (``estimator_option(...)``),
   checked against the node when the recipe loads, and ``self.build_estimator()`` builds it.
