@@ -37,15 +37,15 @@ def test_run_folder_layout_and_learning(toy_recipe, tmp_path):
 
 def test_log_train_logs_only_the_steps_the_loggers_write(toy_recipe, tmp_path):
     """8 steps an epoch x 3 epochs, log_every_n_steps=5: Lightning writes steps 4, 9, 14, 19; the
-    model's training-step values reach metrics.csv on exactly those, and Lightning's self.log runs
-    only 4 times instead of 24."""
+    model's training-step values reach metrics.csv on exactly those, without Lightning's self.log
+    (zoo.callbacks.train_logs), which ran 4 times before, and 24 before log_train."""
     result = train([f"recipe={toy_recipe}", f"run_dir={tmp_path}", "trainer.log_every_n_steps=5",
                     "test_after_fit=false"])
     rows = (result.run_dir / "logs" / "metrics.csv").read_text().splitlines()
     header = rows[0].split(",")
     steps = [int(r.split(",")[header.index("step")]) for r in rows[1:] if r.split(",")[header.index("train/loss")]]
     assert steps == [4, 9, 14, 19]
-    assert result.model.train_log_calls == 4
+    assert getattr(result.model, "train_log_calls", 0) == 0
 
 
 def test_last_ckpt_is_the_latest_state_even_without_a_new_best(toy_recipe, tmp_path, monkeypatch):

@@ -87,6 +87,8 @@ class ToyConfig:
     hold_dir: str = ""  # the handshake's folder (a test's tmp_path)
     val_draws: bool = False  # validation draws from torch's RNG (as the OOD model's does), changing training's draws
     lazy: bool = False  # the first layer is nn.LazyLinear, sized at the first batch (a layer of a user's own)
+    more_logs: bool = False  # log_train also gets a float, an int and a float16 tensor (on the progress bar), and
+    # self.log a value of its own in training_step at every 2nd step (test_step_overhead.py)
 
 
 class Toy(ZooModule):
@@ -111,7 +113,12 @@ class Toy(ZooModule):
             self.hold()
         if self.global_step == self.cfg.explode_at:
             loss = loss * float("nan")
-        self.log_train({"train/loss": loss})
+        more = {}
+        if self.cfg.more_logs:
+            more = {"train/lr": 0.05 / 3, "train/step": self.global_step, "train/half": loss.detach().half()}
+            if self.global_step % 2 == 0:
+                self.log("train/direct", loss.detach() * 2)
+        self.log_train({"train/loss": loss, **more}, prog_bar=("train/half",))
         return loss
 
     def log(self, name, *args, **kwargs):

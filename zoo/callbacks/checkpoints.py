@@ -41,6 +41,28 @@ def at_epochs_last_batch(trainer: L.Trainer) -> bool:
     return trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
 
 
+def saves_at_epoch_end(checkpoint: ModelCheckpoint, trainer: L.Trainer) -> bool:
+    """``ModelCheckpoint.on_train_epoch_end`` may save at the epoch that is ending: elsewhere it only deep-copies
+    every callback metric (``_monitor_candidates``) and saves nothing (no ``save_last``, an epoch off
+    ``every_n_epochs``: four in five with ``checkpoint.every_n_epochs: 5``)."""
+    every = checkpoint._every_n_epochs
+    return bool(checkpoint.save_last) or (every >= 1 and (trainer.current_epoch + 1) % every == 0)
+
+
+class EpochCheckpoint(ModelCheckpoint):
+    """Lightning's ``ModelCheckpoint``, its end-of-epoch checks left out where they cannot save
+    (``saves_at_epoch_end``); the saves, their names and choices, and its state in a checkpoint (under
+    ``ModelCheckpoint``'s key: a checkpoint of either resumes into the other) are Lightning's."""
+
+    @property
+    def state_key(self) -> str:
+        return "ModelCheckpoint" + super().state_key.removeprefix(type(self).__qualname__)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if saves_at_epoch_end(self, trainer):
+            super().on_train_epoch_end(trainer, pl_module)
+
+
 class LastCheckpoint(ModelCheckpoint):
     """``last.ckpt``: on its schedule, except that a step save (``checkpoint.every_n_train_steps``)
     falling on an epoch's last batch is made at the epoch's end, after the validation there
@@ -69,7 +91,8 @@ class LastCheckpoint(ModelCheckpoint):
         super().on_train_batch_end(trainer, pl_module, *args)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        super().on_train_epoch_end(trainer, pl_module)
+        if saves_at_epoch_end(self, trainer):
+            super().on_train_epoch_end(trainer, pl_module)
         if self.deferred and not self.saved_now(trainer) and not trainer.fast_dev_run:
             self.save_now(trainer)
         self.deferred = False

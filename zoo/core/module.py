@@ -13,8 +13,8 @@ Contract (what `zoo.train`, `zoo.evaluate`, `zoo.predict` and `zoo.load` rely on
 - ``monitor`` / ``monitor_mode``: the metric the best checkpoint is chosen by.
 - ``ddp_find_unused_parameters``: set True when a step trains only part of the model (GANs).
 - ``test_step`` logs ``test/<metric>``; ``zoo.evaluate`` prints those.
-- ``training_step`` logs its per-step diagnostics with ``self.log_train({...})``, which calls
-  ``self.log`` only on the steps the loggers write.
+- ``training_step`` logs its per-step diagnostics with ``self.log_train({...})``, which logs them only on
+  the steps the loggers write (under ``zoo.train`` without ``self.log``: ``zoo.callbacks.train_logs``).
 - ``stochastic_node``: a ``zoo.estimators.StochasticNode`` if the model samples somewhere and trains
   through an estimator; its config then has an ``estimator`` option (``estimator_option(...)``),
   checked against the node when the recipe loads, and ``self.build_estimator()`` builds it.
@@ -51,6 +51,7 @@ import torch
 from torchvision.utils import save_image
 
 from zoo import hf_hub
+from zoo.callbacks.train_logs import train_logs
 from zoo.errors import UserError
 from zoo.estimators.seam import build_for_node, checked_estimator
 from zoo.paths import make_folder
@@ -184,11 +185,15 @@ class ZooModule(L.LightningModule):
 
     def log_train(self, metrics: dict[str, Any], batch_size: int | None = None, prog_bar: tuple = ()) -> None:
         """Log training-step values, but only on the steps the loggers write (every
-        ``trainer.log_every_n_steps``; every step under ``fast_dev_run``). Lightning's ``self.log``
-        walks its result collection on every call (~0.3 ms on CPU), which for small models is most
-        of the per-step cost of ``zoo.train`` over a plain loop (``benchmarks/overhead.py``). The
-        values are those of the logged step, not means over the skipped ones."""
+        ``trainer.log_every_n_steps``; every step under ``fast_dev_run``), as ``self.log`` would for that
+        step only: under ``zoo.train`` through ``zoo.callbacks.train_logs.TrainLogs``, which writes the same
+        rows and metrics without ``self.log``'s ~0.5 ms a value (``benchmarks/overhead.py``). The values are
+        those of the logged step, not means over the skipped ones."""
         if not self.should_log_step():
+            return
+        sink = train_logs(self._trainer)  # zoo.train's: the values reach the loggers without self.log
+        if sink is not None:
+            sink.add(self._trainer, metrics, prog_bar, self.device)
             return
         for name, value in metrics.items():
             self.log(name, value, batch_size=batch_size, prog_bar=name in prog_bar)
