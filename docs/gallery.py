@@ -298,20 +298,45 @@ def toy2d_map(mode: str) -> tuple[object, str]:
     return confidence_map(model.classifier, points, fake, mode), command
 
 
+OOD_DETECTORS = {"msp": "max-softmax", "odin": "ODIN", "energy": "energy", "mahalanobis": "Mahalanobis"}
+
+
+def ood_table(card: dict, sets: list[str]) -> str:
+    """The card's test TNR@TPR95 of every detector on every OOD set (a set or detector it has no number for: -)."""
+    metrics = card.get("metrics", {})
+    rows = [f"| {s} | " + " | ".join(f"{metrics[k]:.3f}" if (k := f"test/{s}/{d}/tnr95") in metrics else "-"
+                                      for d in OOD_DETECTORS) + " |" for s in sets]
+    header = "| TNR@TPR95 (test, the card) | " + " | ".join(OOD_DETECTORS.values()) + " |"
+    return "\n".join([header, "|---|" + "---|" * len(OOD_DETECTORS), *rows])
+
+
 def ood(name: str) -> Section:
-    from zoo.models.ood.plots import roc_curves
+    from zoo.models.ood.plots import roc_curves, scored_examples
 
     model = zoo.load(name)
-    scores_in, scores_out = ood_scores(model, test_data(card_of(name)["data"]))
+    dm = test_data(card_of(name)["data"])
+    scores_in, scores_out = ood_scores(model, dm)
+    sets = list(scores_out)
     s = Section(name)
     s.parts.append(command_block(f"python docs/gallery.py --only {name}",
                                  f"python -m zoo.evaluate {name} plots_dir=plots   # the same curves, and the numbers"))
-    s.parts.append(picture(save(roc_curves(scores_in, scores_out), f"{name}_roc"), f"{name} ROC",
-                           "ROC curves on the digits' test split against each out-of-distribution test set, one curve "
-                           "per detector (`model.detector_score(x, detector)`): max-softmax (msp, blue, drawn first: "
-                           "ODIN's orange curve covers it where the two agree), ODIN and energy; the dashed line is "
-                           "TPR 95 %. The Mahalanobis detector the description names is scored by `zoo.evaluate`, "
-                           "not drawn here"))
+    s.parts.append(picture(save(roc_curves(scores_in, scores_out, columns=3), f"{name}_roc"), f"{name} ROC",
+                           f"ROC curves on the digits' test split against each out-of-distribution test set "
+                           f"({', '.join(sets)}), one curve per detector (`model.detector_score(x, detector)`): "
+                           "max-softmax (msp, blue, drawn first: ODIN's orange curve covers it where the two agree), "
+                           "ODIN and energy; the dashed line is TPR 95 %. The Mahalanobis detector the description "
+                           "names is scored by `zoo.evaluate` (the table below), not drawn here"))
+    images = {"digits (in)": dm.parts["test"][0], **dm.parts["test_ood"]}
+    msp = {"digits (in)": scores_in["msp"], **{k: v["msp"] for k, v in scores_out.items()}}
+    threshold = float(model.msp_threshold)
+    s.parts.append(picture(save(scored_examples(images, msp, threshold), f"{name}_sets"), f"{name} on each set",
+                           "the first 8 test images of the digits and of each OOD set, a row each, as the model sees "
+                           f"them (8x8), titled with the model's max-softmax: green where `detect` accepts the image "
+                           f"as a digit (at or above the threshold {threshold:.3f}, which accepts 95 % of the "
+                           "validation digits), red where it rejects it. The near-OOD sets are rotated digits "
+                           "(rot90), the pixelwise mean of two digits of different classes (blends) and letters "
+                           "drawn by Pillow's font (letters)"))
+    s.parts.append(ood_table(card_of(name), sets))
     if name.endswith("joint"):
         s.parts.append("**The paper's 2-D toy** has no released weights: the gallery trains its recipe (seconds) with "
                        "the cross-entropy baseline and with the joint confidence loss, and draws the two maps.")

@@ -63,8 +63,12 @@ def load(spec: str) -> tuple[str, dict]:
 
 
 def compare(spec: str, base: dict, ce: dict) -> dict:
+    """``spec``: a record (``load``), or LABEL=record to name a variant its --extra does not (a recipe edited)."""
+    label, _, spec = spec.rpartition("=") if "=" in spec.split("/", 1)[0] else ("", "", spec)
     name, record = load(spec)
     out = {"record": name, "extra": record["extra"], "command": record["command"], "sets": {}}
+    if label:
+        out["label"] = label
     for s in (*FAR, *NEAR):
         key = f"test/{s}/msp/tnr95"
         mine, ref, c = by_seed(record, key), by_seed(base, key), by_seed(ce, key)
@@ -109,7 +113,7 @@ def figure(rows: list[dict], path: Path) -> None:
     fig = Figure(figsize=(14, 5.2))
     axes = fig.subplots(1, len(panels), sharey=True)
     for i, r in enumerate(rows):
-        label = " ".join(r["extra"]) or "recipe"
+        label = r.get("label") or " ".join(r["extra"]) or "recipe"
         for seed, c in sorted(r["curves"].items()):
             if not c:
                 continue
@@ -131,7 +135,8 @@ def figure(rows: list[dict], path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--records", nargs="+", required=True,
-                    help="seed records (JSON) of the variants; A.json+B.json: one variant's seeds from two records")
+                    help="seed records (JSON) of the variants; A.json+B.json: one variant's seeds from two records; "
+                         "LABEL=A.json: the variant's name in the figure (default: its --extra, else 'recipe')")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--ce", default=str(CE), help="the ce record the target compares with")
     ap.add_argument("--figure", default="", help="also draw the validation curves of every run into this PNG")
@@ -139,7 +144,7 @@ def main() -> None:
     base, ce = json.loads(BASE.read_text()), load(args.ce)[1]
     rows = [compare(p, base, ce) for p in args.records]
     for r in rows:
-        print(f"{r['record']}  extra={r['extra']}")
+        print(f"{r['record']}  extra={r['extra']}" + (f"  ({r['label']})" if "label" in r else ""))
         for s, v in r["sets"].items():
             d = v["minus_recipe"]
             se = f"{d['se']:.3f}" if d["se"] is not None else "-"

@@ -23,8 +23,9 @@ RESUME = {
     "ood_digits_ce": DIGITS,
     "ood_digits_confidence": DIGITS,  # an explicit OOD training set
     "ood_digits_joint": DIGITS,  # joint: classifier, G and D (three optimizers); the zoo's EMA callback
-    # joint with a replay of G's samples (full after 3 batches, then replacing): the buffer is in the checkpoint
-    "ood_digits_joint:replay": [*DIGITS, "model.replay_size=40"],
+    # joint with a replay of G's samples for the classifier and D (full after 3 batches, then replacing): the
+    # buffer is in the checkpoint
+    "ood_digits_joint:replay": [*DIGITS, "model.replay_size=40", "model.replay_d=true"],
     "ood_toy2d": TOY,
     "ood_toy2d_boundary": [*TOY, "model.classifier_epochs=1"],  # boundary_gan: classifier alone, then the GAN
 }

@@ -1,6 +1,7 @@
 """The joint mode's options for the classifier's KL term: a replay of G's past samples (zoo/models/ood/replay.py,
-``model.replay_size``) and an EMA of G making its samples (``model.g_ema``). Exact resume with a replay is
-tests/test_recipe_resume.py's case ``ood_digits_joint:replay``."""
+``model.replay_size``, for D's step too with ``model.replay_d``) and an EMA of G making its samples
+(``model.g_ema``); the R1 penalty on D (``model.r1_gamma``). Exact resume with a replay for the classifier and D
+is tests/test_recipe_resume.py's case ``ood_digits_joint:replay``."""
 
 import pytest
 import torch
@@ -62,6 +63,10 @@ def test_mix_replaces_the_first_share_of_the_batch_with_past_samples():
     assert (mixed[:2, 0, 0, 0] < 8).all()  # past samples, none of this batch
     assert r.seen == 16 and torch.equal(r.images[8:], fresh)  # then the batch is offered
     assert torch.equal(Replay(16, 0.0).mix(fresh), fresh)
+    seen, images = r.seen, r.images.clone()
+    drawn = r.replace(batch(200, 8))  # D's draw (model.replay_d): the same share, the reservoir unchanged
+    assert (drawn[:2, 0, 0, 0] < 108).all() and torch.equal(drawn[2:], batch(200, 8)[2:])
+    assert r.seen == seen and torch.equal(r.images, images)
 
 
 def test_the_buffer_follows_the_samples_dtype_and_survives_a_checkpoint():
@@ -117,3 +122,67 @@ def test_the_options_are_range_checked(key, value):
     with pytest.raises(UserError, match=f"'{key}' in t"):
         validate(OODConfig, {key: value}, "t")
     assert validate(OODConfig, {"replay_size": 2048, "replay_fraction": 1.0, "g_ema": 0.99}, "t")["g_ema"] == 0.99
+
+
+class Inputs(torch.nn.Module):
+    """A stand-in for D that records its inputs and answers one logit an image: the sum of its pixels."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor(1.0))
+        self.seen = []
+
+    def forward(self, x):
+        self.seen.append(x.detach().clone())
+        return self.w * x.flatten(1).sum(1)
+
+
+def test_replay_d_gives_d_a_share_of_past_samples_only_when_set(digits_info):
+    """model.replay_d: D's batch of G's samples has its first round(fraction * B) rows from the buffer (here
+    images of 7s), the rest G's (images of 0s), and D's step offers nothing to the buffer; off: G's batch alone."""
+    from zoo.models.ood.module import OODClassifier
+
+    torch.manual_seed(0)
+    x, fake = torch.rand(4, 1, 8, 8), torch.zeros(4, 1, 8, 8)
+    for replay_d, replayed in ((True, 2), (False, 0)):
+        model = OODClassifier({"mode": "joint", "replay_size": 8, "replay_d": replay_d}, digits_info)
+        model.discriminator = Inputs()
+        model.replay.offer(torch.full((3, 1, 8, 8), 7.0))
+        model.discriminator_loss(x, fake)
+        real_in, fake_in = model.discriminator.seen
+        assert torch.equal(real_in, x) and model.replay.seen == 3
+        assert (fake_in[:replayed] == 7).all() and (fake_in[replayed:] == 0).all()
+
+
+def test_r1_adds_half_gamma_times_the_squared_input_gradient_of_d_on_real_inputs(digits_info):
+    """With D(x) = w * sum(x) over 64 pixels, grad_x D = w everywhere: E||grad_x D(x)||^2 = 64 w^2, so the loss
+    rises by gamma / 2 * 64 w^2 and its gradient in w by gamma * 64 w (the penalty trains D)."""
+    from zoo.models.ood.module import OODClassifier
+
+    torch.manual_seed(0)
+    x, fake = torch.rand(4, 1, 8, 8), torch.rand(4, 1, 8, 8)
+    losses, grads = {}, {}
+    for gamma in (0.0, 10.0):
+        model = OODClassifier({"mode": "joint", "r1_gamma": gamma}, digits_info)
+        model.discriminator = Inputs()
+        with torch.no_grad():
+            model.discriminator.w.fill_(0.1)
+        loss, _, _, r1 = model.discriminator_loss(x, fake)
+        assert (r1 is None) == (gamma == 0)
+        (grads[gamma],) = torch.autograd.grad(loss, model.discriminator.w)
+        losses[gamma] = loss.item()
+        assert not x.requires_grad  # the caller's batch is left alone
+    assert losses[10.0] - losses[0.0] == pytest.approx(5.0 * 64 * 0.01, rel=1e-5)
+    assert (grads[10.0] - grads[0.0]).item() == pytest.approx(10.0 * 64 * 0.1, rel=1e-5)
+
+
+@pytest.mark.parametrize("value, bound", [(-1.0, ">= 0"), (1001.0, "<= 1000")])
+def test_r1_gamma_is_range_checked(value, bound):
+    with pytest.raises(UserError, match=f"'r1_gamma' in t must be {bound}"):
+        validate(OODConfig, {"r1_gamma": value}, "t")
+
+
+def test_replay_d_needs_a_replay():
+    with pytest.raises(UserError, match="set replay_size > 0"):
+        validate(OODConfig, {"replay_d": True}, "t")
+    assert validate(OODConfig, {"replay_d": True, "replay_size": 64, "r1_gamma": 10.0}, "t")["replay_d"] is True

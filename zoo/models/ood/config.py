@@ -62,6 +62,12 @@ class OODConfig:
     # "Learning from Simulated and Unsupervised Images through Adversarial Training"), 0: no replay
     replay_size: int = between(0, 0, 1_000_000, why="the buffer is held in memory, a sample an image")
     replay_fraction: float = between(0.5, 0, 1)  # joint, replay_size > 0: share of the classifier's G batch replayed
+    # joint, replay_size > 0: D's batch of G's samples replayed too (the same share, drawn from the same buffer),
+    # as in the paper the buffer comes from, where it is D's
+    replay_d: bool = False
+    # GAN modes: R1 penalty gamma / 2 * E ||grad_x D(x)||^2 on real inputs in D's step ("Which Training Methods
+    # for GANs do actually Converge?", whose experiments use gamma = 10), 0: none
+    r1_gamma: float = between(0.0, 0, 1000, why="the penalty would outweigh D's loss more than a thousandfold")
     # joint: the classifier step's samples come from an exponential moving average of G's weights with this
     # decay per step (~1 / (1 - decay) steps averaged; ~19 steps an epoch on the digits), 0: from G itself
     g_ema: float = between(0.0, 0, 1, high_open=True)
@@ -69,6 +75,8 @@ class OODConfig:
     def __post_init__(self):  # ranges are the fields' (beta and odin_eps: >= 0, the rule for numbers)
         if not self.odin_temperatures or not self.odin_eps:
             raise ValueError("odin_temperatures and odin_eps need at least one value each")
+        if self.replay_d and not self.replay_size:
+            raise ValueError("replay_d replays the buffer of replay_size: set replay_size > 0 too (e.g. 2048)")
 
 
 @dataclass

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -53,3 +54,11 @@ def generator_gan_loss(d_fake: Tensor, saturating: bool = False) -> Tensor:
     if saturating:
         return -F.binary_cross_entropy_with_logits(d_fake, d_fake.new_zeros(d_fake.shape))
     return F.binary_cross_entropy_with_logits(d_fake, d_fake.new_ones(d_fake.shape))
+
+
+def r1_penalty(d_real: Tensor, x: Tensor) -> Tensor:
+    """E ||grad_x D(x)||^2 over real inputs x (B, ...) that require grad, D's logits d_real (B,) on them: the
+    R1 penalty of "Which Training Methods for GANs do actually Converge?" (weighted gamma / 2 by the caller),
+    differentiable in D's weights."""
+    (grad,) = torch.autograd.grad(d_real.sum(), x, create_graph=True)
+    return grad.pow(2).flatten(1).sum(1).mean()

@@ -31,7 +31,7 @@ from zoo.errors import UserError
 from zoo.models.ood import evaluation as ev
 from zoo.models.ood.config import GAN_MODES, OOD_SPEC
 from zoo.models.ood.diagnostics import GANDiagnostics
-from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform
+from zoo.models.ood.losses import confidence_loss, discriminator_loss, generator_gan_loss, kl_uniform, r1_penalty
 from zoo.models.ood.nets import Classifier, Discriminator, Generator
 from zoo.models.ood.predict import OODAPI, predict_cli
 from zoo.models.ood.replay import Replay
@@ -186,6 +186,19 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
             sigma *= max(0.0, 1.0 - self.current_epoch / self.trainer.max_epochs)
         return self.discriminator(x + sigma * torch.randn_like(x) if sigma > 0 else x)
 
+    def discriminator_loss(self, x: Tensor, fake: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """D's step loss on real x and G's samples fake (B, ...), D's logits on each (B,), and the R1 term
+        E||grad_x D(x)||^2 (None with model.r1_gamma=0). With model.replay_d, a share of fake is replayed."""
+        c = self.cfg
+        if c.replay_d and self.replay is not None:
+            fake = self.replay.replace(fake)
+        if c.r1_gamma > 0:
+            x = x.detach().requires_grad_(True)
+        d_real, d_fake = self.judge(x), self.judge(fake)
+        loss = discriminator_loss(d_real, d_fake)
+        r1 = r1_penalty(d_real, x) if c.r1_gamma > 0 else None
+        return (loss if r1 is None else loss + 0.5 * c.r1_gamma * r1), d_real, d_fake, r1
+
     def generator_loss(self, fake: Tensor) -> tuple[Tensor, Tensor]:
         """The G step's loss GAN term + beta * KL(U || p(y|G(z))) and its KL term, for a batch G(z)."""
         g_kl = kl_uniform(self.classifier(fake)).mean()
@@ -214,9 +227,8 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
             if c.mode == "boundary_gan":
                 self._freeze_classifier()
             fake = self.generate(len(x))
-            # (1) D step: max log D(x) + log(1 - D(G(z)))
-            d_real, d_fake = self.judge(x), self.judge(fake.detach())
-            d_loss = discriminator_loss(d_real, d_fake)
+            # (1) D step: max log D(x) + log(1 - D(G(z))) [- r1_gamma / 2 * E||grad_x D(x)||^2]
+            d_loss, d_real, d_fake, r1 = self.discriminator_loss(x, fake.detach())
             self._step(opt_d, d_loss)
             # (2) G step: min GAN term + beta * KL(U || p(y|G(z))); D gets gradients here too, but its own
             # step zeroes them before use (joint: the classifier's as well; boundary_gan: it has none, frozen)
@@ -228,6 +240,8 @@ class OODClassifier(OODAPI, ev.OODEvaluation, GANDiagnostics, ZooModule):
                             "train/g_kl": g_kl.detach(), "train/d_real": torch.sigmoid(d_real).mean().detach(),
                             "train/d_fake": torch.sigmoid(d_fake).mean().detach()})
             self.add_step({k.split("/")[1]: v for k, v in metrics.items()})
+            if r1 is not None:
+                metrics["train/r1"] = r1.detach()
             if c.mode == "boundary_gan":
                 self.log_train(metrics, batch_size=len(x), prog_bar=("train/g_loss",))
                 return

@@ -18,11 +18,16 @@ def upscale(images: Tensor, size: int = 32) -> Tensor:
     return F.interpolate(images.float(), size=(size, size), mode="nearest") if images.shape[-1] < size else images
 
 
-def roc_curves(scores_in: dict[str, Tensor], scores_out: dict[str, dict[str, Tensor]]):
-    """One panel per OOD set, one ROC curve per detector (in-distribution = positive)."""
-    fig = Figure(figsize=(3.2 * len(scores_out), 3.2))
-    axes = fig.subplots(1, len(scores_out), squeeze=False)
-    for ax, (name, dets) in zip(axes[0], scores_out.items()):
+def roc_curves(scores_in: dict[str, Tensor], scores_out: dict[str, dict[str, Tensor]], columns: int | None = None):
+    """One panel per OOD set, one ROC curve per detector (in-distribution = positive); ``columns`` panels a row
+    (default: all in one row)."""
+    columns = columns or len(scores_out)
+    rows = -(-len(scores_out) // columns)
+    fig = Figure(figsize=(3.2 * columns, 3.2 * rows))
+    axes = fig.subplots(rows, columns, squeeze=False)
+    for ax in axes.flat[len(scores_out):]:
+        ax.set_visible(False)
+    for ax, (name, dets) in zip(axes.flat, scores_out.items()):
         for det, s_out in dets.items():
             fpr, tpr, _ = binary_roc(*roc_inputs(scores_in[det], s_out))  # on ranks: no sigmoid squashing
             ax.plot(fpr.cpu(), tpr.cpu(), label=det, color=COLOURS.get(det))
@@ -30,7 +35,8 @@ def roc_curves(scores_in: dict[str, Tensor], scores_out: dict[str, dict[str, Ten
         ax.axhline(0.95, ls="--", lw=0.6, color="grey")
         ax.set_title(f"in vs {name}")
         ax.set_xlabel("FPR (OOD accepted)")
-    axes[0][0].set_ylabel("TPR (in-distribution accepted)")
+    for row in axes:
+        row[0].set_ylabel("TPR (in-distribution accepted)")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -88,4 +94,20 @@ def confidence_map(classifier, points: tuple[Tensor, Tensor] | None, fake: Tenso
         ax.scatter(fake[:, 0].cpu(), fake[:, 1].cpu(), marker="x", s=14, color="black", label="G(z)")
         ax.legend(loc="upper right", fontsize=7)
     ax.set_title(f"confidence, mode={mode}")
+    return fig
+
+
+def scored_examples(images: dict[str, Tensor], scores: dict[str, Tensor], threshold: float, n: int = 8):
+    """A row per set of its first ``n`` images (N, 1, H, W) in [0, 1], each titled with its max-softmax score:
+    green where the score accepts it as in-distribution (>= threshold), red where it rejects it."""
+    fig = Figure(figsize=(0.9 * n + 1.2, 1.0 * len(images)))
+    axes = fig.subplots(len(images), n, squeeze=False)
+    for row, (name, x) in zip(axes, images.items()):
+        for ax, image, score in zip(row, x[:n], scores[name][:n].tolist()):
+            ax.imshow(image[0].float().cpu(), cmap="gray", vmin=0, vmax=1)
+            ax.set_title(f"{score:.2f}", fontsize=8, color="C2" if score >= threshold else "C3")
+            ax.set_xticks([])
+            ax.set_yticks([])
+        row[0].set_ylabel(name, rotation=0, ha="right", va="center", fontsize=9)
+    fig.tight_layout()
     return fig

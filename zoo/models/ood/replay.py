@@ -4,7 +4,8 @@ The history buffer of "Learning from Simulated and Unsupervised Images through A
 (Shrivastava et al., CVPR 2017), used for the classifier's KL(U || p(y|x)) term rather than for D: a
 fixed number of G's samples kept by reservoir sampling over the whole of training (each sample G has made
 so far is in the buffer with the same probability, so the noise-like samples of the first epochs stay in
-it), and a share ``fraction`` of every classifier batch of G's samples replaced by samples drawn from it.
+it), and a share ``fraction`` of every classifier batch of G's samples replaced by samples drawn from it
+(with ``model.replay_d``, of D's batch too).
 
 The buffer is state of the run, not a weight: it is not in the state dict (the EMA callback would average
 it), it is saved in the checkpoint by the model (``state()`` / ``load()``) and follows the device and
@@ -26,16 +27,21 @@ class Replay:
         self.seen = 0  # samples offered so far
 
     def mix(self, fresh: Tensor) -> Tensor:
-        """``fresh`` (B, *shape) with its first round(fraction * B) rows replaced by past samples drawn
-        uniformly from the reservoir (none while it is empty); then ``fresh`` is offered to the reservoir."""
-        out = fresh
-        k = round(self.fraction * len(fresh))
-        if self.images is not None and k > 0:
-            past = self.images.to(fresh.device, fresh.dtype)
-            pick = torch.randint(len(past), (k,), device=fresh.device)
-            out = torch.cat([past[pick], fresh[k:]])
+        """``fresh`` (B, *shape) with its first share replaced by past samples (``replace``); then ``fresh``
+        is offered to the reservoir."""
+        out = self.replace(fresh)
         self.offer(fresh)
         return out
+
+    def replace(self, fresh: Tensor) -> Tensor:
+        """``fresh`` (B, *shape) with its first round(fraction * B) rows replaced by past samples drawn
+        uniformly from the reservoir (none while it is empty); the reservoir is unchanged."""
+        k = round(self.fraction * len(fresh))
+        if self.images is None or k == 0:
+            return fresh
+        past = self.images.to(fresh.device, fresh.dtype)
+        pick = torch.randint(len(past), (k,), device=fresh.device)
+        return torch.cat([past[pick], fresh[k:]])
 
     def offer(self, fresh: Tensor) -> None:
         """Reservoir sampling (Vitter's algorithm R): the n-th sample offered (from 0) fills slot n while
