@@ -125,9 +125,11 @@ if numba is not None:
         return out
 
     @njit(inline="always")
-    def _draw_centre(i, tokens, sentence, reduced, n_total, keep, alias, rng, noise, syn1):
+    def _draw_centre(i, tokens, sentence, reduced, n_total, keep, alias, rng, noise, syn0, syn1, reach):
         """The noise words of centre i's pairs into noise (pairs, k), pair after pair, as the update loop
-        would draw them; their rows and the centre word's row of syn1 are prefetched. Returns the stream."""
+        would draw them; their rows and the centre word's row of syn1 are prefetched, and the row of syn0
+        that first comes into reach (``reach``: the widest half-width) as a context, i + reach. Returns the stream."""
+        _prefetch_row(syn0, tokens[min(n_total - 1, i + reach)])
         first, last = max(0, i - reduced[i]), min(n_total - 1, i + reduced[i])
         p = 0
         for j in range(first, last + 1):
@@ -152,13 +154,15 @@ if numba is not None:
         scores = np.empty(negative + 1, dtype=np.float32)
         # noise words of this centre's pairs and of the next centre's (drawn one centre ahead, so that their
         # rows load while this centre trains): (2, pairs of a window, k)
-        noise = np.empty((2, 2 * (reduced[lo:hi].max() if hi > lo else 0) + 1, negative), dtype=np.int64)
+        reach = reduced[lo:hi].max() if hi > lo else 0
+        noise = np.empty((2, 2 * reach + 1, negative), dtype=np.int64)
         if hi > lo:
-            rng = _draw_centre(lo, tokens, sentence, reduced, n_total, keep, alias, rng, noise[lo % 2], syn1)
+            rng = _draw_centre(lo, tokens, sentence, reduced, n_total, keep, alias, rng, noise[lo % 2], syn0, syn1,
+                               reach)
         for i in range(lo, hi):
             if i + 1 < hi:  # the same stream as drawing each in its turn: the next centre's come after these
                 rng = _draw_centre(i + 1, tokens, sentence, reduced, n_total, keep, alias, rng, noise[(i + 1) % 2],
-                                   syn1)
+                                   syn0, syn1, reach)
             drawn = noise[i % 2]
             word = tokens[i]
             half = reduced[i]
