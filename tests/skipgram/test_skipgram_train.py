@@ -231,3 +231,27 @@ def test_a_stop_on_an_epochs_last_chunk_resumes_into_the_next_epoch_exactly(tmp_
     assert a["global_step"] == b["global_step"] == 12
     for key in a["state_dict"]:
         assert torch.equal(a["state_dict"][key], b["state_dict"][key]), key
+
+
+def test_a_checkpoint_holds_the_vocabulary_as_two_strings_and_list_vocabularies_still_load(corpus):
+    """The model saves its vocabulary and counts each as one string (a list costs one pickler call a word and a
+    count on every checkpoint save); a model built from the saved form, or from lists (checkpoints and pretrained
+    cards made before), has the same words, counts and noise distribution."""
+    import io
+
+    from zoo.models.skipgram.module import SkipGramModule
+
+    info = corpus.info()
+    model = SkipGramModule({"dim": 8}, info)
+    saved = model.hparams["data_info"]
+    assert isinstance(saved["vocab"], str) and isinstance(saved["counts"], str)
+    buffer = io.BytesIO()
+    torch.save({"hyper_parameters": dict(model.hparams)}, buffer)
+    buffer.seek(0)
+    again = SkipGramModule(**torch.load(buffer, weights_only=True)["hyper_parameters"])
+    from_lists = SkipGramModule({"dim": 8}, {**info, "vocab": list(info["vocab"]), "counts": list(info["counts"])})
+    for other in (again, from_lists):
+        assert other.words == info["vocab"] and other.data_info["counts"] == saved["counts"]
+        assert torch.equal(other.net.sampler.prob, model.net.sampler.prob)
+    odd = {**info, "vocab": ["a\nb", *info["vocab"][1:]]}  # a word with a newline stays a list
+    assert SkipGramModule({"dim": 8}, odd).words == odd["vocab"]
