@@ -20,6 +20,7 @@ from zoo.models.skipgram.nets import SkipGram
 from zoo.models.skipgram.plots import embedding_map
 from zoo.models.skipgram.predict import SkipGramAPI, predict_cli
 from zoo.models.skipgram.sampling import offsets
+from zoo.models.skipgram.threads import intra_op_threads
 
 
 class SkipGramModule(SkipGramAPI, ZooModule):
@@ -140,7 +141,7 @@ class SkipGramModule(SkipGramAPI, ZooModule):
                                     self.cfg.window_pairs, self.cfg.interleave)
         # the loss is summed before each update: a chunk whose own updates diverge shows only in the
         # tables (one sum each), and would otherwise reach the last checkpoint
-        if math.isfinite(stats["loss"]) and not torch.isfinite(self.net.centre.sum() + self.net.context.sum()):
+        if math.isfinite(stats["loss"]) and not self.tables_finite():
             stats["loss"] = float("nan")
         if not math.isfinite(stats["loss"]):
             raise NonFiniteLossError(self.global_step, self.current_epoch, stats["loss"])
@@ -149,6 +150,11 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         seconds = time.perf_counter() - start
         metrics = {"train/loss": stats["loss"], "train/lr": lr1, "train/words_per_s": len(batch["tokens"]) / seconds}
         self.log_train(metrics, batch_size=1, prog_bar=("train/loss", "train/words_per_s"))
+
+    def tables_finite(self) -> bool:
+        """Whether both tables are finite (one sum each), on one intra-op thread (``threads.intra_op_threads``)."""
+        with intra_op_threads(1):
+            return bool(torch.isfinite(self.net.centre.sum() + self.net.context.sum()))
 
     def sequential_chunk(self, batch: dict, lr0: float, lr1: float, seed: int) -> dict[str, float]:
         """One chunk through word2vec's per-pair updates: kernel.py's, Hogwild over cfg.threads, or on a

@@ -6,6 +6,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from zoo.models.skipgram.threads import intra_op_threads
+
 # planted groups drawn in colour, one distinct colour each (tab10's, its grey replaced by black); the others grey
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#000000", "#bcbd22",
            "#17becf"]
@@ -41,14 +43,9 @@ def embedding_map(vectors: torch.Tensor, words: list[str], groups: list[int] | N
 
 def principal_axes(x: torch.Tensor) -> torch.Tensor:
     """(n, D) centred rows -> (min(n, D), D) their principal axes (deterministic PCA: the SVD's right singular
-    vectors), computed on one intra-op thread: at n 200, D 100 two threads took ~1 s of the CPU's time on a busy
-    2-core machine (their start and spin), one a few milliseconds."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    vectors), on one intra-op thread (``threads.intra_op_threads``)."""
+    with intra_op_threads(1):
         return torch.linalg.svd(x, full_matrices=False)[2]
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _group_scatter(ax, xy, groups: list[int]) -> None:
