@@ -252,7 +252,8 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         return log
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self.evaluate_set(batch, "val")
+        with intra_op_threads(1):  # a few hundred pairs' cosines: a second thread costs more than it saves
+            self.evaluate_set(batch, "val")
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
         self.evaluate_set(batch, "test")
@@ -261,7 +262,8 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         if self.trainer.sanity_checking:
             return
         if self.cfg.neighbours and self.trainer.is_global_zero:
-            self.print(self.neighbour_table(self.cfg.neighbours, self.cfg.topn))
+            with intra_op_threads(1):  # a few words' cosines against the vocabulary
+                self.print(self.neighbour_table(self.cfg.neighbours, self.cfg.topn))
 
     def on_train_end(self) -> None:
         self._plot()  # once, not every epoch: the figure costs about as much as a small epoch's validation
