@@ -40,6 +40,7 @@ def kernel_at(commit: str, folder: Path):
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("kernel_before", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules["kernel_before"] = module  # so that call() finds the module of its functions
     spec.loader.exec_module(module)
     return module
 
@@ -74,7 +75,9 @@ def main() -> None:
     work, no_nce = np.empty(100, np.float32), np.empty(0, np.float32)
 
     def call(fn, syn0, syn1, lo, hi):  # the recipe's settings: k 5, gensim's saturation rule, exact sigmoid index
-        return fn(tokens, sentence, reduced, lo, hi, syn0, syn1, keep, alias, no_nce, 5, 0.025, 0.02, len(tokens), 7,
+        module = sys.modules[fn.py_func.__module__]  # its own form of the noise table, where it has one
+        table = module.compact_noise(keep, alias) if hasattr(module, "compact_noise") else (keep, alias)
+        return fn(tokens, sentence, reduced, lo, hi, syn0, syn1, *table, no_nce, 5, 0.025, 0.02, len(tokens), 7,
                   work, True, 1000, kernel.TABLE_SCALE["exact"])
 
     with tempfile.TemporaryDirectory() as tmp:
