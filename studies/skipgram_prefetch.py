@@ -1,4 +1,5 @@
-"""The skip-gram kernel before and after drawing noise words a centre ahead and prefetching their rows.
+"""The skip-gram kernel at a commit against this checkout's (first: drawing noise words a centre ahead and
+prefetching their rows, ``--before c3bb2a5``; then each change of studies/2026-12-02-skipgram-3x.md).
 
 One thread, one subsampled 1M-word chunk of the Wikipedia text repeated to 10M words (V 34k), tables as
 after one pass over it: the two kernels' ``_train_part`` over the same part must leave the same tables to
@@ -6,6 +7,8 @@ the bit and the same random stream; then each trains the chunk from the same tab
 times, timed in CPU seconds of the thread (steadier than wall time on a shared machine).
 
     python studies/skipgram_prefetch.py --before c3bb2a5 [--repeats 5] [--tokens 400000]
+
+Each kernel gets the noise table in its own form (``compact_noise`` where the module has it).
 """
 
 from __future__ import annotations
