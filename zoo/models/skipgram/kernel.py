@@ -18,13 +18,13 @@ No maintained library offers this loop on torch tensors (gensim has it in Cython
 model and vocabulary), so it is written here; numba compiles it on first use and caches the
 machine code next to this file (``cache=True``; a read-only install compiles once per process).
 Noise words come from the alias table of ``sampling.AliasSampler`` (O(1), read as 8 bytes a word,
-``compact_noise``, which at V 34k stays in a 512 KB L2 cache; a binary search over cumulative weights, as gensim does, was 2x slower here,
-and word2vec.c's 10^7-cell unigram table 3x slower from cache misses), random numbers from
-word2vec.c's linear congruential generator (one stream per thread), sigmoid from word2vec.c's
-table of 1,000 steps over [-6, 6] (~10% faster than ``exp``). Scores, steps and the sigmoid are
-float32 like the tables (gensim's BLAS calls are float32 too): mixing in float64 halves the
-SIMD width and cost 1.44x in CPU time per word (dim 100, V 30,000, one thread). The noise or
-positive word's row is read and updated in one pass (its old value feeds the context's step):
+``compact_noise``, which at V 34k stays in a 512 KB L2 cache; a binary search over cumulative
+weights, as gensim does, was 2x slower here, and word2vec.c's 10^7-cell unigram table 3x slower from
+cache misses), random numbers from word2vec.c's linear congruential generator (one stream per
+thread), sigmoid from word2vec.c's table of 1,000 steps over [-6, 6] (~10% faster than ``exp``).
+Scores, steps and the sigmoid are float32 like the tables (gensim's BLAS calls are float32 too):
+mixing in float64 halves the SIMD width and cost 1.44x in CPU time per word (dim 100, V 30,000, one
+thread). The noise or positive word's row is read and updated in one pass (its old value feeds the context's step):
 two passes took 1.17x the time per chunk (Lee, 300k tokens, one thread, quiet AMD EPYC; 1.06x with
 2 threads on 780k tokens, 1.4x on a loaded machine), with the same tables to the bit. A pair's
 noise words are drawn before its updates and all its 1 + k scores computed before any row moves (a
@@ -34,7 +34,8 @@ updating in turn, to the bit, while the rows load side by side: the whole 10M-wo
 noise words are drawn one centre ahead (the same stream, in the same order) and their rows, with the
 next centre word's, prefetched (LLVM's prefetch hint, ``_prefetch_row``), so that the next centre's
 rows come from memory while this one trains: the same tables to the bit, 1.22-1.27x less CPU time a
-chunk (10M-word corpus, V 34k, one thread, AMD EPYC; ``studies/skipgram_prefetch.py``).
+chunk (10M-word corpus, V 34k, one thread, AMD EPYC; ``studies/skipgram_prefetch.py``); the row of syn0
+that comes into a window's reach is prefetched with them (1.03x more).
 """
 
 from __future__ import annotations
