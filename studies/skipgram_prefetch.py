@@ -1,4 +1,5 @@
-"""The skip-gram kernel before and after drawing noise words a centre ahead and prefetching their rows.
+"""The skip-gram kernel at a commit against this checkout's (first: drawing noise words a centre ahead and
+prefetching their rows, ``--before c3bb2a5``; then each change of studies/2026-12-02-skipgram-3x.md).
 
 One thread, one subsampled 1M-word chunk of the Wikipedia text repeated to 10M words (V 34k), tables as
 after one pass over it: the two kernels' ``_train_part`` over the same part must leave the same tables to
@@ -6,6 +7,8 @@ the bit and the same random stream; then each trains the chunk from the same tab
 times, timed in CPU seconds of the thread (steadier than wall time on a shared machine).
 
     python studies/skipgram_prefetch.py --before c3bb2a5 [--repeats 5] [--tokens 400000]
+
+Each kernel gets the noise table in its own form (``compact_noise`` where the module has it).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ def kernel_at(commit: str, folder: Path):
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("kernel_before", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules["kernel_before"] = module  # so that call() finds the module of its functions
     spec.loader.exec_module(module)
     return module
 
@@ -74,7 +78,9 @@ def main() -> None:
     work, no_nce = np.empty(100, np.float32), np.empty(0, np.float32)
 
     def call(fn, syn0, syn1, lo, hi):  # the recipe's settings: k 5, gensim's saturation rule, exact sigmoid index
-        return fn(tokens, sentence, reduced, lo, hi, syn0, syn1, keep, alias, no_nce, 5, 0.025, 0.02, len(tokens), 7,
+        module = sys.modules[fn.py_func.__module__]  # its own form of the noise table, where it has one
+        table = module.compact_noise(keep, alias) if hasattr(module, "compact_noise") else (keep, alias)
+        return fn(tokens, sentence, reduced, lo, hi, syn0, syn1, *table, no_nce, 5, 0.025, 0.02, len(tokens), 7,
                   work, True, 1000, kernel.TABLE_SCALE["exact"])
 
     with tempfile.TemporaryDirectory() as tmp:

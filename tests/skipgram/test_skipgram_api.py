@@ -80,3 +80,25 @@ def test_the_embedding_map_gives_each_coloured_group_its_own_colour():
     others = [c for c in ax.collections if c.get_label().startswith("groups ")]
     assert len(others) == 1 and len(others[0].get_offsets()) == 4 * (40 - COLOURED)
     assert len(ax.get_legend().get_texts()) == COLOURED + 2  # the groups, the grey rest, the function words
+
+
+def test_the_embedding_maps_svd_runs_on_one_thread_and_gives_the_threads_back(monkeypatch):
+    """The end-of-training figure's 200 x 100 SVD took ~1 s of CPU time with two intra-op threads on a busy 2-core
+    machine and milliseconds with one: it runs on one, and the caller's thread count is restored."""
+    from zoo.models.skipgram import plots
+
+    seen, svd = [], torch.linalg.svd
+
+    def recording_svd(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return svd(*args, **kwargs)
+
+    monkeypatch.setattr(torch.linalg, "svd", recording_svd)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        vectors = torch.randn(30, 8, generator=torch.Generator().manual_seed(0))
+        plots.embedding_map(vectors, [f"w{i}" for i in range(30)])
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

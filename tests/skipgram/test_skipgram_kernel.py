@@ -116,6 +116,30 @@ def test_noise_draws_follow_the_noise_distribution():
     assert chisquare(observed, probs.numpy() * len(draws)).pvalue > 1e-3
 
 
+def test_compact_noise_table_draws_what_the_probability_table_draws():
+    """The kernel reads each column's keep probability p as the 24-bit threshold ceil(p 2^24) and compares the
+    24-bit coin as an integer: coin / 2^24 < p exactly when coin < threshold, at every coin next to each
+    threshold (random p, seed 0, and p at and beside a multiple of 2^-24, 0 and 1); and the generator's draws
+    equal a Python rendering of word2vec.c's generator with the float comparison (seed 5, 5,000 draws)."""
+    rng = np.random.default_rng(0)
+    grid = 3 / 16777216
+    keep = np.concatenate([rng.random(2000), [0.0, 1.0, 0.5, grid, np.nextafter(grid, 1), np.nextafter(grid, 0)]])
+    threshold, alias = kernel.compact_noise(keep, np.arange(len(keep)))
+    assert threshold.dtype == np.uint32 and alias.dtype == np.int32
+    for step in (-1, 0, 1, 2):
+        coin = np.clip(np.floor(keep * 16777216) + step, 0, 16777215)
+        assert np.array_equal(coin / 16777216 < keep, coin < threshold)
+    probs = torch.tensor([0.3, 0.2, 0.15, 0.15, 0.1, 0.07, 0.03], dtype=torch.float64)
+    table = kernel.noise_table(AliasSampler(probs))
+    state, expected = 5, []
+    for _ in range(5000):
+        state = (state * 25214903917 + 11) % 2**64
+        r = state >> 16
+        column = r % len(probs)
+        expected.append(column if (r >> 24) / 16777216 < table[0][column] else table[1][column])
+    assert kernel.draw_noise(table, 5000, seed=5).tolist() == expected
+
+
 def test_one_thread_is_deterministic_and_threads_train_every_pair():
     tokens, sentence, reduced, centre, context, noise = tiny(n=4000, vocab=50)
     tables = []

@@ -17,14 +17,14 @@ deterministic.
 No maintained library offers this loop on torch tensors (gensim has it in Cython, inside its own
 model and vocabulary), so it is written here; numba compiles it on first use and caches the
 machine code next to this file (``cache=True``; a read-only install compiles once per process).
-Noise words come from the alias table of ``sampling.AliasSampler`` (O(1), a table of 12 bytes a word
-that stays in cache; a binary search over cumulative weights, as gensim does, was 2x slower here,
-and word2vec.c's 10^7-cell unigram table 3x slower from cache misses), random numbers from
-word2vec.c's linear congruential generator (one stream per thread), sigmoid from word2vec.c's
-table of 1,000 steps over [-6, 6] (~10% faster than ``exp``). Scores, steps and the sigmoid are
-float32 like the tables (gensim's BLAS calls are float32 too): mixing in float64 halves the
-SIMD width and cost 1.44x in CPU time per word (dim 100, V 30,000, one thread). The noise or
-positive word's row is read and updated in one pass (its old value feeds the context's step):
+Noise words come from the alias table of ``sampling.AliasSampler`` (O(1), read as 8 bytes a word,
+``compact_noise``, which at V 34k stays in a 512 KB L2 cache; a binary search over cumulative
+weights, as gensim does, was 2x slower here, and word2vec.c's 10^7-cell unigram table 3x slower from
+cache misses), random numbers from word2vec.c's linear congruential generator (one stream per
+thread), sigmoid from word2vec.c's table of 1,000 steps over [-6, 6] (~10% faster than ``exp``).
+Scores, steps and the sigmoid are float32 like the tables (gensim's BLAS calls are float32 too):
+mixing in float64 halves the SIMD width and cost 1.44x in CPU time per word (dim 100, V 30,000, one
+thread). The noise or positive word's row is read and updated in one pass (its old value feeds the context's step):
 two passes took 1.17x the time per chunk (Lee, 300k tokens, one thread, quiet AMD EPYC; 1.06x with
 2 threads on 780k tokens, 1.4x on a loaded machine), with the same tables to the bit. A pair's
 noise words are drawn before its updates and all its 1 + k scores computed before any row moves (a
@@ -34,7 +34,8 @@ updating in turn, to the bit, while the rows load side by side: the whole 10M-wo
 noise words are drawn one centre ahead (the same stream, in the same order) and their rows, with the
 next centre word's, prefetched (LLVM's prefetch hint, ``_prefetch_row``), so that the next centre's
 rows come from memory while this one trains: the same tables to the bit, 1.22-1.27x less CPU time a
-chunk (10M-word corpus, V 34k, one thread, AMD EPYC; ``studies/skipgram_prefetch.py``).
+chunk (10M-word corpus, V 34k, one thread, AMD EPYC; ``studies/skipgram_prefetch.py``); the row of syn0
+that comes into a window's reach is prefetched with them (1.03x more).
 """
 
 from __future__ import annotations
@@ -101,12 +102,13 @@ if numba is not None:
 
     @njit(inline="always")
     def _noise_word(rng, keep, alias):
-        """(next state, a noise word): one step of word2vec.c's generator, then the alias table."""
+        """(next state, a noise word): one step of word2vec.c's generator, then the alias table as
+        ``compact_noise`` gives it (keep: a column's 24-bit threshold, alias: int32)."""
         rng = rng * np.uint64(25214903917) + np.uint64(11)
         r = rng >> np.uint64(16)  # 48 random bits: a column from all of them, a coin from the top 24
         column = np.int64(r % np.uint64(keep.shape[0]))
-        coin = float(r >> np.uint64(24)) * (1.0 / 16777216.0)
-        return rng, (column if coin < keep[column] else alias[column])
+        coin = r >> np.uint64(24)  # coin / 2^24 < keep probability  <=>  coin < ceil(keep probability 2^24)
+        return rng, (column if coin < np.uint64(keep[column]) else np.int64(alias[column]))
 
     @njit(inline="always", fastmath=True)
     def _score(syn0, ctx, syn1, target):
@@ -125,9 +127,11 @@ if numba is not None:
         return out
 
     @njit(inline="always")
-    def _draw_centre(i, tokens, sentence, reduced, n_total, keep, alias, rng, noise, syn1):
+    def _draw_centre(i, tokens, sentence, reduced, n_total, keep, alias, rng, noise, syn0, syn1, reach):
         """The noise words of centre i's pairs into noise (pairs, k), pair after pair, as the update loop
-        would draw them; their rows and the centre word's row of syn1 are prefetched. Returns the stream."""
+        would draw them; their rows and the centre word's row of syn1 are prefetched, and the row of syn0
+        that first comes into reach (``reach``: the widest half-width) as a context, i + reach. Returns the stream."""
+        _prefetch_row(syn0, tokens[min(n_total - 1, i + reach)])
         first, last = max(0, i - reduced[i]), min(n_total - 1, i + reduced[i])
         p = 0
         for j in range(first, last + 1):
@@ -152,13 +156,15 @@ if numba is not None:
         scores = np.empty(negative + 1, dtype=np.float32)
         # noise words of this centre's pairs and of the next centre's (drawn one centre ahead, so that their
         # rows load while this centre trains): (2, pairs of a window, k)
-        noise = np.empty((2, 2 * (reduced[lo:hi].max() if hi > lo else 0) + 1, negative), dtype=np.int64)
+        reach = reduced[lo:hi].max() if hi > lo else 0
+        noise = np.empty((2, 2 * reach + 1, negative), dtype=np.int64)
         if hi > lo:
-            rng = _draw_centre(lo, tokens, sentence, reduced, n_total, keep, alias, rng, noise[lo % 2], syn1)
+            rng = _draw_centre(lo, tokens, sentence, reduced, n_total, keep, alias, rng, noise[lo % 2], syn0, syn1,
+                               reach)
         for i in range(lo, hi):
             if i + 1 < hi:  # the same stream as drawing each in its turn: the next centre's come after these
                 rng = _draw_centre(i + 1, tokens, sentence, reduced, n_total, keep, alias, rng, noise[(i + 1) % 2],
-                                   syn1)
+                                   syn0, syn1, reach)
             drawn = noise[i % 2]
             word = tokens[i]
             half = reduced[i]
@@ -236,9 +242,17 @@ def noise_table(sampler) -> tuple[np.ndarray, np.ndarray]:
     return sampler.prob.numpy().astype(np.float64), sampler.alias.numpy().astype(np.int64)
 
 
+def compact_noise(keep: np.ndarray, alias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``noise_table``'s columns as the CPU kernel reads them: each column's keep probability as the 24-bit
+    threshold ceil(p 2^24) (uint32; the coin, 24 bits, is below p 2^24 exactly when below that) and the alias
+    as int32: the same draws from 8 bytes a word instead of 16, so that at V 34k the table (274 KB) stays in a
+    512 KB L2 cache."""
+    return np.ceil(keep * 16777216.0).astype(np.uint32), alias.astype(np.int32)
+
+
 def draw_noise(noise: tuple[np.ndarray, np.ndarray], n: int, seed: int = 1) -> np.ndarray:
     """n noise words as the kernel draws them (for tests)."""
-    return _draw_noise(*noise, n, seed)
+    return _draw_noise(*compact_noise(*noise), n, seed)
 
 
 def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tensor, sentence: torch.Tensor,
@@ -267,7 +281,8 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
     bounds = np.linspace(0, n, jobs + 1).round().astype(np.int64)
     nce = np.empty(0, np.float32) if log_kq is None else log_kq.detach().cpu().float().numpy()
     as_np = [x.detach().cpu().numpy() for x in (tokens, sentence, reduced)]
-    loss, pairs = _train_chunk(*as_np, bounds, threads, centre.detach().numpy(), context.detach().numpy(), *noise, nce,
+    loss, pairs = _train_chunk(*as_np, bounds, threads, centre.detach().numpy(), context.detach().numpy(),
+                               *compact_noise(*noise), nce,
                                int(negative), float(lr_start), float(lr_end), int(seed) % (1 << 62),
                                bool(skip_saturated), TABLE_SCALE[sigmoid_index])
     return {"loss": float(loss), "pairs": float(pairs)}

@@ -6,6 +6,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from zoo.models.skipgram.threads import intra_op_threads
+
 # planted groups drawn in colour, one distinct colour each (tab10's, its grey replaced by black); the others grey
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#000000", "#bcbd22",
            "#17becf"]
@@ -21,7 +23,7 @@ def embedding_map(vectors: torch.Tensor, words: list[str], groups: list[int] | N
 
     x = torch.nn.functional.normalize(vectors[:n].float(), dim=1)
     x = x - x.mean(0)
-    _, _, vt = torch.linalg.svd(x, full_matrices=False)  # deterministic PCA
+    vt = principal_axes(x)
     xy = (x @ vt[:2].T).cpu()  # (n, <= 2): one component when dim=1 or a single word
     if xy.shape[1] < 2:  # pad: a line of points (or one point) rather than an IndexError after training
         xy = torch.cat([xy, xy.new_zeros(len(xy), 2 - xy.shape[1])], 1)
@@ -37,6 +39,13 @@ def embedding_map(vectors: torch.Tensor, words: list[str], groups: list[int] | N
     ax.set_title(f"word vectors, PCA of the {len(xy)} most frequent words"
                  + (" (colour = planted group)" if groups else ""))
     return fig
+
+
+def principal_axes(x: torch.Tensor) -> torch.Tensor:
+    """(n, D) centred rows -> (min(n, D), D) their principal axes (deterministic PCA: the SVD's right singular
+    vectors), on one intra-op thread (``threads.intra_op_threads``)."""
+    with intra_op_threads(1):
+        return torch.linalg.svd(x, full_matrices=False)[2]
 
 
 def _group_scatter(ax, xy, groups: list[int]) -> None:
