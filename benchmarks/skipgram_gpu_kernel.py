@@ -56,6 +56,7 @@ def main() -> None:
         raise SystemExit("the Triton kernel runs on --device cuda (or on the CPU under TRITON_INTERPRET=1, slowly)")
     c = chunk(args.tokens, args.vocab)
     keep, alias = kernel.noise_table(AliasSampler(noise_distribution(c["counts"])))
+    cpu_noise = kernel.compact_noise(keep, alias)  # the table as the CPU kernel reads it
     noise = (torch.from_numpy(keep).to(device), torch.from_numpy(alias).to(device))
     g = torch.Generator().manual_seed(1)  # cpu: the CPU kernel's tables; the GPU gets copies
     centre = (torch.rand(args.vocab, args.dim, generator=g) - 0.5) / args.dim  # cpu: as above
@@ -69,7 +70,7 @@ def main() -> None:
     # one job each on the first check_tokens tokens: the same updates
     n = args.check_tokens
     a, b = centre.clone(), context.clone()
-    kernel._train_chunk(*(x[:n] for x in cpu_args), np.array([0, n]), 1, a.numpy(), b.numpy(), keep, alias,
+    kernel._train_chunk(*(x[:n] for x in cpu_args), np.array([0, n]), 1, a.numpy(), b.numpy(), *cpu_noise,
                         np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"])
     x, y = centre.to(device), context.to(device)
     part = [c[k][:n].to(device) for k in ("tokens", "sentence", "reduced")]
@@ -82,7 +83,7 @@ def main() -> None:
     # speed: the CPU kernel with one thread, then the GPU kernel with J jobs at once, each from fresh tables
     a, b = centre.clone(), context.clone()
     start = time.perf_counter()
-    kernel._train_chunk(*cpu_args, np.array([0, args.tokens]), 1, a.numpy(), b.numpy(), keep, alias,
+    kernel._train_chunk(*cpu_args, np.array([0, args.tokens]), 1, a.numpy(), b.numpy(), *cpu_noise,
                         np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"])
     cpu_s = time.perf_counter() - start
     result["cpu_kernel_words_per_s"] = args.tokens / cpu_s

@@ -42,7 +42,7 @@ for nce, skip, index in [(False, False, "exact"), (True, True, "word2vec")]:
     log_kq = torch.randn(V) * 0.5 if nce else None
     a, b = centre.clone(), context.clone()
     _, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(), bounds.numpy(), 1,
-                                       a.numpy(), b.numpy(), keep, alias,
+                                       a.numpy(), b.numpy(), *kernel.compact_noise(keep, alias),
                                        np.empty(0, np.float32) if log_kq is None else log_kq.numpy(), 3, 0.5, 0.1,
                                        123, skip, kernel.TABLE_SCALE[index])
     x, y = centre.clone(), context.clone()
@@ -57,7 +57,8 @@ def striped_cpu(a, b, jobs, stripe, seed):
         rng = np.uint64(seed + 7919 * (job + 1))
         for lo in range(job * stripe, N, jobs * stripe):
             _, p, rng = kernel._train_part(tokens.numpy(), sentence.numpy(), reduced.numpy(), lo, min(lo + stripe, N),
-                                           a.numpy(), b.numpy(), keep, alias, np.empty(0, np.float32), 3, 0.5, 0.1, N,
+                                           a.numpy(), b.numpy(), *kernel.compact_noise(keep, alias),
+                                           np.empty(0, np.float32), 3, 0.5, 0.1, N,
                                            rng, work, True, 0, kernel.TABLE_SCALE["exact"])
             pairs, rng = pairs + p, np.uint64(rng)
     return pairs
@@ -158,7 +159,9 @@ def test_the_cpu_model_of_the_jobs_is_the_sequential_kernel_with_one_job():
     keep, alias, N = c["keep"], c["alias"], len(c["tokens"])
     tokens, sentence, reduced, centre, context = (c[k].numpy() for k in ("tokens", "sentence", "reduced", "centre",
                                                                          "context"))
-    rest = (keep, alias, np.empty(0, np.float32), 3, 0.025, 0.01, 5, True, kernel.TABLE_SCALE["exact"])
+    # the noise table as the CPU kernel reads it (compact_noise), for the kernel and its lockstep model alike
+    rest = (*kernel.compact_noise(keep, alias), np.empty(0, np.float32), 3, 0.025, 0.01, 5, True,
+            kernel.TABLE_SCALE["exact"])
     a, b = centre.copy(), context.copy()
     _, pairs = kernel._train_chunk(tokens, sentence, reduced, np.array([0, N]), 1, a, b, *rest)
     tables = {}
