@@ -64,11 +64,12 @@ def test_joint_classifier_step_sees_fresh_noise_through_the_updated_generator(tm
     """The paper's Algorithm 1 (and its authors' code): after G's step, the classifier's KL term is on a new
     batch G(z') with fresh z' and the updated G, not on the batch G was just trained on (before its step).
     Two steps, each: G is called twice (for D and G's steps, then for the classifier), with different z and
-    with different weights (G stepped in between); the classifier's last input is the second call's output."""
+    with different weights (G stepped in between); the classifier's last input is the second call's output.
+    Without the recipe's replay of past samples, which replaces part of that batch (the next test)."""
     JointStepProbe.runs.clear()
     train(["recipe=ood_digits_joint", f"run_dir={tmp_path}", *FAST, "trainer.max_epochs=1", "test_after_fit=false",
-           "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
-           "callbacks=[{name: 'test_ood_train:JointStepProbe'}]"])
+           "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "model.replay_size=0",
+           "model.replay_d=false", "callbacks=[{name: 'test_ood_train:JointStepProbe'}]"])
     steps = JointStepProbe.runs[-1].steps  # the one the trainer used (the recipe check builds one first)
     assert len(steps) == 2
     for calls in steps:
