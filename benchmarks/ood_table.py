@@ -84,7 +84,7 @@ def summarise(records: dict[str, list[dict]]) -> dict:
 def pair(records: dict[str, list[dict]], other: dict) -> dict:
     """mode -> metric -> this run minus ``other``'s (an earlier result JSON), seed by seed over the seeds both
     ran (spread.paired: the differences, their mean and its standard error)."""
-    from spread import paired
+    from zoo.spread import paired
 
     out = {}
     for mode, runs in records.items():
