@@ -41,6 +41,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from zoo.core.files import missing_folders, open_text, refuse_binary, remove_empty, replace_undecoded
 from zoo.errors import UserError
 from zoo.models.skipgram.sampling import keep_probability
+from zoo.models.skipgram.threads import torch_threads
 from zoo.paths import readable
 
 CACHE_VERSION = 2  # bumped when the cached vocabulary or encoding changes
@@ -308,12 +309,8 @@ class CorpusChunks(IterableDataset):
         for k in order if worker is None else order[worker.id::worker.num_workers]:
             block = torch.from_numpy(np.array(ids[self.bounds[k]:self.bounds[k + 1]], dtype=np.int64))
             g = torch.Generator().manual_seed((self.seed * 1_000_003 + self.epoch) * 1_000_003 + k)
-            previous = torch.get_num_threads()
-            torch.set_num_threads(1)  # cheap elementwise ops: intra-op threads only add barrier stalls
-            try:
+            with torch_threads(1):  # cheap elementwise ops: intra-op threads only add barrier stalls
                 item = self.subsample(block, g)
-            finally:
-                torch.set_num_threads(previous)
             yield item
 
     def subsample(self, block: torch.Tensor, g: torch.Generator) -> dict:

@@ -41,6 +41,7 @@ import torch
 from zoo.models.skipgram.config import WINDOW_PAIRS
 from zoo.models.skipgram.nets import SkipGram
 from zoo.models.skipgram.sampling import offsets, window_contexts
+from zoo.models.skipgram.threads import torch_threads
 
 
 def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, window: torch.Tensor,
@@ -127,18 +128,14 @@ def train_chunk(net: SkipGram, tokens: torch.Tensor, sentence: torch.Tensor, win
         return loss, loss_pairs, pairs
 
     net.hogwild_threads, net.replicas = min(threads, n_batches), replicas  # for the step cap
-    previous = torch.get_num_threads()
     # parallelism comes from the Python threads: their ops are too small for intra-op threads, whose barriers
     # stall on shared cores; without Hogwild (a tiny vocabulary: a few larger V x V GEMMs) intra-op threads do
-    torch.set_num_threads(intra_op_threads if threads <= 1 else 1)
-    try:
+    with torch_threads(intra_op_threads if threads <= 1 else 1):
         if threads <= 1 or n_batches == 1:
             results = [run(0)]
         else:
             with ThreadPoolExecutor(threads) as pool:
                 results = list(pool.map(run, range(threads)))
-    finally:
-        torch.set_num_threads(previous)
     # the sums are tensors until here (on a GPU each read holds the host until the queue drains)
     loss, loss_pairs, pairs = (float(sum(r[i] for r in results)) for i in range(3))
     return {"loss": loss / max(1.0, loss_pairs), "pairs": pairs}

@@ -20,7 +20,7 @@ from zoo.models.skipgram.nets import SkipGram
 from zoo.models.skipgram.plots import embedding_map
 from zoo.models.skipgram.predict import SkipGramAPI, predict_cli
 from zoo.models.skipgram.sampling import offsets
-from zoo.models.skipgram.threads import intra_op_threads
+from zoo.models.skipgram.threads import torch_threads
 
 
 class SkipGramModule(SkipGramAPI, ZooModule):
@@ -152,8 +152,8 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         self.log_train(metrics, batch_size=1, prog_bar=("train/loss", "train/words_per_s"))
 
     def tables_finite(self) -> bool:
-        """Whether both tables are finite (one sum each), on one intra-op thread (``threads.intra_op_threads``)."""
-        with intra_op_threads(1):
+        """Whether both tables are finite (one sum each), on one intra-op thread (``threads.torch_threads``)."""
+        with torch_threads(1):
             return bool(torch.isfinite(self.net.centre.sum() + self.net.context.sum()))
 
     def sequential_chunk(self, batch: dict, lr0: float, lr1: float, seed: int) -> dict[str, float]:
@@ -252,7 +252,7 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         return log
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        with intra_op_threads(1):  # a few hundred pairs' cosines: a second thread costs more than it saves
+        with torch_threads(1):  # a few hundred pairs' cosines: a second thread costs more than it saves
             self.evaluate_set(batch, "val")
 
     def test_step(self, batch: dict, batch_idx: int) -> None:
@@ -262,7 +262,7 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         if self.trainer.sanity_checking:
             return
         if self.cfg.neighbours and self.trainer.is_global_zero:
-            with intra_op_threads(1):  # a few words' cosines against the vocabulary
+            with torch_threads(1):  # a few words' cosines against the vocabulary
                 self.print(self.neighbour_table(self.cfg.neighbours, self.cfg.topn))
 
     def on_train_end(self) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from zoo.models.skipgram.threads import intra_op_threads
+from zoo.models.skipgram.threads import torch_threads
 
 # planted groups drawn in colour, one distinct colour each (tab10's, its grey replaced by black); the others grey
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#000000", "#bcbd22",
@@ -43,8 +43,8 @@ def embedding_map(vectors: torch.Tensor, words: list[str], groups: list[int] | N
 
 def principal_axes(x: torch.Tensor) -> torch.Tensor:
     """(n, D) centred rows -> (min(n, D), D) their principal axes (deterministic PCA: the SVD's right singular
-    vectors), on one intra-op thread (``threads.intra_op_threads``)."""
-    with intra_op_threads(1):
+    vectors), on one intra-op thread (``threads.torch_threads``)."""
+    with torch_threads(1):
         return torch.linalg.svd(x, full_matrices=False)[2]
 
 

@@ -8,7 +8,7 @@ import torch
 
 
 @contextmanager
-def intra_op_threads(n: int):
+def torch_threads(n: int):
     """Run the block with ``n`` intra-op threads, then give back the caller's count. Small ops on one thread:
     waking and joining a second one cost more than the op on a busy 2-core machine (a 200 x 100 SVD ~1 s of CPU
     time with two threads, ms with one; two 3.4M-float sums 30 ms against 4 ms)."""
