@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common.devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
+from benchmarks.common.paths import shown  # noqa: E402
 
 SUITES = {  # suite -> mode -> recipe
     "digits": {"ce": "ood_digits_ce", "confidence": "ood_digits_confidence", "joint": "ood_digits_joint"},
@@ -52,13 +53,14 @@ def run_one(recipe: str, seed: int, args) -> dict:
         overrides.append(f"data.root={args.data_root}")
     acc, devices = accelerator(args.device)
     overrides += [f"trainer.accelerator={acc}", f"trainer.devices={devices}".replace(" ", "")]
-    command = "python -m zoo.train " + " ".join(overrides)
+    named = f"run_dir={shown(args.run_dir)}"  # the record names no folder of this machine
+    command = "python -m zoo.train " + " ".join(named if o.startswith("run_dir=") else o for o in overrides)
     record = {"recipe": recipe, "seed": seed, "command": command, "status": "ok"}
     t0 = time.time()
     try:
         result = train(overrides)
         record["metrics"] = {k: float(v) for k, v in result.test_metrics.items()}
-        record["run_dir"] = str(result.run_dir)
+        record["run_dir"] = shown(result.run_dir)
     except UserError:  # missing data, a bad option: every run would fail the same way; stop (exit 2)
         raise
     except Exception as err:  # a failed run is on record too

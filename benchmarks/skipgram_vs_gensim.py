@@ -52,6 +52,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's zoo and helpers, not an installed zoo
 from benchmarks.common.devices import accelerator, add_device_option, describe, processor, resolve_device, synchronize
+from benchmarks.common.paths import shown
 from benchmarks.common.skipgram_measures import (
     big_corpus,
     lee_corpus,
@@ -263,13 +264,6 @@ def loop_quality(stats: dict, vec: torch.Tensor, words: list[str], similarity: l
     stats["quality"] = score(vec, words, similarity, analogies)
     stats["quality"]["probe"] = {"ns_loss": objective_loss(probe, vec, stats.pop("context_vectors"), words)}
     return stats
-
-
-def shown(path: Path) -> str:
-    """The corpus's path as a record names it: from the checkout's root, else the file's name alone (a record
-    names no folder of the machine it was made on)."""
-    path = Path(path).resolve()
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
 
 
 def run_corpus(name: str, path: Path, similarity: list[str], analogies: list[str], args, threads: list[int],
