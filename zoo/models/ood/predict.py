@@ -38,8 +38,8 @@ from zoo.registry import DATAMODULES, loaded_config
 from zoo.schema import validate
 
 API_DETECTORS = ("msp", "odin", "energy", "mahalanobis")
-LATE_THRESHOLDS = ("odin_threshold", "energy_threshold", "mahalanobis_threshold")  # older checkpoints lack them
-GAUSSIANS = ("mahalanobis_means", "mahalanobis_precision")  # (K, F) and (F, F); older checkpoints lack them
+LATE_THRESHOLDS = ("odin_threshold", "energy_threshold", "mahalanobis_threshold")  # not in every checkpoint
+GAUSSIANS = ("mahalanobis_means", "mahalanobis_precision")  # (K, F) and (F, F); not in every checkpoint
 TPR = 0.95  # the fraction of validation in-distribution inputs a threshold accepts
 
 

@@ -54,7 +54,7 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         # per minibatch, and Hogwild ("Hogwild!: A Lock-Free Approach to Parallelizing Stochastic Gradient
         # Descent") needs updates that rarely touch the same rows: one thread, whose torch ops use the cores
         self.threads, self.intra_op_threads = (1, c.threads) if small else (c.threads, 1)
-        step_cap = c.step_cap is not False  # older checkpoints hold None (then: automatic)
+        step_cap = c.step_cap is not False  # None in a checkpoint that predates the option: automatic
         self.net = SkipGram(counts, c.dim, c.objective, c.negative, c.noise_power, step_cap,
                             c.init_range, self.cap_method())
         self.register_buffer("words_done", torch.zeros((), dtype=torch.float64))  # raw words trained on
