@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common.devices import accelerator, add_device_option, describe, resolve_device  # noqa: E402
 from benchmarks.common.paths import shown  # noqa: E402
+from zoo.spread import paired  # noqa: E402
 
 SUITES = {  # suite -> mode -> recipe
     "digits": {"ce": "ood_digits_ce", "confidence": "ood_digits_confidence", "joint": "ood_digits_joint"},
@@ -85,9 +86,7 @@ def summarise(records: dict[str, list[dict]]) -> dict:
 
 def pair(records: dict[str, list[dict]], other: dict) -> dict:
     """mode -> metric -> this run minus ``other``'s (an earlier result JSON), seed by seed over the seeds both
-    ran (spread.paired: the differences, their mean and its standard error)."""
-    from zoo.spread import paired
-
+    ran (zoo.spread.paired: the differences, their mean and its standard error)."""
     out = {}
     for mode, runs in records.items():
         mine = {r["seed"]: r["metrics"] for r in runs if r["status"] == "ok"}
