@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from zoo.spread import paired  # noqa: E402
 
-BASE = ROOT / "studies" / "results" / "seeds_ood_digits_joint_before_replay_cpu.json"  # the recipe before the replay, seeds 0-4
+BASE = ROOT / "studies" / "results" / "seeds_ood_digits_joint_before_replay_cpu.json"  # before the replay, seeds 0-4
 CE = ROOT / "benchmarks" / "results" / "seeds_ood_digits_ce_cpu.json"
 FAR, NEAR = ("uniform", "gaussian", "photos"), ("rot90", "blends", "letters")
 OUT = ROOT / "studies" / "results" / "2026-12-02-ood_joint_seeds.json"
