@@ -83,3 +83,45 @@ def test_no_script_writes_under_tmp_by_default():
              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("/tmp")]
     assert wrong == []
+
+
+def optional_imports(tree: ast.Module) -> set[str]:
+    """Top-level names imported inside a ``try`` that catches ImportError: a peer the script runs without."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+                h.type is not None and any(n in ast.unparse(h.type) for n in ("ImportError", "ModuleNotFoundError"))
+                for h in node.handlers):
+            found |= {a.name.split(".")[0] for stmt in node.body if isinstance(stmt, ast.Import) for a in stmt.names}
+    return found
+
+
+def added_folders(tree: ast.Module) -> list[Path]:
+    """The checkout's folders a script puts on ``sys.path`` itself (``... / "benchmarks"``, ``ROOT / "tests"``)."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "sys.path.insert"]
+    return [ROOT / name for call in calls for name in ("benchmarks", "tests") if f"'{name}'" in ast.unparse(call)]
+
+
+def test_every_other_module_a_script_imports_is_installed_or_beside_it():
+    """A bare ``import name`` / ``from name import x`` (at any depth, a function's too) resolves where the script
+    runs: an installed module, or a file or package in the script's own folder (``sys.path[0]``) or in a folder
+    the script puts on ``sys.path``; peers imported under ``except ImportError`` are optional. A module moved
+    into ``zoo`` and still imported by its old bare name fails only when someone runs that branch."""
+    import importlib.util
+
+    unresolved = []
+    for path in SCRIPTS + HELPERS:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        folders, optional = [path.parent, *added_folders(tree)], optional_imports(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            else:
+                continue
+            for top in {n.split(".")[0] for n in names} - set(OURS) - optional:
+                if not any((f / f"{top}.py").exists() or (f / top / "__init__.py").exists() for f in folders) \
+                        and importlib.util.find_spec(top) is None:
+                    unresolved.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert len(SCRIPTS) >= 30 and unresolved == []
