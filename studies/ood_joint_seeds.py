@@ -87,9 +87,11 @@ def compare(spec: str, base: dict, ce: dict) -> dict:
                           "minus_recipe": paired([mine[k] for k in both], [ref[k] for k in both]),
                           "at_least_ce_on": sum(mine[k] >= c[k] for k in seeds if k in c),
                           "ce_seeds": sum(k in c for k in seeds), "n": len(seeds)}
-    acc, acc_ce = by_seed(record, "test/acc"), by_seed(ce, "test/acc")
+    acc, acc_ce, acc_ref = by_seed(record, "test/acc"), by_seed(ce, "test/acc"), by_seed(base, "test/acc")
+    both = [k for k in sorted(acc) if k in acc_ref]
     out["acc"] = {"values": [acc[k] for k in sorted(acc)], "mean": statistics.fmean(acc.values()),
-                  "ce_mean": statistics.fmean(acc_ce.values())}
+                  "ce_mean": statistics.fmean(acc_ce.values()),
+                  "minus_recipe": paired([acc[k] for k in both], [acc_ref[k] for k in both])}
     out["curves"] = {r["seed"]: curves(r) for r in record["runs"]}
     out["val_made_tnr95"] = {k: (c or {}).get("val/made_tnr95", [None])[-1] for k, c in sorted(out["curves"].items())}
     # the last validation (the checkpoint's EMA weights) of each set, per seed: the selection rule's inputs
@@ -243,6 +245,9 @@ def main() -> None:
             diff = f"{d['mean']:+.3f} (s.e. {se})" if d["mean"] is not None else "-"
             print(f"  {s:<9} seeds {v['seeds']}: {' '.join(f'{x:.3f}' for x in v['values'])}  "
                   f"minus recipe {diff}  >= ce on {v['at_least_ce_on']}/{v['ce_seeds']}")
+        d = r["acc"]["minus_recipe"]
+        if d["se"] is not None:
+            print(f"  acc minus recipe {d['mean']:+.4f} (s.e. {d['se']:.4f})")
         print(f"  acc {' '.join(f'{x:.3f}' for x in r['acc']['values'])} (ce mean {r['acc']['ce_mean']:.3f})  "
               f"val/made_tnr95 {r['val_made_tnr95']}")
         for seed, v in r["val_last"].items():
