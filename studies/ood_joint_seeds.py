@@ -9,6 +9,11 @@ target of issue 79 item 3: on uniform, gaussian and photos joint >= ce on every 
 accuracy within 0.5 point of ce.
 
     python studies/ood_joint_seeds.py --records studies/results/seeds_ood_digits_joint_lrdrop24_cpu.json ...
+
+``--base`` pairs against another record (the final study: the current recipe's); ``--val-ce`` /
+``--val-recipe`` give the validation references of that study's rule (V1, V2), from run folders or values
+recorded elsewhere (``SEED=acc,uniform,gaussian,photos``); ``--table`` prints one markdown row a record (seeds,
+far-OOD pairs >= ce, the worst seed, accuracy).
 """
 
 from __future__ import annotations
@@ -82,9 +87,11 @@ def compare(spec: str, base: dict, ce: dict) -> dict:
                           "minus_recipe": paired([mine[k] for k in both], [ref[k] for k in both]),
                           "at_least_ce_on": sum(mine[k] >= c[k] for k in seeds if k in c),
                           "ce_seeds": sum(k in c for k in seeds), "n": len(seeds)}
-    acc, acc_ce = by_seed(record, "test/acc"), by_seed(ce, "test/acc")
+    acc, acc_ce, acc_ref = by_seed(record, "test/acc"), by_seed(ce, "test/acc"), by_seed(base, "test/acc")
+    both = [k for k in sorted(acc) if k in acc_ref]
     out["acc"] = {"values": [acc[k] for k in sorted(acc)], "mean": statistics.fmean(acc.values()),
-                  "ce_mean": statistics.fmean(acc_ce.values())}
+                  "ce_mean": statistics.fmean(acc_ce.values()),
+                  "minus_recipe": paired([acc[k] for k in both], [acc_ref[k] for k in both])}
     out["curves"] = {r["seed"]: curves(r) for r in record["runs"]}
     out["val_made_tnr95"] = {k: (c or {}).get("val/made_tnr95", [None])[-1] for k, c in sorted(out["curves"].items())}
     # the last validation (the checkpoint's EMA weights) of each set, per seed: the selection rule's inputs
@@ -100,6 +107,76 @@ def compare(spec: str, base: dict, ce: dict) -> dict:
                      "acc_within_0.5_point": out["acc"]["mean"] >= out["acc"]["ce_mean"] - 0.005,
                      "five_seeds": u["n"] >= 5}
     return out
+
+
+VAL_KEYS = ("acc", *FAR)
+
+
+def val_ref(spec: str, given: list[str]) -> dict[int, dict[str, float]]:
+    """{seed: {acc, uniform, gaussian, photos}} of the last validation: from a record's run folders (``spec``,
+    may be empty) and from values recorded elsewhere (``SEED=acc,uniform,gaussian,photos``; they win)."""
+    out: dict[int, dict[str, float]] = {}
+    if spec:
+        for run in load(spec)[1]["runs"]:
+            c = curves(run)
+            if c:
+                out[run["seed"]] = {"acc": c["val/acc"][-1], **{s: c[f"val/{s}/msp_tnr95"][-1] for s in FAR}}
+    for g in given:
+        seed, _, values = g.partition("=")
+        out[int(seed)] = dict(zip(VAL_KEYS, (float(v) for v in values.split(","))))
+    return out
+
+
+def val_rank(val: dict, ce: dict) -> dict:
+    """The final study's validation order: far-OOD (set, seed) pairs >= ce's value, the mean of those values, and
+    the mean accuracy against ce's, over the seeds both have."""
+    seeds = sorted(k for k in val if k in ce and all(val[k].get(s) is not None for s in VAL_KEYS))
+    far = [val[k][s] for k in seeds for s in FAR]
+    return {"seeds": seeds, "pairs_ge_ce": sum(val[k][s] >= ce[k][s] for k in seeds for s in FAR), "of": len(far),
+            "mean": statistics.fmean(far) if far else None,
+            "acc_mean": statistics.fmean(val[k]["acc"] for k in seeds) if seeds else None,
+            "ce_acc_mean": statistics.fmean(ce[k]["acc"] for k in seeds) if seeds else None}
+
+
+def final_rule(row: dict, base: dict, ce: dict, recipe_val: dict | None) -> dict:
+    """The final study's rule for one variant (studies/2026-12-02-ood-joint-final.md): V1, V2 on validation,
+    1-3 on the test split against ce and the current recipe (``base``)."""
+    out: dict = {}
+    if recipe_val and row.get("validation"):
+        v = row["validation"]
+        out["V1"] = v["acc_mean"] is not None and v["acc_mean"] >= v["ce_acc_mean"] - 0.005
+        out["V2"] = (v["of"] == recipe_val["of"] == 15 and (v["pairs_ge_ce"], v["mean"]) >
+                     (recipe_val["pairs_ge_ce"], recipe_val["mean"]))
+    sets, n = row["sets"], row["sets"]["uniform"]["n"]
+    out["1_accuracy"] = row["acc"]["mean"] >= row["acc"]["ce_mean"] - 0.005
+    u = sets["uniform"]
+    out["2_uniform"] = u["at_least_ce_on"] == n == 5 and u["sd"] <= 0.05
+    ok = True
+    for s in ("gaussian", "photos"):
+        ref, c = by_seed(base, f"test/{s}/msp/tnr95"), by_seed(ce, f"test/{s}/msp/tnr95")
+        ref_count = sum(ref[k] >= c[k] for k in ref)
+        mine = sets[s]
+        ok = ok and n == 5 and (mine["at_least_ce_on"] > ref_count or
+                                (mine["at_least_ce_on"] == ref_count and min(mine["values"]) > min(ref.values())))
+    out["3_gaussian_photos"] = ok
+    return out
+
+
+def table_row(row: dict) -> str:
+    """Variant | seeds | far-OOD pairs >= ce | worst seed (its mean of uniform, Gaussian, photos) | accuracy."""
+    sets = row["sets"]
+    by = {s: dict(zip(sets[s]["seeds"], sets[s]["values"])) for s in FAR}
+    seeds = sets["uniform"]["seeds"]
+    far = {k: statistics.fmean(by[s][k] for s in FAR) for k in seeds if all(k in by[s] for s in FAR)}
+    worst = min(far, key=far.get)
+    pairs = sum(sets[s]["at_least_ce_on"] for s in FAR)
+    of = sum(sets[s]["ce_seeds"] for s in FAR)
+    label = row.get("label") or " ".join(row["extra"]) or "recipe"
+    seed_text = ",".join(str(k) for k in seeds)
+    acc = statistics.fmean(row["acc"]["values"])
+    pairs_text = f"{pairs} of {of}" if of else "no ce run on these seeds"
+    return (f"| {label} | {seed_text} | {pairs_text} | {far[worst]:.3f} (seed {worst}) | {acc:.4f} |"
+            f" `{Path(row['record'].split(' + ')[0]).name}`{' +' if ' + ' in row['record'] else ''} |")
 
 
 def figure(rows: list[dict], path: Path) -> None:
@@ -140,9 +217,26 @@ def main() -> None:
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--ce", default=str(CE), help="the ce record the target compares with")
     ap.add_argument("--figure", default="", help="also draw the validation curves of every run into this PNG")
+    ap.add_argument("--base", default=str(BASE), help="the record each variant is paired with ('minus recipe')")
+    ap.add_argument("--val-ce", default="", help="ce's record whose run folders give its last validation values")
+    ap.add_argument("--val-ce-given", nargs="*", default=[],
+                    help="ce's recorded values: SEED=acc,uniform,gaussian,photos")
+    ap.add_argument("--val-recipe", default="", help="the current recipe's record (run folders), for rule V2")
+    ap.add_argument("--val-recipe-given", nargs="*", default=[],
+                    help="the recipe's recorded values, as --val-ce-given")
+    ap.add_argument("--table", action="store_true", help="print one markdown row a record (the final study's table)")
     args = ap.parse_args()
-    base, ce = json.loads(BASE.read_text()), load(args.ce)[1]
+    base, ce = load(args.base)[1], load(args.ce)[1]
     rows = [compare(p, base, ce) for p in args.records]
+    ce_val = val_ref(args.val_ce, args.val_ce_given) if args.val_ce or args.val_ce_given else None
+    recipe_val = None
+    if ce_val:
+        if args.val_recipe or args.val_recipe_given:
+            recipe_val = val_rank(val_ref(args.val_recipe, args.val_recipe_given), ce_val)
+            print(f"validation references: ce {ce_val}\n  the recipe {recipe_val}")
+        for r in rows:
+            r["validation"] = val_rank({k: v for k, v in r["val_last"].items() if v}, ce_val)
+            r["final_rule"] = final_rule(r, base, ce, recipe_val)
     for r in rows:
         print(f"{r['record']}  extra={r['extra']}" + (f"  ({r['label']})" if "label" in r else ""))
         for s, v in r["sets"].items():
@@ -151,14 +245,27 @@ def main() -> None:
             diff = f"{d['mean']:+.3f} (s.e. {se})" if d["mean"] is not None else "-"
             print(f"  {s:<9} seeds {v['seeds']}: {' '.join(f'{x:.3f}' for x in v['values'])}  "
                   f"minus recipe {diff}  >= ce on {v['at_least_ce_on']}/{v['ce_seeds']}")
+        d = r["acc"]["minus_recipe"]
+        if d["se"] is not None:
+            print(f"  acc minus recipe {d['mean']:+.4f} (s.e. {d['se']:.4f})")
         print(f"  acc {' '.join(f'{x:.3f}' for x in r['acc']['values'])} (ce mean {r['acc']['ce_mean']:.3f})  "
               f"val/made_tnr95 {r['val_made_tnr95']}")
         for seed, v in r["val_last"].items():
             print(f"  last validation, seed {seed}: " + " ".join(f"{k} {x:.3f}" for k, x in v.items() if x is not None))
         print(f"  target: {r['target']}")
+        if "validation" in r:
+            print(f"  validation (rule V1, V2): {r['validation']}\n  final rule: {r['final_rule']}")
+    if args.table:
+        print("| variant | seeds | far-OOD pairs >= ce | worst seed (far-OOD mean) | accuracy | record |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print(table_row(r))
     if args.figure:
         figure(rows, Path(args.figure))
-    Path(args.out).write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "rows": rows}, indent=1) + "\n")
+    out = {"command": " ".join(["python", *sys.argv]), "base": load(args.base)[0], "rows": rows}
+    if recipe_val:
+        out["validation_recipe"], out["validation_ce"] = recipe_val, ce_val
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":
