@@ -67,6 +67,13 @@ def load(spec: str) -> tuple[str, dict]:
     return " + ".join(str(p.relative_to(ROOT)) for p in paths), record
 
 
+def last_validation(c: dict | None) -> dict[str, float | None]:
+    """The last validation (the checkpoint's EMA weights) of a run's curves: accuracy and max-softmax TNR@TPR95 of
+    each OOD set (None where the run folder is gone)."""
+    last = {s: (c or {}).get(f"val/{s}/msp_tnr95", [None])[-1] for s in (*FAR, *NEAR)}
+    return {"acc": c["val/acc"][-1] if c else None, **last}
+
+
 def compare(spec: str, base: dict, ce: dict) -> dict:
     """``spec``: a record (``load``), or LABEL=record to name a variant its --extra does not (a recipe edited)."""
     label, _, spec = spec.rpartition("=") if "=" in spec.split("/", 1)[0] else ("", "", spec)
@@ -95,11 +102,7 @@ def compare(spec: str, base: dict, ce: dict) -> dict:
     out["curves"] = {r["seed"]: curves(r) for r in record["runs"]}
     out["val_made_tnr95"] = {k: (c or {}).get("val/made_tnr95", [None])[-1] for k, c in sorted(out["curves"].items())}
     # the last validation (the checkpoint's EMA weights) of each set, per seed: the selection rule's inputs
-    out["val_last"] = {k: {s: (c or {}).get(f"val/{s}/msp_tnr95", [None])[-1] for s in ("acc", *FAR, *NEAR)}
-                       for k, c in sorted(out["curves"].items())}
-    for k, c in out["curves"].items():
-        if c:
-            out["val_last"][k]["acc"] = c["val/acc"][-1]
+    out["val_last"] = {k: last_validation(c) for k, c in sorted(out["curves"].items())}
     u = out["sets"]["uniform"]
     out["target"] = {"far_ge_ce_every_seed": all(out["sets"][s]["at_least_ce_on"] == out["sets"][s]["ce_seeds"]
                                                  == out["sets"][s]["n"] for s in FAR),
@@ -120,7 +123,8 @@ def val_ref(spec: str, given: list[str]) -> dict[int, dict[str, float]]:
         for run in load(spec)[1]["runs"]:
             c = curves(run)
             if c:
-                out[run["seed"]] = {"acc": c["val/acc"][-1], **{s: c[f"val/{s}/msp_tnr95"][-1] for s in FAR}}
+                last = last_validation(c)
+                out[run["seed"]] = {k: last[k] for k in VAL_KEYS}
     for g in given:
         seed, _, values = g.partition("=")
         out[int(seed)] = dict(zip(VAL_KEYS, (float(v) for v in values.split(","))))
