@@ -71,7 +71,7 @@ def main() -> None:
     n = args.check_tokens
     a, b = centre.clone(), context.clone()
     kernel._train_chunk(*(x[:n] for x in cpu_args), np.array([0, n]), 1, a.numpy(), b.numpy(), *cpu_noise,
-                        np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"])
+                        np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"], 1)
     x, y = centre.to(device), context.to(device)
     part = [c[k][:n].to(device) for k in ("tokens", "sentence", "reduced")]
     gpu_kernel.train_chunk(x, y, *part, noise, None, 5, 0.025, 0.02, 7, jobs=1, skip_saturated=True)
@@ -84,7 +84,7 @@ def main() -> None:
     a, b = centre.clone(), context.clone()
     start = time.perf_counter()
     kernel._train_chunk(*cpu_args, np.array([0, args.tokens]), 1, a.numpy(), b.numpy(), *cpu_noise,
-                        np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"])
+                        np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"], 1)
     cpu_s = time.perf_counter() - start
     result["cpu_kernel_words_per_s"] = args.tokens / cpu_s
     print(f"CPU kernel, 1 thread: {args.tokens / cpu_s:,.0f} words/s", flush=True)

@@ -79,7 +79,7 @@ def _serial_chunk(tokens, sentence, reduced, bounds, threads, syn0, syn1, keep, 
             budget = LOSS_PAIRS - counted[t] if first_job and counted[t] < LOSS_PAIRS else 0
             loss, p, state = _train_part(tokens, sentence, reduced, pos[t], pos[t] + 1, syn0, syn1, keep, alias,
                                          log_kq, negative, lr0, lr1, n_total, rng[t], work, skip_saturated,
-                                         budget, table_scale)
+                                         budget, table_scale, 1)
             rng[t] = state
             if budget > 0:
                 losses[t] += loss

@@ -81,7 +81,8 @@ def main() -> None:
         module = sys.modules[fn.py_func.__module__]  # its own form of the noise table, where it has one
         table = module.compact_noise(keep, alias) if hasattr(module, "compact_noise") else (keep, alias)
         return fn(tokens, sentence, reduced, lo, hi, syn0, syn1, *table, no_nce, 5, 0.025, 0.02, len(tokens), 7,
-                  work, True, 1000, kernel.TABLE_SCALE["exact"])
+                  work, True, 1000, kernel.TABLE_SCALE["exact"],
+                  *([1] if "share" in fn.py_func.__code__.co_varnames else []))  # 1: a draw per pair
 
     with tempfile.TemporaryDirectory() as tmp:
         before = kernel_at(args.before, Path(tmp))

@@ -107,7 +107,7 @@ def test_skipgram_gpu_kernel_on_cuda_gives_the_cpu_kernels_tables_with_one_job()
     a, b = centre.clone(), context.clone()
     _, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(), np.array([0, N]), 1,
                                        a.numpy(), b.numpy(), *kernel.compact_noise(keep, alias),
-                                       np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"])
+                                       np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"], 1)
     noise = (torch.from_numpy(keep).cuda(), torch.from_numpy(alias).cuda())
     on_gpu = [t.cuda() for t in (tokens, sentence, reduced)]
     for jobs, stripe in ((1, 0), (1, 16), (64, 0), (64, 16)):

@@ -44,7 +44,7 @@ for nce, skip, index in [(False, False, "exact"), (True, True, "word2vec")]:
     _, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(), bounds.numpy(), 1,
                                        a.numpy(), b.numpy(), *kernel.compact_noise(keep, alias),
                                        np.empty(0, np.float32) if log_kq is None else log_kq.numpy(), 3, 0.5, 0.1,
-                                       123, skip, kernel.TABLE_SCALE[index])
+                                       123, skip, kernel.TABLE_SCALE[index], 1)
     x, y = centre.clone(), context.clone()
     stats = gpu_kernel.train_chunk(x, y, tokens, sentence, reduced, (torch.from_numpy(keep), torch.from_numpy(alias)),
                                    log_kq, 3, 0.5, 0.1, 123, skip_saturated=skip, sigmoid_index=index, bounds=bounds)
@@ -59,7 +59,7 @@ def striped_cpu(a, b, jobs, stripe, seed):
             _, p, rng = kernel._train_part(tokens.numpy(), sentence.numpy(), reduced.numpy(), lo, min(lo + stripe, N),
                                            a.numpy(), b.numpy(), *kernel.compact_noise(keep, alias),
                                            np.empty(0, np.float32), 3, 0.5, 0.1, N,
-                                           rng, work, True, 0, kernel.TABLE_SCALE["exact"])
+                                           rng, work, True, 0, kernel.TABLE_SCALE["exact"], 1)
             pairs, rng = pairs + p, np.uint64(rng)
     return pairs
 for jobs, stripe in ((1, 7), (3, 10)):
@@ -163,7 +163,7 @@ def test_the_cpu_model_of_the_jobs_is_the_sequential_kernel_with_one_job():
     rest = (*kernel.compact_noise(keep, alias), np.empty(0, np.float32), 3, 0.025, 0.01, 5, True,
             kernel.TABLE_SCALE["exact"])
     a, b = centre.copy(), context.copy()
-    _, pairs = kernel._train_chunk(tokens, sentence, reduced, np.array([0, N]), 1, a, b, *rest)
+    _, pairs = kernel._train_chunk(tokens, sentence, reduced, np.array([0, N]), 1, a, b, *rest, 1)
     tables = {}
     for jobs, block, additive, immediate in ((1, 0, False, False), (1, 0, True, False), (1, 7, False, False),
                                              (1, 0, True, True), (3, 0, False, False), (3, 50, True, False),

@@ -21,20 +21,28 @@ pytestmark = pytest.mark.skipif(not kernel.available(), reason="numba is a depen
 
 
 def reference(centre, context, tokens, sentence, reduced, noise_word, negative, lr0, lr1, log_kq=None,
-              skip=False, index="exact"):
+              skip=False, index="exact", draws=None, share=1):
     """The kernel's update in plain Python (same sigmoid table and clipping, one thread). Also
     returns how many terms saturated on the wrong side (the word below -6, a noise word above 6),
-    the only terms where the two rules differ (on the right side both make no step)."""
+    the only terms where the two rules differ (on the right side both make no step). Noise words:
+    noise_word every time, or taken in turn from ``draws`` (an iterator): k for every ``share`` pairs of
+    a centre in turn (0: k for all its pairs)."""
     v, u = centre.double().clone(), context.double().clone()
     n, loss, pairs, saturated = len(tokens), 0.0, 0, 0
     for i in range(n):
         lr = lr0 + (lr1 - lr0) * i / n
+        noise_words, p = None, 0
         for j in range(max(0, i - reduced[i]), min(n - 1, i + reduced[i]) + 1):
             if j == i or sentence[j] != sentence[i]:
                 continue
             c, w = tokens[j], tokens[i]
             work = torch.zeros_like(v[c])
-            for o, label in [(w, 1.0)] + [(noise_word, 0.0)] * negative:
+            if draws is None:
+                noise_words = [noise_word] * negative
+            elif noise_words is None or (share and p % share == 0):
+                noise_words = [int(next(draws)) for _ in range(negative)]
+            p += 1
+            for o, label in [(w, 1.0)] + [(x, 0.0) for x in noise_words]:
                 if label == 0.0 and o == w:
                     continue
                 f = float(v[c] @ u[o]) - (float(log_kq[o]) if log_kq is not None else 0.0)
@@ -94,6 +102,25 @@ def test_kernel_equals_the_reference_update(nce, skip, index):
     assert stats["pairs"] == pairs_ref > 50
     assert torch.allclose(centre.double(), v_ref, atol=1e-5) and torch.allclose(context.double(), u_ref, atol=1e-5)
     assert stats["loss"] == pytest.approx(loss_ref, rel=1e-5)
+
+
+@pytest.mark.parametrize("share, other", [(1, 0), (0, 1), (2, 1)])
+def test_noise_words_shared_by_pairs_as_the_reference_draws_them(share, other):
+    """model.share_noise: k noise words for every pair (1, word2vec.c), for every 2 pairs of a window in turn,
+    or once for the whole window (0). A 6-word noise distribution (the tokens' own words among them), so the
+    draws matter: the reference takes them from the kernel's stream (``kernel.draw_noise`` at the seed of job
+    0) in the setting's order and must leave the kernel's tables; another setting's order must not."""
+    tokens, sentence, reduced, centre, context, _ = tiny()
+    noise = kernel.noise_table(AliasSampler(torch.tensor([0.3, 0.25, 0.2, 0.1, 0.1, 0.05], dtype=torch.float64)))
+    stream = kernel.draw_noise(noise, 10_000, seed=7 + 7919)  # train_chunk seeds job j with seed + 7919 (j + 1)
+    args = (tokens.tolist(), sentence.tolist(), reduced.tolist(), None, 3, 0.5, 0.1)
+    v_ref, u_ref, _, pairs_ref, _ = reference(centre, context, *args, draws=iter(stream), share=share)
+    v_other = reference(centre, context, *args, draws=iter(stream), share=other)[0]
+    assert not torch.allclose(v_other, v_ref, atol=1e-4)
+    stats = kernel.train_chunk(centre, context, tokens, sentence, reduced, noise, None, 3, 0.5, 0.1, seed=7,
+                               share_noise=share)
+    assert stats["pairs"] == pairs_ref > 50
+    assert torch.allclose(centre.double(), v_ref, atol=1e-5) and torch.allclose(context.double(), u_ref, atol=1e-5)
 
 
 def test_word2vec_sigmoid_index_reads_word2vec_c_cells():
@@ -156,12 +183,19 @@ def test_one_thread_is_deterministic_and_threads_train_every_pair():
     assert tables[0][2] == tables[2][2] == tables[3][2] > 10_000
 
 
-def test_the_model_picks_the_kernel_on_a_cpu_and_learns_the_planted_corpus(tmp_path):
+@pytest.mark.parametrize("share", [None, 1])
+def test_the_model_picks_the_kernel_on_a_cpu_and_learns_the_planted_corpus(tmp_path, monkeypatch, share):
+    """With the default noise draws (one a window, model.share_noise 0) and word2vec.c's (a draw per pair, 1),
+    which reach the kernel."""
     from zoo.train import train
 
+    shared, real = [], kernel.train_chunk
+    monkeypatch.setattr(kernel, "train_chunk", lambda *a, **kw: shared.append(kw["share_noise"]) or real(*a, **kw))
     result = train(["recipe=skipgram_synthetic", f"run_dir={tmp_path}", "trainer.enable_progress_bar=false",
-                    f"data.root={tmp_path}/data", "trainer.max_epochs=2"])
+                    f"data.root={tmp_path}/data", "trainer.max_epochs=2",
+                    *([f"model.share_noise={share}"] if share is not None else [])])
     assert result.model.sequential()
+    assert shared and set(shared) == {0 if share is None else share}
     assert result.test_metrics["test/planted_spearman"] > 0.85  # untrained: ~0; minibatch path: 0.94 in 3 epochs
 
 

@@ -63,6 +63,10 @@ class SkipGramConfig:
     # only one for full_softmax); auto = sequential on a CPU for nce / negative_sampling, else minibatch
     saturated: str = choice("clip", ["clip", "skip"])  # sequential updates, a score beyond +-6: clip =
     # word2vec.c (sigmoid taken as 0 or 1: a full step), skip = gensim (no update from that term)
+    share_noise: int = at_least(0, 0)  # sequential updates on a CPU: how many of a window's pairs, in turn,
+    # use one draw of k noise words: 1 = each its own (word2vec.c, gensim); 0 = one draw for the window (as
+    # "Parallelizing Word2Vec in Shared and Distributed Memory"); fewer draws, fewer noise rows to load
+    # (studies/2026-12-02-skipgram-shared-noise.md); the GPU kernel draws per pair
     sigmoid_index: str = choice("exact", ["exact", "word2vec"])  # sequential updates, where a score is
     # read in the sigmoid table: word2vec = word2vec.c's and gensim's (f + 6) * 83, from C integer
     # division, i.e. sigmoid(~0.996 f - 0.024); exact = (f + 6) * 1000 / 12 (kernel.TABLE_SCALE)

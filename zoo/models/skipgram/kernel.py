@@ -10,9 +10,12 @@ and each word c of its reduced window, with k noise words w' ~ q drawn per pair,
     u_o += g_o v_c;   v_c += sum_o g_o u_o     (v_c's step uses the u_o before their update)
 
 with v = ``centre`` (syn0, the exported vectors) and u = ``context`` (syn1neg). ``nce`` subtracts
-log(k q(o)) from every score. Threads take turns on jobs of ~10^4 tokens of the chunk and update
-the shared tables without locks (Hogwild, as word2vec.c and gensim do); one thread is
-deterministic.
+log(k q(o)) from every score. The k noise words are drawn for every pair (``share_noise=1``:
+word2vec.c and gensim) or once for every ``share_noise`` pairs of a window (0: once per window, as
+"Parallelizing Word2Vec in Shared and Distributed Memory" shares them), still updated pair after pair:
+fewer draws and noise rows to load (studies/2026-12-02-skipgram-shared-noise.md). Threads take turns on
+jobs of ~10^4 tokens of the chunk and update the shared tables without locks (Hogwild, as word2vec.c and
+gensim do); one thread is deterministic.
 
 No maintained library offers this loop on torch tensors (gensim has it in Cython, inside its own
 model and vocabulary), so it is written here; numba compiles it on first use and caches the
@@ -127,26 +130,28 @@ if numba is not None:
         return out
 
     @njit(inline="always")
-    def _draw_centre(i, tokens, sentence, reduced, n_total, keep, alias, rng, noise, syn0, syn1, reach):
-        """The noise words of centre i's pairs into noise (pairs, k), pair after pair, as the update loop
-        would draw them; their rows and the centre word's row of syn1 are prefetched, and the row of syn0
-        that first comes into reach (``reach``: the widest half-width) as a context, i + reach. Returns the stream."""
+    def _draw_centre(i, tokens, sentence, reduced, n_total, keep, alias, rng, noise, syn0, syn1, reach, share):
+        """The noise words of centre i's pairs into noise (draws, k), as the update loop would draw them: one
+        draw of k for every ``share`` pairs (pair p uses draw p // share); their rows and the centre word's row
+        of syn1 are prefetched, and the row of syn0 that first comes into reach (``reach``: the widest
+        half-width) as a context, i + reach. Returns the stream."""
         _prefetch_row(syn0, tokens[min(n_total - 1, i + reach)])
         first, last = max(0, i - reduced[i]), min(n_total - 1, i + reduced[i])
         p = 0
         for j in range(first, last + 1):
             if j == i or sentence[j] != sentence[i]:
                 continue
-            for k in range(noise.shape[1]):
-                rng, noise[p, k] = _noise_word(rng, keep, alias)
-                _prefetch_row(syn1, noise[p, k])
+            if p % share == 0:
+                for k in range(noise.shape[1]):
+                    rng, noise[p // share, k] = _noise_word(rng, keep, alias)
+                    _prefetch_row(syn1, noise[p // share, k])
             p += 1
         _prefetch_row(syn1, tokens[i])
         return rng
 
     @njit(fastmath=True, nogil=True, cache=True)
     def _train_part(tokens, sentence, reduced, lo, hi, syn0, syn1, keep, alias, log_kq, negative, lr0, lr1,
-                    n_total, seed, work, skip_saturated, loss_pairs, table_scale):
+                    n_total, seed, work, skip_saturated, loss_pairs, table_scale, share):
         dim = syn0.shape[1]
         nce = log_kq.shape[0] > 0
         rng = np.uint64(seed)
@@ -160,11 +165,11 @@ if numba is not None:
         noise = np.empty((2, 2 * reach + 1, negative), dtype=np.int64)
         if hi > lo:
             rng = _draw_centre(lo, tokens, sentence, reduced, n_total, keep, alias, rng, noise[lo % 2], syn0, syn1,
-                               reach)
+                               reach, share)
         for i in range(lo, hi):
             if i + 1 < hi:  # the same stream as drawing each in its turn: the next centre's come after these
                 rng = _draw_centre(i + 1, tokens, sentence, reduced, n_total, keep, alias, rng, noise[(i + 1) % 2],
-                                   syn0, syn1, reach)
+                                   syn0, syn1, reach, share)
             drawn = noise[i % 2]
             word = tokens[i]
             half = reduced[i]
@@ -178,7 +183,7 @@ if numba is not None:
                 ctx = tokens[j]
                 targets[0] = word
                 for k in range(1, negative + 1):
-                    targets[k] = drawn[p, k - 1]
+                    targets[k] = drawn[p // share, k - 1]
                 p += 1
                 for k in range(negative + 1):  # every score before any update, so that the rows load side
                     scores[k] = _score(syn0, ctx, syn1, targets[k])  # by side (below)
@@ -219,7 +224,7 @@ if numba is not None:
 
     @njit(parallel=True, cache=True)
     def _train_chunk(tokens, sentence, reduced, bounds, threads, syn0, syn1, keep, alias, log_kq, negative, lr0,
-                     lr1, seed, skip_saturated, table_scale):
+                     lr1, seed, skip_saturated, table_scale, share):
         jobs = bounds.shape[0] - 1
         losses = np.zeros(threads)
         counted = np.zeros(threads, dtype=np.int64)
@@ -230,7 +235,7 @@ if numba is not None:
                 loss, p, _ = _train_part(tokens, sentence, reduced, bounds[j], bounds[j + 1], syn0, syn1, keep,
                                       alias, log_kq, negative, lr0, lr1, tokens.shape[0],
                                       seed + 7919 * (j + 1), work, skip_saturated,
-                                      LOSS_PAIRS if j == t else 0, table_scale)
+                                      LOSS_PAIRS if j == t else 0, table_scale, share)
                 if j == t:  # the reported loss: each thread's first job only (logs cost as much as updates)
                     losses[t], counted[t] = loss, min(p, LOSS_PAIRS)
                 pairs[t] += p
@@ -258,7 +263,8 @@ def draw_noise(noise: tuple[np.ndarray, np.ndarray], n: int, seed: int = 1) -> n
 def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tensor, sentence: torch.Tensor,
                 reduced: torch.Tensor, noise: tuple[np.ndarray, np.ndarray], log_kq: torch.Tensor | None, negative: int,
                 lr_start: float, lr_end: float, seed: int, threads: int = 1,
-                skip_saturated: bool = False, job_tokens: int = 0, sigmoid_index: str = "exact") -> dict[str, float]:
+                skip_saturated: bool = False, job_tokens: int = 0, sigmoid_index: str = "exact",
+                share_noise: int = 1) -> dict[str, float]:
     """Sequential SGD over every (context -> word) pair of a chunk, in place on the CPU tables.
 
     centre, context: (V, D) float32 CPU tables; tokens, sentence, reduced: (N,) subsampled ids,
@@ -268,6 +274,8 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
     inside is looked up in the sigmoid table as ``sigmoid_index`` says (``TABLE_SCALE``). The chunk
     is cut into jobs of ``job_tokens`` tokens that the threads take in turn (gensim's workers take
     jobs of 10,000 words from a queue); 0 (and one thread) = one contiguous part per thread.
+    ``share_noise``: how many of a window's pairs, in turn, use one draw of k noise words (1: every pair draws
+    its own, word2vec.c; 0: one draw for the whole window).
     Returns {"loss": mean loss per pair over the first pairs of every thread's first job,
     "pairs": pairs trained}."""
     if numba is None:
@@ -279,10 +287,11 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     jobs = threads if job_tokens <= 0 or threads == 1 else max(threads, round(n / job_tokens))
     bounds = np.linspace(0, n, jobs + 1).round().astype(np.int64)
+    share = int(share_noise) if share_noise > 0 else 2 * int(reduced.max()) + 1  # pairs a draw serves
     nce = np.empty(0, np.float32) if log_kq is None else log_kq.detach().cpu().float().numpy()
     as_np = [x.detach().cpu().numpy() for x in (tokens, sentence, reduced)]
     loss, pairs = _train_chunk(*as_np, bounds, threads, centre.detach().numpy(), context.detach().numpy(),
                                *compact_noise(*noise), nce,
                                int(negative), float(lr_start), float(lr_end), int(seed) % (1 << 62),
-                               bool(skip_saturated), TABLE_SCALE[sigmoid_index])
+                               bool(skip_saturated), TABLE_SCALE[sigmoid_index], share)
     return {"loss": float(loss), "pairs": float(pairs)}
