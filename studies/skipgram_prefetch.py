@@ -57,6 +57,16 @@ def chunk(work: Path) -> tuple[dict, tuple[np.ndarray, np.ndarray], int]:
     return item, kernel.noise_table(sampler), len(words)
 
 
+def setup(work: Path, tokens: int):
+    """The chunk's (tokens, sentence, reduced) as int64 arrays, its noise table, the vocabulary size, the
+    part's length (at most ``tokens``) and the two start tables (syn0 in gensim's initial range, syn1 zero)."""
+    item, noise, vocab = chunk(work)
+    arrays = tuple(item[k].numpy().astype(np.int64) for k in ("tokens", "sentence", "window"))
+    rng = np.random.default_rng(0)
+    start0 = ((rng.random((vocab, 100)) - 0.5) / 100).astype(np.float32)  # gensim's initial range
+    return arrays, noise, vocab, min(tokens, len(arrays[0])), (start0, np.zeros((vocab, 100), np.float32))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--before", required=True, help="the commit whose kernel.py is compared with this checkout's")
@@ -69,12 +79,7 @@ def main() -> None:
     device = resolve_device(args.device)
     if device.type != "cpu":
         raise SystemExit(f"--device {device}: the kernel compared here is the CPU's (numba); use --device cpu")
-    item, (keep, alias), vocab = chunk(Path(args.work))
-    tokens, sentence, reduced = (item[k].numpy().astype(np.int64) for k in ("tokens", "sentence", "window"))
-    n = min(args.tokens, len(tokens))
-    rng = np.random.default_rng(0)
-    start0 = ((rng.random((vocab, 100)) - 0.5) / 100).astype(np.float32)  # gensim's initial range
-    start1 = np.zeros((vocab, 100), np.float32)
+    (tokens, sentence, reduced), (keep, alias), vocab, n, (start0, start1) = setup(Path(args.work), args.tokens)
     work, no_nce = np.empty(100, np.float32), np.empty(0, np.float32)
 
     def call(fn, syn0, syn1, lo, hi):  # the recipe's settings: k 5, gensim's saturation rule, exact sigmoid index

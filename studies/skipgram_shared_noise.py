@@ -30,17 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's zoo and benchmarks/common/
 
 from benchmarks.common.skipgram_measures import big_corpus, neighbour_agreement  # noqa: E402
-from studies.skipgram_prefetch import chunk  # noqa: E402
+from studies.skipgram_prefetch import setup  # noqa: E402
 from zoo.models.skipgram import kernel  # noqa: E402
 
 
 def kernel_times(args) -> dict:
-    item, (keep, alias), vocab = chunk(Path(args.work))
-    tokens, sentence, reduced = (item[k].numpy().astype(np.int64) for k in ("tokens", "sentence", "window"))
-    n = min(args.tokens, len(tokens))
-    rng = np.random.default_rng(0)
-    start0 = ((rng.random((vocab, 100)) - 0.5) / 100).astype(np.float32)  # gensim's initial range
-    start1 = np.zeros((vocab, 100), np.float32)
+    (tokens, sentence, reduced), (keep, alias), vocab, n, (start0, start1) = setup(Path(args.work), args.tokens)
     work, no_nce = np.empty(100, np.float32), np.empty(0, np.float32)
     table = kernel.compact_noise(keep, alias)
     whole = 2 * int(reduced.max()) + 1
