@@ -298,8 +298,8 @@ def run_one(column: str, row: str, spec_settings: dict, k: int, seed: int, runs:
     curve = {}
     if run_dir is not None and (run_dir / "curve.json").is_file():
         curve = json.loads((run_dir / "curve.json").read_text())
-    points = [{"step": p["step"], "train_s": p["train_s"], "wall_s": p["wall_s"], "value": p.get(col["val"])}
-              for p in curve.get("points", [])]
+    points = [{"step": p["step"], "train_s": p["train_s"], "train_cpu_s": p.get("train_cpu_s"), "wall_s": p["wall_s"],
+               "value": p.get(col["val"])} for p in curve.get("points", [])]
     gv = grad_vars(run_dir) if run_dir is not None else []
     val_last = points[-1]["value"] if points else None
     record = {"column": column, "recipe": col["recipe"], "row": row, "spec": spec, "settings":
@@ -307,7 +307,8 @@ def run_one(column: str, row: str, spec_settings: dict, k: int, seed: int, runs:
               "headline": col["headline"], "test": result["metrics"].get(col["headline"]),
               "test_metrics": result["metrics"], "val": col["val"], "val_last": val_last, "curve": points,
               "grad_var": statistics.fmean(g["grad_var"] for g in gv) if gv else None, "grad_var_points": gv,
-              "train_s": curve.get("train_s"), "batches": curve.get("batches"), "wall_s": result["wall_s"],
+              "train_s": curve.get("train_s"), "train_cpu_s": curve.get("train_cpu_s"), "batches": curve.get("batches"),
+              "wall_s": result["wall_s"],
               "command": result["command"].replace(str(runs), "<runs>"), "extra": extra, "device": str(device),
               "machine": f"{platform.node()}, {platform.machine()}, {platform.python_version()}",
               "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -359,16 +360,26 @@ def claim(diffs: list[float], higher: bool) -> str:
     return "better" if (mean > 0) == higher else "worse"
 
 
-def at_budget(rec: dict, budget: float | None) -> float | None:
+CLOCKS = {"train_s": "wall time of one thread on a shared machine", "train_cpu_s": "CPU time of the training thread"}
+
+
+def clock_of(recs: dict) -> str:
+    """The seconds a column's budget and curves count: the training thread's CPU time where every run recorded
+    it (CurveTimer since 2026-12-02: other processes and pauses do not inflate it), else wall time."""
+    has_cpu = recs and all(r.get("train_cpu_s") is not None for r in recs.values())
+    return "train_cpu_s" if has_cpu else "train_s"
+
+
+def at_budget(rec: dict, budget: float | None, clock: str = "train_s") -> float | None:
     """The run's last validation value within ``budget`` training seconds (None: no validation by then)."""
     if budget is None:
         return None
-    inside = [p["value"] for p in rec["curve"] if p["train_s"] <= budget]
+    inside = [p["value"] for p in rec["curve"] if p[clock] <= budget]
     return inside[-1] if inside else None
 
 
 def cell(recs: dict, row: str, k: int, seeds: tuple[int, ...], base: dict | None, higher: bool,
-         budget: float | None) -> dict:
+         budget: float | None, clock: str = "train_s") -> dict:
     """A row at one step size: per-seed test values, their spread, the paired difference against the default
     (Δ, its standard error, the verdict), gradient variance, training seconds, the value within the budget."""
     from zoo.spread import paired, spread
@@ -378,8 +389,8 @@ def cell(recs: dict, row: str, k: int, seeds: tuple[int, ...], base: dict | None
     test = [test_of(r) for r in runs]
     out = {"lr": runs[0]["lr"] if runs[0] else None, "lr_step": k, "seeds": list(seeds), "test": spread(test),
            "grad_var": spread([r["grad_var"] if r else None for r in runs]),
-           "train_s": spread([r["train_s"] if r else None for r in runs]),
-           "at_budget": spread([at_budget(r, budget) if r else None for r in runs]),
+           "train_s": spread([r[clock] if r else None for r in runs]),
+           "at_budget": spread([at_budget(r, budget, clock) if r else None for r in runs]),
            "failures": [{"seed": r["seed"], **r["failure"]} for r in runs if r and r["failure"]],
            "not_run": [s for s, r in zip(seeds, runs) if r is None]}
     if base is not None and row != "default":
@@ -410,10 +421,11 @@ def collect(column: str, records: Path = RECORDS, seeds: tuple[int, ...] = SEEDS
     recs = records_of(records / column)
     rows = [r for r in fits if any(key[0] == r for key in recs)]
     higher = col["higher"]
-    base = cell(recs, "default", 0, seeds, None, higher, None)
+    clock = clock_of(recs)
+    base = cell(recs, "default", 0, seeds, None, higher, None, clock)
     budget = base["train_s"]["values"]
     budget = statistics.median([b for b in budget if b is not None]) if any(b is not None for b in budget) else None
-    base["at_budget"] = cell(recs, "default", 0, seeds, None, higher, budget)["at_budget"]
+    base["at_budget"] = cell(recs, "default", 0, seeds, None, higher, budget, clock)["at_budget"]
     cells = {"default": {"spec": spec_text(fits["default"]["spec"]), "recipe_lr": base, "lr_search": {}}}
     for row in rows:
         if row == "default":
@@ -425,9 +437,9 @@ def collect(column: str, records: Path = RECORDS, seeds: tuple[int, ...] = SEEDS
         c = {"spec": spec_text(fits[row]["spec"]) + ("" if not fits[row]["settings"] else
                                                      " with " + " ".join(fits[row]["settings"])),
              "lr_search": search, "picked_lr_step": pick,
-             "recipe_lr": cell(recs, row, 0, seeds, base, higher, budget)}
+             "recipe_lr": cell(recs, row, 0, seeds, base, higher, budget, clock)}
         if pick is not None:
-            c["best_lr"] = cell(recs, row, pick, seeds, base, higher, budget)
+            c["best_lr"] = cell(recs, row, pick, seeds, base, higher, budget, clock)
         cells[row] = c
     todo = plan(column, recs, list(fits), seeds)
     part = {"column": column, "recipe": col["recipe"], "headline": col["headline"], "val": col["val"],
@@ -435,7 +447,7 @@ def collect(column: str, records: Path = RECORDS, seeds: tuple[int, ...] = SEEDS
             "settings": ["threads=1", "logger=[csv]", "trainer.enable_progress_bar=false",
                          f"callbacks=[CurveTimer, grad_variance every {col['probe_every']} steps x {REPEATS}]",
                          *col["settings"]],
-            "budget_s": budget, "complete": not todo and all(
+            "budget_s": budget, "clock": clock, "complete": not todo and all(
                 r == "default" or c.get("best_lr") is not None for r, c in cells.items()) and set(rows) == set(fits),
             "runs": len(recs), "runs_left": len(todo),
             "cpu_min": round(sum(r["wall_s"] for r in recs.values()) / 60, 1),
@@ -479,7 +491,7 @@ def figure(column: str, recs: dict, part: dict, path: Path) -> None:
         shown += [m for m in mean if math.isfinite(m)]
         lr = f"lr {curves and runs[0]['lr']:g}" if runs[0] else ""
         label = f"{row} ({lr}, {len(curves)} seeds)"
-        for ax, key in zip(axes, ("step", "train_s")):
+        for ax, key in zip(axes, ("step", part.get("clock", "train_s"))):
             x = [statistics.fmean(cv[i][key] for cv in curves) for i in range(n)]
             (line,) = ax.plot(x, mean, label=label)
             ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
@@ -491,7 +503,7 @@ def figure(column: str, recs: dict, part: dict, path: Path) -> None:
     if part["budget_s"]:
         axes[1].axvline(part["budget_s"], color="gray", ls=":", lw=1)
     axes[0].set_xlabel("optimizer step")
-    axes[1].set_xlabel("training seconds (one thread; probes and validation excluded)")
+    axes[1].set_xlabel(f"training seconds ({CLOCKS[part.get('clock', 'train_s')]}; probes and validation excluded)")
     axes[0].set_ylabel(f"{part['val']} ({'higher' if part['higher_is_better'] else 'lower'} is better)")
     axes[0].legend(fontsize=7)
     fig.suptitle(f"{column} ({part['recipe']} at its own length): each row at its picked step size, mean and "
@@ -548,8 +560,8 @@ def column_table(part: dict, link: str = "../../../docs") -> str:
                  f"(the recipe's {part['recipe_lr']:g}); Δ is the paired difference against the default by seed ± its "
                  "standard error; 'better'/'worse' where it exceeds 2 standard errors with the same sign on most "
                  f"seeds, else 'ties'. Budget: the default's training seconds ({num(part['budget_s'], 1)} s, the "
-                 "median over its seeds; seconds of training steps on one thread of a shared machine, probes and "
-                 "validation excluded). ms/step: --step-times (one batch, rows interleaved in one process, the "
+                 f"median over its seeds; seconds of training steps, {CLOCKS[part.get('clock', 'train_s')]}, probes "
+                 "and validation excluded). ms/step: --step-times (one batch, rows interleaved in one process, the "
                  f"median and the fastest; 1-minute load average {load} while measured).")
     times = part.get("step_times", {}).get("rows", {})
     lines += ["", "| row | at the recipe's lr | at its best lr | lrs tried (last val) | grad var | train s | "

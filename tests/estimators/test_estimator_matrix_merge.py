@@ -192,3 +192,39 @@ def test_a_column_part_way_says_which_seeds_are_not_run_and_is_not_published(tmp
     record = em.publish(tmp_path / "records", out, docs)
     assert record["columns"] == {} and record["in_progress"]["dvae"]["runs"] == 6
     assert "column `dvae`): being re-measured at the recipe's length (6 runs recorded so far)" in docs.read_text()
+
+
+def test_budgets_count_cpu_seconds_where_every_run_has_them_else_wall_seconds(tmp_path):
+    """A column's budget and its 'within the budget' values use the training thread's CPU seconds (CurveTimer
+    records them beside wall seconds) only when every run has them: one clock a column."""
+    complete_dvae(tmp_path, {})
+    part = em.collect("dvae", records=tmp_path)
+    assert part["clock"] == "train_s" and part["budget_s"] == 6.0
+    for path in (tmp_path / "dvae").glob("*.json"):  # the same runs with CPU seconds, 4x fewer than wall's
+        rec = json.loads(path.read_text())
+        rec["train_cpu_s"] = rec["train_s"] / 4
+        rec["curve"] = [{**p, "train_cpu_s": p["train_s"] / 4} for p in rec["curve"]]
+        path.write_text(json.dumps(rec))
+    part = em.collect("dvae", records=tmp_path)
+    assert part["clock"] == "train_cpu_s" and part["budget_s"] == 1.5
+    default = part["cells"]["default"]["recipe_lr"]
+    assert default["train_s"]["values"] == [1.5, 1.5, 1.5]
+    assert default["at_budget"]["values"] == [20.0, 21.0, 22.0]  # the last validation inside, at 1.5 CPU s
+    (tmp_path / "dvae" / f"{em.slug('rloo', 0, 1)}.json").write_text(json.dumps(
+        {**json.loads((tmp_path / "dvae" / f"{em.slug('rloo', 0, 1)}.json").read_text()), "train_cpu_s": None}))
+    assert em.collect("dvae", records=tmp_path)["clock"] == "train_s"  # one run without: wall seconds
+
+
+def test_the_curve_timer_counts_cpu_seconds_of_the_training_thread():
+    import time
+
+    from matrix_timer import CurveTimer
+
+    timer = CurveTimer()
+    timer.on_train_batch_start(None, None, None, 0)
+    c = time.thread_time()
+    while time.thread_time() - c < 0.05:  # busy until the thread has had 0.05 s of CPU, however loaded the machine
+        pass
+    time.sleep(0.1)  # idle: wall time only
+    timer.on_train_batch_end(None, None, None, None, 0)
+    assert timer.train_cpu_s >= 0.05 and timer.train_s - timer.train_cpu_s >= 0.09
