@@ -29,6 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's zoo and benchmarks/common/
 
+from benchmarks.common.devices import add_device_option, resolve_device  # noqa: E402
 from benchmarks.common.skipgram_measures import big_corpus, neighbour_agreement  # noqa: E402
 from studies.skipgram_prefetch import setup  # noqa: E402
 from zoo.models.skipgram import kernel  # noqa: E402
@@ -113,8 +114,12 @@ def main() -> None:
     parser.add_argument("--gensim-seeds", default="0,1", help="--e2e: gensim's runs compared with")
     parser.add_argument("--work", default=str(ROOT / "data" / "skipgram_bench"))
     parser.add_argument("--out", required=True)
+    add_device_option(parser)
     args = parser.parse_args()
-    record = {"command": "python " + " ".join(sys.argv)}
+    device = resolve_device(args.device)
+    if device.type != "cpu":
+        raise SystemExit(f"--device {device}: the kernel compared here is the CPU's (numba); use --device cpu")
+    record = {"command": "python " + " ".join(sys.argv), "device": str(device)}
     if args.kernel:
         record["kernel"] = kernel_times(args)
     if args.e2e:
