@@ -365,7 +365,8 @@ CLOCKS = {"train_s": "wall time of one thread on a shared machine", "train_cpu_s
 
 def clock_of(recs: dict) -> str:
     """The seconds a column's budget and curves count: the training thread's CPU time where every run recorded
-    it (CurveTimer since 2026-12-02: other processes and pauses do not inflate it), else wall time."""
+    it (records from CurveTimer without ``train_cpu_s`` lack it; other processes and pauses do not inflate it),
+    else wall time."""
     has_cpu = recs and all(r.get("train_cpu_s") is not None for r in recs.values())
     return "train_cpu_s" if has_cpu else "train_s"
 

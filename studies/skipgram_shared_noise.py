@@ -1,10 +1,13 @@
 """The skip-gram kernel with k noise words drawn for every (context, word) pair (word2vec.c, gensim) against one
-draw shared by ``share`` pairs of a window in turn (``model.share_noise``; 0 = the whole window).
+draw shared by ``share`` pairs of a window in turn (the kernel's ``share_noise``; 0 = the whole window, what
+``model.share_negatives=true`` trains; 1 = ``false``).
 
 ``--kernel``: one thread, one subsampled 1M-word chunk of the Wikipedia text repeated to 10M words (V 34k),
 tables as after one pass over it; each setting trains the same part from the same tables, in turn,
 ``--repeats`` times, timed in CPU seconds of the thread (steadier than wall time on a shared machine), with
-the noise draws it makes.
+the noise draws it makes. ``--e2e`` takes the two settings the model's key reaches, 1 and 0 (the record
+``studies/results/skipgram_shared_noise_e2e.json`` also holds 2 and 3, made at 633ae10 through the model key
+``share_noise`` that this one replaced).
 
 ``--e2e``: the benchmark's whole command (``benchmarks/skipgram_vs_gensim.py --what e2e``'s, 10M words, 2
 threads) for each setting and seed, in turn: wall and CPU seconds, and the top-10 neighbour agreement with
@@ -85,14 +88,18 @@ def e2e(args) -> dict:
             e2e_gensim(corpus, 5, seed, work)
         kv = KeyedVectors.load_word2vec_format(str(path), binary=True)
         gensim[seed] = (torch.from_numpy(kv.vectors.copy()), list(kv.index_to_key))
+    shares = [int(x) for x in args.shares.split(",")]
+    if set(shares) - {0, 1}:
+        raise SystemExit("--e2e: shares 1 (model.share_negatives=false) and 0 (true) only")
     g = list(gensim)
     out = {"gensim_seeds": g, "gensim_vs_gensim": [neighbour_agreement(*gensim[a], *gensim[b])
                                                    for i, a in enumerate(g) for b in g[i + 1:]], "runs": []}
     warm_kernel()
     for seed in [int(x) for x in args.seeds.split(",")]:
-        for share in [int(x) for x in args.shares.split(",")]:
+        for share in shares:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            stats, vectors, words = e2e_zoo(corpus, 5, seed, 2, work, {"share_noise": share}, torch.device("cpu"))
+            options = {"share_negatives": share == 0}
+            stats, vectors, words = e2e_zoo(corpus, 5, seed, 2, work, options, torch.device("cpu"))
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
             agree = [neighbour_agreement(vectors, words, *gensim[b]) for b in g if b != seed]

@@ -106,10 +106,10 @@ def test_kernel_equals_the_reference_update(nce, skip, index):
 
 @pytest.mark.parametrize("share, other", [(1, 0), (0, 1), (2, 1)])
 def test_noise_words_shared_by_pairs_as_the_reference_draws_them(share, other):
-    """model.share_noise: k noise words for every pair (1, word2vec.c), for every 2 pairs of a window in turn,
-    or once for the whole window (0). A 6-word noise distribution (the tokens' own words among them), so the
-    draws matter: the reference takes them from the kernel's stream (``kernel.draw_noise`` at the seed of job
-    0) in the setting's order and must leave the kernel's tables; another setting's order must not."""
+    """kernel.train_chunk's share_noise: k noise words for every pair (1, word2vec.c), for every 2 pairs of a
+    window in turn, or once for the whole window (0). A 6-word noise distribution (the tokens' own words among
+    them), so the draws matter: the reference takes them from the kernel's stream (``kernel.draw_noise`` at the
+    seed of job 0) in the setting's order and must leave the kernel's tables; another setting's order must not."""
     tokens, sentence, reduced, centre, context, _ = tiny()
     noise = kernel.noise_table(AliasSampler(torch.tensor([0.3, 0.25, 0.2, 0.1, 0.1, 0.05], dtype=torch.float64)))
     stream = kernel.draw_noise(noise, 10_000, seed=7 + 7919)  # train_chunk seeds job j with seed + 7919 (j + 1)
@@ -183,19 +183,19 @@ def test_one_thread_is_deterministic_and_threads_train_every_pair():
     assert tables[0][2] == tables[2][2] == tables[3][2] > 10_000
 
 
-@pytest.mark.parametrize("share", [None, 1])
+@pytest.mark.parametrize("share", [None, False])
 def test_the_model_picks_the_kernel_on_a_cpu_and_learns_the_planted_corpus(tmp_path, monkeypatch, share):
-    """With the default noise draws (one a window, model.share_noise 0) and word2vec.c's (a draw per pair, 1),
-    which reach the kernel."""
+    """With the default noise draws (one a window, model.share_negatives true: the kernel's share_noise 0) and
+    word2vec.c's (a draw per pair, false: 1), which reach the kernel."""
     from zoo.train import train
 
     shared, real = [], kernel.train_chunk
     monkeypatch.setattr(kernel, "train_chunk", lambda *a, **kw: shared.append(kw["share_noise"]) or real(*a, **kw))
     result = train(["recipe=skipgram_synthetic", f"run_dir={tmp_path}", "trainer.enable_progress_bar=false",
                     f"data.root={tmp_path}/data", "trainer.max_epochs=2",
-                    *([f"model.share_noise={share}"] if share is not None else [])])
+                    *([f"model.share_negatives={str(share).lower()}"] if share is not None else [])])
     assert result.model.sequential()
-    assert shared and set(shared) == {0 if share is None else share}
+    assert shared and set(shared) == {0 if share is None else 1}
     assert result.test_metrics["test/planted_spearman"] > 0.85  # untrained: ~0; minibatch path: 0.94 in 3 epochs
 
 

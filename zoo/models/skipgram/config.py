@@ -52,7 +52,10 @@ class SkipGramConfig:
     # s = each run of s minibatches covers s x batch_centres consecutive windows, minibatch j taking every
     # s-th from the j-th (a passage's repeated words are not all updated in one step); 0 = the whole chunk
     # (measured: studies/2026-11-27-skipgram-vs-gensim.md)
-    share_negatives: bool = True  # at_once: k noise words per window (as at_once's paper), not per pair
+    share_negatives: bool = True  # k noise words drawn once per window and used by all its pairs ("Parallelizing
+    # Word2Vec in Shared and Distributed Memory"), else for every pair (word2vec.c, gensim): the minibatch path's
+    # at_once, and the CPU kernel, which still updates pair after pair (1.6x faster at 10M words at gensim's
+    # agreement: studies/2026-12-02-skipgram-shared-noise.md); the GPU kernel draws per pair
     init_range: float = positive(0.5)  # word vectors start U(-r/D, r/D): 0.5 = word2vec.c, 1.0 = gensim 4
     lr: float = positive(0.025)  # initial SGD learning rate (word2vec's skip-gram default)
     min_lr_ratio: float = between(1e-4, 0, 1)  # lr falls linearly to lr * min_lr_ratio over all epochs (gensim:
@@ -63,10 +66,6 @@ class SkipGramConfig:
     # only one for full_softmax); auto = sequential on a CPU for nce / negative_sampling, else minibatch
     saturated: str = choice("clip", ["clip", "skip"])  # sequential updates, a score beyond +-6: clip =
     # word2vec.c (sigmoid taken as 0 or 1: a full step), skip = gensim (no update from that term)
-    share_noise: int = at_least(0, 0)  # sequential updates on a CPU: how many of a window's pairs, in turn,
-    # use one draw of k noise words: 1 = each its own (word2vec.c, gensim); 0 = one draw for the window (as
-    # "Parallelizing Word2Vec in Shared and Distributed Memory"); fewer draws, fewer noise rows to load
-    # (studies/2026-12-02-skipgram-shared-noise.md); the GPU kernel draws per pair
     sigmoid_index: str = choice("exact", ["exact", "word2vec"])  # sequential updates, where a score is
     # read in the sigmoid table: word2vec = word2vec.c's and gensim's (f + 6) * 83, from C integer
     # division, i.e. sigmoid(~0.996 f - 0.024); exact = (f + 6) * 1000 / 12 (kernel.TABLE_SCALE)
