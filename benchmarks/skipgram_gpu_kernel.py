@@ -3,6 +3,7 @@ chunk: first one job on each (the same updates: the tables must agree), then the
 J jobs at once against the CPU kernel's with one thread, on the same Zipfian chunk.
 
     python benchmarks/skipgram_gpu_kernel.py --device cuda [--tokens 1000000] [--vocab 30000] [--jobs 256,1024,4096]
+                                          [--share-noise 0]
 
 Needs a CUDA GPU (or --device cpu with TRITON_INTERPRET=1 and a few thousand tokens, to try it). The chunk is
 synthetic (a Zipf law over --vocab words, sentences of 20, reduced windows of 1-5, 5 noise words, D 100),
@@ -47,6 +48,8 @@ def main() -> None:
     parser.add_argument("--jobs", default="1024,4096,16384")
     parser.add_argument("--stripes", default="0,16", help="gpu_kernel.train_chunk's stripe: 0 = contiguous jobs, "
                         "S = job j takes the stripes of S tokens j, j + J, ...")
+    parser.add_argument("--share-noise", type=int, default=0, help="both kernels' share_noise: 0 = one draw of "
+                        "noise words a window (model.share_negatives=true, the default), 1 = a draw every pair")
     parser.add_argument("--check-tokens", type=int, default=3000, help="tokens of the one-job check")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "skipgram_gpu_kernel.json"))
     add_device_option(parser)
@@ -65,16 +68,18 @@ def main() -> None:
     result = {"command": "python " + " ".join(sys.argv), "device": str(device), "machine": processor(),
               "device_name": describe(device),
               "tokens": args.tokens, "vocab": args.vocab, "dim": args.dim, "torch": torch.__version__,
-              "triton": gpu_kernel.triton.__version__}
+              "triton": gpu_kernel.triton.__version__, "share_noise": args.share_noise}
+    cpu_share = args.share_noise or 2 * int(c["reduced"].max()) + 1  # the CPU kernel's pairs a draw serves
 
     # one job each on the first check_tokens tokens: the same updates
     n = args.check_tokens
     a, b = centre.clone(), context.clone()
     kernel._train_chunk(*(x[:n] for x in cpu_args), np.array([0, n]), 1, a.numpy(), b.numpy(), *cpu_noise,
-                        np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"], 1)
+                        np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"], cpu_share)
     x, y = centre.to(device), context.to(device)
     part = [c[k][:n].to(device) for k in ("tokens", "sentence", "reduced")]
-    gpu_kernel.train_chunk(x, y, *part, noise, None, 5, 0.025, 0.02, 7, jobs=1, skip_saturated=True)
+    gpu_kernel.train_chunk(x, y, *part, noise, None, 5, 0.025, 0.02, 7, jobs=1, skip_saturated=True,
+                           share_noise=args.share_noise)
     result["one_job_max_difference"] = max((x.cpu() - a).abs().max().item(), (y.cpu() - b).abs().max().item())
     result["one_job_tables_moved"] = (a - centre).abs().max().item()
     print(f"one job, {n} tokens: tables differ by {result['one_job_max_difference']:.2e} from the CPU kernel's "
@@ -84,7 +89,7 @@ def main() -> None:
     a, b = centre.clone(), context.clone()
     start = time.perf_counter()
     kernel._train_chunk(*cpu_args, np.array([0, args.tokens]), 1, a.numpy(), b.numpy(), *cpu_noise,
-                        np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"], 1)
+                        np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"], cpu_share)
     cpu_s = time.perf_counter() - start
     result["cpu_kernel_words_per_s"] = args.tokens / cpu_s
     print(f"CPU kernel, 1 thread: {args.tokens / cpu_s:,.0f} words/s", flush=True)
@@ -97,7 +102,7 @@ def main() -> None:
             synchronize(device)
             start = time.perf_counter()
             stats = gpu_kernel.train_chunk(x, y, *on_device, noise, None, 5, 0.025, 0.02, 7, jobs=jobs,
-                                           skip_saturated=True, stripe=stripe)
+                                           skip_saturated=True, stripe=stripe, share_noise=args.share_noise)
             loss = float(stats["loss"])  # waits for the kernel
             times.append(time.perf_counter() - start)
         best = min(times[1:]) if len(times) > 1 else times[0]

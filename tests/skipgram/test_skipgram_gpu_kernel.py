@@ -38,20 +38,25 @@ def record(cpu_pairs, stats, cpu_tables, gpu_tables, start_tables):
     out.append({"cpu_pairs": int(cpu_pairs), "pairs": int(stats["pairs"]), "loss": float(stats["loss"]),
                 "diff": max((c - g).abs().max().item() for c, g in zip(cpu_tables, gpu_tables)),
                 "moved": min((c - s).abs().max().item() for c, s in zip(cpu_tables, start_tables))})
-for nce, skip, index in [(False, False, "exact"), (True, True, "word2vec")]:
+WINDOW = 2 * int(reduced.max()) + 1  # the CPU kernel's pairs a draw serves for share_noise 0 (the whole window)
+# (lr 0.4 where noise words are shared: at 0.5 one score of share 0 lies on a sigmoid-table cell's edge, which
+# the two kernels' float32 sums, in other orders, round to neighbouring cells: 6.7e-4 apart, not a wrong draw)
+for nce, skip, index, share, lr in [(False, False, "exact", 1, 0.5), (True, True, "word2vec", 1, 0.5),
+                                    (False, False, "exact", 0, 0.4), (True, True, "word2vec", 2, 0.4)]:
     log_kq = torch.randn(V) * 0.5 if nce else None
     a, b = centre.clone(), context.clone()
     _, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(), bounds.numpy(), 1,
                                        a.numpy(), b.numpy(), *kernel.compact_noise(keep, alias),
-                                       np.empty(0, np.float32) if log_kq is None else log_kq.numpy(), 3, 0.5, 0.1,
-                                       123, skip, kernel.TABLE_SCALE[index], 1)
+                                       np.empty(0, np.float32) if log_kq is None else log_kq.numpy(), 3, lr, 0.1,
+                                       123, skip, kernel.TABLE_SCALE[index], share or WINDOW)
     x, y = centre.clone(), context.clone()
     stats = gpu_kernel.train_chunk(x, y, tokens, sentence, reduced, (torch.from_numpy(keep), torch.from_numpy(alias)),
-                                   log_kq, 3, 0.5, 0.1, 123, skip_saturated=skip, sigmoid_index=index, bounds=bounds)
+                                   log_kq, 3, lr, 0.1, 123, skip_saturated=skip, sigmoid_index=index, bounds=bounds,
+                                   share_noise=share)
     record(cpu_pairs, stats, (a, b), (x, y), (centre, context))
 # striped jobs (job j takes the stripes of S tokens j, j + J, ...): the CPU kernel over each job's stripes in turn,
 # one random stream a job (numba hands its uint64 state back as a Python int)
-def striped_cpu(a, b, jobs, stripe, seed):
+def striped_cpu(a, b, jobs, stripe, seed, share=1):
     pairs, work = 0, np.empty(D, np.float32)
     for job in range(jobs):
         rng = np.uint64(seed + 7919 * (job + 1))
@@ -59,7 +64,7 @@ def striped_cpu(a, b, jobs, stripe, seed):
             _, p, rng = kernel._train_part(tokens.numpy(), sentence.numpy(), reduced.numpy(), lo, min(lo + stripe, N),
                                            a.numpy(), b.numpy(), *kernel.compact_noise(keep, alias),
                                            np.empty(0, np.float32), 3, 0.5, 0.1, N,
-                                           rng, work, True, 0, kernel.TABLE_SCALE["exact"], 1)
+                                           rng, work, True, 0, kernel.TABLE_SCALE["exact"], share)
             pairs, rng = pairs + p, np.uint64(rng)
     return pairs
 for jobs, stripe in ((1, 7), (3, 10)):
@@ -70,15 +75,15 @@ for jobs, stripe in ((1, 7), (3, 10)):
                                    None, 3, 0.5, 0.1, 123, jobs=jobs, skip_saturated=True, stripe=stripe)
     record(cpu_pairs, stats, (a, b), (x, y), (centre, context))
 # the model's own call on a GPU (its device set as Lightning sets it; the tensors stay on the CPU, where the
-# interpreter runs): jobs = min(gpu_jobs, V // 4) = 7 in stripes of gpu_stripe, its noise table and seed, against
-# the CPU kernel over those stripes
+# interpreter runs): jobs = min(gpu_jobs, V // 4) = 7 in stripes of gpu_stripe, its noise table and seed, one draw
+# of noise words a window (share_negatives, the default), against the CPU kernel over those stripes
 from zoo.models.skipgram.module import SkipGramModule
 model = SkipGramModule({"dim": D, "negative": 3, "saturated": "skip", "gpu_stripe": 9},
                        {"vocab": [f"w{i}" for i in range(V)], "counts": counts.tolist(), "window": 2, "train_words": N})
 model._device = torch.device("cuda", 0)
 start = model.net.centre.detach().clone(), model.net.context.detach().clone()
 a, b = (t.clone() for t in start)
-cpu_pairs = striped_cpu(a, b, 7, 9, 99)
+cpu_pairs = striped_cpu(a, b, 7, 9, 99, share=WINDOW)
 with torch.no_grad():
     stats = model.sequential_chunk({"tokens": tokens, "sentence": sentence, "window": reduced}, 0.5, 0.1, 99)
 record(cpu_pairs, stats, (a, b), (model.net.centre, model.net.context), start)
@@ -91,9 +96,11 @@ print(json.dumps(out))
 def test_interpreted_kernel_gives_the_cpu_kernels_tables_job_by_job():
     """Run in order, the jobs leave the tables the CPU kernel leaves over the same 4 jobs (same seeds,
     noise words and sigmoid table), with negative sampling and word2vec.c's clipped steps, and with NCE,
-    gensim's skipped saturated steps and word2vec's table index; so do striped jobs (1 job in stripes of 7,
+    gensim's skipped saturated steps and word2vec's table index, with noise words drawn for every pair, once a
+    window and every 2 pairs (share_noise 1, 0, 2); so do striped jobs (1 job in stripes of 7,
     3 jobs in stripes of 10) against the CPU kernel over each job's stripes in turn; and so does the model's
-    own call on a GPU (SkipGramModule.sequential_chunk: its jobs, stripes, noise table and seed): within 1e-5
+    own call on a GPU (SkipGramModule.sequential_chunk: its jobs, stripes, noise table, seed and one draw a
+    window): within 1e-5
     (float32 rounding of the dot product, summed in another order) of tables that moved by more than 0.1."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
     done = subprocess.run([sys.executable, "-c", INTERPRETED], env=env, capture_output=True, text=True, timeout=600)
@@ -117,13 +124,14 @@ def test_kernel_compiles_for_a_hopper_gpu():
              "alias": "*i64", "log_kq": "*fp32", "sigmoid": "*fp32",
              "losses": "*fp32", "counted": "*i32", "pairs_out": "*i32", "n_total": "i32", "vocab": "i32",
              "negative": "i32", "lr0": "fp32", "lr1": "fp32", "seed": "i64", "table_scale": "fp32",
-             "loss_pairs": "i32", "stripe": "i32", "DIM": "constexpr", "BLOCK": "constexpr", "NCE": "constexpr",
+             "loss_pairs": "i32", "stripe": "i32", "share": "i32", "DIM": "constexpr", "BLOCK": "constexpr",
+             "NEG_BLOCK": "constexpr", "NCE": "constexpr",
              "SKIP_SATURATED": "constexpr", "STRIPED": "constexpr"}
     # fp64: trainer.precision=64-true
     for nce, table, striped in ((False, "fp32", False), (True, "fp32", False), (False, "fp64", False),
                                 (False, "fp32", True)):
         source = ASTSource(gpu_kernel._train_jobs, {**types, "syn0": f"*{table}", "syn1": f"*{table}"},
-                           constexprs={"DIM": 100, "BLOCK": 128, "NCE": nce, "SKIP_SATURATED": True,
+                           constexprs={"DIM": 100, "BLOCK": 128, "NEG_BLOCK": 8, "NCE": nce, "SKIP_SATURATED": True,
                                        "STRIPED": striped})
         compiled = gpu_kernel.triton.compile(source, target=GPUTarget("cuda", 90, 32),
                                              options={"num_warps": 1, "num_stages": 1})

@@ -54,8 +54,8 @@ class SkipGramConfig:
     # (measured: studies/2026-11-27-skipgram-vs-gensim.md)
     share_negatives: bool = True  # k noise words drawn once per window and used by all its pairs ("Parallelizing
     # Word2Vec in Shared and Distributed Memory"), else for every pair (word2vec.c, gensim): the minibatch path's
-    # at_once, and the CPU kernel, which still updates pair after pair (1.6x faster at 10M words at gensim's
-    # agreement: studies/2026-12-02-skipgram-shared-noise.md); the GPU kernel draws per pair
+    # at_once, and both sequential kernels (CPU, GPU), which still update pair after pair (on the CPU 1.6x faster
+    # at 10M words at gensim's agreement: studies/2026-12-02-skipgram-shared-noise.md)
     init_range: float = positive(0.5)  # word vectors start U(-r/D, r/D): 0.5 = word2vec.c, 1.0 = gensim 4
     lr: float = positive(0.025)  # initial SGD learning rate (word2vec's skip-gram default)
     min_lr_ratio: float = between(1e-4, 0, 1)  # lr falls linearly to lr * min_lr_ratio over all epochs (gensim:

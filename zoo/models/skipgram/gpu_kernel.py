@@ -8,7 +8,8 @@ or, with ``stripe`` S, stripes of S tokens dealt out in turn (job j takes stripe
 the jobs sweep the chunk side by side and the text is read nearly in order), and each
 job is one Triton program (one warp) that walks its tokens in order and, for every (context, word)
 pair and each of its noise words, reads the two rows, updates the output row and then the context row
-exactly as ``kernel._train_part`` does. Many jobs run at once on the shared tables without locks:
+exactly as ``kernel._train_part`` does (with its noise words drawn for every pair, or once for a window's
+pairs or every n of them: ``share_noise``). Many jobs run at once on the shared tables without locks:
 Hogwild over warps, as BlazingText runs word2vec on GPUs (Gupta & Khare 2017). Each step is added to
 its row atomically, so no warp's step is lost, though a warp may compute it from a row another has
 since moved; rows are read from L2, which the multiprocessors share (an SM's L1 may hold a stale row). The
@@ -72,11 +73,13 @@ if triton is not None:
     @triton.jit
     def _train_jobs(tokens, sentence, reduced, bounds, syn0, syn1, keep, alias, log_kq, sigmoid,
                     losses, counted, pairs_out, n_total, vocab, negative, lr0, lr1, seed, table_scale, loss_pairs,
-                    stripe, DIM: tl.constexpr, BLOCK: tl.constexpr, NCE: tl.constexpr, SKIP_SATURATED: tl.constexpr,
-                    STRIPED: tl.constexpr):
+                    stripe, share, DIM: tl.constexpr, BLOCK: tl.constexpr, NEG_BLOCK: tl.constexpr, NCE: tl.constexpr,
+                    SKIP_SATURATED: tl.constexpr, STRIPED: tl.constexpr):
         job = tl.program_id(0)
         lanes = tl.arange(0, BLOCK)  # (BLOCK,) the row's dimensions, BLOCK >= DIM
         in_row = lanes < DIM
+        slots = tl.arange(0, NEG_BLOCK)  # (NEG_BLOCK,) the noise words of the last draw, NEG_BLOCK >= negative
+        drawn = tl.zeros([NEG_BLOCK], tl.int64)
         if STRIPED:  # job j takes the stripes of `stripe` tokens j, j + J, j + 2J, ...: the jobs sweep the chunk
             start = job.to(tl.int64) * stripe
             step = tl.num_programs(0).to(tl.int64) * stripe
@@ -99,9 +102,11 @@ if triton is not None:
                 lr = lr0 + (lr1 - lr0) * (i / n_total)
                 first = tl.maximum(i - half, 0)  # contexts may lie in a neighbouring job, as on the CPU
                 last = tl.minimum(i + half, n_total - 1)
+                p = tl.zeros([], tl.int32)  # the centre's pairs so far: pair p draws where p % share == 0
                 for j in range(first, last + 1):
                     if (j != i) & (tl.load(sentence + j) == sent):
                         ctx = tl.load(tokens + j)
+                        fresh = tl.where(share > 0, p % tl.maximum(share, 1) == 0, p == 0)  # share 0: the window's
                         # the tables' rows are read from L2 (.cg), which every multiprocessor shares: a row kept in one
                         # multiprocessor's L1 would stay as it was while other warps move it
                         v = tl.load(syn0 + ctx * DIM + lanes, mask=in_row, other=0.0, cache_modifier=".cg")  # (BLOCK,)
@@ -109,12 +114,16 @@ if triton is not None:
                         for k in range(negative + 1):
                             target = word
                             label = 1.0
-                            if k > 0:  # a noise word: one step of the generator, then the alias table
-                                rng = rng * multiplier + 11
-                                r = rng >> 16
-                                column = (r % vocab.to(tl.uint64)).to(tl.int64)
-                                coin = (r >> 24).to(tl.float64) * (1.0 / 16777216.0)
-                                target = tl.where(coin < tl.load(keep + column), column, tl.load(alias + column))
+                            if k > 0:
+                                if fresh:  # a noise word: one step of the generator, then the alias table
+                                    rng = rng * multiplier + 11
+                                    r = rng >> 16
+                                    column = (r % vocab.to(tl.uint64)).to(tl.int64)
+                                    coin = (r >> 24).to(tl.float64) * (1.0 / 16777216.0)
+                                    target = tl.where(coin < tl.load(keep + column), column, tl.load(alias + column))
+                                    drawn = tl.where(slots == k - 1, target, drawn)
+                                else:  # the window's earlier pair's k-th noise word
+                                    target = tl.sum(tl.where(slots == k - 1, drawn, 0))
                                 label = 0.0
                             if (k == 0) | (target != word):
                                 u = tl.load(syn1 + target * DIM + lanes, mask=in_row, other=0.0,
@@ -137,6 +146,7 @@ if triton is not None:
                                     tl.atomic_add(syn1 + target * DIM + lanes, g * v, mask=in_row, sem="relaxed")
                         tl.atomic_add(syn0 + ctx * DIM + lanes, work, mask=in_row, sem="relaxed")
                         pairs += 1
+                        p += 1
         tl.store(losses + job, loss)
         tl.store(counted + job, tl.minimum(pairs, loss_pairs))
         tl.store(pairs_out + job, pairs)
@@ -158,14 +168,16 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
                 reduced: torch.Tensor, noise: tuple[torch.Tensor, torch.Tensor], log_kq: torch.Tensor | None,
                 negative: int, lr_start: float, lr_end: float, seed: int, jobs: int = 1024,
                 skip_saturated: bool = False, sigmoid_index: str = "exact",
-                bounds: torch.Tensor | None = None, stripe: int = 0) -> dict[str, torch.Tensor]:
+                bounds: torch.Tensor | None = None, stripe: int = 0, share_noise: int = 1) -> dict[str, torch.Tensor]:
     """``kernel.train_chunk``'s sequential SGD with ``jobs`` jobs run at once on the tables' device.
 
     centre, context: (V, D) float32 (or float64) tables; tokens, sentence, reduced: (N,) int64 on their device;
     noise: the (keep probability float64, alias int64) columns of the alias table there
     (``kernel.noise_table``); ``bounds`` (J + 1,) overrides the jobs (tests). stripe = 0: job j is
     the contiguous part j of the chunk; stripe = S: job j takes the stripes of S tokens j, j + J, j + 2J, ...,
-    so that the jobs sweep the chunk side by side and its text is read nearly in order. Returns
+    so that the jobs sweep the chunk side by side and its text is read nearly in order. share_noise: as
+    ``kernel.train_chunk``'s (1: k noise words for every pair; n: for every n pairs of a window; 0: once a
+    window), the same draws from each job's stream. Returns
     {"loss": mean loss per pair over each job's first pairs, "pairs": pairs trained}, as 0-dim
     tensors: reading one waits for the kernel."""
     if triton is None:
@@ -186,6 +198,8 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
     _train_jobs[(count,)](tokens, sentence, reduced, bounds, centre, context, *noise, log_kq, sigmoid,
                           losses, counted, pairs, n, centre.shape[0], int(negative), float(lr_start),
                           float(lr_end), int(seed) % (1 << 62), TABLE_SCALE[sigmoid_index], LOSS_PAIRS_PER_JOB,
-                          max(int(stripe), 1), DIM=dim, BLOCK=max(32, triton.next_power_of_2(dim)), NCE=nce,
+                          max(int(stripe), 1), max(int(share_noise), 0), DIM=dim,
+                          BLOCK=max(32, triton.next_power_of_2(dim)),
+                          NEG_BLOCK=triton.next_power_of_2(max(1, int(negative))), NCE=nce,
                           SKIP_SATURATED=bool(skip_saturated), STRIPED=stripe > 0, num_warps=1, num_stages=1)
     return {"loss": losses.sum() / counted.sum().clamp(min=1), "pairs": pairs.sum()}

@@ -171,13 +171,18 @@ class SkipGramModule(SkipGramAPI, ZooModule):
             stats = gpu_kernel.train_chunk(self.net.centre, self.net.context, batch["tokens"], batch["sentence"],
                                            batch["window"], self._noise_gpu, log_kq, self.cfg.negative, lr0, lr1, seed,
                                            jobs, skip_saturated=self.cfg.saturated == "skip",
-                                           sigmoid_index=self.cfg.sigmoid_index, stripe=self.cfg.gpu_stripe)
+                                           sigmoid_index=self.cfg.sigmoid_index, stripe=self.cfg.gpu_stripe,
+                                           share_noise=self.share_noise())
             return {"loss": float(stats["loss"]), "pairs": float(stats["pairs"])}  # one wait a chunk
         return kernel.train_chunk(self.net.centre, self.net.context, batch["tokens"], batch["sentence"],
                                   batch["window"], self._noise, log_kq, self.cfg.negative, lr0, lr1, seed,
                                   self.cfg.threads, skip_saturated=self.cfg.saturated == "skip",
                                   job_tokens=self.cfg.job_tokens, sigmoid_index=self.cfg.sigmoid_index,
-                                  share_noise=0 if self.cfg.share_negatives else 1)
+                                  share_noise=self.share_noise())
+
+    def share_noise(self) -> int:
+        """The kernels' share_noise: 0 (one draw of k noise words a window) or 1 (a draw every pair)."""
+        return 0 if self.cfg.share_negatives else 1
 
     def estimator_loss(self, batch: dict, centres: int = 512) -> torch.Tensor:
         """A fresh Monte Carlo estimate (new noise words) of the mean loss per pair on the first
@@ -204,9 +209,6 @@ class SkipGramModule(SkipGramAPI, ZooModule):
         note = self.threads_note()
         if note:
             rank_zero_info(note)
-        if self.device.type == "cuda" and self.sequential() and self.cfg.share_negatives:
-            rank_zero_info("note: the GPU kernel draws k noise words for every pair (model.share_negatives=true is "
-                           "the CPU kernel's and the minibatch path's)")
         if self.trainer.world_size > 1:
             # the tables every rank starts from (DDP has broadcast rank 0's; a resume has loaded them)
             self._anchors = [t.detach().clone() for t in (self.net.centre, self.net.context)]
