@@ -93,8 +93,9 @@ def test_skipgram_sequential_updates_learn_on_cuda(tmp_path: Path):
 def test_skipgram_gpu_kernel_on_cuda_gives_the_cpu_kernels_tables_with_one_job():
     """One job on the GPU is the CPU kernel's one thread: the same seeds, noise words and sigmoid table
     give the same tables within 2e-4 (float32, the dot product summed across lanes), whether its tokens come in
-    one part or in stripes of 16. With 64 jobs at once (Hogwild), contiguous or striped, the pairs are the same
-    ones, and the tables finite. Seed 0, 3,000 tokens, V 500, D 100."""
+    one part or in stripes of 16, with noise words drawn for every pair or once a window. With 64 jobs at once
+    (Hogwild), contiguous or striped, the pairs are the same ones, and the tables finite.
+    Seed 0, 3,000 tokens, V 500, D 100."""
     import numpy as np
     from skipgram_chunks import random_chunk
 
@@ -104,22 +105,24 @@ def test_skipgram_gpu_kernel_on_cuda_gives_the_cpu_kernels_tables_with_one_job()
     keep, alias, tokens, sentence, reduced, centre, context = (c[k] for k in (
         "keep", "alias", "tokens", "sentence", "reduced", "centre", "context"))
     N = len(tokens)
-    a, b = centre.clone(), context.clone()
-    _, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(), np.array([0, N]), 1,
-                                       a.numpy(), b.numpy(), *kernel.compact_noise(keep, alias),
-                                       np.empty(0, np.float32), 5, 0.025, 0.02, 7, True, kernel.TABLE_SCALE["exact"], 1)
     noise = (torch.from_numpy(keep).cuda(), torch.from_numpy(alias).cuda())
     on_gpu = [t.cuda() for t in (tokens, sentence, reduced)]
-    for jobs, stripe in ((1, 0), (1, 16), (64, 0), (64, 16)):
-        x, y = centre.cuda(), context.cuda()
-        stats = gpu_kernel.train_chunk(x, y, *on_gpu, noise, None, 5, 0.025, 0.02, 7, jobs=jobs, skip_saturated=True,
-                                       stripe=stripe)
-        assert int(stats["pairs"]) == cpu_pairs
-        assert torch.isfinite(x).all() and torch.isfinite(y).all()
-        if jobs == 1:
-            torch.testing.assert_close(x.cpu(), a, rtol=0, atol=2e-4)
-            torch.testing.assert_close(y.cpu(), b, rtol=0, atol=2e-4)
-            assert (a - centre).abs().max() > 1e-2  # the tables did move
+    for share in (1, 0):  # noise words drawn for every pair, and once a window (model.share_negatives)
+        a, b = centre.clone(), context.clone()
+        _, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(), np.array([0, N]), 1,
+                                           a.numpy(), b.numpy(), *kernel.compact_noise(keep, alias),
+                                           np.empty(0, np.float32), 5, 0.025, 0.02, 7, True,
+                                           kernel.TABLE_SCALE["exact"], share or 2 * int(reduced.max()) + 1)
+        for jobs, stripe in ((1, 0), (1, 16), (64, 0), (64, 16)):
+            x, y = centre.cuda(), context.cuda()
+            stats = gpu_kernel.train_chunk(x, y, *on_gpu, noise, None, 5, 0.025, 0.02, 7, jobs=jobs,
+                                           skip_saturated=True, stripe=stripe, share_noise=share)
+            assert int(stats["pairs"]) == cpu_pairs
+            assert torch.isfinite(x).all() and torch.isfinite(y).all()
+            if jobs == 1:
+                torch.testing.assert_close(x.cpu(), a, rtol=0, atol=2e-4)
+                torch.testing.assert_close(y.cpu(), b, rtol=0, atol=2e-4)
+                assert (a - centre).abs().max() > 1e-2  # the tables did move
 
 
 @pytest.mark.parametrize("method", ["newton", "line"])
