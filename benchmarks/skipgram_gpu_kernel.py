@@ -69,7 +69,7 @@ def main() -> None:
               "device_name": describe(device),
               "tokens": args.tokens, "vocab": args.vocab, "dim": args.dim, "torch": torch.__version__,
               "triton": gpu_kernel.triton.__version__, "share_noise": args.share_noise}
-    cpu_share = args.share_noise or 2 * int(c["reduced"].max()) + 1  # the CPU kernel's pairs a draw serves
+    cpu_share = kernel.pairs_per_draw(args.share_noise, c["reduced"])  # as the CPU kernel takes it
 
     # one job each on the first check_tokens tokens: the same updates
     n = args.check_tokens

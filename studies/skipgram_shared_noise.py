@@ -42,11 +42,11 @@ def kernel_times(args) -> dict:
     (tokens, sentence, reduced), (keep, alias), vocab, n, (start0, start1) = setup(Path(args.work), args.tokens)
     work, no_nce = np.empty(100, np.float32), np.empty(0, np.float32)
     table = kernel.compact_noise(keep, alias)
-    whole = 2 * int(reduced.max()) + 1
 
     def call(share, syn0, syn1, lo, hi):  # the recipe's settings: k 5, gensim's saturation rule, exact sigmoid index
         return kernel._train_part(tokens, sentence, reduced, lo, hi, syn0, syn1, *table, no_nce, 5, 0.025, 0.02,
-                                  len(tokens), 7, work, True, 1000, kernel.TABLE_SCALE["exact"], share or whole)
+                                  len(tokens), 7, work, True, 1000, kernel.TABLE_SCALE["exact"],
+                                  kernel.pairs_per_draw(share, reduced))
 
     call(1, start0, start1, 0, len(tokens))  # tables as after a pass
     shares = [int(x) for x in args.shares.split(",")]
@@ -60,11 +60,11 @@ def kernel_times(args) -> dict:
             seconds[share].append(time.thread_time() - t)
     draws = {}  # k per draw; a centre's p-th pair draws when p % share == 0
     for share in shares:
-        count = 0
+        count, per_draw = 0, kernel.pairs_per_draw(share, reduced)
         for i in range(n):
             lo, hi = max(0, i - reduced[i]), min(len(tokens) - 1, i + reduced[i])
             p = int(np.sum(sentence[lo:hi + 1] == sentence[i])) - 1  # the centre's pairs
-            count += -(-p // (share or whole))
+            count += -(-p // per_draw)
         draws[share] = 5 * count
     base = shares[0]
     return {"vocabulary": vocab, "tokens": n, "pairs": pairs[base], "noise_draws": draws, "cpu_seconds": seconds,

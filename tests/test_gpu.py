@@ -112,7 +112,7 @@ def test_skipgram_gpu_kernel_on_cuda_gives_the_cpu_kernels_tables_with_one_job()
         _, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(), np.array([0, N]), 1,
                                            a.numpy(), b.numpy(), *kernel.compact_noise(keep, alias),
                                            np.empty(0, np.float32), 5, 0.025, 0.02, 7, True,
-                                           kernel.TABLE_SCALE["exact"], share or 2 * int(reduced.max()) + 1)
+                                           kernel.TABLE_SCALE["exact"], kernel.pairs_per_draw(share, reduced))
         for jobs, stripe in ((1, 0), (1, 16), (64, 0), (64, 16)):
             x, y = centre.cuda(), context.cuda()
             stats = gpu_kernel.train_chunk(x, y, *on_gpu, noise, None, 5, 0.025, 0.02, 7, jobs=jobs,

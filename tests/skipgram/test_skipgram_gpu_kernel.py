@@ -38,7 +38,6 @@ def record(cpu_pairs, stats, cpu_tables, gpu_tables, start_tables):
     out.append({"cpu_pairs": int(cpu_pairs), "pairs": int(stats["pairs"]), "loss": float(stats["loss"]),
                 "diff": max((c - g).abs().max().item() for c, g in zip(cpu_tables, gpu_tables)),
                 "moved": min((c - s).abs().max().item() for c, s in zip(cpu_tables, start_tables))})
-WINDOW = 2 * int(reduced.max()) + 1  # the CPU kernel's pairs a draw serves for share_noise 0 (the whole window)
 # (lr 0.4 where noise words are shared: at 0.5 one score of share 0 lies on a sigmoid-table cell's edge, which
 # the two kernels' float32 sums, in other orders, round to neighbouring cells: 6.7e-4 apart, not a wrong draw)
 for nce, skip, index, share, lr in [(False, False, "exact", 1, 0.5), (True, True, "word2vec", 1, 0.5),
@@ -48,7 +47,7 @@ for nce, skip, index, share, lr in [(False, False, "exact", 1, 0.5), (True, True
     _, cpu_pairs = kernel._train_chunk(tokens.numpy(), sentence.numpy(), reduced.numpy(), bounds.numpy(), 1,
                                        a.numpy(), b.numpy(), *kernel.compact_noise(keep, alias),
                                        np.empty(0, np.float32) if log_kq is None else log_kq.numpy(), 3, lr, 0.1,
-                                       123, skip, kernel.TABLE_SCALE[index], share or WINDOW)
+                                       123, skip, kernel.TABLE_SCALE[index], kernel.pairs_per_draw(share, reduced))
     x, y = centre.clone(), context.clone()
     stats = gpu_kernel.train_chunk(x, y, tokens, sentence, reduced, (torch.from_numpy(keep), torch.from_numpy(alias)),
                                    log_kq, 3, lr, 0.1, 123, skip_saturated=skip, sigmoid_index=index, bounds=bounds,
@@ -83,7 +82,7 @@ model = SkipGramModule({"dim": D, "negative": 3, "saturated": "skip", "gpu_strip
 model._device = torch.device("cuda", 0)
 start = model.net.centre.detach().clone(), model.net.context.detach().clone()
 a, b = (t.clone() for t in start)
-cpu_pairs = striped_cpu(a, b, 7, 9, 99, share=WINDOW)
+cpu_pairs = striped_cpu(a, b, 7, 9, 99, share=kernel.pairs_per_draw(0, reduced))
 with torch.no_grad():
     stats = model.sequential_chunk({"tokens": tokens, "sentence": sentence, "window": reduced}, 0.5, 0.1, 99)
 record(cpu_pairs, stats, (a, b), (model.net.centre, model.net.context), start)

@@ -260,6 +260,12 @@ def draw_noise(noise: tuple[np.ndarray, np.ndarray], n: int, seed: int = 1) -> n
     return _draw_noise(*compact_noise(*noise), n, seed)
 
 
+def pairs_per_draw(share_noise: int, reduced) -> int:
+    """The pairs of a window that one draw of k noise words serves, as ``_train_part`` takes it: ``share_noise``
+    (1: every pair draws), or for 0 the widest window's pairs, 2 max(reduced) + 1 (one draw a window)."""
+    return int(share_noise) if share_noise > 0 else 2 * int(reduced.max()) + 1
+
+
 def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tensor, sentence: torch.Tensor,
                 reduced: torch.Tensor, noise: tuple[np.ndarray, np.ndarray], log_kq: torch.Tensor | None, negative: int,
                 lr_start: float, lr_end: float, seed: int, threads: int = 1,
@@ -287,11 +293,11 @@ def train_chunk(centre: torch.Tensor, context: torch.Tensor, tokens: torch.Tenso
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     jobs = threads if job_tokens <= 0 or threads == 1 else max(threads, round(n / job_tokens))
     bounds = np.linspace(0, n, jobs + 1).round().astype(np.int64)
-    share = int(share_noise) if share_noise > 0 else 2 * int(reduced.max()) + 1  # pairs a draw serves
     nce = np.empty(0, np.float32) if log_kq is None else log_kq.detach().cpu().float().numpy()
     as_np = [x.detach().cpu().numpy() for x in (tokens, sentence, reduced)]
     loss, pairs = _train_chunk(*as_np, bounds, threads, centre.detach().numpy(), context.detach().numpy(),
                                *compact_noise(*noise), nce,
                                int(negative), float(lr_start), float(lr_end), int(seed) % (1 << 62),
-                               bool(skip_saturated), TABLE_SCALE[sigmoid_index], share)
+                               bool(skip_saturated), TABLE_SCALE[sigmoid_index],
+                               pairs_per_draw(share_noise, reduced))
     return {"loss": float(loss), "pairs": float(pairs)}
