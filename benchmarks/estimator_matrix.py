@@ -417,7 +417,9 @@ def in_spread(column: str, default: dict) -> dict:
 
 
 def collect(column: str, records: Path = RECORDS, seeds: tuple[int, ...] = SEEDS, figures: Path | None = None) -> dict:
-    """The column's part file (<records>/<column>.json), table (.md) and curves figure from its run records."""
+    """The column's part file (<records>/<column>.json), table (.md) and curves figure from its run records; the
+    figure goes to docs/estimators/ for the committed records, else beside the records (a scratch folder's curves
+    never replace the published ones)."""
     col = COLUMNS[column]
     fits, why, same = rows_for(column)
     recs = records_of(records / column)
@@ -462,7 +464,8 @@ def collect(column: str, records: Path = RECORDS, seeds: tuple[int, ...] = SEEDS
         part["step_times"] = json.loads(times.read_text())
     (records / f"{column}.json").write_text(json.dumps(part, indent=1) + "\n")
     (records / f"{column}.md").write_text(column_table(part) + "\n")
-    figure(column, recs, part, (figures or FIGURES) / f"matrix_{column}.png")
+    figures = figures or (FIGURES if records.resolve() == RECORDS.resolve() else records)
+    figure(column, recs, part, figures / f"matrix_{column}.png")
     return part
 
 
@@ -471,14 +474,16 @@ FIGURES = ROOT / "docs" / "estimators"
 
 def figure(column: str, recs: dict, part: dict, path: Path) -> None:
     """Each row's validation metric (at its picked step size) against steps and against training seconds: the
-    mean over seeds, the band their min..max."""
+    median over seeds (one diverged seed does not carry the line), the band their min..max. A column whose rows
+    reach 10x the default's last value in size (diverged policies) is drawn on a symmetric log scale."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), sharey=True, layout="constrained")
     shown: list[float] = []
+    default_end = None
     for row, c in part["cells"].items():
         k = 0 if row == "default" else c.get("picked_lr_step")
         runs = [recs.get((row, k, s)) for s in SEEDS + MORE_SEEDS] if k is not None else []
@@ -488,16 +493,22 @@ def figure(column: str, recs: dict, part: dict, path: Path) -> None:
             continue
         n = min(len(cv) for cv in curves)
         values = [[cv[i]["value"] if cv[i]["value"] is not None else math.nan for cv in curves] for i in range(n)]
-        mean = [statistics.fmean(v) for v in values]
+        mid = [statistics.median(v) for v in values]
         lo, hi = [min(v) for v in values], [max(v) for v in values]
-        shown += [m for m in mean if math.isfinite(m)]
+        shown += [m for m in mid if math.isfinite(m)]
+        if row == "default":
+            default_end = mid[-1]
         lr = f"lr {curves and runs[0]['lr']:g}" if runs[0] else ""
         label = f"{row} ({lr}, {len(curves)} seeds)"
         for ax, key in zip(axes, ("step", part.get("clock", "train_s"))):
             x = [statistics.fmean(cv[i][key] for cv in curves) for i in range(n)]
-            (line,) = ax.plot(x, mean, label=label)
+            (line,) = ax.plot(x, mid, label=label)
             ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
-    if shown:  # the first validations' values (an untrained model) would squeeze the rest: 85 % of them in view
+    scale = abs(default_end) if default_end and math.isfinite(default_end) else None
+    if shown and scale and max(abs(v) for v in shown) > 10 * scale:
+        axes[0].set_yscale("symlog", linthresh=scale)
+        axes[0].set_ylim(min(shown) - 0.1 * abs(min(shown)), max(shown) + 0.1 * abs(max(shown)))
+    elif shown:  # the first validations' values (an untrained model) would squeeze the rest: 85 % of them in view
         ordered = sorted(shown, reverse=part["higher_is_better"])
         end, cut = ordered[0], ordered[int(0.85 * (len(ordered) - 1))]
         pad = 0.05 * abs(cut - end) or 1.0
@@ -505,12 +516,12 @@ def figure(column: str, recs: dict, part: dict, path: Path) -> None:
     if part["budget_s"]:
         axes[1].axvline(part["budget_s"], color="gray", ls=":", lw=1)
     axes[0].set_xlabel("optimizer step")
-    axes[1].set_xlabel(f"training seconds ({CLOCKS[part.get('clock', 'train_s')]}; probes and validation excluded)")
+    axes[1].set_xlabel(f"training seconds ({CLOCKS[part.get('clock', 'train_s')]};\nprobes and validation excluded; "
+                       "dotted: the default's budget)")
     axes[0].set_ylabel(f"{part['val']} ({'higher' if part['higher_is_better'] else 'lower'} is better)")
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"{column} ({part['recipe']} at its own length): each row at its picked step size, mean and "
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=7)
+    fig.suptitle(f"{column} ({part['recipe']} at its own length): each row at its picked step size, median and "
                  "min..max over seeds", fontsize=9)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -839,8 +850,7 @@ def main() -> None:
         return
     if args.collect:
         for c in args.collect.split(","):
-            # a scratch records folder keeps its figures beside it
-            print(column_table(collect(c, records, figures=None if records == RECORDS else records)))
+            print(column_table(collect(c, records)))
         return
     if args.publish:
         publish(records)

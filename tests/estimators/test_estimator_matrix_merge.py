@@ -198,8 +198,12 @@ def test_budgets_count_cpu_seconds_where_every_run_has_them_else_wall_seconds(tm
     """A column's budget and its 'within the budget' values use the training thread's CPU seconds (CurveTimer
     records them beside wall seconds) only when every run has them: one clock a column."""
     complete_dvae(tmp_path, {})
+    published = em.FIGURES / "matrix_dvae.png"
+    before = published.stat().st_mtime_ns
     part = em.collect("dvae", records=tmp_path)
     assert part["clock"] == "train_s" and part["budget_s"] == 6.0
+    # a scratch folder's curves lie beside its records; the published figure is not touched
+    assert (tmp_path / "matrix_dvae.png").stat().st_size > 10_000 and published.stat().st_mtime_ns == before
     for path in (tmp_path / "dvae").glob("*.json"):  # the same runs with CPU seconds, 4x fewer than wall's
         rec = json.loads(path.read_text())
         rec["train_cpu_s"] = rec["train_s"] / 4
