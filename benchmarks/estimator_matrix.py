@@ -613,6 +613,11 @@ GUIDE = {  # column -> the node it answers for (the guide's bullet)
     "vae": "**Continuous latents** (the Gaussian VAE, column `vae`)",
     "maml_rl": "**Policies** (MAML-RL's Gaussian actions, column `maml_rl`)",
 }
+GUIDE_CAVEATS = {  # column -> what a reader of its bullet must know first
+    "maml_rl": "The recipe collapses on some seeds (the default on seed 3; docs/maml.md says why), so every "
+               "row's mean carries its collapsed seeds and a row is better or worse only where it holds on most "
+               "seeds.",
+}
 OLD_NOTE = ("the short settings of 2026-11-29 (dvae and vae 300 steps, sat_hard 30 steps, maml_rl 15 "
             "meta-iterations of 10 tasks, seqgan 3 adversarial iterations after 3 MLE epochs on 640 sequences), "
             "every row at the recipe's step size; kept until the column is re-measured at its recipe's length; "
@@ -693,8 +698,8 @@ def guide(record: dict) -> str:
         d = part["cells"]["default"]["recipe_lr"]
         sp = part["spread"]
         text = (f"- {GUIDE[c]}: the default `{part['cells']['default']['spec']}` {num(d['test']['mean'])} "
-                f"± {num(d['test']['sd'])} {part['headline']} (the recipe's seeds {num(sp['mean'])} ± "
-                f"{num(sp['sd'])}).")
+                f"± {num(d['test']['sd'])} {part['headline']} (seeds {seeds_text(d)}; the recipe's seeds "
+                f"{num(sp['mean'])} ± {num(sp['sd'])}).") + (f" {GUIDE_CAVEATS[c]}" if c in GUIDE_CAVEATS else "")
         groups: dict[str, list[str]] = {"better": [], "worse": [], "ties": [], "too few seeds": []}
         for row, cl in part["cells"].items():
             if row == "default":
