@@ -25,6 +25,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))  # this checkout's zoo and helpers, not an installed zoo
+from benchmarks.common.devices import accelerator, add_device_option, resolve_device  # noqa: E402
 
 
 class GradNorm(L.Callback):
@@ -74,18 +76,23 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=150, help="meta-iterations per run")
     ap.add_argument("--extra", nargs="*", default=[], help="key=value overrides added to every run")
     ap.add_argument("--out", required=True)
+    add_device_option(ap)
     args = ap.parse_args()
+    device = resolve_device(args.device)
+    acc, devices = accelerator(device)
+    on = [f"trainer.accelerator={acc}", f"trainer.devices={devices}"]
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in [int(s) for s in args.seeds.split(",")]:
             for clip in [float(c) for c in args.clips.split(",")]:
-                r = run(seed, clip, args.steps, Path(tmp), args.extra)
+                r = run(seed, clip, args.steps, Path(tmp), [*on, *args.extra])
                 print(f"seed {seed} clip {clip:g} {' '.join(args.extra)}: grad norm median "
                       f"{r['grad_norm_median']:.3g} max {r['grad_norm_max']:.3g}, above 1 on "
                       f"{r['share_above_1']:.0%} of steps; val/return_1 "
                       f"{[round(v['val/return_1'], 1) for v in r['val']]}", flush=True)
                 out.append(r)
-    Path(args.out).write_text(json.dumps({"command": "python " + " ".join(sys.argv), "runs": out}, indent=1))
+    Path(args.out).write_text(json.dumps({"command": "python " + " ".join(sys.argv), "device": str(device),
+                                          "runs": out}, indent=1))
 
 
 if __name__ == "__main__":
