@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities import grad_norm
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -30,15 +32,16 @@ from benchmarks.common.devices import accelerator, add_device_option, resolve_de
 
 
 class GradNorm(L.Callback):
-    """The meta-gradient's total 2-norm at each optimizer step, before Lightning clips it, and the policy's mean
-    action at the start state; both written to <run folder>/grad_norm.json at the end of fit."""
+    """The meta-gradient's total 2-norm at each optimizer step, before Lightning clips it, the policy's mean
+    action at the start state, and val/return_1 at each validation; written to <run folder>/grad_norm.json at
+    the end of fit."""
 
     def __init__(self):
         self.rows: list[dict] = []
+        self.val: list[dict] = []
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
-        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item()
+        norm = float(grad_norm(pl_module, norm_type=2)["grad_2.0_norm_total"])
         start = torch.zeros(2, device=pl_module.device, dtype=pl_module.dtype)  # the origin, where every episode begins
         with torch.no_grad():
             mean, std = pl_module.policy(start)
@@ -46,26 +49,27 @@ class GradNorm(L.Callback):
                           "mean_at_start": [round(v, 4) for v in mean.tolist()],
                           "std": [round(v, 4) for v in std.tolist()]})
 
+    def on_validation_end(self, trainer, pl_module):
+        if not trainer.sanity_checking:
+            self.val.append({"step": trainer.global_step,
+                             "val/return_1": float(trainer.callback_metrics["val/return_1"])})
+
     def on_fit_end(self, trainer, pl_module):
-        Path(trainer.default_root_dir, "grad_norm.json").write_text(json.dumps(self.rows))
+        Path(trainer.default_root_dir, "grad_norm.json").write_text(json.dumps({"steps": self.rows, "val": self.val}))
 
 
 def run(seed: int, clip: float, steps: int, folder: Path, extra: list[str]) -> dict:
     run_dir = folder / f"seed{seed}_clip{clip:g}"
     args = ["recipe=maml_nav2d", f"seed={seed}", "threads=1", f"trainer.max_steps={steps}",
             f"trainer.gradient_clip_val={clip}", "test_after_fit=false", "trainer.enable_progress_bar=false",
-            "logger=[csv]", f"run_dir={run_dir}", "callbacks=[{name: 'maml_nav2d_clip:GradNorm'}]", *extra]
+            f"run_dir={run_dir}", "callbacks=[{name: 'maml_nav2d_clip:GradNorm'}]", *extra]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])}
     subprocess.run([sys.executable, "-m", "zoo.train", *args], check=True, cwd=ROOT, env=env,
                    stdout=subprocess.DEVNULL)
-    rows = json.loads(next(run_dir.rglob("grad_norm.json")).read_text())
-    csv = next(run_dir.rglob("metrics.csv"), None)  # none before the first logged step
-    lines = csv.read_text().splitlines() if csv else []
-    logged = [dict(zip(lines[0].split(","), line.split(","))) for line in lines[1:]]
-    val = [{"step": int(r["step"]), "val/return_1": float(r["val/return_1"])} for r in logged if r.get("val/return_1")]
-    norms = [r["grad_norm"] for r in rows]
+    logged = json.loads(next(run_dir.rglob("grad_norm.json")).read_text())
+    norms = [r["grad_norm"] for r in logged["steps"]]
     return {"seed": seed, "clip": clip, "extra": extra, "command": "python -m zoo.train " + " ".join(args),
-            "val": val, "steps": rows, "grad_norm_median": sorted(norms)[len(norms) // 2],
+            "val": logged["val"], "steps": logged["steps"], "grad_norm_median": statistics.median(norms),
             "grad_norm_max": max(norms), "share_above_1": sum(n > 1 for n in norms) / len(norms)}
 
 
