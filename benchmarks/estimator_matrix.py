@@ -85,13 +85,15 @@ DROPPED = {
                "backpropagation through G(z) whatever the estimator, so every row repeated one gradient to the "
                "last digit (2026-11-28's matrix); it has no column",
 }
+CAVEATS = {  # column -> what a reader must know before its numbers: first in its table's note and guide bullet
+    "maml_rl": "The recipe collapses on some seeds (returns of -3,400 to -6,900 for good; the default on seed 3; "
+               "docs/maml.md says why), so every row's mean carries its collapsed seeds and a row is better or "
+               "worse only where it holds on most seeds.",
+}
 NOTES = {  # what a reader of a column needs to know
     "maml_rl": "the variance is that of the meta-gradient to the policy (estimator_loss: a fresh meta-loss); the "
                "registry's rloo is the default's gradient (reinforce with a leave-one-out baseline over the "
-               "trajectories); reinforce[learned] reads (goal, time); the recipe collapses on some seeds (returns of "
-               "-3,400 to -6,700 for good: the policy's mean leaves the action box and its gradient vanishes; the "
-               "default on seed 3 of 0-4, docs/maml.md), so a row's mean and sd carry its collapsed seeds as much as "
-               "its estimator, and a paired difference is a claim only where it holds on most seeds",
+               "trajectories); reinforce[learned] reads (goal, time)",
     "vae": "one Gaussian node z ~ N(mu(x), sigma(x)); reinforce[learned] reads the image",
     "dvae": "20 categorical variables of 10 classes; one cost (the ELBO) couples them",
     "sat_hard": "relax's control variate is per word (control: auto = per_variable on this sequential node); "
@@ -459,7 +461,7 @@ def collect(column: str, records: Path = RECORDS, seeds: tuple[int, ...] = SEEDS
             "runs": len(recs), "runs_left": len(todo),
             "cpu_min": round(sum(r["wall_s"] for r in recs.values()) / 60, 1),
             "spread": in_spread(column, base) if base["test"]["n"] else None, "cells": cells, "cannot_fit": why,
-            "same_as_default": same, "note": NOTES.get(column, ""),
+            "same_as_default": same, "caveat": CAVEATS.get(column, ""), "note": NOTES.get(column, ""),
             "command": f"python benchmarks/estimator_matrix.py --run {column}; --collect {column}",
             "extra": sorted({x for r in recs.values() for x in r.get("extra", [])})}
     times = records / f"{column}_step_times.json"
@@ -597,7 +599,7 @@ def column_table(part: dict, link: str = "../../../docs") -> str:
         lines.append(f"| {row} | cannot fit: {why} | | | | | | |")
     if part["same_as_default"]:
         lines.append(f"| {part['same_as_default']} | = the default | | | | | | |")
-    lines += ["", f"- {part['note']}" if part["note"] else "",
+    lines += ["", *(f"- {part[k]}" for k in ("caveat", "note") if part.get(k)),
               f"- curves: [docs/estimators/matrix_{part['column']}.png]({link}/estimators/matrix_{part['column']}.png)"]
     return "\n".join(x for x in lines if x is not None)
 
@@ -612,11 +614,6 @@ GUIDE = {  # column -> the node it answers for (the guide's bullet)
     "sat_hard": "**Attention locations** (hard attention, column `sat_hard`)",
     "vae": "**Continuous latents** (the Gaussian VAE, column `vae`)",
     "maml_rl": "**Policies** (MAML-RL's Gaussian actions, column `maml_rl`)",
-}
-GUIDE_CAVEATS = {  # column -> what a reader of its bullet must know first
-    "maml_rl": "The recipe collapses on some seeds (the default on seed 3; docs/maml.md says why), so every "
-               "row's mean carries its collapsed seeds and a row is better or worse only where it holds on most "
-               "seeds.",
 }
 OLD_NOTE = ("the short settings of 2026-11-29 (dvae and vae 300 steps, sat_hard 30 steps, maml_rl 15 "
             "meta-iterations of 10 tasks, seqgan 3 adversarial iterations after 3 MLE epochs on 640 sequences), "
@@ -699,7 +696,7 @@ def guide(record: dict) -> str:
         sp = part["spread"]
         text = (f"- {GUIDE[c]}: the default `{part['cells']['default']['spec']}` {num(d['test']['mean'])} "
                 f"± {num(d['test']['sd'])} {part['headline']} (seeds {seeds_text(d)}; the recipe's seeds "
-                f"{num(sp['mean'])} ± {num(sp['sd'])}).") + (f" {GUIDE_CAVEATS[c]}" if c in GUIDE_CAVEATS else "")
+                f"{num(sp['mean'])} ± {num(sp['sd'])}).") + (f" {part['caveat']}" if part.get("caveat") else "")
         groups: dict[str, list[str]] = {"better": [], "worse": [], "ties": [], "too few seeds": []}
         for row, cl in part["cells"].items():
             if row == "default":
