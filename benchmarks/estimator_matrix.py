@@ -2,7 +2,8 @@
 length, each row an estimator of the registry that fits the node (or a column's own row), at its best step size.
 
     python benchmarks/estimator_matrix.py --plan                    # the rows of each column, and why a misfit does not
-    nice python benchmarks/estimator_matrix.py --run dvae,vae       # train what is missing (one run at a time)
+    nice python benchmarks/estimator_matrix.py --run dvae,vae       # train what is missing (one run at a time;
+                                                                    # start it once per core: they share the runs)
     python benchmarks/estimator_matrix.py --status                  # runs done / planned per column
     python benchmarks/estimator_matrix.py --collect dvae            # part file, figure, table of a column's records
     python benchmarks/estimator_matrix.py --publish                 # estimator_matrix.{json,md} from complete columns
@@ -326,28 +327,116 @@ def run_one(column: str, row: str, spec_settings: dict, k: int, seed: int, runs:
     return record
 
 
+def hold(folder: Path, name: str):
+    """This runner's hold on run ``name``: its ``<name>.claim`` file beside the records, open with an exclusive
+    flock (the kernel lets go of it when the process ends, killed or not); None when another runner holds it or
+    its record is written."""
+    import fcntl  # POSIX: the runners run on Linux (the module itself imports anywhere)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    f = open(folder / f"{name}.claim", "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return None
+    if (folder / f"{name}.json").exists():  # finished by another runner while this one read the plan
+        release(folder, name, f)
+        return None
+    return f
+
+
+def release(folder: Path, name: str, held) -> None:
+    """Let go of a hold (the claim file goes first: a runner waiting on it then finds the record)."""
+    (folder / f"{name}.claim").unlink(missing_ok=True)
+    held.close()
+
+
+def in_flight(folder: Path) -> dict[str, object]:
+    """{run name: its claim file, open} of the runs other runners are training now (a claim file whose flock is
+    taken); a claim file left by a runner that was killed is free and not listed."""
+    import fcntl
+
+    out = {}
+    for path in sorted(folder.glob("*.claim")):
+        try:
+            f = open(path)
+        except FileNotFoundError:  # released meanwhile
+            continue
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            out[path.name.removesuffix(".claim")] = f
+            continue
+        f.close()
+    return out
+
+
+def wait_for_one(flying: dict[str, object]) -> None:
+    """Block until one of the runs in flight is released (its runner wrote its record, or ended)."""
+    import fcntl
+
+    first, *rest = flying.values()
+    for f in rest:
+        f.close()
+    fcntl.flock(first, fcntl.LOCK_SH)  # granted when the holder lets go
+    first.close()
+
+
+def collect_column(column: str, records: Path) -> None:
+    """A column's part file and figure, in a fresh process (--collect): the runs' imports stay out of it."""
+    subprocess.run([sys.executable, __file__, "--collect", column, "--records", str(records)], check=False)
+
+
 def run_columns(columns: list[str], records: Path, runs: Path, extra: list[str], only: list[str] | None,
                 seeds: tuple[int, ...], device: str = "cpu") -> None:
-    """Every column in turn: its missing runs one at a time (the plan is read again after each run, so the step
-    size is picked as soon as seed 0's runs are in), then its part file and figure (--collect, a fresh process)."""
-    for column in columns:
-        fits, _, _ = rows_for(column)
-        rows = [r for r in fits if not only or r == "default" or r in only]
-        folder = records / column
-        while True:
-            recs = records_of(folder)
-            todo = plan(column, recs, rows, seeds)
+    """The columns' missing runs one at a time, the first column's before the next one's; the plan is read again
+    after each run, so a step size is picked as soon as seed 0's runs are in. Runners started side by side (one
+    per core, the same command) share the work: each holds the run it trains (``hold``) and the others pass it by;
+    a runner that finds nothing free while others still train waits for one of them to finish. The runner that
+    writes a column's last record makes its part file and figure (--collect)."""
+    while True:
+        waiting: dict[str, object] = {}
+        for column in columns:
+            fits, _, _ = rows_for(column)
+            rows = [r for r in fits if not only or r == "default" or r in only]
+            folder = records / column
+            recs, flying = records_of(folder), in_flight(folder)
+            todo = [c for c in plan(column, recs, rows, seeds) if slug(*c) not in flying]
             if not todo:
-                break
+                waiting.update({f"{column}/{k}": f for k, f in flying.items()})
+                continue
+            for f in flying.values():
+                f.close()
             row, k, seed = todo[0]
+            name = slug(row, k, seed)
+            held = hold(folder, name)
+            if held is None:  # another runner took it a moment ago: read the plan again
+                break
             t0 = time.time()
             print(f"{time.strftime('%H:%M:%S')} {column} {row} lr step {k:+d} seed {seed} "
                   f"({len(recs)} done, {len(todo)} decidable left)", flush=True)
-            rec = run_one(column, row, fits[row], k, seed, runs, extra, folder, device)
+            try:
+                rec = run_one(column, row, fits[row], k, seed, runs, extra, folder, device)
+            finally:
+                release(folder, name, held)
             print(f"    {rec['headline']} {rec['test']} val {rec['val_last']} in {time.time() - t0:.0f} s"
                   + (f" FAILED {rec['failure']}" if rec["failure"] else ""), flush=True)
-        print(f"{time.strftime('%H:%M:%S')} {column}: every run has its record", flush=True)
-        subprocess.run([sys.executable, __file__, "--collect", column, "--records", str(records)], check=False)
+            rest = in_flight(folder)
+            if not plan(column, records_of(folder), rows, seeds) and not rest:
+                print(f"{time.strftime('%H:%M:%S')} {column}: every run has its record", flush=True)
+                collect_column(column, records)
+            for f in rest.values():
+                f.close()
+            break
+        else:  # nothing free in any column
+            if not waiting:
+                return
+            print(f"{time.strftime('%H:%M:%S')} waiting for a run in flight: {', '.join(waiting)}", flush=True)
+            wait_for_one(waiting)
+            continue
+        for f in waiting.values():
+            f.close()
 
 
 # ---------------------------------------------------------------- a column from its records
