@@ -352,35 +352,32 @@ def release(folder: Path, name: str, held) -> None:
     held.close()
 
 
-def in_flight(folder: Path) -> dict[str, object]:
-    """{run name: its claim file, open} of the runs other runners are training now (a claim file whose flock is
-    taken); a claim file left by a runner that was killed is free and not listed."""
+def in_flight(folder: Path) -> list[str]:
+    """The runs other runners are training now: claim files whose flock is taken (a claim file left by a runner
+    that was killed is free and not listed)."""
     import fcntl
 
-    out = {}
+    out = []
     for path in sorted(folder.glob("*.claim")):
         try:
-            f = open(path)
+            with open(path) as f:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except FileNotFoundError:  # released meanwhile
             continue
-        try:
-            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            out[path.name.removesuffix(".claim")] = f
-            continue
-        f.close()
+            out.append(path.name.removesuffix(".claim"))
     return out
 
 
-def wait_for_one(flying: dict[str, object]) -> None:
-    """Block until one of the runs in flight is released (its runner wrote its record, or ended)."""
+def wait_for(claim: Path) -> None:
+    """Block until the run of this claim file is released (its runner wrote its record, or ended)."""
     import fcntl
 
-    first, *rest = flying.values()
-    for f in rest:
-        f.close()
-    fcntl.flock(first, fcntl.LOCK_SH)  # granted when the holder lets go
-    first.close()
+    try:
+        with open(claim) as f:
+            fcntl.flock(f, fcntl.LOCK_SH)  # granted when the holder lets go
+    except FileNotFoundError:  # released already
+        pass
 
 
 def collect_column(column: str, records: Path) -> None:
@@ -396,7 +393,7 @@ def run_columns(columns: list[str], records: Path, runs: Path, extra: list[str],
     a runner that finds nothing free while others still train waits for one of them to finish. The runner that
     writes a column's last record makes its part file and figure (--collect)."""
     while True:
-        waiting: dict[str, object] = {}
+        waiting: list[Path] = []  # the claim files of the runs in flight where nothing is free
         for column in columns:
             fits, _, _ = rows_for(column)
             rows = [r for r in fits if not only or r == "default" or r in only]
@@ -404,10 +401,8 @@ def run_columns(columns: list[str], records: Path, runs: Path, extra: list[str],
             recs, flying = records_of(folder), in_flight(folder)
             todo = [c for c in plan(column, recs, rows, seeds) if slug(*c) not in flying]
             if not todo:
-                waiting.update({f"{column}/{k}": f for k, f in flying.items()})
+                waiting += [folder / f"{name}.claim" for name in flying]
                 continue
-            for f in flying.values():
-                f.close()
             row, k, seed = todo[0]
             name = slug(row, k, seed)
             held = hold(folder, name)
@@ -422,21 +417,16 @@ def run_columns(columns: list[str], records: Path, runs: Path, extra: list[str],
                 release(folder, name, held)
             print(f"    {rec['headline']} {rec['test']} val {rec['val_last']} in {time.time() - t0:.0f} s"
                   + (f" FAILED {rec['failure']}" if rec["failure"] else ""), flush=True)
-            rest = in_flight(folder)
-            if not plan(column, records_of(folder), rows, seeds) and not rest:
+            if not plan(column, records_of(folder), rows, seeds) and not in_flight(folder):
                 print(f"{time.strftime('%H:%M:%S')} {column}: every run has its record", flush=True)
                 collect_column(column, records)
-            for f in rest.values():
-                f.close()
             break
         else:  # nothing free in any column
             if not waiting:
                 return
-            print(f"{time.strftime('%H:%M:%S')} waiting for a run in flight: {', '.join(waiting)}", flush=True)
-            wait_for_one(waiting)
-            continue
-        for f in waiting.values():
-            f.close()
+            print(f"{time.strftime('%H:%M:%S')} waiting for a run in flight: "
+                  f"{', '.join(f'{c.parent.name}/{c.stem}' for c in waiting)}", flush=True)
+            wait_for(waiting[0])
 
 
 # ---------------------------------------------------------------- a column from its records

@@ -48,14 +48,11 @@ def test_a_held_run_is_passed_by_and_a_claim_left_by_a_killed_runner_is_free(tmp
     held = em.hold(folder, "a")
     assert held is not None
     assert em.hold(folder, "a") is None  # a second open file: another runner
-    flying = em.in_flight(folder)
-    assert list(flying) == ["a"]
-    for f in flying.values():
-        f.close()
+    assert em.in_flight(folder) == ["a"]
     em.release(folder, "a", held)
-    assert not (folder / "a.claim").exists() and em.in_flight(folder) == {}
+    assert not (folder / "a.claim").exists() and em.in_flight(folder) == []
     (folder / "b.claim").write_text("")  # its runner was killed: nobody holds the lock
-    assert em.in_flight(folder) == {}
+    assert em.in_flight(folder) == []
     again = em.hold(folder, "b")
     assert again is not None
     em.release(folder, "b", again)
@@ -74,20 +71,19 @@ def test_a_runner_passes_by_the_run_in_flight_and_waits_for_it_before_stopping(t
     trained, collected = fake_runs
     folder, first = tmp_path / "dvae", em.slug(*CELLS[0])
     other = em.hold(folder, first)  # the other runner's run
-    waits, real_wait = threading.Event(), em.wait_for_one
+    waits, real_wait = threading.Event(), em.wait_for
 
-    def wait_for_one(flying):
-        seen = sorted(flying)
+    def wait_for(claim):
         waits.set()
-        real_wait(flying)
-        assert seen == [f"dvae/{first}"]
+        real_wait(claim)
+        assert claim == folder / f"{first}.claim"
 
     def other_runner():  # finishes its run once this runner waits for it
         waits.wait()
         write_record(folder, *CELLS[0])
         em.release(folder, first, other)
 
-    monkeypatch.setattr(em, "wait_for_one", wait_for_one)
+    monkeypatch.setattr(em, "wait_for", wait_for)
     thread = threading.Thread(target=other_runner)
     thread.start()
     try:
