@@ -57,7 +57,7 @@ class Published:
     title: str  # the dataset's name in messages
     page: str  # where its publisher describes it
     files: tuple[Remote, ...]  # every file the readers need
-    note: str = ""  # said when every address failed (a publisher that no longer serves the files)
+    note: str = ""  # said when every address failed (a publisher whose files are gone)
 
 
 _TV = "torchvision's md5"  # checksums taken from torchvision.datasets where it has them
