@@ -136,8 +136,11 @@ def test_the_seam_refuses_them_where_they_cannot_train_and_names_what_fits(overr
     with pytest.raises(UserError) as err:
         load_config("dvae_digits", override)
     assert why in str(err.value) and f"Estimators that fit: {fits}" in str(err.value)
-    with pytest.raises(UserError, match="does not state how many"):
-        load_config("sat_shapes_hard", ["model.estimator=disarm"])  # attention over locations
+    # attention over locations: the data's image side states L, the cnn's grid cells, before any data are read
+    with pytest.raises(UserError, match=r"this node's have 64 \(2 would fit\)"):
+        load_config("sat_shapes_hard", ["model.estimator=disarm"])  # 8 x 8 cells of a 64-px scene
+    with pytest.raises(UserError, match=r"this node's have 16 \(2 would fit\)"):
+        load_config("sat_shapes_hard", ["model.estimator=arm", "data.image_size=32"])
 
 
 def test_a_binary_discrete_vae_takes_them_and_lists_them_as_fits():

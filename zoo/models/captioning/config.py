@@ -152,5 +152,15 @@ SAT_SPEC = MODELS.declare(ModelSpec("sat", "zoo.models.captioning.module:ShowAtt
                                     # the CNN only: the decoder's steps run a loop as long as each batch's captions
                                     # and a beam search whose beams end at different steps (a graph per length)
                                     compiled=("encoder",)))
-KARPATHY_SPEC = DATAMODULES.declare(DataSpec("karpathy", "zoo.models.captioning.data:KarpathyData", KarpathyConfig))
-SHAPES_SPEC = DATAMODULES.declare(DataSpec("shapes", "zoo.models.captioning.data:ShapesData", ShapesConfig))
+
+
+def image_known_info(cfg: KarpathyConfig | ShapesConfig) -> dict:
+    """The image side the data's options state: hard attention's locations L, for the estimator check before
+    any data are read."""
+    return {"image_size": cfg.image_size}
+
+
+KARPATHY_SPEC = DATAMODULES.declare(DataSpec("karpathy", "zoo.models.captioning.data:KarpathyData", KarpathyConfig,
+                                             known_info=image_known_info))
+SHAPES_SPEC = DATAMODULES.declare(DataSpec("shapes", "zoo.models.captioning.data:ShapesData", ShapesConfig,
+                                           known_info=image_known_info))
