@@ -798,6 +798,12 @@ def guide(record: dict) -> str:
                 text += f" {what}: " + ", ".join(groups[verdict]) + "."
         text += f" The default's gradient variance: {num(d['grad_var']['mean'])}."
         lines.append(text)
+    shown = [c for c in ORDER if c in record["columns"]]
+    if shown:  # the published columns' curves, under the bullets (docs/estimators.md links them relatively)
+        lines += ["", "Each published column's rows at their picked step sizes, validation metric against optimizer "
+                  "steps and against training seconds (median and min..max over seeds):", ""]
+        for c in shown:
+            lines += [f"![estimator matrix, column {c}: validation curves]({FIGURES.name}/matrix_{c}.png)", ""]
     return "\n".join(lines)
 
 

@@ -161,6 +161,8 @@ def test_published_keeps_old_short_columns_apart_and_the_guide_claims_only_what_
     assert "Worse: `rloo` (lr 0.0003333: Δ +0.500 ± 0.058, seeds +0.500 / +0.600 / +0.400" in docs
     assert "Ties: " in docs and "`relax` (lr 0.0003333: Δ +0.100 ± 0.351" in docs
     assert "Better than the default" not in docs
+    assert "![estimator matrix, column dvae: validation curves](estimators/matrix_dvae.png)" in docs
+    assert "column seqgan: validation curves" not in docs  # a column in progress shows no curves
     assert "**Token sequences** (SeqGAN's generator, column `seqgan`): being re-measured" in docs
     # published again from its own output: the old columns stay as they were
     again = em.old_record(published["tmp"] / "estimator_matrix.json")
