@@ -588,7 +588,7 @@ def figure(column: str, recs: dict, part: dict, path: Path) -> None:
         if row == "default":
             default_end = mid[-1]
         lr = f"lr {curves and runs[0]['lr']:g}" if runs[0] else ""
-        label = f"{row} ({lr}, {len(curves)} seeds)"
+        label = f"{row} ({lr}, {len(curves)} seed{'s' if len(curves) != 1 else ''})"
         for ax, key in zip(axes, ("step", part.get("clock", "train_s"))):
             x = [statistics.fmean(cv[i][key] for cv in curves) for i in range(n)]
             (line,) = ax.plot(x, mid, label=label)
