@@ -70,6 +70,7 @@ COLUMNS = {
     "seqgan": {"recipe": "seqgan_oracle_small", "headline": "test/nll_oracle", "val": "val/nll_oracle",
                "higher": False, "lr_key": "model.adv_lr", "seed_record": "seeds_seqgan_oracle_small_cpu.json",
                "probe_every": 1000, "settings": [],
+               "start": ("test/nll_oracle_mle", "the MLE-pretrained G's"),  # where the adversarial phase begins
                # a group of 4 sequences per start for rloo's leave-one-out baseline, the final D score as every
                # token's reward (no rollouts)
                "rows": {f"{name}_group4_norollouts": {"spec": name,
@@ -492,6 +493,27 @@ def cell(recs: dict, row: str, k: int, seeds: tuple[int, ...], base: dict | None
     return out
 
 
+def start_caveat(column: str, recs: dict) -> str:
+    """Where a column's estimator phase begins (a test metric every run records, e.g. SeqGAN's MLE-pretrained G)
+    against where the default ends, so a row's Δ reads on the scale of what the phase moves."""
+    if "start" not in COLUMNS[column]:
+        return ""
+    key, what = COLUMNS[column]["start"]
+    starts: dict[int, set] = {}
+    for (_, _, seed), r in recs.items():
+        if not r["failure"] and key in (r.get("test_metrics") or {}):
+            starts.setdefault(seed, set()).add(round(r["test_metrics"][key], 6))
+    ends = {s: r["test"] for (row, k, s), r in recs.items() if row == "default" and k == 0 and not r["failure"]}
+    seeds = sorted(s for s in ends if len(starts.get(s, ())) == 1)
+    if not seeds:
+        return ""
+    start = statistics.mean(next(iter(starts[s])) for s in seeds)
+    moved = statistics.mean(ends[s] - next(iter(starts[s])) for s in seeds)
+    same = "the same for every row at a seed" if all(len(v) == 1 for v in starts.values()) else "per seed"
+    return (f"Every run begins the estimator's phase from {what} {key} ({same}: {num(start)} over the default's "
+            f"seeds); the default moves it by {moved:+.3f}, so a row's Δ is on that scale.")
+
+
 def in_spread(column: str, default: dict) -> dict:
     """The default's test values against the recipe's seed record (benchmarks/results/seeds_<recipe>_cpu.json):
     inside when its mean lies within the record's mean ± 2 sd (or its min..max when wider)."""
@@ -545,7 +567,8 @@ def collect(column: str, records: Path = RECORDS, seeds: tuple[int, ...] = SEEDS
             "runs": len(recs), "runs_left": len(todo),
             "cpu_min": round(sum(r["wall_s"] for r in recs.values()) / 60, 1),
             "spread": in_spread(column, base) if base["test"]["n"] else None, "cells": cells, "cannot_fit": why,
-            "same_as_default": same, "caveat": CAVEATS.get(column, ""), "note": NOTES.get(column, ""),
+            "same_as_default": same, "note": NOTES.get(column, ""),
+            "caveat": " ".join(filter(None, (CAVEATS.get(column, ""), start_caveat(column, recs)))),
             "command": f"python benchmarks/estimator_matrix.py --run {column}; --collect {column}",
             "extra": sorted({x for r in recs.values() for x in r.get("extra", [])})}
     times = records / f"{column}_step_times.json"

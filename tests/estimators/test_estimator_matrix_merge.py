@@ -237,3 +237,25 @@ def test_the_curve_timer_counts_cpu_seconds_of_the_training_thread():
     time.sleep(0.1)  # idle: wall time only
     timer.on_train_batch_end(None, None, None, None, 0)
     assert timer.train_cpu_s >= 0.05 and timer.train_s - timer.train_cpu_s >= 0.09
+
+
+def test_a_column_with_a_start_says_where_its_estimator_phase_begins(tmp_path, monkeypatch):
+    """SeqGAN's rows share their MLE-pretrained G at a seed: the caveat gives it and what the default moves it by,
+    and says 'per seed' where the rows' starts differ."""
+    folder = tmp_path / "dvae"
+    for s in range(3):
+        write_record(folder, "default", 0, s, 20.0 + s)
+        write_record(folder, "rloo", 0, s, 21.0 + s)
+    monkeypatch.setitem(em.COLUMNS, "dvae", {**em.COLUMNS["dvae"], "start": ("test/start", "the pretrained model's")})
+    for path in folder.glob("*.json"):
+        rec = json.loads(path.read_text())
+        rec["test_metrics"] = {"test/start": 20.5 + rec["seed"]}
+        path.write_text(json.dumps(rec))
+    text = em.start_caveat("dvae", em.records_of(folder))
+    assert "the same for every row at a seed: 21.500" in text and "moves it by -0.500" in text
+    rec = json.loads((folder / f"{em.slug('rloo', 0, 1)}.json").read_text())
+    rec["test_metrics"]["test/start"] = 30.0
+    (folder / f"{em.slug('rloo', 0, 1)}.json").write_text(json.dumps(rec))
+    text = em.start_caveat("dvae", em.records_of(folder))  # seed 1's start is ambiguous: seeds 0 and 2 only
+    assert "(per seed: 21.500" in text and "moves it by -0.500" in text
+    assert em.start_caveat("vae", em.records_of(folder)) == ""
