@@ -722,49 +722,16 @@ GUIDE = {  # column -> the node it answers for (the guide's bullet)
     "vae": "**Continuous latents** (the Gaussian VAE, column `vae`)",
     "maml_rl": "**Policies** (MAML-RL's Gaussian actions, column `maml_rl`)",
 }
-OLD_NOTE = ("the short settings of 2026-11-29 (dvae and vae 300 steps, sat_hard 30 steps, maml_rl 15 "
-            "meta-iterations of 10 tasks, seqgan 3 adversarial iterations after 3 MLE epochs on 640 sequences), "
-            "every row at the recipe's step size; kept until the column is re-measured at its recipe's length; "
-            "they support no conclusion (issue 75)")
-
-
-def old_record(out: Path) -> dict:
-    """The 2026-11-29 record's columns (the earlier format: "models"), as kept in the published JSON."""
-    if not out.is_file():
-        return {"note": OLD_NOTE, "models": {}}
-    rec = json.loads(out.read_text())
-    if "models" in rec:  # the earlier record itself
-        return {"note": OLD_NOTE, "command": rec.get("command"), "parts": rec.get("parts", []),
-                "models": rec["models"]}
-    return rec.get("old_short_settings") or {"note": OLD_NOTE, "models": {}}
-
-
-def old_table(old: dict) -> str:
-    """The old columns' headline values (mean ± sd over their seeds), nothing more."""
-    from zoo.spread import fmt
-
-    cols = list(old["models"])
-    if not cols:
-        return ""
-    rows = sorted({r for c in cols for r in old["models"][c]["cells"]}, key=lambda r: (r != "default", r))
-    lines = ["| row | " + " | ".join(f"{c}: {old['models'][c]['headline']}" for c in cols) + " |",
-             "|---" * (len(cols) + 1) + "|"]
-    for row in rows:
-        lines.append(f"| {row} | " + " | ".join(fmt(old["models"][c]["cells"][row]["headline"], 3)
-                                                 if row in old["models"][c]["cells"] else "—" for c in cols) + " |")
-    return "\n".join(lines)
 
 
 def publish(records: Path = RECORDS, out: Path = OUT, docs: Path = DOCS) -> dict:
-    """estimator_matrix.json and .md from the complete columns' part files (the old short columns not re-measured
-    yet kept apart, marked), and the guide in docs/estimators.md between its markers."""
+    """estimator_matrix.json and .md from the complete columns' part files (a column in progress named, with its
+    runs so far), and the guide in docs/estimators.md between its markers."""
     parts = {c: json.loads((records / f"{c}.json").read_text()) for c in ORDER if (records / f"{c}.json").is_file()}
-    old = old_record(out)
     done = {c: p for c, p in parts.items() if p["complete"]}
     record = {"command": "python benchmarks/estimator_matrix.py --publish", "columns": done,
               "in_progress": {c: {"runs": p["runs"], "runs_left": p["runs_left"], "cpu_min": p["cpu_min"]}
                               for c, p in parts.items() if not p["complete"]},
-              "old_short_settings": {**old, "models": {c: v for c, v in old["models"].items() if c not in done}},
               "dropped": DROPPED}
     out.write_text(json.dumps(record, indent=1) + "\n")
     md = ["# The estimator matrix", "", "Each column its recipe at its own length, each row at its best step size "
@@ -776,10 +743,6 @@ def publish(records: Path = RECORDS, out: Path = OUT, docs: Path = DOCS) -> dict
         elif c in parts:
             md += [f"### {c}: being re-measured ({parts[c]['runs']} runs recorded, {parts[c]['runs_left']} "
                    "decidable left)", ""]
-    if record["old_short_settings"]["models"]:
-        old_cols = ", ".join(record["old_short_settings"]["models"])
-        md += ["## Old short settings, not re-measured yet", "", f"Columns {old_cols}: {OLD_NOTE}.", "",
-               old_table(record["old_short_settings"]), ""]
     md += [f"- {c} (no column): {why}" for c, why in DROPPED.items()]
     out.with_suffix(".md").write_text("\n".join(md) + "\n")
     text = docs.read_text()

@@ -121,16 +121,11 @@ def published(tmp_path_factory):
         mp.setattr(em, "rows_for", lambda column: (fits, {"arm": "it handles variables of at most 2 categories"},
                                                    None))
         part = em.collect("dvae", records, figures=tmp / "figures")
-    out = tmp / "estimator_matrix.json"  # an earlier record (format "models") with two short columns
-    short = {"mean": 8.5, "sd": 0.1, "n": 3, "values": [8.4, 8.5, 8.6]}
-    old = {"command": "python benchmarks/estimator_matrix.py --merge ...", "parts": [],
-           "models": {c: {"headline": "test/x", "cells": {"default": {"headline": short}}}
-                      for c in ("dvae", "sat_hard")}}
-    out.write_text(json.dumps(old))
+    out = tmp / "estimator_matrix.json"
     docs = tmp / "estimators.md"
     docs.write_text(f"intro\n{em.GUIDE_START}\nold guide\n{em.GUIDE_END}\nrest\n")
     record = em.publish(records, out, docs)
-    return {"tmp": tmp, "part": part, "record": record, "docs": docs.read_text(), "old": old}
+    return {"tmp": tmp, "part": part, "record": record, "docs": docs.read_text()}
 
 
 def test_a_column_from_its_records(published):
@@ -150,23 +145,18 @@ def test_a_column_from_its_records(published):
     assert (published["tmp"] / "figures" / "matrix_dvae.png").stat().st_size > 10_000
 
 
-def test_published_keeps_old_short_columns_apart_and_the_guide_claims_only_what_holds(published):
+def test_published_has_the_complete_columns_and_the_guide_claims_only_what_holds(published):
     record, docs = published["record"], published["docs"]
-    assert list(record["columns"]) == ["dvae"]
-    old = record["old_short_settings"]
-    assert "dvae" not in old["models"] and "sat_hard" in old["models"] and "support no conclusion" in old["note"]
+    assert list(record["columns"]) == ["dvae"] and record["in_progress"] == {}
     md = (published["tmp"] / "estimator_matrix.md").read_text()
-    assert "## Old short settings, not re-measured yet" in md and "support no conclusion" in md
+    assert "### dvae: dvae_digits at its own length" in md and "### seqgan" not in md
     assert "old guide" not in docs and docs.startswith("intro\n") and docs.endswith("rest\n")
     assert "Worse: `rloo` (lr 0.0003333: Δ +0.500 ± 0.058, seeds +0.500 / +0.600 / +0.400" in docs
     assert "Ties: " in docs and "`relax` (lr 0.0003333: Δ +0.100 ± 0.351" in docs
     assert "Better than the default" not in docs
     assert "![estimator matrix, column dvae: validation curves](estimators/matrix_dvae.png)" in docs
-    assert "column seqgan: validation curves" not in docs  # a column in progress shows no curves
+    assert "column seqgan: validation curves" not in docs  # a column not published shows no curves
     assert "**Token sequences** (SeqGAN's generator, column `seqgan`): being re-measured" in docs
-    # published again from its own output: the old columns stay as they were
-    again = em.old_record(published["tmp"] / "estimator_matrix.json")
-    assert again["models"] == old["models"]
 
 
 def test_the_docs_guide_is_the_one_generated_from_the_published_json():
