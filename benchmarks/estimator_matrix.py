@@ -504,11 +504,11 @@ def start_caveat(column: str, recs: dict) -> str:
         if not r["failure"] and key in (r.get("test_metrics") or {}):
             starts.setdefault(seed, set()).add(round(r["test_metrics"][key], 6))
     ends = {s: r["test"] for (row, k, s), r in recs.items() if row == "default" and k == 0 and not r["failure"]}
-    seeds = sorted(s for s in ends if len(starts.get(s, ())) == 1)
-    if not seeds:
+    pairs = [(min(starts[s]), end) for s, end in ends.items() if len(starts.get(s, ())) == 1]  # (start, end)
+    if not pairs:
         return ""
-    start = statistics.mean(next(iter(starts[s])) for s in seeds)
-    moved = statistics.mean(ends[s] - next(iter(starts[s])) for s in seeds)
+    start = statistics.mean(a for a, _ in pairs)
+    moved = statistics.mean(b - a for a, b in pairs)
     same = "the same for every row at a seed" if all(len(v) == 1 for v in starts.values()) else "per seed"
     return (f"Every run begins the estimator's phase from {what} {key} ({same}: {num(start)} over the default's "
             f"seeds); the default moves it by {moved:+.3f}, so a row's Δ is on that scale.")

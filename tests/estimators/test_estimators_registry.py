@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -230,13 +231,9 @@ def test_observe_scores_samples_drawn_elsewhere():
 
 def test_the_readme_table_names_every_registered_estimator():
     """README's estimator table is where users first see what the registry holds: no entry left out."""
-    from pathlib import Path
-
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     table = readme[readme.index("## Gradient estimators"):readme.index("### Your own estimator")]
     named = {name for line in table.splitlines() if line.startswith("| `")
              for name in re.findall(r"`(\w+)`", line.split("|")[1])}
-    from zoo.estimators.base import ESTIMATORS
-
     builtin = {n for n in list_estimators() if ESTIMATORS.entry(n).obj.__module__.startswith("zoo.")}  # not tests'
     assert len(builtin) >= 13 and builtin <= named, f"README's estimator table lacks {builtin - named}"
